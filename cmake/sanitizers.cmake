@@ -1,0 +1,10 @@
+# TPNODE_SANITIZE=address -> ASan + UBSan; thread -> TSan. Applies to every target.
+if(TPNODE_SANITIZE STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+elseif(TPNODE_SANITIZE STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(NOT TPNODE_SANITIZE STREQUAL "")
+  message(FATAL_ERROR "TPNODE_SANITIZE='${TPNODE_SANITIZE}': use '', 'address' or 'thread'")
+endif()

@@ -1,0 +1,1 @@
+// Replaced by the model layer (issue 4).

@@ -1,0 +1,27 @@
+// tpnode: one process per host. Dispatches to the mode the flags ask for.
+#include <cstdio>
+
+#include <spdlog/spdlog.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "node/options.h"
+
+int main(int argc, char** argv) {
+  using namespace tpnode;
+  node::Options options;
+  int exit_code = 0;
+  switch (node::parseCommandLine(argc, argv, options, exit_code)) {
+    case node::ParseResult::kExitOk: return 0;
+    case node::ParseResult::kExitError: return exit_code == 0 ? 2 : exit_code;
+    case node::ParseResult::kRun: break;
+  }
+  try {
+    initLogging(options.log_level, "n" + std::to_string(options.node_id));
+    spdlog::error("nothing to do yet: this build has no mesh or model mode");
+    return 2;
+  } catch (const Error& e) {
+    spdlog::error("{} ({})", e.what(), errorCodeName(e.code()));
+    return 1;
+  }
+}

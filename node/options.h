@@ -1,0 +1,55 @@
+// Everything a tpnode process is told on its command line, in its environment (TPNODE_<FLAG>)
+// or in its YAML config. Plain data: parsing lives in cli.cc, validation in each consumer.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tpnode::node {
+
+struct Options {
+  // Cluster
+  std::string config_file;
+  int node_id = 0;
+  std::string peers;  // "host:port,host:port"
+  int tp = 1;
+  std::string devices;  // "0,2"
+  std::string backend = "auto";
+  double connect_timeout_s = 120;
+  double liveness_timeout_s = 5;
+  int sockets_per_peer = 1;
+  std::string cluster_secret_file;
+  std::string tls_cert, tls_key, tls_ca;
+  // Model and generation
+  std::string model;
+  std::string prompt;
+  std::string prompt_ids;  // "1,2,3"
+  bool prompt_given = false;
+  int n_predict = 32;
+  double temperature = 0.0;
+  int top_k = 0;
+  double top_p = 1.0;
+  double min_p = 0.0;
+  double repeat_penalty = 1.0;
+  uint64_t seed = 0;
+  int threads = 1;  // compute threads per rank
+  int ctx_size = 2048;
+  bool json = false;
+  std::string dump_logits;
+  // Serving
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int parallel = 4;
+  std::string api_key_file;
+  // Misc
+  std::string log_level = "info";
+};
+
+enum class ParseResult { kRun, kExitOk, kExitError };
+
+// Parses argv (and TPNODE_* environment variables). Prints help/version/errors itself.
+ParseResult parseCommandLine(int argc, char** argv, Options& options, int& exit_code);
+
+}  // namespace tpnode::node

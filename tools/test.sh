@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs dependencies (idempotent), builds tpnode with warnings as errors, runs every test.
+#   tools/test.sh               all tests
+#   TPNODE_TEST_LABELS=unit tools/test.sh     only one ctest label
+# Build folder: build/ (override with TPNODE_BUILD_DIR).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/install-deps.sh
+
+BUILD_DIR=${TPNODE_BUILD_DIR:-build}
+JOBS=${TPNODE_JOBS:-$(nproc)}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPNODE_WERROR=ON
+cmake --build "$BUILD_DIR" -j "$JOBS"
+
+ctest_args=(--test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 600)
+[ -n "${TPNODE_TEST_LABELS:-}" ] && ctest_args+=(-L "$TPNODE_TEST_LABELS")
+ctest "${ctest_args[@]}"
+
+# Extra CI stages (sanitizers, fuzzing) live in tools/ci-extra.sh when present.
+if [ -x tools/ci-extra.sh ] && [ -z "${TPNODE_SKIP_EXTRA:-}" ]; then
+  tools/ci-extra.sh
+fi
+echo "[test] all tests passed"
