@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "node/modes.h"
 #include "node/options.h"
 
 int main(int argc, char** argv) {
@@ -18,7 +19,10 @@ int main(int argc, char** argv) {
   }
   try {
     initLogging(options.log_level, "n" + std::to_string(options.node_id));
-    spdlog::error("nothing to do yet: this build has no mesh or model mode");
+    if (!options.model.empty() && options.peers.empty()) return node::runLocal(options);
+    if (options.model.empty() && !options.peers.empty()) return node::runMeshOnly(options);
+    spdlog::error("nothing to do: give --model (one process), --peers (mesh smoke test), or "
+                  "both (a cluster); see --help");
     return 2;
   } catch (const Error& e) {
     spdlog::error("{} ({})", e.what(), errorCodeName(e.code()));
