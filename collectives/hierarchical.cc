@@ -42,14 +42,23 @@ class HierarchicalCommunicator final : public Communicator {
  private:
   bool leader() const { return inter_ != nullptr && local_->localRank() == 0; }
 
+  // Runs one collective; a failure aborts the whole group (local ranks and peer nodes) and
+  // returns once no local rank can still read this rank's buffer.
   template <typename F>
   void guarded(F&& body) {
+    local_->beginOp();
     try {
       body();
     } catch (const Error& e) {
       group_->abort(e.code(), e.what());
+      local_->endOp(true);
+      throw;
+    } catch (...) {
+      group_->abort(ErrorCode::kInternal, "unexpected exception in a collective");
+      local_->endOp(true);
       throw;
     }
+    local_->endOp(false);
   }
 
   void allReduceImpl(void* data, size_t count, DType dtype) {

@@ -3,9 +3,14 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/log.h"
 
 namespace tpnode::collectives::testing {
 namespace {
+
+// spdlog's registry is created lazily inside the (uninstrumented) shared library; create it on
+// the main thread before any test thread logs, so ThreadSanitizer sees no racy first use.
+[[maybe_unused]] const auto* const kLoggerReady = spdlog::default_logger_raw();
 
 class DoneRequest final : public mesh::Request {
  public:
