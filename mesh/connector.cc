@@ -32,7 +32,8 @@ class Connector {
         deadline_(start_ + options.connect_timeout),
         slots_(static_cast<size_t>(n_ * lanes_)),
         slot_from_(slots_.size()),
-        problem_(static_cast<size_t>(n_), "nothing heard yet") {}
+        problem_(static_cast<size_t>(n_), "nothing heard yet"),
+        last_refusal_(static_cast<size_t>(n_)) {}
 
   std::vector<EstablishedSocket> run();
 
@@ -49,7 +50,9 @@ class Connector {
   bool handshake(std::unique_ptr<Transport> transport, int expected_peer, int lane,
                  const std::string& from);
   std::string admitLocked(int peer, int lane, const std::string& from);
-  void noteProblem(int peer, const std::string& problem, bool refusal);
+  // Records the latest problem with `peer`; a refusal (its reason in `refusal`) is logged as
+  // a warning the first time that reason is seen.
+  void noteProblem(int peer, const std::string& problem, const std::string& refusal);
 
   const MeshOptions& o_;
   const TransportFactory& make_transport_;
@@ -64,6 +67,7 @@ class Connector {
   std::vector<std::unique_ptr<Transport>> slots_;  // guarded by mu_
   std::vector<std::string> slot_from_;             // guarded by mu_: "" = free
   std::vector<std::string> problem_;               // guarded by mu_
+  std::vector<std::string> last_refusal_;          // guarded by mu_
   std::vector<std::thread> handshakers_;           // guarded by mu_
 };
 
@@ -77,11 +81,12 @@ bool Connector::completeLocked() const {
   return true;
 }
 
-void Connector::noteProblem(int peer, const std::string& problem, bool refusal) {
+void Connector::noteProblem(int peer, const std::string& problem, const std::string& refusal) {
   std::lock_guard lock(mu_);
-  std::string& last = problem_[static_cast<size_t>(peer)];
-  if (refusal && last != problem) spdlog::warn("[mesh] {}", problem);
-  last = problem;
+  problem_[static_cast<size_t>(peer)] = problem;
+  std::string& last = last_refusal_[static_cast<size_t>(peer)];
+  if (!refusal.empty() && refusal != last) spdlog::warn("[mesh] {}", problem);
+  if (!refusal.empty()) last = refusal;
 }
 
 std::string Connector::admitLocked(int peer, int lane, const std::string& from) {
@@ -141,8 +146,10 @@ bool Connector::handshake(std::unique_ptr<Transport> t, int expected_peer, int l
   } catch (const Error& e) {
     hs.abort(e);
   }
-  const int peer = hs.peerId() >= 0 ? hs.peerId() : expected_peer;
-  const std::string who = peer >= 0 ? name(peer) : "a peer";
+  const int peer = expected_peer >= 0 ? expected_peer : hs.claimedPeer();
+  const std::string who = expected_peer >= 0 ? name(peer)
+                          : peer >= 0 ? fmt::format("node {} (connecting from {})", peer, from)
+                                      : fmt::format("a peer connecting from {}", from);
   if (hs.state() == Handshake::State::kDone) {
     std::lock_guard lock(mu_);
     slot_from_[slot(peer, hs.lane())] = from;
@@ -157,10 +164,9 @@ bool Connector::handshake(std::unique_ptr<Transport> t, int expected_peer, int l
     if (holder == from && !slots_[slot(hs.peerId(), hs.lane())]) holder.clear();
   }
   std::string message = hs.refusedByPeer() ? fmt::format("{} refused us: {}", who, hs.error())
-                                           : fmt::format("refused {} (connection from {}): {}", who,
-                                                         from, hs.error());
+                                           : fmt::format("refused {}: {}", who, hs.error());
   if (peer >= 0) {
-    noteProblem(peer, message, true);
+    noteProblem(peer, message, hs.error());
   } else {
     spdlog::warn("[mesh] {}", message);
   }
@@ -186,11 +192,11 @@ void Connector::dialLoop(int peer, int lane) {
           return;
         }
       } catch (const Error& e) {
-        noteProblem(peer, fmt::format("{}: {}", name(peer), e.what()), true);
+        noteProblem(peer, fmt::format("{}: {}", name(peer), e.what()), e.what());
       }
       backoff = std::max(backoff, std::chrono::milliseconds(1000));
     } else {
-      noteProblem(peer, why, false);
+      noteProblem(peer, why, {});
     }
     std::unique_lock lock(mu_);
     cv_.wait_for(lock, backoff, [&] { return stop_; });

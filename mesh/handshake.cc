@@ -245,6 +245,9 @@ std::string Handshake::checkHello(const Hello& h) const {
 
 std::vector<uint8_t> Handshake::onHello(std::span<const uint8_t> payload) {
   Hello h = decodeHello(payload);
+  if (h.node_id < static_cast<uint32_t>(config_.node_count)) {
+    claimed_peer_ = static_cast<int>(h.node_id);
+  }
   std::string why = checkHello(h);
   if (!why.empty()) {
     bool duplicate = why.starts_with("duplicate");

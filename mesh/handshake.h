@@ -98,6 +98,8 @@ class Handshake {
   State state() const { return state_; }
   int peerId() const { return peer_id_; }
   int lane() const { return static_cast<int>(lane_); }
+  // The node id the peer's HELLO claimed (even when refused); -1 before a valid HELLO.
+  int claimedPeer() const { return claimed_peer_; }
   ErrorCode errorCode() const { return error_code_; }
   const std::string& error() const { return error_; }
   bool refusedByPeer() const { return refused_by_peer_; }
@@ -114,6 +116,7 @@ class Handshake {
   State state_ = State::kAwaitHello;
   bool started_ = false;
   int peer_id_ = -1;
+  int claimed_peer_ = -1;
   uint32_t lane_ = 0;
   ErrorCode error_code_ = ErrorCode::kInternal;
   ErrorCode refusal_code_ = ErrorCode::kMismatch;

@@ -21,15 +21,16 @@ CLI::Option* flag(CLI::App& app, const std::string& name, T& value, const std::s
 }  // namespace
 
 ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) {
-  CLI::App app{"tpnode: run one large language model across many GPUs and hosts with tensor "
-               "parallelism.\n\nExamples:\n"
-               "  tpnode --node-id 0 --peers a:9500,b:9500            # mesh smoke test\n"
-               "  tpnode --model m.gguf --tp 2 --prompt \"Hello\" -n 32  # one process\n"
-               "  tpnode --model m.gguf --node-id 0 --peers a:9500,b:9500 --tp 2\n"
-               "  tpnode --config configs/cluster.yaml --node-id 1",
-               "tpnode"};
-  app.set_version_flag("--version", std::string("tpnode ") + TPNODE_VERSION + " (" +
-                                        TPNODE_GIT_COMMIT + ")");
+  CLI::App app{
+      "tpnode: run one large language model across many GPUs and hosts with tensor "
+      "parallelism.\n\nExamples:\n"
+      "  tpnode --node-id 0 --peers a:9500,b:9500            # mesh smoke test\n"
+      "  tpnode --model m.gguf --tp 2 --prompt \"Hello\" -n 32  # one process\n"
+      "  tpnode --model m.gguf --node-id 0 --peers a:9500,b:9500 --tp 2\n"
+      "  tpnode --config configs/cluster.yaml --node-id 1",
+      "tpnode"};
+  app.set_version_flag("--version",
+                       std::string("tpnode ") + TPNODE_VERSION + " (" + TPNODE_GIT_COMMIT + ")");
   app.get_formatter()->column_width(34);
 
   flag(app, "config", o.config_file, "YAML cluster config (flags override it)")->group("Cluster");
@@ -37,7 +38,8 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
   flag(app, "peers", o.peers, "host:port of every node, in node-id order")->group("Cluster");
   flag(app, "tp", o.tp, "Local tensor-parallel ranks in this process")->group("Cluster");
   flag(app, "devices", o.devices, "Device of each local rank, e.g. 0,2")
-      ->envname("TPNODE_TP_DEVICES")->group("Cluster");
+      ->envname("TPNODE_TP_DEVICES")
+      ->group("Cluster");
   flag(app, "backend", o.backend, "auto, cpu or cuda")->group("Cluster");
   flag(app, "connect-timeout", o.connect_timeout_s, "Seconds to wait for all peers")
       ->group("Cluster");
@@ -45,8 +47,12 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
       ->group("Cluster");
   flag(app, "sockets-per-peer", o.sockets_per_peer, "Parallel TCP connections per node pair")
       ->group("Cluster");
+  flag(app, "mesh-hold", o.mesh_hold_s,
+       "Mesh smoke test (no --model): stay connected this many seconds before exiting")
+      ->group("Cluster");
   flag(app, "cluster-secret-file", o.cluster_secret_file,
-       "File holding the shared secret (or env TPNODE_CLUSTER_SECRET)")->group("Security");
+       "File holding the shared secret (or env TPNODE_CLUSTER_SECRET)")
+      ->group("Security");
   flag(app, "tls-cert", o.tls_cert, "PEM certificate for mutual TLS")->group("Security");
   flag(app, "tls-key", o.tls_key, "PEM private key for mutual TLS")->group("Security");
   flag(app, "tls-ca", o.tls_ca, "PEM CA for mutual TLS")->group("Security");
@@ -57,7 +63,9 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
   flag(app, "prompt-ids", o.prompt_ids, "Token ids instead of text (nothing added)")
       ->group("Generation");
   app.add_option("-n,--n-predict", o.n_predict, "Tokens to generate")
-      ->envname("TPNODE_N_PREDICT")->capture_default_str()->group("Generation");
+      ->envname("TPNODE_N_PREDICT")
+      ->capture_default_str()
+      ->group("Generation");
   flag(app, "temp", o.temperature, "Sampling temperature (0 = greedy)")->group("Generation");
   flag(app, "top-k", o.top_k, "Top-k (0 = off)")->group("Generation");
   flag(app, "top-p", o.top_p, "Top-p")->group("Generation");
@@ -67,7 +75,8 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
   flag(app, "threads", o.threads, "Compute threads per rank")->group("Generation");
   flag(app, "ctx-size", o.ctx_size, "Context length per sequence")->group("Generation");
   app.add_flag("--json", o.json, "Print one JSON object instead of text")
-      ->envname("TPNODE_JSON")->group("Generation");
+      ->envname("TPNODE_JSON")
+      ->group("Generation");
   flag(app, "dump-logits", o.dump_logits, "Write float32 logits [positions, n_vocab] .npy")
       ->group("Generation");
 

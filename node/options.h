@@ -20,6 +20,7 @@ struct Options {
   double connect_timeout_s = 120;
   double liveness_timeout_s = 5;
   int sockets_per_peer = 1;
+  double mesh_hold_s = 0;  // mesh-only mode: stay connected this long before the coordinated exit
   std::string cluster_secret_file;
   std::string tls_cert, tls_key, tls_ca;
   // Model and generation
