@@ -59,7 +59,7 @@ struct MeshOptions {
   int sockets_per_peer = 1;
   std::string cluster_secret;  // empty: no HMAC authentication
   TlsOptions tls;
-  Fingerprint fingerprint{};  // see computeFingerprint()
+  Fingerprint fingerprint{};     // see computeFingerprint()
   std::string fingerprint_text;  // human-readable summary shown when fingerprints differ
 };
 
