@@ -1,6 +1,14 @@
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
 #include <CLI/CLI.hpp>
 
+#include <set>
+
+#include "common/error.h"
 #include "common/version.h"
+#include "node/cluster_config.h"
 #include "node/options.h"
 
 namespace tpnode::node {
@@ -20,24 +28,71 @@ CLI::Option* flag(CLI::App& app, const std::string& name, T& value, const std::s
 
 }  // namespace
 
+std::vector<int> parseIntList(const std::string& flag_name, const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      int v = std::stoi(item, &used);
+      if (used != item.size() || v < 0) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      fail(ErrorCode::kInvalidArgument, "{} '{}': '{}' is not a non-negative integer", flag_name,
+           text, item);
+    }
+  }
+  return out;
+}
+
+void finishLayout(Options& o) {
+  if (o.tp < 1) fail(ErrorCode::kInvalidArgument, "--tp {} must be at least 1", o.tp);
+  if (o.peers.empty()) {
+    o.tp_layout = {o.tp};
+    return;
+  }
+  size_t n_nodes = 1 + static_cast<size_t>(std::count(o.peers.begin(), o.peers.end(), ','));
+  if (o.node_id < 0 || static_cast<size_t>(o.node_id) >= n_nodes) {
+    fail(ErrorCode::kInvalidArgument, "--node-id {} is not an index of --peers (0..{})", o.node_id,
+         n_nodes - 1);
+  }
+  if (o.tp_layout.empty()) o.tp_layout.assign(n_nodes, o.tp);
+  if (o.tp_layout.size() != n_nodes) {
+    fail(ErrorCode::kInvalidArgument,
+         "--tp-layout lists {} nodes but --peers lists {}; give one tp per node",
+         o.tp_layout.size(), n_nodes);
+  }
+  if (o.tp_layout[static_cast<size_t>(o.node_id)] != o.tp) {
+    fail(ErrorCode::kInvalidArgument,
+         "--tp {} disagrees with the layout's tp {} for node {}; fix one of them", o.tp,
+         o.tp_layout[static_cast<size_t>(o.node_id)], o.node_id);
+  }
+}
+
 ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) {
-  CLI::App app{"tpnode: run one large language model across many GPUs and hosts with tensor "
-               "parallelism.\n\nExamples:\n"
-               "  tpnode --node-id 0 --peers a:9500,b:9500            # mesh smoke test\n"
-               "  tpnode --model m.gguf --tp 2 --prompt \"Hello\" -n 32  # one process\n"
-               "  tpnode --model m.gguf --node-id 0 --peers a:9500,b:9500 --tp 2\n"
-               "  tpnode --config configs/cluster.yaml --node-id 1",
-               "tpnode"};
-  app.set_version_flag("--version", std::string("tpnode ") + TPNODE_VERSION + " (" +
-                                        TPNODE_GIT_COMMIT + ")");
+  CLI::App app{
+      "tpnode: run one large language model across many GPUs and hosts with tensor "
+      "parallelism.\n\nExamples:\n"
+      "  tpnode --node-id 0 --peers a:9500,b:9500            # mesh smoke test\n"
+      "  tpnode --model m.gguf --tp 2 --prompt \"Hello\" -n 32  # one process\n"
+      "  tpnode --model m.gguf --node-id 0 --peers a:9500,b:9500 --tp 2\n"
+      "  tpnode --config configs/cluster.yaml --node-id 1",
+      "tpnode"};
+  app.set_version_flag("--version",
+                       std::string("tpnode ") + TPNODE_VERSION + " (" + TPNODE_GIT_COMMIT + ")");
   app.get_formatter()->column_width(34);
 
   flag(app, "config", o.config_file, "YAML cluster config (flags override it)")->group("Cluster");
   flag(app, "node-id", o.node_id, "This node's index in --peers")->group("Cluster");
   flag(app, "peers", o.peers, "host:port of every node, in node-id order")->group("Cluster");
   flag(app, "tp", o.tp, "Local tensor-parallel ranks in this process")->group("Cluster");
+  std::string tp_layout;
+  flag(app, "tp-layout", tp_layout, "tp of every node, e.g. 2,1 (default: --tp on every node)")
+      ->group("Cluster");
   flag(app, "devices", o.devices, "Device of each local rank, e.g. 0,2")
-      ->envname("TPNODE_TP_DEVICES")->group("Cluster");
+      ->envname("TPNODE_TP_DEVICES")
+      ->group("Cluster");
   flag(app, "backend", o.backend, "auto, cpu or cuda")->group("Cluster");
   flag(app, "connect-timeout", o.connect_timeout_s, "Seconds to wait for all peers")
       ->group("Cluster");
@@ -45,8 +100,14 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
       ->group("Cluster");
   flag(app, "sockets-per-peer", o.sockets_per_peer, "Parallel TCP connections per node pair")
       ->group("Cluster");
+  flag(app, "wire-format", o.wire_format, "Inter-node all-reduce payload: f32, bf16, q8_0")
+      ->group("Cluster");
+  flag(app, "mesh-hold", o.mesh_hold_s,
+       "Mesh smoke test (no --model): stay connected this many seconds before exiting")
+      ->group("Cluster");
   flag(app, "cluster-secret-file", o.cluster_secret_file,
-       "File holding the shared secret (or env TPNODE_CLUSTER_SECRET)")->group("Security");
+       "File holding the shared secret (or env TPNODE_CLUSTER_SECRET)")
+      ->group("Security");
   flag(app, "tls-cert", o.tls_cert, "PEM certificate for mutual TLS")->group("Security");
   flag(app, "tls-key", o.tls_key, "PEM private key for mutual TLS")->group("Security");
   flag(app, "tls-ca", o.tls_ca, "PEM CA for mutual TLS")->group("Security");
@@ -57,7 +118,9 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
   flag(app, "prompt-ids", o.prompt_ids, "Token ids instead of text (nothing added)")
       ->group("Generation");
   app.add_option("-n,--n-predict", o.n_predict, "Tokens to generate")
-      ->envname("TPNODE_N_PREDICT")->capture_default_str()->group("Generation");
+      ->envname("TPNODE_N_PREDICT")
+      ->capture_default_str()
+      ->group("Generation");
   flag(app, "temp", o.temperature, "Sampling temperature (0 = greedy)")->group("Generation");
   flag(app, "top-k", o.top_k, "Top-k (0 = off)")->group("Generation");
   flag(app, "top-p", o.top_p, "Top-p")->group("Generation");
@@ -67,7 +130,8 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
   flag(app, "threads", o.threads, "Compute threads per rank")->group("Generation");
   flag(app, "ctx-size", o.ctx_size, "Context length per sequence")->group("Generation");
   app.add_flag("--json", o.json, "Print one JSON object instead of text")
-      ->envname("TPNODE_JSON")->group("Generation");
+      ->envname("TPNODE_JSON")
+      ->group("Generation");
   flag(app, "dump-logits", o.dump_logits, "Write float32 logits [positions, n_vocab] .npy")
       ->group("Generation");
 
@@ -85,6 +149,20 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
     return exit_code == 0 ? ParseResult::kExitOk : ParseResult::kExitError;
   }
   o.prompt_given = prompt->count() > 0 || !o.prompt_ids.empty();
+
+  std::set<std::string> given;
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt->count() > 0 && !opt->get_lnames().empty()) given.insert(opt->get_lnames().front());
+  }
+  try {
+    if (!tp_layout.empty()) o.tp_layout = parseIntList("--tp-layout", tp_layout);
+    if (!o.config_file.empty()) applyClusterConfig(loadClusterConfig(o.config_file), given, o);
+    finishLayout(o);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "tpnode: %s\n", e.what());
+    exit_code = 2;
+    return ParseResult::kExitError;
+  }
   return ParseResult::kRun;
 }
 
