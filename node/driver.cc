@@ -30,7 +30,9 @@ struct Driver::Active {
   std::vector<float> logits;  // kept rows when all_logits
   Clock::time_point first_step{}, first_token{}, last_token{};
   bool started = false;
-  bool feeding_last = false;  // all_logits: the last token is fed for its row, not sampled
+  bool feeding_last = false;
+  bool final_sent = false;  // the one event with finished == true has gone out  // all_logits: the
+                            // last token is fed for its row, not sampled
   int64_t sampled = 0;
 };
 
@@ -270,6 +272,8 @@ void Driver::teardown(bool reset_workers) {
 
 void Driver::failAll(const std::string& reason) {
   for (auto& [id, a] : active_) {
+    if (a->final_sent) continue;
+    a->final_sent = true;
     TokenEvent e;
     e.finished = true;
     e.finish_reason = "error";
@@ -350,6 +354,8 @@ void Driver::admitIncoming() {
 
 void Driver::finishSequence(Active& a, const std::string& reason) {
   if (a.seq != nullptr) a.seq->finished = true;
+  if (a.final_sent) return;
+  a.final_sent = true;
   TokenEvent e;
   e.finished = true;
   e.finish_reason = reason;
