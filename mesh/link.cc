@@ -74,23 +74,27 @@ void Link::noteReceive() {
   last_rx_ns_.store(nowNs(), std::memory_order_relaxed);
 }
 
-bool Link::pump() {
+bool Link::pump(const RecvOp* mine, bool block) {
   if (failed_.load(std::memory_order_acquire)) return false;
   try {
-    return pumpFrames();
+    return pumpFrames(mine, block);
   } catch (const Error& e) {
     fail(ErrorCode::kPeerLost, e.what());
     return true;
   }
 }
 
-bool Link::pumpFrames() {
+bool Link::pumpFrames(const RecvOp* mine, bool block) {
   bool progress = false;
   bool eof = false;
+  auto read = [&](void* buffer, size_t size) {
+    if (!block) return transport_->read(buffer, size);
+    block = false;
+    return transport_->readBlocking(buffer, size);
+  };
   for (int frames = 0; frames < 256 && !failed_.load(std::memory_order_acquire);) {
     if (!rx_.in_payload) {
-      ssize_t n =
-          transport_->read(rx_.header.data() + rx_.header_got, kFrameHeaderSize - rx_.header_got);
+      ssize_t n = read(rx_.header.data() + rx_.header_got, kFrameHeaderSize - rx_.header_got);
       if (n == Transport::kWouldBlock) return progress;
       progress = true;
       if (n == 0) {
@@ -104,7 +108,7 @@ bool Link::pumpFrames() {
       if (!rx_.in_payload) ++frames;
       continue;
     }
-    ssize_t n = transport_->read(rx_.dest + rx_.got, rx_.h.length - rx_.got);
+    ssize_t n = read(rx_.dest + rx_.got, rx_.h.length - rx_.got);
     if (n == Transport::kWouldBlock) return progress;
     progress = true;
     if (n == 0) {
@@ -117,8 +121,10 @@ bool Link::pumpFrames() {
       bytes_received_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
     }
     if (rx_.got == rx_.h.length) {
+      const RecvOp* filled = rx_.op;
       finishFrame();
       ++frames;
+      if (filled != nullptr && filled == mine) return true;
     }
   }
   if (!eof || failed_.load()) return progress;
@@ -213,10 +219,10 @@ void Link::finishFrame() {
 }
 
 template <typename Done>
-void Link::readUntil(Done done_locked, Clock::time_point deadline) {
+void Link::readUntil(Done done_locked, Clock::time_point deadline, const RecvOp* mine) {
   auto spin_until = Clock::now() + options_.spin;
-  for (;;) {
-    bool progress = pump();
+  for (bool block = false;; block = false) {
+    bool progress = pump(mine, block);
     {
       std::lock_guard lock(mu_);
       if (failed_.load() || done_locked()) return;
@@ -229,6 +235,13 @@ void Link::readUntil(Done done_locked, Clock::time_point deadline) {
     if (now >= deadline) return;
     if (now < spin_until) {
       cpuRelax();
+      continue;
+    }
+    if (transport_->canBlock() && deadline == Clock::time_point::max()) {
+      // Sleep in the read itself: one system call instead of poll() and then read().
+      if (pump(mine, true)) spin_until = Clock::now() + options_.spin;
+      std::lock_guard lock(mu_);
+      if (failed_.load() || done_locked()) return;
       continue;
     }
     pollfd p{transport_->fd(), POLLIN, 0};
@@ -384,7 +397,7 @@ size_t Link::wait(RecvOp& op) {
               Parked* head = queues_[op.tag].parked_head;
               return head == nullptr || head->ready;
             },
-            Clock::time_point::max());
+            Clock::time_point::max(), &op);
       }
       lock.lock();
       continue;

@@ -75,8 +75,8 @@ struct MeshOptions {
   std::string fingerprint_text;  // fingerprintText() of the same items
   // A receive that finds no data spins (non-blocking reads) this long before sleeping in
   // poll(): trades CPU for latency of small messages.
-  std::chrono::microseconds spin{50};
-  int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF / SO_RCVBUF; 0 keeps the OS default
+  std::chrono::microseconds spin{0};
+  int socket_buffer_bytes = 0;  // SO_SNDBUF / SO_RCVBUF; 0 keeps the OS autotuning
 };
 
 // kLost: the peer died, went silent or broke the protocol. kClosed: the peer shut down in
