@@ -14,6 +14,7 @@ namespace {
 constexpr size_t kMaxFreeParked = 32;
 constexpr size_t kMaxPooledBytes = size_t{64} << 20;
 constexpr int kPollSliceMs = 100;
+constexpr size_t kServiceReadBudget = size_t{1} << 20;  // per link per liveness tick
 
 int64_t toNs(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
@@ -74,25 +75,28 @@ void Link::noteReceive() {
   last_rx_ns_.store(nowNs(), std::memory_order_relaxed);
 }
 
-bool Link::pump(const RecvOp* mine, bool block) {
+bool Link::pump(const RecvOp* mine, bool block, size_t budget) {
   if (failed_.load(std::memory_order_acquire)) return false;
   try {
-    return pumpFrames(mine, block);
+    return pumpFrames(mine, block, budget);
   } catch (const Error& e) {
     fail(ErrorCode::kPeerLost, e.what());
     return true;
   }
 }
 
-bool Link::pumpFrames(const RecvOp* mine, bool block) {
+bool Link::pumpFrames(const RecvOp* mine, bool block, size_t budget) {
   bool progress = false;
   bool eof = false;
+  size_t total = 0;
   auto read = [&](void* buffer, size_t size) {
-    if (!block) return transport_->read(buffer, size);
+    ssize_t n = block ? transport_->readBlocking(buffer, size) : transport_->read(buffer, size);
     block = false;
-    return transport_->readBlocking(buffer, size);
+    if (n > 0) total += static_cast<size_t>(n);
+    return n;
   };
-  for (int frames = 0; frames < 256 && !failed_.load(std::memory_order_acquire);) {
+  for (int frames = 0;
+       frames < 256 && total < budget && !failed_.load(std::memory_order_acquire);) {
     if (!rx_.in_payload) {
       ssize_t n = read(rx_.header.data() + rx_.header_got, kFrameHeaderSize - rx_.header_got);
       if (n == Transport::kWouldBlock) return progress;
@@ -527,7 +531,7 @@ void Link::service(Clock::time_point now) {
   if (failed_.load()) return;
   if (tryAcquireRole()) {
     RoleGuard guard(*this);
-    pump();
+    pump(nullptr, false, kServiceReadBudget);
   }
   if (failed_.load()) return;
   const int64_t now_ns = toNs(now);

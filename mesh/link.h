@@ -27,6 +27,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -133,8 +134,10 @@ class Link {
   // Needs the role. Reads what is available without blocking (or, with `block`, waits up to the
   // transport's read timeout for the first bytes) and dispatches complete frames; returns early
   // once `mine` is filled. True when any byte was read. Fails the link on errors.
-  bool pump(const RecvOp* mine = nullptr, bool block = false);
-  bool pumpFrames(const RecvOp* mine, bool block);
+  // `budget` bounds the bytes read by one call (the liveness thread must not get stuck
+  // draining a long stream).
+  bool pump(const RecvOp* mine = nullptr, bool block = false, size_t budget = SIZE_MAX);
+  bool pumpFrames(const RecvOp* mine, bool block, size_t budget);
   void beginFrame();
   void finishFrame();
   // Holds the role; pumps, spins, then polls until done_locked() (called under mu_), failure
