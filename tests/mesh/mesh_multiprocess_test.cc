@@ -44,7 +44,7 @@ class MeshProcessTest : public ::testing::Test {
     return peers.substr(start, peers.find(',', start) - start);
   }
 
-  void formMesh(int n, unsigned seed) {
+  void formMesh(int n, unsigned seed, int sockets_per_peer = 1) {
     std::string peers = loopbackPeers(n);
     std::vector<int> order(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
@@ -53,8 +53,9 @@ class MeshProcessTest : public ::testing::Test {
     std::vector<Process*> nodes(static_cast<size_t>(n));
     for (int id : order) {
       std::this_thread::sleep_for(milliseconds(rng() % 1200));
-      nodes[static_cast<size_t>(id)] =
-          &start("node" + std::to_string(id), id, peers, {"--connect-timeout", "30"});
+      nodes[static_cast<size_t>(id)] = &start(
+          "node" + std::to_string(id), id, peers,
+          {"--connect-timeout", "30", "--sockets-per-peer", std::to_string(sockets_per_peer)});
     }
     for (int id = 0; id < n; ++id) {
       Process& p = *nodes[static_cast<size_t>(id)];
