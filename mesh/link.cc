@@ -14,6 +14,7 @@ namespace {
 constexpr size_t kMaxFreeParked = 32;
 constexpr size_t kMaxPooledBytes = size_t{64} << 20;
 constexpr int kPollSliceMs = 100;
+constexpr size_t kServiceReadBudget = size_t{1} << 20;  // per link per liveness tick
 
 int64_t toNs(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
@@ -74,23 +75,30 @@ void Link::noteReceive() {
   last_rx_ns_.store(nowNs(), std::memory_order_relaxed);
 }
 
-bool Link::pump() {
+bool Link::pump(const RecvOp* mine, bool block, size_t budget) {
   if (failed_.load(std::memory_order_acquire)) return false;
   try {
-    return pumpFrames();
+    return pumpFrames(mine, block, budget);
   } catch (const Error& e) {
     fail(ErrorCode::kPeerLost, e.what());
     return true;
   }
 }
 
-bool Link::pumpFrames() {
+bool Link::pumpFrames(const RecvOp* mine, bool block, size_t budget) {
   bool progress = false;
   bool eof = false;
-  for (int frames = 0; frames < 256 && !failed_.load(std::memory_order_acquire);) {
+  size_t total = 0;
+  auto read = [&](void* buffer, size_t size) {
+    ssize_t n = block ? transport_->readBlocking(buffer, size) : transport_->read(buffer, size);
+    block = false;
+    if (n > 0) total += static_cast<size_t>(n);
+    return n;
+  };
+  for (int frames = 0;
+       frames < 256 && total < budget && !failed_.load(std::memory_order_acquire);) {
     if (!rx_.in_payload) {
-      ssize_t n =
-          transport_->read(rx_.header.data() + rx_.header_got, kFrameHeaderSize - rx_.header_got);
+      ssize_t n = read(rx_.header.data() + rx_.header_got, kFrameHeaderSize - rx_.header_got);
       if (n == Transport::kWouldBlock) return progress;
       progress = true;
       if (n == 0) {
@@ -104,7 +112,7 @@ bool Link::pumpFrames() {
       if (!rx_.in_payload) ++frames;
       continue;
     }
-    ssize_t n = transport_->read(rx_.dest + rx_.got, rx_.h.length - rx_.got);
+    ssize_t n = read(rx_.dest + rx_.got, rx_.h.length - rx_.got);
     if (n == Transport::kWouldBlock) return progress;
     progress = true;
     if (n == 0) {
@@ -117,8 +125,10 @@ bool Link::pumpFrames() {
       bytes_received_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
     }
     if (rx_.got == rx_.h.length) {
+      const RecvOp* filled = rx_.op;
       finishFrame();
       ++frames;
+      if (filled != nullptr && filled == mine) return true;
     }
   }
   if (!eof || failed_.load()) return progress;
@@ -213,10 +223,10 @@ void Link::finishFrame() {
 }
 
 template <typename Done>
-void Link::readUntil(Done done_locked, Clock::time_point deadline) {
+void Link::readUntil(Done done_locked, Clock::time_point deadline, const RecvOp* mine) {
   auto spin_until = Clock::now() + options_.spin;
-  for (;;) {
-    bool progress = pump();
+  for (bool block = false;; block = false) {
+    bool progress = pump(mine, block);
     {
       std::lock_guard lock(mu_);
       if (failed_.load() || done_locked()) return;
@@ -229,6 +239,13 @@ void Link::readUntil(Done done_locked, Clock::time_point deadline) {
     if (now >= deadline) return;
     if (now < spin_until) {
       cpuRelax();
+      continue;
+    }
+    if (transport_->canBlock() && deadline == Clock::time_point::max()) {
+      // Sleep in the read itself: one system call instead of poll() and then read().
+      if (pump(mine, true)) spin_until = Clock::now() + options_.spin;
+      std::lock_guard lock(mu_);
+      if (failed_.load() || done_locked()) return;
       continue;
     }
     pollfd p{transport_->fd(), POLLIN, 0};
@@ -384,7 +401,7 @@ size_t Link::wait(RecvOp& op) {
               Parked* head = queues_[op.tag].parked_head;
               return head == nullptr || head->ready;
             },
-            Clock::time_point::max());
+            Clock::time_point::max(), &op);
       }
       lock.lock();
       continue;
@@ -514,7 +531,7 @@ void Link::service(Clock::time_point now) {
   if (failed_.load()) return;
   if (tryAcquireRole()) {
     RoleGuard guard(*this);
-    pump();
+    pump(nullptr, false, kServiceReadBudget);
   }
   if (failed_.load()) return;
   const int64_t now_ns = toNs(now);

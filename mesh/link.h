@@ -27,6 +27,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -130,14 +131,19 @@ class Link {
 
   bool tryAcquireRole();
   void releaseRole();
-  bool pump();  // needs the role; true when any byte was read; fails the link on errors
-  bool pumpFrames();
+  // Needs the role. Reads what is available without blocking (or, with `block`, waits up to the
+  // transport's read timeout for the first bytes) and dispatches complete frames; returns early
+  // once `mine` is filled. True when any byte was read. Fails the link on errors.
+  // `budget` bounds the bytes read by one call (the liveness thread must not get stuck
+  // draining a long stream).
+  bool pump(const RecvOp* mine = nullptr, bool block = false, size_t budget = SIZE_MAX);
+  bool pumpFrames(const RecvOp* mine, bool block, size_t budget);
   void beginFrame();
   void finishFrame();
   // Holds the role; pumps, spins, then polls until done_locked() (called under mu_), failure
   // or the deadline.
   template <typename Done>
-  void readUntil(Done done_locked, Clock::time_point deadline);
+  void readUntil(Done done_locked, Clock::time_point deadline, const RecvOp* mine = nullptr);
   void writeFrame(const FrameHeader& header, std::span<const std::byte> payload,
                   Clock::time_point deadline);
   void claimParkedLocked(RecvOp& op, std::unique_lock<std::mutex>& lock);

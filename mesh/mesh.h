@@ -75,8 +75,8 @@ struct MeshOptions {
   std::string fingerprint_text;  // fingerprintText() of the same items
   // A receive that finds no data spins (non-blocking reads) this long before sleeping in
   // poll(): trades CPU for latency of small messages.
-  std::chrono::microseconds spin{50};
-  int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF / SO_RCVBUF; 0 keeps the OS default
+  std::chrono::microseconds spin{0};
+  int socket_buffer_bytes = 0;  // SO_SNDBUF / SO_RCVBUF; 0 keeps the OS autotuning
 };
 
 // kLost: the peer died, went silent or broke the protocol. kClosed: the peer shut down in
@@ -118,8 +118,11 @@ class Mesh {
 
   // Listens on peers[node_id], connects to every other node (retrying with backoff until
   // connect_timeout), runs the handshake and authentication on each link and returns once all
-  // links are up. Throws Error(kTimeout) naming the nodes that never came, Error(kMismatch) or
-  // Error(kAuth) for a refused cluster.
+  // links are up. Logs `[mesh] node r/N connected to all peers` then. Refused connections
+  // (wrong secret, fingerprint, version, duplicate id) are logged and retried until the
+  // deadline, so that the right peer can still come; at the deadline throws Error(kTimeout)
+  // naming each node that never came (id, host:port) and the last problem seen with it.
+  // Error(kInvalidArgument) for bad options or TLS files, Error(kIo) when it cannot listen.
   static std::unique_ptr<Mesh> connect(const MeshOptions& options);
 
   virtual int nodeId() const = 0;

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "mesh/connector.h"
+#include "mesh/tls.h"
 
 namespace tpnode::mesh {
 
@@ -232,12 +233,17 @@ void TcpMesh::shutdown() {
 
 std::unique_ptr<Mesh> Mesh::connect(const MeshOptions& options) {
   validateOptions(options);
-  TransportFactory plain = [](Fd fd, bool, Clock::time_point) {
+  std::shared_ptr<TlsContext> tls;
+  if (options.tls.enabled() || !options.tls.ca_file.empty() || !options.tls.key_file.empty()) {
+    tls = TlsContext::create(options.tls);
+  }
+  TransportFactory factory = [tls](Fd fd, bool accepting, Clock::time_point deadline) {
+    if (tls) return tls->wrap(std::move(fd), accepting, deadline);
     return makePlainTransport(std::move(fd));
   };
   auto mesh = std::make_unique<TcpMesh>(options);
   const int n = static_cast<int>(options.peers.size());
-  if (n > 1) mesh->start(formLinks(options, plain));
+  if (n > 1) mesh->start(formLinks(options, factory));
   spdlog::info("[mesh] node {}/{} connected to all peers", options.node_id, n);
   return mesh;
 }

@@ -8,6 +8,8 @@
 #include <numeric>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "common/error.h"
 #include "free_ports.h"
 
@@ -15,6 +17,10 @@ namespace tpnode::mesh {
 namespace {
 
 using Bytes = std::vector<std::byte>;
+
+// spdlog's registry is created on first use; create it before any mesh thread does (its
+// shared library is not instrumented, so ThreadSanitizer would flag that first use).
+const bool kLoggerReady = spdlog::default_logger() != nullptr;
 
 MeshOptions options(int id, const std::string& peers, int lanes = 1) {
   MeshOptions o;
