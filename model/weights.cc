@@ -45,7 +45,7 @@ class Loader {
     m.row_bytes = rowBytes(t->type, s.col_end - s.col_begin);
     const size_t full_row = rowBytes(t->type, cols);
     const size_t col_off = rowBytes(t->type, s.col_begin);
-    m.data.resize(m.row_bytes * static_cast<size_t>(m.rows));
+    m.data = HostBuffer(m.row_bytes * static_cast<size_t>(m.rows));
     const uint8_t* src = file_.tensorData(*t).data();
     for (uint64_t r = s.row_begin; r < s.row_end; ++r) {
       std::memcpy(m.data.data() + (r - s.row_begin) * m.row_bytes, src + r * full_row + col_off,

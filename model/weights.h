@@ -11,6 +11,7 @@
 
 #include "model/config.h"
 #include "model/gguf.h"
+#include "model/host_buffer.h"
 #include "model/shard_plan.h"
 
 namespace tpnode::model {
@@ -20,7 +21,7 @@ struct Matrix {
   TensorType type = TensorType::kF32;
   int64_t rows = 0, cols = 0;
   size_t row_bytes = 0;
-  std::vector<uint8_t> data;
+  HostBuffer data;  // anonymous memory, huge pages when large
   bool empty() const { return rows == 0; }
   const uint8_t* row(int64_t r) const { return data.data() + static_cast<size_t>(r) * row_bytes; }
 };

@@ -114,14 +114,14 @@ TEST(QuantTest, Q8ActivationsMatchLlamaCppRules) {
 // dot(w, a) for every kernel table equals the float reference on the decoded rows.
 TEST(QuantTest, DotProductsMatchTheDecodedReference) {
   std::vector<const DotKernels*> tables = {&scalarKernels(), avx2Kernels(), avx512Kernels()};
-  for (int64_t n : {256, 1024, 2816}) {
-    const int nr = 3;
+  for (int64_t n : {256, 512, 1024, 2816}) {
+    const int nr = 9;
     for (TensorType t : kWeightTypes) {
       TensorType at = activationType(t);
       std::vector<uint8_t> w;
       std::vector<std::vector<float>> wrows;
       for (int r = 0; r < nr; ++r) {
-        auto row = randomRow(n, 10 + r, 0.05f);
+        auto row = randomRow(n, 10 + r, r % 2 ? 0.02f : 0.125f);
         auto enc = encode(t, row);
         wrows.push_back(decode(t, enc, n));
         w.insert(w.end(), enc.begin(), enc.end());
