@@ -6,8 +6,8 @@ or PyPI regex): an implementation independent of tpnode's hand-written splitters
 
   python3 tools/gen_pretokenizer_cases.py [--count 250] [--seed 1]
 
-"default" is llama.cpp's chain of four regexes: each splits the pieces of the previous one
-into matches and the gaps between them. Only characters assigned since Unicode 6 are drawn,
+"default", "falcon" and "starcoder" are llama.cpp's chains of regexes: each splits the pieces
+of the previous one into matches and the gaps between them. Only characters assigned since Unicode 6 are drawn,
 so the category tables of ICU and of the regex module agree on them.
 """
 import argparse
@@ -21,7 +21,11 @@ GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|
 LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
           r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN2 = LLAMA3.replace(r"\p{N}{1,3}", r"\p{N}")
-DEFAULT_CHAIN = [r"[\p{P}\$\+<=>\^~\|]+", GPT2, r"\p{N}+", r"[0-9][0-9][0-9]"]
+CHAINS = {
+    "default": [r"[\p{P}\$\+<=>\^~\|]+", GPT2, r"\p{N}+", r"[0-9][0-9][0-9]"],
+    "falcon": [r"[\p{P}\$\+<=>\^~\|`]+", GPT2, r"[0-9][0-9][0-9]"],
+    "starcoder": [r"\p{N}", GPT2],
+}
 
 HARD = [
     "", " ", "Hello world", "  leading", "trailing  ", "a  b   c", "I'm you're they'LL 'S",
@@ -51,9 +55,9 @@ def finditer_split(pattern, pieces):
 
 
 def split(pre, text):
-    if pre == "default":
+    if pre in CHAINS:
         pieces = [text] if text else []
-        for pattern in DEFAULT_CHAIN:
+        for pattern in CHAINS[pre]:
             pieces = finditer_split(pattern, pieces)
         return pieces
     pattern = {"gpt-2": GPT2, "llama3": LLAMA3, "qwen2": QWEN2}[pre]
@@ -69,7 +73,8 @@ def main():
     texts = HARD + ["".join(rng.choice(POOL) for _ in range(rng.randint(1, 24)))
                     for _ in range(args.count)]
     cases = [{"pre": pre, "text": t, "words": split(pre, t)}
-             for pre in ("gpt-2", "llama3", "qwen2", "default") for t in texts]
+             for pre in ("gpt-2", "llama3", "qwen2", "default", "falcon", "starcoder")
+             for t in texts]
     for c in cases:
         assert "".join(c["words"]) == c["text"]
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
