@@ -45,6 +45,8 @@ struct Options {
   int port = 8080;
   int parallel = 4;
   std::string api_key_file;
+  // API over HTTPS (node/api/): both or neither.
+  std::string api_tls_cert, api_tls_key;
   // Misc
   std::string log_level = "info";
   int mesh_hold_s = 0;  // mesh-only mode: stay connected this long before shutting down
