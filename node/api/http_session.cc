@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <array>
 #include <cerrno>
 #include <chrono>
 
@@ -171,8 +172,19 @@ net::awaitable<void> serveRequests(ServerContext& ctx, Stream& stream) {
 net::awaitable<void> servePlain(ServerContext& ctx, tcp::socket socket) {
   beast::tcp_stream stream(std::move(socket));
   co_await serveRequests(ctx, stream);
+  // Lingering close: stop sending, then drain what the client still sends (for a short while),
+  // so that closing with unread bytes does not reset the connection before the client has
+  // read our last answer (a 4xx sent before its whole request was read).
   beast::error_code ec;
   stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  if (ec) co_return;
+  stream.expires_after(std::chrono::seconds(1));
+  std::array<char, 4096> sink;
+  for (size_t drained = 0; drained < (1u << 20);) {
+    drained += co_await stream.async_read_some(net::buffer(sink),
+                                               net::redirect_error(net::use_awaitable, ec));
+    if (ec) break;
+  }
 }
 
 net::awaitable<void> serveTls(ServerContext& ctx, tcp::socket socket, net::ssl::context& tls) {

@@ -46,7 +46,9 @@ int64_t integer(const json& body, const char* name, int64_t lo, int64_t hi, int6
   if (v->is_number_integer()) {
     if (v->is_number_unsigned()) {
       auto u = v->get<uint64_t>();
-      if (u > static_cast<uint64_t>(hi)) wrongValue(name, *v, expected.c_str());
+      if (u > static_cast<uint64_t>(hi) || static_cast<int64_t>(u) < lo) {
+        wrongValue(name, *v, expected.c_str());
+      }
       return static_cast<int64_t>(u);
     }
     auto i = v->get<int64_t>();
@@ -190,8 +192,8 @@ void parseSampling(const json& body, OpenAiRequest& r) {
 
 void parseLogprobs(const json& body, OpenAiRequest& r) {
   const json* v = field(body, "logprobs");
-  if (!v) return;
   if (r.endpoint == Endpoint::kCompletions) {
+    if (!v) return;
     // Completions: an integer, the number of alternatives (0 = the chosen token only).
     r.top_logprobs = static_cast<int>(integer(body, "logprobs", 0, kMaxLogprobs, 0));
     r.logprobs = true;
