@@ -9,7 +9,9 @@
 //   the event to the connection (e.g. a queue the HTTP thread drains).
 // - cancel() may be called from any thread (client disconnected, stop string matched); the
 //   engine frees the request's slot at the next step boundary and sends the final event with
-//   finish_reason "cancelled" (or whatever it had already finished with).
+//   finish_reason "cancelled" (or whatever it had already finished with). Cancelling an id
+//   that already finished (or is unknown) is a no-op: the API cancels without knowing whether
+//   the final event is already on its way.
 // - tokenize/detokenize/renderChat are thread-safe and do not enter the step loop.
 #pragma once
 
@@ -83,7 +85,9 @@ class Engine {
 
   virtual std::vector<int32_t> tokenize(const std::string& text, bool add_special) const = 0;
   virtual std::string detokenize(const std::vector<int32_t>& ids) const = 0;
-  // Throws Error(kUnsupported) naming the template when it cannot be rendered.
+  // Throws Error(kUnsupported) naming the template when it cannot be rendered. The API
+  // tokenizes the result with tokenize(text, add_special=true), so the text must not carry a
+  // BOS that tokenize() adds again.
   virtual std::string renderChat(const std::vector<ChatMessage>& messages) const = 0;
 
   // Returns a request id. Throws Error(kInvalidArgument) (e.g. prompt longer than the context)
