@@ -57,7 +57,8 @@ class ClusterFaultTest : public ::testing::Test {
   test::HttpResponse complete(int max_tokens) {
     return test::httpRequest("127.0.0.1", api_port_, "POST", "/v1/completions",
                              R"({"prompt": "Hello world", "max_tokens": )" +
-                                 std::to_string(max_tokens) + R"(, "temperature": 0, "ignore_eos": true})",
+                                 std::to_string(max_tokens) +
+                                 R"(, "temperature": 0, "ignore_eos": true})",
                              30);
   }
 
