@@ -14,6 +14,7 @@ namespace {
 constexpr size_t kMaxFreeParked = 32;
 constexpr size_t kMaxPooledBytes = size_t{64} << 20;
 constexpr int kPollSliceMs = 100;
+constexpr size_t kStageBytes = 32 * 1024;
 constexpr size_t kServiceReadBudget = size_t{1} << 20;  // per link per liveness tick
 
 int64_t toNs(Clock::time_point t) {
@@ -48,7 +49,9 @@ Link::Link(std::unique_ptr<Transport> transport, LinkOptions options, EventFn on
       options_(std::move(options)),
       on_event_(std::move(on_event)),
       last_rx_ns_(nowNs()),
-      last_tx_ns_(nowNs()) {}
+      last_tx_ns_(nowNs()) {
+  rx_.stage = std::make_unique_for_overwrite<std::byte[]>(kStageBytes);
+}
 
 Link::~Link() = default;
 
@@ -89,7 +92,24 @@ bool Link::pumpFrames(const RecvOp* mine, bool block, size_t budget) {
   bool progress = false;
   bool eof = false;
   size_t total = 0;
-  auto read = [&](void* buffer, size_t size) {
+  // Small reads (a header, a short payload) go through the stage: one system call then
+  // brings in a header and the payload behind it; large payloads are read in place.
+  auto read = [&](void* buffer, size_t size) -> ssize_t {
+    if (rx_.stage_pos == rx_.stage_len && size < kStageBytes) {
+      ssize_t n = block ? transport_->readBlocking(rx_.stage.get(), kStageBytes)
+                        : transport_->read(rx_.stage.get(), kStageBytes);
+      block = false;
+      if (n <= 0) return n;
+      total += static_cast<size_t>(n);
+      rx_.stage_pos = 0;
+      rx_.stage_len = static_cast<size_t>(n);
+    }
+    if (rx_.stage_pos < rx_.stage_len) {
+      size_t n = std::min(size, rx_.stage_len - rx_.stage_pos);
+      std::memcpy(buffer, rx_.stage.get() + rx_.stage_pos, n);
+      rx_.stage_pos += n;
+      return static_cast<ssize_t>(n);
+    }
     ssize_t n = block ? transport_->readBlocking(buffer, size) : transport_->read(buffer, size);
     block = false;
     if (n > 0) total += static_cast<size_t>(n);
@@ -224,30 +244,29 @@ void Link::finishFrame() {
 
 template <typename Done>
 void Link::readUntil(Done done_locked, Clock::time_point deadline, const RecvOp* mine) {
+  // A plain socket can sleep inside recv() itself: one system call instead of poll() + recv().
+  const bool can_block = transport_->canBlock() && deadline == Clock::time_point::max();
+  const bool spin = options_.spin.count() > 0;
   auto spin_until = Clock::now() + options_.spin;
-  for (bool block = false;; block = false) {
+  for (;;) {
+    const bool block = can_block && (!spin || Clock::now() >= spin_until);
     bool progress = pump(mine, block);
     {
       std::lock_guard lock(mu_);
       if (failed_.load() || done_locked()) return;
     }
     if (progress || transport_->hasBuffered()) {
-      spin_until = Clock::now() + options_.spin;
+      if (spin) spin_until = Clock::now() + options_.spin;
       continue;
     }
+    if (block) continue;  // the read timed out (100 ms): look at the flags again
     auto now = Clock::now();
     if (now >= deadline) return;
     if (now < spin_until) {
       cpuRelax();
       continue;
     }
-    if (transport_->canBlock() && deadline == Clock::time_point::max()) {
-      // Sleep in the read itself: one system call instead of poll() and then read().
-      if (pump(mine, true)) spin_until = Clock::now() + options_.spin;
-      std::lock_guard lock(mu_);
-      if (failed_.load() || done_locked()) return;
-      continue;
-    }
+    if (can_block) continue;
     pollfd p{transport_->fd(), POLLIN, 0};
     ::poll(&p, 1, kPollSliceMs);
   }

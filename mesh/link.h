@@ -126,6 +126,9 @@ class Link {
     Parked* parked = nullptr;
     std::array<std::byte, kHeartbeatPayload> scratch{};
     uint64_t expected_seq = 0;
+    std::unique_ptr<std::byte[]> stage;  // bytes read ahead: [stage_pos, stage_len)
+    size_t stage_pos = 0;
+    size_t stage_len = 0;
   };
   class RoleGuard;
 
