@@ -18,6 +18,7 @@ namespace tpnode::mesh {
 namespace {
 
 constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
+constexpr auto kFirstWaitingLog = std::chrono::seconds(2);
 constexpr auto kWaitingLogPeriod = std::chrono::seconds(5);
 constexpr auto kRecheck = std::chrono::milliseconds(250);  // how often dead links are noticed
 constexpr int kMaxConcurrentHandshakes = 64;
@@ -286,7 +287,7 @@ void Connector::run() {
   if (listener.valid()) threads.emplace_back([&] { acceptLoop(listener.get()); });
 
   std::unique_lock lock(mu_);
-  auto next_log = start_ + kWaitingLogPeriod;
+  auto next_log = start_ + kFirstWaitingLog;
   while (!completeLocked() && Clock::now() < deadline_) {
     cv_.wait_until(lock, std::min({next_log, deadline_, Clock::now() + kRecheck}));
     if (Clock::now() >= next_log) {

@@ -5,7 +5,8 @@
 //   sockets per pair (the dialer names the socket's lane in its HELLO). The highest node has
 //   nobody to accept and does not listen.
 // - Dials that are refused or time out are retried with backoff (100 ms doubling to 2 s) until
-//   options.connect_timeout; every 5 s the node logs whom it is still waiting for.
+//   options.connect_timeout; after 2 s and then every 5 s the node logs whom it is still
+//   waiting for.
 // - A connection that fails the handshake (wrong secret, fingerprint, version, duplicate id)
 //   is refused and logged on both sides; the node keeps waiting for the right peer until the
 //   deadline. A second node claiming an id that is connected or connecting is refused.
