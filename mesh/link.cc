@@ -11,8 +11,6 @@ namespace tpnode::mesh {
 
 namespace {
 
-constexpr size_t kMaxFreeParked = 32;
-constexpr size_t kMaxPooledBytes = size_t{64} << 20;
 constexpr int kPollSliceMs = 100;
 constexpr size_t kStageBytes = 32 * 1024;
 constexpr size_t kServiceReadBudget = size_t{1} << 20;  // per link per liveness tick
@@ -194,7 +192,7 @@ void Link::beginFrame() {
         rx_.op = op;
         rx_.dest = op->out.data();
       } else {
-        Parked* p = takeParkedLocked(rx_.h.length);
+        Parked* p = parked_pool_.take(rx_.h.length);
         if (q.parked_tail != nullptr) {
           q.parked_tail->next = p;
         } else {
@@ -326,7 +324,7 @@ void Link::claimParkedLocked(RecvOp& op, std::unique_lock<std::mutex>& lock) {
     std::string why =
         fmt::format("a message of {} bytes on tag {} does not fit the {}-byte receive buffer",
                     p->size, op.tag, op.out.size());
-    recycleLocked(p);
+    parked_pool_.recycle(p);
     lock.unlock();
     fail(ErrorCode::kInvalidData, why);
     lock.lock();
@@ -338,44 +336,7 @@ void Link::claimParkedLocked(RecvOp& op, std::unique_lock<std::mutex>& lock) {
   if (p->size > 0) std::memcpy(op.out.data(), p->data.get(), p->size);
   lock.lock();
   completeOpLocked(op, p->size);
-  recycleLocked(p);
-}
-
-Link::Parked* Link::takeParkedLocked(size_t size) {
-  auto best = parked_free_.end();
-  for (auto it = parked_free_.begin(); it != parked_free_.end(); ++it) {
-    if ((*it)->capacity >= size &&
-        (best == parked_free_.end() || (*it)->capacity < (*best)->capacity)) {
-      best = it;
-    }
-  }
-  Parked* p = nullptr;
-  if (best != parked_free_.end()) {
-    p = *best;
-    parked_free_.erase(best);
-  } else if (!parked_free_.empty()) {
-    p = parked_free_.back();
-    parked_free_.pop_back();
-  } else {
-    parked_storage_.push_back(std::make_unique<Parked>());
-    p = parked_storage_.back().get();
-  }
-  if (p->capacity < size) {
-    p->data = std::make_unique_for_overwrite<std::byte[]>(size);
-    p->capacity = size;
-  }
-  p->size = 0;
-  p->ready = false;
-  p->next = nullptr;
-  return p;
-}
-
-void Link::recycleLocked(Parked* p) {
-  if (parked_free_.size() >= kMaxFreeParked || p->capacity > kMaxPooledBytes) {
-    p->data.reset();
-    p->capacity = 0;
-  }
-  parked_free_.push_back(p);
+  parked_pool_.recycle(p);
 }
 
 void Link::post(RecvOp& op, uint32_t tag, std::span<std::byte> out) {
@@ -573,6 +534,16 @@ void Link::service(Clock::time_point now) {
          fmt::format("it has been silent for {:.1f} s (liveness timeout {:.1f} s)",
                      static_cast<double>(silent_ns) / 1e9,
                      static_cast<double>(options_.liveness_timeout.count()) / 1e3));
+  }
+}
+
+void Link::noticeHangup() {
+  if (failed_.load()) return;
+  pollfd p{transport_->fd(), POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0) return;
+  if (tryAcquireRole()) {
+    RoleGuard guard(*this);
+    pump(nullptr, false, kServiceReadBudget);
   }
 }
 

@@ -39,6 +39,7 @@
 #include "common/error.h"
 #include "mesh/frame.h"
 #include "mesh/mesh.h"
+#include "mesh/parked_pool.h"
 #include "mesh/transport.h"
 
 namespace tpnode::mesh {
@@ -88,6 +89,9 @@ class Link {
 
   // Liveness thread: drain if nobody reads, heartbeat if idle, fail if silent.
   void service(Clock::time_point now);
+  // Setup: if the peer has hung up, read up to the end of the stream now (failing the link)
+  // instead of at the next liveness tick. Never blocks.
+  void noticeHangup();
 
   // Shutdown: GOODBYE and half-close, then read until the peer's GOODBYE or end of stream.
   void setQuiet() { quiet_.store(true); }
@@ -101,13 +105,7 @@ class Link {
   const std::string& peerName() const { return options_.peer_name; }
 
  private:
-  struct Parked {
-    std::unique_ptr<std::byte[]> data;
-    size_t capacity = 0;
-    size_t size = 0;
-    bool ready = false;
-    Parked* next = nullptr;
-  };
+  using Parked = ParkedBuffer;
   struct TagQueue {
     RecvOp* posted_head = nullptr;
     RecvOp* posted_tail = nullptr;
@@ -154,8 +152,6 @@ class Link {
   void completeOpLocked(RecvOp& op, size_t size);
   void failOpLocked(RecvOp& op);
   void failAllLocked();
-  Parked* takeParkedLocked(size_t size);
-  void recycleLocked(Parked* p);
   [[noreturn]] void throwFailure() const;
   void noteReceive();
 
@@ -165,10 +161,9 @@ class Link {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool reader_active_ = false;                           // guarded by mu_
-  std::unordered_map<uint32_t, TagQueue> queues_;        // guarded by mu_
-  std::vector<std::unique_ptr<Parked>> parked_storage_;  // guarded by mu_
-  std::vector<Parked*> parked_free_;                     // guarded by mu_
+  bool reader_active_ = false;                     // guarded by mu_
+  std::unordered_map<uint32_t, TagQueue> queues_;  // guarded by mu_
+  ParkedPool parked_pool_;                         // guarded by mu_
   RecvOp* filling_ = nullptr;                   // guarded by mu_: the op the reader is writing into
   ErrorCode fail_code_ = ErrorCode::kPeerLost;  // guarded by mu_
   std::string fail_reason_;                     // guarded by mu_

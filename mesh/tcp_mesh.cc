@@ -107,9 +107,16 @@ void TcpMesh::adopt(EstablishedSocket s) {
 }
 
 bool TcpMesh::linkUp(int peer, int lane) const {
-  std::lock_guard lock(setup_mu_);
-  const auto& link = links_[static_cast<size_t>(peer)][static_cast<size_t>(lane)];
-  return link && link->alive();
+  Link* link = nullptr;
+  {
+    std::lock_guard lock(setup_mu_);
+    link = links_[static_cast<size_t>(peer)][static_cast<size_t>(lane)].get();
+  }
+  // Outside the lock: a hang-up fails the link, whose event handler takes setup_mu_. The link
+  // stays valid: links replaced during setup are retired, not destroyed.
+  if (link == nullptr) return false;
+  link->noticeHangup();
+  return link->alive();
 }
 
 void TcpMesh::onLinkEvent(int peer, PeerEventKind kind, const std::string& reason) {
