@@ -451,6 +451,7 @@ void Link::writeFrame(const FrameHeader& header, std::span<const std::byte> payl
                   {const_cast<std::byte*>(payload.data()), payload.size()}};
   int first = 0;
   const int count = payload.empty() ? 1 : 2;
+  std::vector<pollfd> wait_fds;  // only filled when the socket is full
   bool role = false;
   struct RoleRelease {
     Link* link;
@@ -473,15 +474,19 @@ void Link::writeFrame(const FrameHeader& header, std::span<const std::byte> payl
       iov[first].iov_len -= left;
       continue;
     }
-    // The socket is full: drain incoming frames while we wait, so that crossing sends flow.
+    // The socket is full: drain incoming frames while we wait, here and on the other links,
+    // so that crossing sends and rings of sends keep flowing.
     if (!role) role = tryAcquireRole();
     if (role && pump()) continue;
+    if (group_ != nullptr && group_->drainOthers(this)) continue;
     if (Clock::now() >= deadline) {
       tpnode::fail(ErrorCode::kTimeout, "it stopped reading (a {} frame could not be sent)",
                    frameTypeName(header.type));
     }
-    pollfd p{transport_->fd(), static_cast<short>(POLLOUT | (role ? POLLIN : 0)), 0};
-    ::poll(&p, 1, kPollSliceMs);
+    wait_fds.clear();
+    wait_fds.push_back({transport_->fd(), static_cast<short>(POLLOUT | (role ? POLLIN : 0)), 0});
+    if (group_ != nullptr) group_->pollOthers(this, wait_fds);
+    ::poll(wait_fds.data(), wait_fds.size(), kPollSliceMs);
   }
   last_tx_ns_.store(nowNs(), std::memory_order_relaxed);
 }
@@ -535,6 +540,12 @@ void Link::service(Clock::time_point now) {
                      static_cast<double>(silent_ns) / 1e9,
                      static_cast<double>(options_.liveness_timeout.count()) / 1e3));
   }
+}
+
+bool Link::drain() {
+  if (failed_.load() || !tryAcquireRole()) return false;
+  RoleGuard guard(*this);
+  return pump(nullptr, false, kServiceReadBudget * 4);
 }
 
 void Link::noticeHangup() {

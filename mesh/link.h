@@ -24,6 +24,8 @@
 // - Lifetime: a Link outlives every operation on it (TcpMesh destroys links after its users).
 #pragma once
 
+#include <poll.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
@@ -67,6 +69,21 @@ struct RecvOp {
   RecvOp* next = nullptr;
 };
 
+class Link;
+
+// The other links of the same mesh, for a sender whose socket is full: it drains them while it
+// waits, so that a ring of large blocking sends (each node sends right, then receives from the
+// left) keeps flowing. Implemented by TcpMesh; outlives its links.
+class LinkGroup {
+ public:
+  virtual ~LinkGroup() = default;
+  // Drains, without blocking, every other link whose receive role is free; true if any byte
+  // was read.
+  virtual bool drainOthers(const Link* self) = 0;
+  // Appends {fd, POLLIN} of every other link.
+  virtual void pollOthers(const Link* self, std::vector<struct pollfd>& out) = 0;
+};
+
 class Link {
  public:
   using EventFn = std::function<void(PeerEventKind kind, const std::string& reason)>;
@@ -89,6 +106,12 @@ class Link {
 
   // Liveness thread: drain if nobody reads, heartbeat if idle, fail if silent.
   void service(Clock::time_point now);
+  // Non-blocking: reads what is there if the receive role is free (see LinkGroup).
+  bool drain();
+  int fd() const { return transport_->fd(); }
+  // Set once, before the link is used by anyone but the liveness thread.
+  void setGroup(LinkGroup* group) { group_ = group; }
+
   // Setup: if the peer has hung up, read up to the end of the stream now (failing the link)
   // instead of at the next liveness tick. Never blocks.
   void noticeHangup();
@@ -157,6 +180,7 @@ class Link {
 
   std::unique_ptr<Transport> transport_;
   const LinkOptions options_;
+  LinkGroup* group_ = nullptr;  // the mesh that owns this link, or none
   EventFn on_event_;
 
   mutable std::mutex mu_;

@@ -94,6 +94,7 @@ void TcpMesh::adopt(EstablishedSocket s) {
                                        onLinkEvent(peer, kind, reason);
                                      });
   Link* raw = link.get();
+  raw->setGroup(this);
   {
     std::lock_guard lock(setup_mu_);
     auto& slot = links_[static_cast<size_t>(peer)][static_cast<size_t>(s.lane)];
@@ -159,6 +160,26 @@ Link& TcpMesh::linkFor(int peer, uint32_t tag, bool user) {
          kFirstUserTag);
   }
   return *links_[static_cast<size_t>(peer)][tag % static_cast<uint32_t>(lanes_)];
+}
+
+bool TcpMesh::drainOthers(const Link* self) {
+  if (!formed_.load(std::memory_order_acquire)) return false;
+  bool progress = false;
+  for (auto& lanes : links_) {
+    for (auto& link : lanes) {
+      if (link && link.get() != self && link->drain()) progress = true;
+    }
+  }
+  return progress;
+}
+
+void TcpMesh::pollOthers(const Link* self, std::vector<pollfd>& out) {
+  if (!formed_.load(std::memory_order_acquire)) return;
+  for (auto& lanes : links_) {
+    for (auto& link : lanes) {
+      if (link && link.get() != self && link->alive()) out.push_back({link->fd(), POLLIN, 0});
+    }
+  }
 }
 
 void TcpMesh::send(int peer, uint32_t tag, std::span<const std::byte> data) {
@@ -278,6 +299,7 @@ std::unique_ptr<Mesh> Mesh::connect(const MeshOptions& options) {
                   [&](int peer, int lane) { return mesh->linkUp(peer, lane); }};
     formLinks(options, factory, sink);
   }
+  mesh->setFormed();
   spdlog::info("[mesh] node {}/{} connected to all peers", options.node_id, n);
   return mesh;
 }

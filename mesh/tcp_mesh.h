@@ -19,7 +19,7 @@
 
 namespace tpnode::mesh {
 
-class TcpMesh final : public Mesh {
+class TcpMesh final : public Mesh, private LinkGroup {
  public:
   // Starts the liveness thread; links arrive through adopt() while the mesh forms.
   explicit TcpMesh(const MeshOptions& options);
@@ -29,6 +29,7 @@ class TcpMesh final : public Mesh {
   // died during setup is replaced (kept alive, retired, until the mesh is destroyed).
   void adopt(struct EstablishedSocket socket);
   bool linkUp(int peer, int lane) const;
+  void setFormed() { formed_.store(true, std::memory_order_release); }
 
   int nodeId() const override { return node_id_; }
   int nodeCount() const override { return node_count_; }
@@ -43,6 +44,8 @@ class TcpMesh final : public Mesh {
 
  private:
   Link& linkFor(int peer, uint32_t tag, bool user);
+  bool drainOthers(const Link* self) override;
+  void pollOthers(const Link* self, std::vector<pollfd>& out) override;
   void onLinkEvent(int peer, PeerEventKind kind, const std::string& reason);
 
   const MeshOptions options_;
@@ -58,6 +61,7 @@ class TcpMesh final : public Mesh {
   std::mutex callback_mu_;
   std::function<void(const PeerEvent&)> callback_;  // guarded by callback_mu_
   std::once_flag shutdown_once_;
+  std::atomic<bool> formed_{false};  // links_ is complete and immutable
 };
 
 }  // namespace tpnode::mesh

@@ -122,6 +122,29 @@ TEST(MeshTest, ManyThreadsManyTagsThreeNodes) {
   EXPECT_EQ(errors.load(), 0);
 }
 
+TEST(MeshTest, ARingOfBlockingLargeSendsDoesNotStall) {
+  // Every node sends to its right neighbour first and only then receives from its left one,
+  // with messages far larger than the socket buffers: a sender blocked on a full socket must
+  // drain its other links, or the ring crawls at the liveness thread's pace.
+  const int n = 3;
+  auto m = connectAll(n);
+  const size_t size = 48 << 20;
+  std::vector<std::future<bool>> done;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) {
+    done.push_back(std::async(std::launch::async, [&, i] {
+      Bytes out = pattern(size, i), in(size);
+      for (int round = 0; round < 3; ++round) {
+        m[i]->send((i + 1) % n, 30, out);
+        if (m[i]->recv((i + n - 1) % n, 30, in) != size) return false;
+      }
+      return in == pattern(size, (i + n - 1) % n);
+    }));
+  }
+  for (auto& d : done) EXPECT_TRUE(d.get());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(8));
+}
+
 TEST(MeshTest, TooSmallReceiveBufferIsInvalidData) {
   auto m = connectAll(2);
   m[0]->send(1, 16, pattern(100, 0));
