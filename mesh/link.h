@@ -11,7 +11,8 @@
 //     the role (condition variable) or for another reader to fill its buffer.
 //   * the send lock: one frame is written at a time with writev(header, payload), from the
 //     caller's buffer (no copy). While the socket is full, the sender takes the receive role if
-//     it is free and drains incoming frames, so two nodes sending to each other never deadlock.
+//     it is free and drains incoming frames, here and on the other links of its LinkGroup, so
+//     two nodes sending to each other, or a ring of nodes, never deadlock.
 //   * the liveness thread only ever try-locks: it drains and heartbeats idle links and never
 //     waits for compute.
 // - Ordering: DATA frames on one link are delivered per tag in the order sent.
