@@ -88,14 +88,14 @@ void InterNode::barrier() {
 void InterNode::sendAbort() noexcept {
   for (int j = 0; j < nodes_; ++j) {
     if (j == node_) continue;
-    for (uint32_t op = 0; op < kInterOpCount; ++op) {
-      try {
-        if (!mesh_.peerAlive(j)) break;
-        mesh_.send(j, interTag(static_cast<InterOp>(op), lane_), {});
-      } catch (const std::exception& e) {
-        spdlog::debug("[collectives] abort signal to node {} not sent: {}", j, e.what());
-        break;
+    try {
+      for (uint32_t op = 0; op < kInterOpCount && mesh_.peerAlive(j); ++op) {
+        for (uint32_t slot = 0; slot < kTagSlots; ++slot) {
+          mesh_.send(j, interTag(static_cast<InterOp>(op), lane_, slot), {});
+        }
       }
+    } catch (const std::exception& e) {
+      spdlog::debug("[collectives] abort signal to node {} not sent: {}", j, e.what());
     }
   }
 }

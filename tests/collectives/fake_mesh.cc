@@ -60,7 +60,7 @@ class FakeMesh final : public mesh::Mesh {
     net_->setCallback(node_, std::move(callback));
   }
   bool peerAlive(int peer) const override { return net_->alive(peer); }
-  std::vector<mesh::LinkStats> linkStats() const override { return {}; }
+  std::vector<mesh::LinkStats> linkStats(int) override { return {}; }
   void shutdown() override {}
 
  private:
