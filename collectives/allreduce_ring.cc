@@ -12,8 +12,10 @@
 //     decoded value, so that all nodes hold the same bits.
 // Pipelining: transfers run chunk by chunk in (step, chunk) order; a chunk is forwarded as soon
 // as it is reduced, kRecvAhead receives are posted ahead of the one being waited on, and up to
-// kSendSlots sends are in flight. A posted all-gather receive never overlaps a pending send:
-// it writes segment me - s'' while sends read me + 1 - s', equal only for s'' = s' - 1 + n.
+// kSendSlots encoded sends are in flight. Sends run on the lane's SendWorker thread, so the
+// copy into the kernel overlaps receiving and reducing on the caller's thread. A posted all-gather
+// receive never overlaps a pending send: it writes segment me - s'' while sends read me + 1 - s',
+// equal only for s'' = s' - 1 + n.
 #include <algorithm>
 #include <array>
 
@@ -36,15 +38,6 @@ uint32_t slotOf(size_t t) {
   return static_cast<uint32_t>(t % kRecvSlots);
 }
 using RequestPtr = std::unique_ptr<mesh::Request>;
-
-// Waits every request in `slots` and clears them.
-template <size_t N>
-void drain(std::array<RequestPtr, N>& slots) {
-  for (auto& r : slots) {
-    if (r) r->wait();
-    r.reset();
-  }
-}
 
 }  // namespace
 
@@ -75,7 +68,13 @@ void InterNode::allReduceRing(void* data, size_t count, DType dtype) {
   const size_t transfers = static_cast<size_t>(n - 1) * chunks;
   auto step = [&](size_t t) { return static_cast<long>(t / chunks); };
   std::array<RequestPtr, kRecvSlots> recvs;
-  std::array<RequestPtr, kSendSlots> sends;
+  std::array<uint64_t, kSendSlots> slot_tickets{};
+  SendWorker& sender = sendWorker();
+  // On any error, no queued send may still read the caller's buffer when we return.
+  struct DrainOnExit {
+    SendWorker& worker;
+    ~DrainOnExit() { worker.drainQuietly(); }
+  } drain_on_exit{sender};
 
   // Reduce-scatter.
   auto rs_tag = [&](size_t t) { return tag(InterOp::kRingReduceScatter, slotOf(t)); };
@@ -91,15 +90,14 @@ void InterNode::allReduceRing(void* data, size_t count, DType dtype) {
     // and a posted receive takes them straight into its slot instead of parking them.
     if (t + kRecvAhead < transfers) post_rs_recv(t + kRecvAhead);
     const Range out = piece(me - step(t), t % chunks);
-    RequestPtr& send = sends[t % kSendSlots];
-    if (send) send->wait();
-    send.reset();
     if (out.size() > 0) {
       if (codec.native()) {
-        send = mesh_.isend(next, rs_tag(t), asBytes(at(out), out.size() * es));
+        sender.post(next, rs_tag(t), asBytes(at(out), out.size() * es));
       } else {
+        uint64_t& slot_ticket = slot_tickets[t % kSendSlots];
+        sender.waitFor(slot_ticket);  // the send that used this slot is done
         codec.encode(at(out), out.size(), send_slot(t));
-        send = mesh_.isend(next, rs_tag(t), {send_slot(t), codec.encodedBytes(out.size())});
+        slot_ticket = sender.post(next, rs_tag(t), {send_slot(t), codec.encodedBytes(out.size())});
       }
     }
     const Range in = piece(me - step(t) - 1, t % chunks);
@@ -112,7 +110,7 @@ void InterNode::allReduceRing(void* data, size_t count, DType dtype) {
       codec.decodeAdd(recv_slot(t), in.size(), at(in));
     }
   }
-  drain(sends);
+  sender.drain();  // the all-gather receives overwrite what these sends read
 
   // All-gather.
   auto ag_tag = [&](size_t t) { return tag(InterOp::kRingAllGather, slotOf(t)); };
@@ -150,16 +148,13 @@ void InterNode::allReduceRing(void* data, size_t count, DType dtype) {
   for (size_t t = 0; t < transfers; ++t) {
     if (t + kRecvAhead < transfers) post_ag_recv(t + kRecvAhead);
     const Range out = piece(me + 1 - step(t), t % chunks);
-    RequestPtr& send = sends[t % kSendSlots];
-    if (send) send->wait();
-    send.reset();
-    if (out.size() > 0) send = mesh_.isend(next, ag_tag(t), asBytes(at(out), out.size() * es));
+    if (out.size() > 0) sender.post(next, ag_tag(t), asBytes(at(out), out.size() * es));
     const Range in = piece(me - step(t), t % chunks);
     if (in.size() == 0) continue;
     RequestPtr recv = std::move(recvs[t % kRecvSlots]);
     checkReceived(recv->wait(), in.size() * es, prev);
   }
-  drain(sends);
+  sender.drain();
 }
 
 }  // namespace tpnode::collectives

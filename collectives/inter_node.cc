@@ -16,6 +16,11 @@ InterNode::InterNode(mesh::Mesh& mesh, int lane, const CollectiveOptions& option
   requests_.reserve(static_cast<size_t>(2 * nodes_));
 }
 
+SendWorker& InterNode::sendWorker() {
+  if (!send_worker_) send_worker_ = std::make_unique<SendWorker>(mesh_);
+  return *send_worker_;
+}
+
 void InterNode::checkReceived(size_t got, size_t want, int peer) const {
   if (got == want) return;
   if (got == 0) {

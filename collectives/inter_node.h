@@ -36,6 +36,7 @@
 #include "collectives/communicator.h"
 #include "collectives/options.h"
 #include "collectives/scratch.h"
+#include "collectives/send_worker.h"
 #include "mesh/mesh.h"
 
 namespace tpnode::collectives {
@@ -92,6 +93,7 @@ class InterNode {
   uint32_t tag(InterOp op, uint32_t slot = 0) const { return interTag(op, lane_, slot); }
   const CollectiveOptions& options() const { return options_; }
   ScratchBuffer& scratch() { return scratch_; }
+  SendWorker& sendWorker();  // created on first use (the ring's)
 
  private:
   mesh::Mesh& mesh_;  // outlives this object (see contract)
@@ -100,6 +102,7 @@ class InterNode {
   const int nodes_;
   const CollectiveOptions options_;
   ScratchBuffer scratch_;
+  std::unique_ptr<SendWorker> send_worker_;
   std::vector<std::unique_ptr<mesh::Request>> requests_;  // reused across calls
 };
 
