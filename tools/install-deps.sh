@@ -10,6 +10,7 @@ APT_PACKAGES=(
   libcli11-dev nlohmann-json3-dev libssl-dev openssl
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2 iperf3 procps curl
+  libgloo-dev openmpi-bin libopenmpi-dev
 )
 
 missing=()

@@ -5,6 +5,7 @@
 #include <future>
 
 #include "collectives/hierarchical.h"
+#include "common/log.h"
 #include "tests/collectives/test_util.h"
 #include "tests/mesh/free_ports.h"
 
@@ -12,6 +13,10 @@ namespace tpnode::collectives {
 namespace {
 
 using testing::Bytes;
+
+// spdlog's registry is created lazily inside the (uninstrumented) shared library; create it on
+// the main thread first, so ThreadSanitizer sees no racy first use.
+[[maybe_unused]] const auto* const kLoggerReady = spdlog::default_logger_raw();
 
 std::vector<std::unique_ptr<mesh::Mesh>> connectAll(int n) {
   const std::string peers = mesh::test::loopbackPeers(n);
