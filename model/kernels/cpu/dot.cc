@@ -53,6 +53,17 @@ Dot4Fn DotKernels::x4ForType(TensorType weight) const {
   }
 }
 
+GemmTileFn DotKernels::gemmForType(TensorType weight) const {
+  switch (weight) {
+    case TensorType::kQ8_0:
+      return gemm_q8_0;
+    case TensorType::kQ4_K:
+      return gemm_q4_k;
+    default:
+      return nullptr;
+  }
+}
+
 void interleaveRows4(TensorType type, uint8_t* data, int64_t rows, int64_t cols) {
   const TensorTypeInfo& info = tensorTypeInfo(type);
   TP_CHECK(rows % 4 == 0 && cols % info.block_size == 0);

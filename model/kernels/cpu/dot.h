@@ -24,12 +24,19 @@ using DotFn = void (*)(int64_t n, const void* w, size_t w_stride, int nr, const 
 // see interleaveRows4) with a. nullptr where a table has none (scalar, float types).
 using Dot4Fn = void (*)(int64_t n, const void* group, const void* a, float* out);
 
+// Prefill tile: 4 interleaved rows x n_tok (1..4) activation rows `act_stride` bytes apart;
+// out[t * out_stride + r]. Same per-block arithmetic as Dot4Fn.
+using GemmTileFn = void (*)(int64_t n, const void* group, const void* acts, size_t act_stride,
+                            int n_tok, float* out, int64_t out_stride);
+
 struct DotKernels {
   std::string_view isa;
   DotFn f32, f16, bf16, q8_0, q4_0, q4_k, q6_k;
   Dot4Fn x4_q8_0 = nullptr, x4_q4_0 = nullptr, x4_q4_k = nullptr, x4_q6_k = nullptr;
-  DotFn forType(TensorType weight) const;     // TP_CHECK on an unsupported type
-  Dot4Fn x4ForType(TensorType weight) const;  // nullptr when none
+  GemmTileFn gemm_q8_0 = nullptr, gemm_q4_k = nullptr;
+  GemmTileFn gemmForType(TensorType weight) const;  // nullptr when none
+  DotFn forType(TensorType weight) const;           // TP_CHECK on an unsupported type
+  Dot4Fn x4ForType(TensorType weight) const;        // nullptr when none
 };
 
 // Rewrites groups of 4 rows (rows % 4 == 0) so that block b of row r of a group lies at block

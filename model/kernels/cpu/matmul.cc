@@ -33,6 +33,7 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
   }
   const DotFn dot = bestKernels().forType(w.type);
   const Dot4Fn dot4 = w.interleave == 4 ? bestKernels().x4ForType(w.type) : nullptr;
+  const GemmTileFn gemm = w.interleave == 4 ? bestKernels().gemmForType(w.type) : nullptr;
   TP_CHECK(w.interleave == 1 || dot4, "interleaved {} without a 4-row kernel",
            tensorTypeName(w.type));
   const uint8_t* a = static_cast<const uint8_t*>(acts);
@@ -41,6 +42,16 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t r0 = b * kRowTile;
       const int nr = static_cast<int>(std::min<int64_t>(kRowTile, w.rows - r0));
+      if (gemm && n_tokens > 1) {
+        for (int64_t t = 0; t < n_tokens; t += 4) {
+          const int nt = static_cast<int>(std::min<int64_t>(4, n_tokens - t));
+          for (int g = 0; g < nr; g += 4) {
+            gemm(w.cols, w.row(r0 + g), a + static_cast<size_t>(t) * a_bytes, a_bytes, nt,
+                 y + t * y_stride + r0 + g, y_stride);
+          }
+        }
+        continue;
+      }
       for (int64_t t = 0; t < n_tokens; ++t) {
         const uint8_t* at_t = a + static_cast<size_t>(t) * a_bytes;
         float* yt = y + t * y_stride + r0;
