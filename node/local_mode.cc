@@ -54,6 +54,19 @@ std::vector<int32_t> promptIds(const Options& o, const TextCodec* codec) {
   return codec->encode(o.prompt);
 }
 
+// Weight bytes one decode step reads over all ranks: every tensor once, token_embd one row
+// (unless it is also the head).
+uint64_t decodeWeightBytes(const model::ShardPlan& plan, const model::GgufMetadata& meta) {
+  uint64_t total = 0;
+  for (int r = 0; r < plan.tp; ++r) total += plan.rankBytes(r);
+  const model::GgufTensorInfo* embd = meta.findTensor("token_embd.weight");
+  if (embd && meta.findTensor("output.weight")) {
+    total -= embd->n_bytes * static_cast<uint64_t>(plan.tp);
+    total += embd->n_bytes / embd->rows();
+  }
+  return total;
+}
+
 double rate(int64_t n, double seconds) {
   return seconds > 0 ? double(n) / seconds : 0.0;
 }
@@ -114,6 +127,7 @@ int runLocal(const Options& o) {
     j["text"] = text;
     j["prefill_tps"] = prefill_tps;
     j["decode_tps"] = decode_tps;
+    j["decode_weight_bytes"] = decodeWeightBytes(plan, file->metadata());
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     if (codec) {
