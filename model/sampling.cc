@@ -1,6 +1,7 @@
 #include "model/sampling.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -136,6 +137,11 @@ TokenId Sampler::sample(std::span<const float> logits) {
   return chosen;
 }
 
+void Sampler::lastCandidates(std::vector<TokenId>& out) const {
+  out.clear();
+  for (const Candidate& c : cand_) out.push_back(c.id);
+}
+
 void Sampler::truncateTopK(size_t k) {
   if (k >= cand_.size()) return;
   const auto order = [](const Candidate& a, const Candidate& b) {
@@ -146,22 +152,38 @@ void Sampler::truncateTopK(size_t k) {
 }
 
 // Keeps the smallest best-first prefix whose probability reaches top_p (at least one token),
-// in expected linear time: halve the undecided range with nth_element and keep or drop the
-// better half by its probability mass; only the last <= 64 candidates are sorted.
+// in linear time. Buckets of 0.5 logit below the maximum decide most candidates at once: those
+// in buckets above the one where the mass reaches top_p are kept, those below dropped. Inside
+// that bucket, halve the undecided range with nth_element and keep or drop the better half by
+// its mass; only the last <= 64 candidates are sorted.
 void Sampler::truncateTopP() {
   const auto order = [](const Candidate& a, const Candidate& b) {
     return better(a.logit, a.id, b.logit, b.id);
   };
   float max_logit = -std::numeric_limits<float>::infinity();
   for (const Candidate& c : cand_) max_logit = std::max(max_logit, c.logit);
+  constexpr int kBuckets = 64;
+  const auto bucketOf = [max_logit](float logit) {
+    const float d = (max_logit - logit) * 2.0f;
+    return d < kBuckets - 1 ? static_cast<int>(d) : kBuckets - 1;  // NaN, inf: the last
+  };
+  std::array<double, kBuckets> bucket_mass{};
   double sum = 0;
   for (Candidate& c : cand_) {
     c.p = std::exp(c.logit - max_logit);
     sum += c.p;
+    bucket_mass[static_cast<size_t>(bucketOf(c.logit))] += c.p;
   }
   double need = params_.top_p * sum;  // mass still to cover, unnormalised
-  auto lo = cand_.begin();
-  auto hi = cand_.end();
+  int cut = 0;                        // the bucket where the prefix ends
+  while (cut < kBuckets - 1 && bucket_mass[static_cast<size_t>(cut)] < need) {
+    need -= bucket_mass[static_cast<size_t>(cut)];
+    ++cut;
+  }
+  auto lo = std::partition(cand_.begin(), cand_.end(),
+                           [&](const Candidate& c) { return bucketOf(c.logit) < cut; });
+  auto hi =
+      std::partition(lo, cand_.end(), [&](const Candidate& c) { return bucketOf(c.logit) == cut; });
   while (hi - lo > 64) {
     const auto mid = lo + (hi - lo) / 2;
     std::nth_element(lo, mid, hi, order);  // [lo, mid) is the better half

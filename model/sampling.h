@@ -66,6 +66,10 @@ class Sampler {
 
   const SamplingParams& params() const { return params_; }
 
+  // The ids the last non-greedy sample() drew from (after top-k, top-p, min-p), in no
+  // particular order. For tests and diagnostics.
+  void lastCandidates(std::vector<TokenId>& out) const;
+
  private:
   struct Candidate {
     float logit;
