@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "model/fast_exp.h"
 
 namespace tpnode::model {
 namespace {
@@ -170,7 +171,7 @@ void Sampler::truncateTopP() {
   std::array<double, kBuckets> bucket_mass{};
   double sum = 0;
   for (Candidate& c : cand_) {
-    c.p = std::exp(c.logit - max_logit);
+    c.p = expNonPositive(c.logit - max_logit);
     sum += c.p;
     bucket_mass[static_cast<size_t>(bucketOf(c.logit))] += c.p;
   }
@@ -234,7 +235,7 @@ TokenId Sampler::draw() {
   if (!std::isfinite(max_logit)) return best;  // every candidate is -inf
   double sum = 0;
   for (Candidate& c : cand_) {
-    c.p = std::exp((c.logit - max_logit) * inv_t);
+    c.p = expNonPositive((c.logit - max_logit) * inv_t);
     sum += c.p;
   }
   const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;  // [0, 1)
@@ -248,10 +249,8 @@ TokenId Sampler::draw() {
 }
 
 void Sampler::computeLogprobs(std::span<const float> logits, TokenId chosen) {
-  float max_logit = -std::numeric_limits<float>::infinity();
-  for (const float l : logits) max_logit = std::max(max_logit, l);
-  double sum = 0;
-  for (const float l : logits) sum += std::exp(l - max_logit);
+  const float max_logit = maxOf(logits.data(), logits.size());
+  const double sum = sumExp(logits.data(), logits.size(), max_logit);
   const auto lse = static_cast<float>(max_logit + std::log(sum));
   chosen_logprob_ = logits[chosen] - lse;
 

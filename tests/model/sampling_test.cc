@@ -9,6 +9,7 @@
 #include <random>
 
 #include "common/error.h"
+#include "model/fast_exp.h"
 #include "model/sampling.h"
 
 namespace tpnode::model {
@@ -161,6 +162,29 @@ TEST(SamplingTest, TruncationsMatchBruteForce) {
       ++m;
     }
     EXPECT_EQ(kept(p).size(), m) << "min_p " << p.min_p;
+  }
+}
+
+TEST(FastExpTest, AccurateAndLaneConsistent) {
+  double worst = 0;
+  for (float x = -86.9f; x <= 0.0f; x += 0.0137f) {
+    const double e = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::fabs(expNonPositive(x) - e) / e);
+  }
+  EXPECT_LT(worst, 5e-7);
+  EXPECT_EQ(expNonPositive(0.0f), 1.0f);
+  EXPECT_EQ(expNonPositive(-INFINITY), 0.0f);
+  EXPECT_EQ(expNonPositive(NAN), 0.0f);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  for (const size_t n : {1u, 3u, 4u, 7u, 1023u, 1024u, 1029u, 5000u}) {
+    std::vector<float> x(n);
+    for (float& v : x) v = normal(rng);
+    const float max = *std::max_element(x.begin(), x.end());
+    EXPECT_EQ(maxOf(x.data(), n), max) << n;
+    double want = 0;
+    for (float v : x) want += std::exp(static_cast<double>(v) - max);
+    EXPECT_NEAR(sumExp(x.data(), n, max), want, want * 1e-6) << n;
   }
 }
 
