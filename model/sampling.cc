@@ -24,9 +24,7 @@ void checkRange(bool ok, std::string_view name, double value, std::string_view r
 
 }  // namespace
 
-Sampler::Sampler(const SamplingParams& p, int32_t n_vocab)
-    : params_(p), n_vocab_(n_vocab), rng_(p.seed) {
-  if (n_vocab <= 0) fail(ErrorCode::kInvalidArgument, "sampler needs n_vocab > 0, got {}", n_vocab);
+void checkSamplingParams(const SamplingParams& p) {
   checkRange(p.temperature >= 0 && std::isfinite(p.temperature), "temperature", p.temperature,
              "[0, inf)");
   checkRange(p.top_k >= 0, "top_k", p.top_k, "[0, n_vocab] (0: off)");
@@ -39,8 +37,14 @@ Sampler::Sampler(const SamplingParams& p, int32_t n_vocab)
              "finite values");
   checkRange(std::isfinite(p.frequency_penalty), "frequency_penalty", p.frequency_penalty,
              "finite values");
-  checkRange(p.top_logprobs >= 0 && p.top_logprobs <= n_vocab, "top_logprobs", p.top_logprobs,
-             "[0, n_vocab]");
+  checkRange(p.top_logprobs >= 0, "top_logprobs", p.top_logprobs, "[0, n_vocab]");
+}
+
+Sampler::Sampler(const SamplingParams& p, int32_t n_vocab)
+    : params_(p), n_vocab_(n_vocab), rng_(p.seed) {
+  if (n_vocab <= 0) fail(ErrorCode::kInvalidArgument, "sampler needs n_vocab > 0, got {}", n_vocab);
+  checkSamplingParams(p);
+  params_.top_logprobs = std::min(p.top_logprobs, n_vocab);
   const auto n = static_cast<size_t>(n_vocab);
   work_.resize(n);
   cand_.reserve(n);
@@ -48,7 +52,7 @@ Sampler::Sampler(const SamplingParams& p, int32_t n_vocab)
   generated_count_.assign(n, 0);
   in_seen_.assign(n, 0);
   if (p.repeat_last_n > 0) window_.assign(static_cast<size_t>(p.repeat_last_n), -1);
-  top_.reserve(static_cast<size_t>(p.top_logprobs));
+  top_.reserve(static_cast<size_t>(params_.top_logprobs));
 }
 
 void Sampler::record(TokenId id, bool generated) {

@@ -290,8 +290,14 @@ TEST(SamplingTest, RejectsBadParameters) {
   p.repeat_penalty = 0;
   EXPECT_TRUE(refused(p));
   p = {};
-  p.top_logprobs = 11;
+  p.top_logprobs = -1;
   EXPECT_TRUE(refused(p));
+  p.top_logprobs = 11;  // more than n_vocab: clamped
+  EXPECT_FALSE(refused(p));
+  EXPECT_EQ(Sampler(p, 10).params().top_logprobs, 10);
+  p = {};
+  p.min_p = 2;
+  EXPECT_THROW(checkSamplingParams(p), Error);
   EXPECT_FALSE(refused(SamplingParams{}));
   Sampler s(SamplingParams{}, 4);
   EXPECT_THROW(s.sample(std::vector<float>{1, 2, 3}), Error);
