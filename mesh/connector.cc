@@ -14,6 +14,8 @@ namespace tpnode::mesh {
 
 namespace {
 
+constexpr std::chrono::milliseconds kCancelPoll{100};
+
 constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
 constexpr auto kWaitingLogPeriod = std::chrono::seconds(5);
 
@@ -244,8 +246,10 @@ std::vector<EstablishedSocket> Connector::run() {
 
   std::unique_lock lock(mu_);
   auto next_log = start_ + kWaitingLogPeriod;
-  while (!completeLocked() && Clock::now() < deadline_) {
-    cv_.wait_until(lock, std::min(next_log, deadline_));
+  auto cancelled = [&] { return o_.cancel != nullptr && o_.cancel->load(); };
+  while (!completeLocked() && Clock::now() < deadline_ && !cancelled()) {
+    // Wake at least every 100 ms to notice MeshOptions::cancel.
+    cv_.wait_until(lock, std::min({next_log, deadline_, Clock::now() + kCancelPoll}));
     if (Clock::now() >= next_log && !completeLocked()) {
       for (int peer = 0; peer < n_; ++peer) {
         bool up = true;
@@ -269,6 +273,9 @@ std::vector<EstablishedSocket> Connector::run() {
   lock.unlock();
   for (auto& t : handshakers) t.join();
   lock.lock();
+  if (!complete && cancelled()) {
+    fail(ErrorCode::kAborted, "node {}: connecting to the mesh was cancelled (shutting down)", me);
+  }
   if (!complete && !completeLocked()) {
     std::string missing;
     for (int peer = 0; peer < n_; ++peer) {

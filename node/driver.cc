@@ -216,7 +216,9 @@ bool Driver::formCluster() {
   const int nodes = static_cast<int>(options_.tp_layout.size());
   if (nodes > 1) {
     spdlog::info("[driver] forming the mesh of {} nodes", nodes);
-    session->mesh = mesh::Mesh::connect(makeMeshOptions(options_, model_.identity));
+    mesh::MeshOptions mo = makeMeshOptions(options_, model_.identity);
+    mo.cancel = &stop_;
+    session->mesh = mesh::Mesh::connect(mo);
   }
   auto coll = collectives::CollectiveOptions::fromEnv();
   if (options_.wire_format != "f32") coll.wire = collectives::parseWireFormat(options_.wire_format);
