@@ -297,6 +297,7 @@ GenerationRequest prepareGeneration(const OpenAiRequest& r, const Engine& engine
   g.max_tokens = static_cast<int>(max_tokens);
   g.sampling = r.sampling;
   g.top_logprobs = r.top_logprobs;
+  g.logprobs = r.logprobs || r.top_logprobs > 0;
   g.ignore_eos = r.ignore_eos;
   return g;
 }
