@@ -1,6 +1,8 @@
 #include "collectives/local_group.h"
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "collectives/reduce.h"
 #include "common/check.h"
@@ -76,11 +78,35 @@ class CpuLocalOp final : public LocalOp {
 
   void barrier() override { group_->barrier().arriveAndWait(); }
 
+  void beginOp() override {
+    group_->inside().fetch_add(1);
+    if (group_->aborted()) {
+      group_->inside().fetch_sub(1);
+      group_->barrier().throwIfAborted();
+    }
+  }
+
+  void endOp(bool failed) override {
+    group_->inside().fetch_sub(1);
+    if (!failed) return;
+    // The group is aborted: every rank inside leaves soon (each blocking point throws).
+    for (int spins = 0; group_->inside().load() != 0; ++spins) {
+      if (spins < 1000) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+  }
+
   void abort(ErrorCode code, const std::string& reason) override { group_->abort(code, reason); }
 
  private:
   // Publishes this rank's operation, waits for every rank, and checks that all agree.
   void publishAndSync(const LocalGroup::Slot& mine) {
+    // A rank released by an abort may still be read by ranks that passed the last barrier
+    // before the abort: never touch the slot of an aborted group.
+    group_->barrier().throwIfAborted();
     group_->slot(rank_) = mine;
     group_->barrier().arriveAndWait();
     const LocalGroup::Slot& first = group_->slot(0);
@@ -113,17 +139,31 @@ class LocalCommunicator final : public Communicator {
   int rank() const override { return op_->localRank(); }
   int size() const override { return op_->localSize(); }
   void allReduceSum(void* data, size_t count, DType dtype) override {
-    op_->allReduceSum(data, count, dtype);
+    scoped([&] { op_->allReduceSum(data, count, dtype); });
   }
   void allGather(const void* in, void* out, size_t count, DType dtype) override {
-    op_->allGather(in, out, count, dtype);
+    scoped([&] { op_->allGather(in, out, count, dtype); });
   }
   void broadcast(void* data, size_t count, DType dtype, int root) override {
-    op_->broadcast(data, count, dtype, root);
+    scoped([&] { op_->broadcast(data, count, dtype, root); });
   }
-  void barrier() override { op_->barrier(); }
+  void barrier() override {
+    scoped([&] { op_->barrier(); });
+  }
 
  private:
+  template <typename F>
+  void scoped(F&& body) {
+    op_->beginOp();
+    try {
+      body();
+    } catch (...) {
+      op_->endOp(true);
+      throw;
+    }
+    op_->endOp(false);
+  }
+
   std::unique_ptr<LocalOp> op_;
 };
 

@@ -19,8 +19,11 @@
 // - Failure: abort(code, reason), from any thread, releases every rank blocked in the group
 //   and makes every later call throw Error(code, reason). A rank whose collective throws for
 //   another reason (a mesh error in the hierarchical all-reduce) aborts the group itself.
+//   A collective that throws returns only once no other rank can still read the caller's
+//   buffer (LocalOp::endOp), so the caller may free it.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +51,9 @@ class LocalGroup : public std::enable_shared_from_this<LocalGroup> {
   void abort(ErrorCode code, const std::string& reason) { barrier_.abort(code, reason); }
   bool aborted() const { return barrier_.aborted(); }
 
+  // Ranks inside a collective (LocalOp::beginOp/endOp).
+  std::atomic<int>& inside() { return inside_; }
+
   // What a rank publishes for the current operation. Written by its owner before a barrier,
   // read by the others after it (the barrier orders the accesses).
   enum class OpKind : uint8_t { kAllReduce, kAllGather, kBroadcast };
@@ -69,6 +75,7 @@ class LocalGroup : public std::enable_shared_from_this<LocalGroup> {
  private:
   std::vector<Slot> slots_;
   SpinBarrier barrier_;
+  alignas(64) std::atomic<int> inside_{0};
 };
 
 }  // namespace tpnode::collectives

@@ -52,6 +52,14 @@ class LocalOp {
   virtual void broadcast(void* data, size_t count, DType dtype, int root) = 0;
   virtual void barrier() = 0;
 
+  // Brackets one collective of the caller (which may span several calls above, e.g. the
+  // hierarchical all-reduce). beginOp() throws at once if the group was aborted. After a
+  // failure, endOp(true) returns only once no rank of the group is inside a collective any
+  // more (they all fail too: the group is aborted), so nobody still reads the caller's buffer
+  // and the caller may free it. After success, endOp(false) returns at once.
+  virtual void beginOp() = 0;
+  virtual void endOp(bool failed) = 0;
+
   virtual void abort(ErrorCode code, const std::string& reason) = 0;
 };
 

@@ -56,7 +56,7 @@ void SpinBarrier::abort(ErrorCode code, const std::string& reason) {
     if (aborted_.load(std::memory_order_relaxed)) return;
     abort_code_ = code;
     abort_reason_ = reason;
-    aborted_.store(true, std::memory_order_release);
+    aborted_.store(true, std::memory_order_seq_cst);
   }
   generation_.fetch_add(1, std::memory_order_release);
   generation_.notify_all();

@@ -28,7 +28,7 @@ class SpinBarrier {
 
   void arriveAndWait();
   void abort(ErrorCode code, const std::string& reason);
-  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  bool aborted() const { return aborted_.load(std::memory_order_seq_cst); }
   // Throws the stored abort error if aborted.
   void throwIfAborted() const;
 

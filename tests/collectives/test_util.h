@@ -90,7 +90,7 @@ enum class RefAlgo { kDirect, kRing };
 // ranks in order and rounded: the node partial. Inter-node, per local slice:
 //  - direct: round(sum over nodes 0..M-1 of the partials), f32 accumulation;
 //  - ring: the slice is cut into M segments (sliceRange); segment g is summed starting at node
-//    g+1, then g+2, ..., ending with node g (mod M), rounding to the dtype after every hop.
+//    g, then g+1, ..., ending with node g-1 (mod M), rounding to the dtype after every hop.
 // `sliced` = false (leader mode) treats the whole vector as a single local slice.
 inline Bytes referenceAllReduce(const std::vector<std::vector<Bytes>>& data, size_t count,
                                 DType dtype, RefAlgo algo, bool sliced = true) {
@@ -117,7 +117,7 @@ inline Bytes referenceAllReduce(const std::vector<std::vector<Bytes>>& data, siz
     for (int g = 0; g < nodes; ++g) {
       const Range seg = sliceRange(s.size(), nodes, g);
       for (size_t j = s.begin + seg.begin; j < s.begin + seg.end; ++j) {
-        const int first = (g + 1) % nodes;
+        const int first = g;
         Bytes acc(dtypeSize(dtype));
         storeElem(acc, 0, dtype, loadElem(partial[first], j, dtype));
         for (int h = 1; h < nodes; ++h) {
