@@ -6,6 +6,8 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -55,6 +57,31 @@ TEST_F(LocalModeTest, JsonGreedyIdsMatchLlamaCpp) {
   EXPECT_GT(j["prefill_tps"].get<double>(), 0);
   EXPECT_GT(j["decode_tps"].get<double>(), 0);
   EXPECT_TRUE(j.contains("text"));
+}
+
+// Text in, text out through the model's tokenizer: llama.cpp's prompt ids, greedy ids and text.
+TEST_F(LocalModeTest, TextPromptMatchesLlamaCpp) {
+  for (const char* name : {"llama-tiny-f32__en_sentence", "qwen2-tiny-f32__paragraph"}) {
+    auto c = testing_support::loadCase(name);
+    std::ifstream in(testing_support::sharedDir() + "/reference/cases/" + name + ".json");
+    nlohmann::json ref = nlohmann::json::parse(in);
+    std::string prompt_file = testing_support::sharedDir() + "/reference/prompts/" +
+                              ref["prompt_name"].get<std::string>() + ".txt";
+    std::ifstream pf(prompt_file);
+    std::string prompt((std::istreambuf_iterator<char>(pf)), std::istreambuf_iterator<char>());
+    ASSERT_EQ(prompt, ref["prompt"].get<std::string>()) << prompt_file;
+    std::string quoted = "'";
+    for (char ch : prompt) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    quoted += "'";
+    Outcome r = run("--model " + c.model_file + " --prompt " + quoted + " -n 32 --temp 0 --json");
+    ASSERT_EQ(r.status, 0) << r.out;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["prompt_ids"].get<std::vector<int32_t>>(), c.prompt_ids) << name;
+    EXPECT_EQ(j["ids"].get<std::vector<int32_t>>(), c.generated_ids) << name;
+    if (ref["generated_text_valid_utf8"].get<bool>()) {
+      EXPECT_EQ(j["text"].get<std::string>(), ref["generated_text"].get<std::string>()) << name;
+    }
+  }
 }
 
 TEST_F(LocalModeTest, DumpLogitsTeacherForcedMatchesReference) {
