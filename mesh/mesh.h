@@ -10,15 +10,26 @@
 // - Ordering: messages from one sender to one receiver with the same tag are delivered in the
 //   order they were sent. Messages with different tags are independent. A receive names
 //   (peer, tag); a frame that arrives before its receive is posted is parked by (peer, tag).
-// - Buffers: send() returns once `data` may be reused. recv() writes straight into the caller's
-//   buffer (no copy for a frame whose receive was already posted). isend/irecv buffers must
-//   stay alive and untouched until the handle is waited on.
+// - Buffers: send() returns once `data` may be reused; it writes from `data` itself (no copy).
+//   recv() writes straight into the caller's buffer (no copy for a frame whose receive was
+//   already posted). isend/irecv buffers must stay alive and untouched until the handle is
+//   waited on.
+// - Progress: the caller's thread does its own socket I/O (see mesh/link.h). isend() sends on
+//   the calling thread before it returns (its wait() then returns at once); while a socket is
+//   full, a sender drains incoming frames of every link of the mesh (into posted receives, or
+//   parked), so crossing sends and rings of large sends cannot deadlock. Post irecv() before
+//   a large send to have the incoming message land in place. The blocking path allocates
+//   nothing per message; irecv() allocates its handle.
+// - Setup: node K dials every node below K and accepts every node above K (so the highest node
+//   does not listen); each of the `sockets_per_peer` sockets of a pair runs the handshake of
+//   mesh/handshake.h. A message on `tag` always travels on socket `tag % sockets_per_peer`.
 // - Failure: a peer that dies, goes silent for longer than the liveness timeout, or sends a
 //   malformed frame is reported through the event callback and makes every pending and later
 //   operation on it throw Error(kPeerLost) with the reason. Nothing hangs forever; nothing aborts.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -49,6 +60,15 @@ struct TlsOptions {
 
 using Fingerprint = std::array<uint8_t, 32>;  // SHA-256 over what all nodes must agree on
 
+// The cluster fingerprint over `items`, one-line "key=value" strings that every node must
+// agree on (e.g. "peers=a:9500,b:9500", "node0.tp=2", "model=sha256:..."), in a fixed order.
+// Throws Error(kInvalidArgument) for an item that is not one-line key=value.
+Fingerprint computeFingerprint(const std::vector<std::string>& items);
+// The human-readable text of the same items (one per line); nodes exchange it so that a
+// mismatch names the differing keys with both values. Put it in MeshOptions::fingerprint_text.
+std::string fingerprintText(const std::vector<std::string>& items);
+std::string fingerprintHex(const Fingerprint& fingerprint);
+
 struct MeshOptions {
   int node_id = 0;
   std::vector<PeerAddress> peers;  // index = node id; node_id listens on peers[node_id]
@@ -60,10 +80,19 @@ struct MeshOptions {
   std::string cluster_secret;  // empty: no HMAC authentication
   TlsOptions tls;
   Fingerprint fingerprint{};     // see computeFingerprint()
-  std::string fingerprint_text;  // human-readable summary shown when fingerprints differ
+  std::string fingerprint_text;  // fingerprintText() of the same items
+  // A receive that finds no data spins (non-blocking reads) this long before sleeping in
+  // poll(): trades CPU for latency of small messages.
+  std::chrono::microseconds spin{0};
+  int socket_buffer_bytes = 0;  // SO_SNDBUF / SO_RCVBUF; 0 keeps the OS autotuning
+  // connect() gives up with Error(kAborted) soon after *cancel turns true (e.g. a shutdown
+  // signal while waiting for peers). Must outlive connect(); null: never cancelled.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
-enum class PeerEventKind { kConnected, kLost };
+// kLost: the peer died, went silent or broke the protocol. kClosed: the peer shut down in
+// order (it sent GOODBYE); operations on it throw Error(kPeerLost) all the same.
+enum class PeerEventKind { kConnected, kLost, kClosed };
 
 struct PeerEvent {
   PeerEventKind kind;
@@ -86,10 +115,12 @@ struct LinkStats {
   uint64_t bytes_received = 0;
   uint64_t frames_sent = 0;
   uint64_t frames_received = 0;
-  double last_rtt_us = 0;  // from heartbeats
+  double rtt_us_median = 0;  // measured by linkStats()
+  double rtt_us_min = 0;
+  double rtt_us_max = 0;
 };
 
-// Tags below kFirstUserTag are reserved for the mesh itself.
+// Tags below kFirstUserTag are reserved for the mesh itself (linkStats uses tag 1).
 inline constexpr uint32_t kFirstUserTag = 16;
 
 class Mesh {
@@ -98,8 +129,11 @@ class Mesh {
 
   // Listens on peers[node_id], connects to every other node (retrying with backoff until
   // connect_timeout), runs the handshake and authentication on each link and returns once all
-  // links are up. Throws Error(kTimeout) naming the nodes that never came, Error(kMismatch) or
-  // Error(kAuth) for a refused cluster.
+  // links are up. Logs `[mesh] node r/N connected to all peers` then. Refused connections
+  // (wrong secret, fingerprint, version, duplicate id) are logged and retried until the
+  // deadline, so that the right peer can still come; at the deadline throws Error(kTimeout)
+  // naming each node that never came (id, host:port) and the last problem seen with it.
+  // Error(kInvalidArgument) for bad options or TLS files, Error(kIo) when it cannot listen.
   static std::unique_ptr<Mesh> connect(const MeshOptions& options);
 
   virtual int nodeId() const = 0;
@@ -115,14 +149,19 @@ class Mesh {
                                          std::span<const std::byte> data) = 0;
   virtual std::unique_ptr<Request> irecv(int peer, uint32_t tag, std::span<std::byte> out) = 0;
 
-  // Called on the liveness thread; must not block. Replaces any earlier callback.
+  // Called on the liveness thread or on a thread that found the failure; must not block and
+  // must not call back into the Mesh. Replaces any earlier callback.
   virtual void setEventCallback(std::function<void(const PeerEvent&)> callback) = 0;
   virtual bool peerAlive(int peer) const = 0;
 
-  // Measures round trips of `bytes` with every peer (collective: every node must call it).
-  virtual std::vector<LinkStats> linkStats() const = 0;
+  // Measures `rounds` round trips of a 64-byte message with every peer and returns one entry
+  // per peer (index = node id; this node's own entry has peer = -1). Collective: every node
+  // must call it with the same `rounds`; do not run other traffic on tag 1 meanwhile.
+  virtual std::vector<LinkStats> linkStats(int rounds = 20) = 0;
 
-  // Closes every link; pending and later operations throw Error(kAborted).
+  // Says GOODBYE on every link, waits (bounded, ~2 s) for the peers' GOODBYE and closes every
+  // link; pending and later operations throw Error(kAborted). Idempotent. Call it on every
+  // node at the end of a run so that no node sees the others' exit as a fault.
   virtual void shutdown() = 0;
 };
 

@@ -102,7 +102,8 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
       ->group("Cluster");
   flag(app, "wire-format", o.wire_format, "Inter-node all-reduce payload: f32, bf16, q8_0")
       ->group("Cluster");
-  flag(app, "mesh-hold", o.mesh_hold_s, "Mesh-only mode: stay connected S seconds")
+  flag(app, "mesh-hold", o.mesh_hold_s,
+       "Mesh smoke test (no --model): stay connected this many seconds before exiting")
       ->group("Cluster");
   flag(app, "cluster-secret-file", o.cluster_secret_file,
        "File holding the shared secret (or env TPNODE_CLUSTER_SECRET)")

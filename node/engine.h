@@ -55,9 +55,9 @@ struct TokenLogprob {
 };
 
 struct TokenEvent {
-  int32_t id = -1;          // the generated token (-1 on the final event if none)
-  std::string text;         // its bytes (may be part of a UTF-8 sequence)
-  float logprob = 0;        // of the chosen token
+  int32_t id = -1;                // the generated token (-1 on the final event if none)
+  std::string text;               // its bytes (may be part of a UTF-8 sequence)
+  float logprob = 0;              // of the chosen token
   std::vector<TokenLogprob> top;  // top_logprobs alternatives
   bool finished = false;
   std::string finish_reason;  // "length", "stop" (EOS), "cancelled", "error"
@@ -67,7 +67,7 @@ struct TokenEvent {
 };
 
 struct ModelInfo {
-  std::string id;  // model name reported by /v1/models
+  std::string id;          // model name reported by /v1/models
   int context_length = 0;  // per slot
   int n_vocab = 0;
   bool has_chat_template = false;

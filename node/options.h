@@ -23,6 +23,7 @@ struct Options {
   double liveness_timeout_s = 5;
   int sockets_per_peer = 1;
   std::string wire_format = "f32";  // inter-node all-reduce payload: f32, bf16, q8_0
+  double mesh_hold_s = 0;  // mesh-only mode: stay connected this long before the coordinated exit
   std::string cluster_secret_file;
   std::string tls_cert, tls_key, tls_ca;
   // Model and generation
@@ -51,7 +52,6 @@ struct Options {
   size_t api_max_body = 1 << 20;  // bytes; larger request bodies get 413
   // Misc
   std::string log_level = "info";
-  int mesh_hold_s = 0;  // mesh-only mode: stay connected this long before shutting down
 };
 
 enum class ParseResult { kRun, kExitOk, kExitError };

@@ -8,9 +8,10 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev clang-format
   libboost-dev libboost-program-options-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
   libcli11-dev nlohmann-json3-dev libssl-dev openssl
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libicu-dev
   iproute2 iperf3 procps curl
   chromium chromium-driver python3-venv
+  libgloo-dev openmpi-bin libopenmpi-dev
 )
 
 missing=()

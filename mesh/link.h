@@ -1,0 +1,210 @@
+// One established, authenticated socket to a peer: framing, ordered tagged messages, parking
+// of early arrivals, heartbeats and failure. TcpMesh holds `sockets_per_peer` Links per peer.
+//
+// Contract
+// - Threads: send/recv/post/wait/test from any number of caller threads; service() from the
+//   liveness thread; abort()/failure from any thread. Caller threads do the socket I/O
+//   themselves (no hand-off to an I/O thread):
+//   * the receive role: at most one thread at a time reads frames from the socket. Whoever
+//     holds it decodes frames; a DATA frame whose receive is posted is read straight into the
+//     receiver's buffer, any other is parked in a pooled buffer by tag. A receiver waits for
+//     the role (condition variable) or for another reader to fill its buffer.
+//   * the send lock: one frame is written at a time with writev(header, payload), from the
+//     caller's buffer (no copy). While the socket is full, the sender takes the receive role if
+//     it is free and drains incoming frames, here and on the other links of its LinkGroup, so
+//     two nodes sending to each other, or a ring of nodes, never deadlock.
+//   * the liveness thread only ever try-locks: it drains and heartbeats idle links and never
+//     waits for compute.
+// - Ordering: DATA frames on one link are delivered per tag in the order sent.
+// - Received bytes are hostile: a bad header, sequence number or size fails the link with a
+//   reason (ErrorCode::kInvalidData); it never aborts and never allocates more than
+//   max_frame_bytes for one frame.
+// - Failure: the first failure is stored; every pending and later operation throws
+//   Error(kPeerLost) (kAborted after abort()) naming the peer and the reason; `on_event` is
+//   called once, unless the link is quiet (shutting down).
+// - Lifetime: a Link outlives every operation on it (TcpMesh destroys links after its users).
+#pragma once
+
+#include <poll.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/error.h"
+#include "mesh/frame.h"
+#include "mesh/mesh.h"
+#include "mesh/parked_pool.h"
+#include "mesh/transport.h"
+
+namespace tpnode::mesh {
+
+struct LinkOptions {
+  int peer = -1;
+  int lane = 0;
+  std::string peer_name;  // "node 2 at b:9500", used in every message about this link
+  uint64_t max_frame_bytes = uint64_t{1} << 30;
+  std::chrono::microseconds spin{50};
+  std::chrono::milliseconds heartbeat_interval{500};
+  std::chrono::milliseconds liveness_timeout{5000};
+};
+
+// A posted receive. Lives on the stack of recv() or inside an irecv Request.
+struct RecvOp {
+  enum class State { kNew, kClaiming, kPosted, kFilling, kDone };
+  uint32_t tag = 0;
+  std::span<std::byte> out;
+  State state = State::kNew;
+  size_t size = 0;
+  bool failed = false;
+  ErrorCode error_code = ErrorCode::kInternal;
+  std::string error;
+  RecvOp* next = nullptr;
+};
+
+class Link;
+
+// The other links of the same mesh, for a sender whose socket is full: it drains them while it
+// waits, so that a ring of large blocking sends (each node sends right, then receives from the
+// left) keeps flowing. Implemented by TcpMesh; outlives its links.
+class LinkGroup {
+ public:
+  virtual ~LinkGroup() = default;
+  // Drains, without blocking, every other link whose receive role is free; true if any byte
+  // was read.
+  virtual bool drainOthers(const Link* self) = 0;
+  // Appends {fd, POLLIN} of every other link.
+  virtual void pollOthers(const Link* self, std::vector<struct pollfd>& out) = 0;
+};
+
+class Link {
+ public:
+  using EventFn = std::function<void(PeerEventKind kind, const std::string& reason)>;
+
+  Link(std::unique_ptr<Transport> transport, LinkOptions options, EventFn on_event);
+  ~Link();
+  Link(const Link&) = delete;
+  Link& operator=(const Link&) = delete;
+
+  void send(uint32_t tag, std::span<const std::byte> data);
+  size_t recv(uint32_t tag, std::span<std::byte> out);
+
+  // Asynchronous receive: post() registers `op` (it must stay alive until wait() returns or
+  // cancel() is called); wait() blocks until it is filled; test() makes progress without
+  // blocking and says whether it is done.
+  void post(RecvOp& op, uint32_t tag, std::span<std::byte> out);
+  size_t wait(RecvOp& op);
+  bool test(RecvOp& op);
+  void cancel(RecvOp& op);
+
+  // Liveness thread: drain if nobody reads, heartbeat if idle, fail if silent.
+  void service(Clock::time_point now);
+  // Non-blocking: reads what is there if the receive role is free (see LinkGroup).
+  bool drain();
+  int fd() const { return transport_->fd(); }
+  // Set once, before the link is used by anyone but the liveness thread.
+  void setGroup(LinkGroup* group) { group_ = group; }
+
+  // Setup: if the peer has hung up, read up to the end of the stream now (failing the link)
+  // instead of at the next liveness tick. Never blocks.
+  void noticeHangup();
+
+  // Shutdown: GOODBYE and half-close, then read until the peer's GOODBYE or end of stream.
+  void setQuiet() { quiet_.store(true); }
+  void sayGoodbye(Clock::time_point deadline);
+  void drainUntilClosed(Clock::time_point deadline);
+  // Fails the link (idempotent): pending and later operations throw `code`.
+  void fail(ErrorCode code, const std::string& reason, PeerEventKind kind = PeerEventKind::kLost);
+
+  bool alive() const { return !failed_.load(std::memory_order_acquire); }
+  LinkStats stats() const;
+  const std::string& peerName() const { return options_.peer_name; }
+
+ private:
+  using Parked = ParkedBuffer;
+  struct TagQueue {
+    RecvOp* posted_head = nullptr;
+    RecvOp* posted_tail = nullptr;
+    Parked* parked_head = nullptr;
+    Parked* parked_tail = nullptr;
+  };
+  // The receive state of the frame being read; touched only by the receive-role holder.
+  struct Rx {
+    std::array<uint8_t, kFrameHeaderSize> header{};
+    size_t header_got = 0;
+    bool in_payload = false;
+    FrameHeader h;
+    std::byte* dest = nullptr;
+    size_t got = 0;
+    RecvOp* op = nullptr;
+    Parked* parked = nullptr;
+    std::array<std::byte, kHeartbeatPayload> scratch{};
+    uint64_t expected_seq = 0;
+    std::unique_ptr<std::byte[]> stage;  // bytes read ahead: [stage_pos, stage_len)
+    size_t stage_pos = 0;
+    size_t stage_len = 0;
+  };
+  class RoleGuard;
+
+  bool tryAcquireRole();
+  void releaseRole();
+  // Needs the role. Reads what is available without blocking (or, with `block`, waits up to the
+  // transport's read timeout for the first bytes) and dispatches complete frames; returns early
+  // once `mine` is filled. True when any byte was read. Fails the link on errors.
+  // `budget` bounds the bytes read by one call (the liveness thread must not get stuck
+  // draining a long stream).
+  bool pump(const RecvOp* mine = nullptr, bool block = false, size_t budget = SIZE_MAX);
+  bool pumpFrames(const RecvOp* mine, bool block, size_t budget);
+  void beginFrame();
+  void finishFrame();
+  // Holds the role; pumps, spins, then polls until done_locked() (called under mu_), failure
+  // or the deadline.
+  template <typename Done>
+  void readUntil(Done done_locked, Clock::time_point deadline, const RecvOp* mine = nullptr);
+  void writeFrame(const FrameHeader& header, std::span<const std::byte> payload,
+                  Clock::time_point deadline);
+  void claimParkedLocked(RecvOp& op, std::unique_lock<std::mutex>& lock);
+  void appendPostedLocked(TagQueue& q, RecvOp& op);
+  void completeOpLocked(RecvOp& op, size_t size);
+  void failOpLocked(RecvOp& op);
+  void failAllLocked();
+  [[noreturn]] void throwFailure() const;
+  void noteReceive();
+
+  std::unique_ptr<Transport> transport_;
+  const LinkOptions options_;
+  LinkGroup* group_ = nullptr;  // the mesh that owns this link, or none
+  EventFn on_event_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool reader_active_ = false;                     // guarded by mu_
+  std::unordered_map<uint32_t, TagQueue> queues_;  // guarded by mu_
+  ParkedPool parked_pool_;                         // guarded by mu_
+  RecvOp* filling_ = nullptr;                   // guarded by mu_: the op the reader is writing into
+  ErrorCode fail_code_ = ErrorCode::kPeerLost;  // guarded by mu_
+  std::string fail_reason_;                     // guarded by mu_
+  std::atomic<bool> failed_{false};
+  std::atomic<bool> quiet_{false};
+  std::atomic<bool> got_goodbye_{false};
+
+  Rx rx_;  // receive-role holder only
+
+  std::mutex send_mu_;
+  uint64_t send_seq_ = 0;                              // guarded by send_mu_
+  std::array<uint8_t, kFrameHeaderSize> tx_header_{};  // guarded by send_mu_
+
+  std::atomic<int64_t> last_rx_ns_;
+  std::atomic<int64_t> last_tx_ns_;
+  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, frames_sent_{0}, frames_received_{0};
+};
+
+}  // namespace tpnode::mesh

@@ -1,0 +1,145 @@
+#include "model/kernels/cpu/dot.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/check.h"
+#include "common/error.h"
+#include "common/log.h"
+
+namespace tpnode::model::kernels {
+
+#if defined(__x86_64__)
+const DotKernels& avx2Table();
+const DotKernels& avx512Table();
+#endif
+
+DotFn DotKernels::forType(TensorType weight) const {
+  switch (weight) {
+    case TensorType::kF32:
+      return f32;
+    case TensorType::kF16:
+      return f16;
+    case TensorType::kBF16:
+      return bf16;
+    case TensorType::kQ8_0:
+      return q8_0;
+    case TensorType::kQ4_0:
+      return q4_0;
+    case TensorType::kQ4_K:
+      return q4_k;
+    case TensorType::kQ6_K:
+      return q6_k;
+    default:
+      TP_CHECK(false, "no dot kernel for {}", tensorTypeName(weight));
+  }
+  return nullptr;
+}
+
+Dot4Fn DotKernels::x4ForType(TensorType weight) const {
+  switch (weight) {
+    case TensorType::kQ8_0:
+      return x4_q8_0;
+    case TensorType::kQ4_0:
+      return x4_q4_0;
+    case TensorType::kQ4_K:
+      return x4_q4_k;
+    case TensorType::kQ6_K:
+      return x4_q6_k;
+    default:
+      return nullptr;
+  }
+}
+
+GemmTileFn DotKernels::gemmForType(TensorType weight) const {
+  switch (weight) {
+    case TensorType::kQ8_0:
+      return gemm_q8_0;
+    case TensorType::kQ4_K:
+      return gemm_q4_k;
+    default:
+      return nullptr;
+  }
+}
+
+void interleaveRows4(TensorType type, uint8_t* data, int64_t rows, int64_t cols) {
+  const TensorTypeInfo& info = tensorTypeInfo(type);
+  TP_CHECK(rows % 4 == 0 && cols % info.block_size == 0);
+  const size_t bs = info.type_size;
+  const size_t row_bytes = rowBytes(type, static_cast<uint64_t>(cols));
+  const int64_t nb = cols / info.block_size;
+  std::vector<uint8_t> tmp(row_bytes * 4);
+  for (int64_t g = 0; g < rows / 4; ++g) {
+    uint8_t* group = data + static_cast<size_t>(g) * 4 * row_bytes;
+    for (int r = 0; r < 4; ++r) {
+      for (int64_t b = 0; b < nb; ++b) {
+        std::memcpy(tmp.data() + (static_cast<size_t>(b) * 4 + r) * bs,
+                    group + r * row_bytes + static_cast<size_t>(b) * bs, bs);
+      }
+    }
+    std::memcpy(group, tmp.data(), tmp.size());
+  }
+}
+
+TensorType activationType(TensorType weight) {
+  switch (weight) {
+    case TensorType::kF32:
+    case TensorType::kF16:
+    case TensorType::kBF16:
+      return weight;
+    case TensorType::kQ8_0:
+    case TensorType::kQ4_0:
+      return TensorType::kQ8_0;
+    case TensorType::kQ4_K:
+    case TensorType::kQ6_K:
+      return TensorType::kQ8_K;
+    default:
+      TP_CHECK(false, "no activation type for {}", tensorTypeName(weight));
+  }
+  return weight;
+}
+
+const DotKernels* avx2Kernels() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &avx2Table();
+#endif
+  return nullptr;
+}
+
+const DotKernels* avx512Kernels() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+      __builtin_cpu_supports("fma")) {
+    return &avx512Table();
+  }
+#endif
+  return nullptr;
+}
+
+static const DotKernels& pickKernels() {
+  const char* env = std::getenv("TPNODE_CPU_ISA");
+  std::string want = env ? env : "";
+  const DotKernels* k = nullptr;
+  if (want.empty() || want == "avx512") k = avx512Kernels();
+  if (!k && (want.empty() || want == "avx2" || want == "avx512")) k = avx2Kernels();
+  if (!k && !want.empty() && want != "scalar") {
+    spdlog::warn("[model] TPNODE_CPU_ISA={} is not available on this CPU; using the best one",
+                 want);
+    k = avx512Kernels() ? avx512Kernels() : avx2Kernels();
+  }
+  if (!k) k = &scalarKernels();
+  spdlog::info("[model] CPU kernels: {}", k->isa);
+  return *k;
+}
+
+const DotKernels& bestKernels() {
+  static const DotKernels& k = pickKernels();
+  return k;
+}
+
+}  // namespace tpnode::model::kernels

@@ -1,0 +1,53 @@
+// Dot products of one weight row with one activation row, per weight type, on the weight's
+// native blocks (nothing is dequantized). The activation row is already converted to the
+// weight type's activation type (activationType): F32 -> F32, F16 -> F16, BF16 -> BF16,
+// Q8_0/Q4_0 -> Q8_0, Q4_K/Q6_K -> Q8_K, as llama.cpp's CPU backend does. Quantized dot
+// products sum integer products per block and scale them once per block, so every path
+// (scalar, AVX2, AVX-512 VNNI) gives the same value up to float summation order.
+//
+// Kernel tables are immutable; the best one is picked once at run time from the CPU's
+// features (env TPNODE_CPU_ISA=scalar|avx2|avx512 forces one) and may be used from any thread.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "model/tensor_type.h"
+
+namespace tpnode::model::kernels {
+
+// out[r] = dot(row r of w, a) for r in [0, nr); w rows are `w_stride` bytes apart.
+using DotFn = void (*)(int64_t n, const void* w, size_t w_stride, int nr, const void* a,
+                       float* out);
+
+// out[0..3] = dot of 4 rows stored interleaved (block b of row r at block index b * 4 + r,
+// see interleaveRows4) with a. nullptr where a table has none (scalar, float types).
+using Dot4Fn = void (*)(int64_t n, const void* group, const void* a, float* out);
+
+// Prefill tile: 4 interleaved rows x n_tok (1..4) activation rows `act_stride` bytes apart;
+// out[t * out_stride + r]. Same per-block arithmetic as Dot4Fn.
+using GemmTileFn = void (*)(int64_t n, const void* group, const void* acts, size_t act_stride,
+                            int n_tok, float* out, int64_t out_stride);
+
+struct DotKernels {
+  std::string_view isa;
+  DotFn f32, f16, bf16, q8_0, q4_0, q4_k, q6_k;
+  Dot4Fn x4_q8_0 = nullptr, x4_q4_0 = nullptr, x4_q4_k = nullptr, x4_q6_k = nullptr;
+  GemmTileFn gemm_q8_0 = nullptr, gemm_q4_k = nullptr;
+  GemmTileFn gemmForType(TensorType weight) const;  // nullptr when none
+  DotFn forType(TensorType weight) const;           // TP_CHECK on an unsupported type
+  Dot4Fn x4ForType(TensorType weight) const;        // nullptr when none
+};
+
+// Rewrites groups of 4 rows (rows % 4 == 0) so that block b of row r of a group lies at block
+// index b * 4 + r: the 4-row kernels then read one sequential stream.
+void interleaveRows4(TensorType type, uint8_t* data, int64_t rows, int64_t cols);
+
+TensorType activationType(TensorType weight);
+
+const DotKernels& scalarKernels();
+const DotKernels* avx2Kernels();    // nullptr when the CPU lacks AVX2+FMA+F16C
+const DotKernels* avx512Kernels();  // nullptr when the CPU lacks AVX-512 F/BW/VL/VNNI
+const DotKernels& bestKernels();
+
+}  // namespace tpnode::model::kernels
