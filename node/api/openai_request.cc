@@ -270,7 +270,9 @@ GenerationRequest prepareGeneration(const OpenAiRequest& r, const Engine& engine
   } catch (const Error& e) {
     ApiError api = fromEngineError(e);
     if (api.status() != 400) throw api;
-    badRequest(prompt_field, e.what());
+    // E.g. a chat template that cannot be rendered: code "unsupported", naming the field.
+    throw ApiError(400, e.what(), "invalid_request_error", prompt_field,
+                   e.code() == ErrorCode::kUnsupported ? "unsupported" : "");
   }
   for (int32_t id : g.prompt_ids) {
     if (id < 0 || id >= model.n_vocab) {

@@ -50,8 +50,30 @@ TEST(ApiOptionsTest, FromProcessOptions) {
   o.api_tls_cert = "cert.pem";  // without a key
   EXPECT_THROW(apiOptionsFrom(o), Error);
   o.api_tls_cert.clear();
+  o.api_max_body = 100;
+  EXPECT_THROW(apiOptionsFrom(o), Error);
+  o.api_max_body = 4096;
+  EXPECT_EQ(apiOptionsFrom(o).max_body_bytes, 4096u);
   o.port = 70000;
   EXPECT_THROW(apiOptionsFrom(o), Error);
+}
+
+TEST(ApiOptionsTest, CommandLineFlags) {
+  const char* argv[] = {"tpnode", "--api-tls-cert", "c.pem", "--api-tls-key",
+                        "k.pem",  "--api-max-body", "2048",  "--port",
+                        "0",      "--host",         "::1"};
+  Options o;
+  int exit_code = 0;
+  ASSERT_EQ(
+      parseCommandLine(static_cast<int>(std::size(argv)), const_cast<char**>(argv), o, exit_code),
+      ParseResult::kRun);
+  EXPECT_EQ(o.api_tls_cert, "c.pem");
+  EXPECT_EQ(o.api_tls_key, "k.pem");
+  EXPECT_EQ(o.api_max_body, 2048u);
+  ApiOptions a = apiOptionsFrom(o);
+  EXPECT_EQ(a.port, 0);
+  EXPECT_EQ(a.host, "::1");
+  EXPECT_EQ(a.tls_cert_file, "c.pem");
 }
 
 TEST(ApiOptionsTest, BearerTokensAreCheckedExactly) {

@@ -405,6 +405,7 @@ TEST_F(ApiServerTest, UnrenderableChatTemplateIsAClearError) {
   HttpReply r =
       post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}}}}});
   expectOpenAiError(r, 400, "messages");
+  EXPECT_EQ(r.json()["error"]["code"], "unsupported");
   EXPECT_NE(r.body.find("fake-jinja"), std::string::npos);
 }
 
