@@ -12,6 +12,13 @@
 //   results and a rerun gives the same bits.
 // - Failure: if a peer dies, every surviving rank's call throws Error(kPeerLost) within the
 //   liveness timeout; nothing hangs forever.
+//
+// Implementations
+// - SoloCommunicator (below): the group of one.
+// - LocalGroup::communicator(r) (collectives/local_group.h): CPU ranks that are threads of one
+//   process:  auto group = LocalGroup::create(tp);  auto comm = group->communicator(r);
+// - Hierarchical (collectives/hierarchical.h): local group x nodes over the mesh.
+// The summation order of each is documented in docs/collectives.md.
 #pragma once
 
 #include <cstddef>

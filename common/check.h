@@ -5,10 +5,10 @@
 
 #include "common/error.h"
 
-#define TP_CHECK(cond, ...)                                                                   \
-  do {                                                                                        \
-    if (!(cond)) [[unlikely]] {                                                               \
-      ::tpnode::fail(::tpnode::ErrorCode::kInternal, "check failed: {} at {}:{} {}", #cond,   \
-                     __FILE__, __LINE__, ::fmt::format("" __VA_ARGS__));                      \
-    }                                                                                         \
+#define TP_CHECK(cond, ...)                                                                 \
+  do {                                                                                      \
+    if (!(cond)) [[unlikely]] {                                                             \
+      ::tpnode::fail(::tpnode::ErrorCode::kInternal, "check failed: {} at {}:{} {}", #cond, \
+                     __FILE__, __LINE__, ::fmt::format("" __VA_ARGS__));                    \
+    }                                                                                       \
   } while (0)

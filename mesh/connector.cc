@@ -288,7 +288,9 @@ void Connector::run() {
 
   std::unique_lock lock(mu_);
   auto next_log = start_ + kFirstWaitingLog;
-  while (!completeLocked() && Clock::now() < deadline_) {
+  auto cancelled = [&] { return o_.cancel != nullptr && o_.cancel->load(); };
+  while (!completeLocked() && Clock::now() < deadline_ && !cancelled()) {
+    // Wake at least every 250 ms to notice dead links and MeshOptions::cancel.
     cv_.wait_until(lock, std::min({next_log, deadline_, Clock::now() + kRecheck}));
     if (Clock::now() >= next_log) {
       for (int peer = 0; peer < n_; ++peer) {
@@ -310,6 +312,9 @@ void Connector::run() {
   lock.unlock();
   for (auto& t : handshakers) t.join();
   if (complete) return;
+  if (cancelled()) {
+    fail(ErrorCode::kAborted, "node {}: connecting to the mesh was cancelled (shutting down)", me);
+  }
   std::string missing;
   for (int peer = 0; peer < n_; ++peer) {
     if (peerUp(peer)) continue;

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -84,6 +85,9 @@ struct MeshOptions {
   // poll(): trades CPU for latency of small messages.
   std::chrono::microseconds spin{0};
   int socket_buffer_bytes = 0;  // SO_SNDBUF / SO_RCVBUF; 0 keeps the OS autotuning
+  // connect() gives up with Error(kAborted) soon after *cancel turns true (e.g. a shutdown
+  // signal while waiting for peers). Must outlive connect(); null: never cancelled.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // kLost: the peer died, went silent or broke the protocol. kClosed: the peer shut down in

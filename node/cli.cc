@@ -1,6 +1,14 @@
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
 #include <CLI/CLI.hpp>
 
+#include <set>
+
+#include "common/error.h"
 #include "common/version.h"
+#include "node/cluster_config.h"
 #include "node/options.h"
 
 namespace tpnode::node {
@@ -20,6 +28,48 @@ CLI::Option* flag(CLI::App& app, const std::string& name, T& value, const std::s
 
 }  // namespace
 
+std::vector<int> parseIntList(const std::string& flag_name, const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      int v = std::stoi(item, &used);
+      if (used != item.size() || v < 0) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      fail(ErrorCode::kInvalidArgument, "{} '{}': '{}' is not a non-negative integer", flag_name,
+           text, item);
+    }
+  }
+  return out;
+}
+
+void finishLayout(Options& o) {
+  if (o.tp < 1) fail(ErrorCode::kInvalidArgument, "--tp {} must be at least 1", o.tp);
+  if (o.peers.empty()) {
+    o.tp_layout = {o.tp};
+    return;
+  }
+  size_t n_nodes = 1 + static_cast<size_t>(std::count(o.peers.begin(), o.peers.end(), ','));
+  if (o.node_id < 0 || static_cast<size_t>(o.node_id) >= n_nodes) {
+    fail(ErrorCode::kInvalidArgument, "--node-id {} is not an index of --peers (0..{})", o.node_id,
+         n_nodes - 1);
+  }
+  if (o.tp_layout.empty()) o.tp_layout.assign(n_nodes, o.tp);
+  if (o.tp_layout.size() != n_nodes) {
+    fail(ErrorCode::kInvalidArgument,
+         "--tp-layout lists {} nodes but --peers lists {}; give one tp per node",
+         o.tp_layout.size(), n_nodes);
+  }
+  if (o.tp_layout[static_cast<size_t>(o.node_id)] != o.tp) {
+    fail(ErrorCode::kInvalidArgument,
+         "--tp {} disagrees with the layout's tp {} for node {}; fix one of them", o.tp,
+         o.tp_layout[static_cast<size_t>(o.node_id)], o.node_id);
+  }
+}
+
 ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) {
   CLI::App app{
       "tpnode: run one large language model across many GPUs and hosts with tensor "
@@ -37,6 +87,9 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
   flag(app, "node-id", o.node_id, "This node's index in --peers")->group("Cluster");
   flag(app, "peers", o.peers, "host:port of every node, in node-id order")->group("Cluster");
   flag(app, "tp", o.tp, "Local tensor-parallel ranks in this process")->group("Cluster");
+  std::string tp_layout;
+  flag(app, "tp-layout", tp_layout, "tp of every node, e.g. 2,1 (default: --tp on every node)")
+      ->group("Cluster");
   flag(app, "devices", o.devices, "Device of each local rank, e.g. 0,2")
       ->envname("TPNODE_TP_DEVICES")
       ->group("Cluster");
@@ -46,6 +99,8 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
   flag(app, "liveness-timeout", o.liveness_timeout_s, "Seconds of silence before a peer is lost")
       ->group("Cluster");
   flag(app, "sockets-per-peer", o.sockets_per_peer, "Parallel TCP connections per node pair")
+      ->group("Cluster");
+  flag(app, "wire-format", o.wire_format, "Inter-node all-reduce payload: f32, bf16, q8_0")
       ->group("Cluster");
   flag(app, "mesh-hold", o.mesh_hold_s,
        "Mesh smoke test (no --model): stay connected this many seconds before exiting")
@@ -84,6 +139,10 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
   flag(app, "port", o.port, "API listen port (node 0)")->group("Serving");
   flag(app, "parallel", o.parallel, "Concurrent sequence slots")->group("Serving");
   flag(app, "api-key-file", o.api_key_file, "File of accepted API keys")->group("Serving");
+  // API over HTTPS (node/api/).
+  flag(app, "api-tls-cert", o.api_tls_cert, "PEM certificate (chain) for the HTTPS API")
+      ->group("Serving");
+  flag(app, "api-tls-key", o.api_tls_key, "PEM private key for the HTTPS API")->group("Serving");
 
   flag(app, "log-level", o.log_level, "trace, debug, info, warn, error")->group("Misc");
 
@@ -94,6 +153,20 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
     return exit_code == 0 ? ParseResult::kExitOk : ParseResult::kExitError;
   }
   o.prompt_given = prompt->count() > 0 || !o.prompt_ids.empty();
+
+  std::set<std::string> given;
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt->count() > 0 && !opt->get_lnames().empty()) given.insert(opt->get_lnames().front());
+  }
+  try {
+    if (!tp_layout.empty()) o.tp_layout = parseIntList("--tp-layout", tp_layout);
+    if (!o.config_file.empty()) applyClusterConfig(loadClusterConfig(o.config_file), given, o);
+    finishLayout(o);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "tpnode: %s\n", e.what());
+    exit_code = 2;
+    return ParseResult::kExitError;
+  }
   return ParseResult::kRun;
 }
 

@@ -13,16 +13,23 @@ int main(int argc, char** argv) {
   node::Options options;
   int exit_code = 0;
   switch (node::parseCommandLine(argc, argv, options, exit_code)) {
-    case node::ParseResult::kExitOk: return 0;
-    case node::ParseResult::kExitError: return exit_code == 0 ? 2 : exit_code;
-    case node::ParseResult::kRun: break;
+    case node::ParseResult::kExitOk:
+      return 0;
+    case node::ParseResult::kExitError:
+      return exit_code == 0 ? 2 : exit_code;
+    case node::ParseResult::kRun:
+      break;
   }
   try {
     initLogging(options.log_level, "n" + std::to_string(options.node_id));
-    if (!options.model.empty() && options.peers.empty()) return node::runLocal(options);
+    if (!options.model.empty() && options.peers.empty() && options.prompt_given) {
+      return node::runLocal(options);
+    }
+    if (!options.model.empty()) return node::runCluster(options);
     if (options.model.empty() && !options.peers.empty()) return node::runMeshOnly(options);
-    spdlog::error("nothing to do: give --model (one process), --peers (mesh smoke test), or "
-                  "both (a cluster); see --help");
+    spdlog::error(
+        "nothing to do: give --model (one process), --peers (mesh smoke test), or "
+        "both (a cluster); see --help");
     return 2;
   } catch (const Error& e) {
     spdlog::error("{} ({})", e.what(), errorCodeName(e.code()));

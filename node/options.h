@@ -15,11 +15,13 @@ struct Options {
   int node_id = 0;
   std::string peers;  // "host:port,host:port"
   int tp = 1;
-  std::string devices;  // "0,2"
+  std::vector<int> tp_layout;  // tp of every node, index = node id (default: --tp everywhere)
+  std::string devices;         // "0,2"
   std::string backend = "auto";
   double connect_timeout_s = 120;
   double liveness_timeout_s = 5;
   int sockets_per_peer = 1;
+  std::string wire_format = "f32";  // inter-node all-reduce payload: f32, bf16, q8_0
   double mesh_hold_s = 0;  // mesh-only mode: stay connected this long before the coordinated exit
   std::string cluster_secret_file;
   std::string tls_cert, tls_key, tls_ca;
@@ -44,11 +46,19 @@ struct Options {
   int port = 8080;
   int parallel = 4;
   std::string api_key_file;
+  // API over HTTPS (node/api/): both or neither.
+  std::string api_tls_cert, api_tls_key;
   // Misc
   std::string log_level = "info";
 };
 
 enum class ParseResult { kRun, kExitOk, kExitError };
+
+// "1,2,3" -> {1,2,3}; Error(kInvalidArgument) naming flag_name on a bad item.
+std::vector<int> parseIntList(const std::string& flag_name, const std::string& text);
+
+// Checks --tp/--node-id/--peers/--tp-layout against each other and fills tp_layout.
+void finishLayout(Options& options);
 
 // Parses argv (and TPNODE_* environment variables). Prints help/version/errors itself.
 ParseResult parseCommandLine(int argc, char** argv, Options& options, int& exit_code);

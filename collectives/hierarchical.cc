@@ -1,0 +1,201 @@
+#include "collectives/hierarchical.h"
+
+#include <array>
+
+#include "common/byte_order.h"
+#include "common/check.h"
+#include "common/log.h"
+
+namespace tpnode::collectives {
+namespace {
+
+class HierarchicalCommunicator final : public Communicator {
+ public:
+  HierarchicalCommunicator(std::shared_ptr<NodeGroup> group, std::unique_ptr<LocalOp> local,
+                           InterNode* inter)
+      : group_(std::move(group)), local_(std::move(local)), inter_(inter) {}
+
+  int rank() const override { return group_->nodeId() * local_->localSize() + local_->localRank(); }
+  int size() const override { return group_->nodeCount() * local_->localSize(); }
+
+  void allReduceSum(void* data, size_t count, DType dtype) override {
+    guarded([&] { allReduceImpl(data, count, dtype); });
+  }
+  void allGather(const void* in, void* out, size_t count, DType dtype) override {
+    guarded([&] { allGatherImpl(in, out, count, dtype); });
+  }
+  void broadcast(void* data, size_t count, DType dtype, int root) override {
+    // A bad argument is refused before any communication; it does not abort the group.
+    if (root < 0 || root >= size()) {
+      fail(ErrorCode::kInvalidArgument, "broadcast root {} outside the group of {}", root, size());
+    }
+    guarded([&] { broadcastImpl(data, count, dtype, root); });
+  }
+  void barrier() override {
+    guarded([&] {
+      local_->barrier();
+      if (leader()) inter_->barrier();
+      local_->barrier();
+    });
+  }
+
+ private:
+  bool leader() const { return inter_ != nullptr && local_->localRank() == 0; }
+
+  // Runs one collective; a failure aborts the whole group (local ranks and peer nodes) and
+  // returns once no local rank can still read this rank's buffer.
+  template <typename F>
+  void guarded(F&& body) {
+    local_->beginOp();
+    try {
+      body();
+    } catch (const Error& e) {
+      group_->abort(e.code(), e.what());
+      local_->endOp(true);
+      throw;
+    } catch (...) {
+      group_->abort(ErrorCode::kInternal, "unexpected exception in a collective");
+      local_->endOp(true);
+      throw;
+    }
+    local_->endOp(false);
+  }
+
+  void allReduceImpl(void* data, size_t count, DType dtype) {
+    if (inter_ == nullptr) return local_->allReduceSum(data, count, dtype);
+    const size_t bytes = count * dtypeSize(dtype);
+    HierMode mode = group_->options().hier;
+    if (mode == HierMode::kAuto) {
+      mode = bytes <= group_->options().leader_max_bytes ? HierMode::kLeader : HierMode::kSliced;
+    }
+    if (mode == HierMode::kLeader) {
+      local_->allReduceSum(data, count, dtype);
+      if (leader()) inter_->allReduceSum(data, count, dtype, bytes);
+      local_->broadcast(data, count, dtype, 0);
+      return;
+    }
+    local_->reduceScatter(data, count, dtype);
+    const Range own = local_->ownSlice(count, dtype);
+    inter_->allReduceSum(static_cast<std::byte*>(data) + own.begin * dtypeSize(dtype), own.size(),
+                         dtype, bytes);
+    local_->allGatherSlices(data, count, dtype);
+  }
+
+  void allGatherImpl(const void* in, void* out, size_t count, DType dtype) {
+    const size_t es = dtypeSize(dtype);
+    const size_t node_elems = static_cast<size_t>(local_->localSize()) * count;
+    auto* node_block = static_cast<std::byte*>(out) + group_->nodeId() * node_elems * es;
+    local_->allGather(in, node_block, count, dtype);
+    if (inter_ == nullptr) return;
+    if (leader()) inter_->allGather(node_block, out, node_elems * es);
+    local_->broadcast(out, node_elems * group_->nodeCount(), dtype, 0);
+  }
+
+  void broadcastImpl(void* data, size_t count, DType dtype, int root) {
+    const int root_node = root / local_->localSize();
+    const int root_local = root % local_->localSize();
+    if (group_->nodeId() == root_node) local_->broadcast(data, count, dtype, root_local);
+    if (inter_ == nullptr) return;
+    if (leader()) inter_->broadcast(data, count * dtypeSize(dtype), root_node);
+    if (group_->nodeId() != root_node) local_->broadcast(data, count, dtype, 0);
+  }
+
+  const std::shared_ptr<NodeGroup> group_;
+  const std::unique_ptr<LocalOp> local_;
+  InterNode* const inter_;  // owned by group_ (kept alive above); null on a single node
+};
+
+}  // namespace
+
+NodeGroup::NodeGroup(mesh::Mesh* mesh, int local_tp, const CollectiveOptions& options)
+    : mesh_(mesh),
+      node_(mesh ? mesh->nodeId() : 0),
+      nodes_(mesh ? mesh->nodeCount() : 1),
+      options_(options),
+      local_(LocalGroup::create(local_tp, options)) {
+  if (nodes_ > 1) {
+    for (int l = 0; l < local_tp; ++l)
+      lanes_.push_back(std::make_unique<InterNode>(*mesh, l, options));
+  }
+}
+
+std::shared_ptr<NodeGroup> NodeGroup::create(mesh::Mesh* mesh, int local_tp,
+                                             const CollectiveOptions& options,
+                                             std::function<void(const mesh::PeerEvent&)> forward) {
+  if (local_tp < 1 || local_tp > kMaxLanes) {
+    fail(ErrorCode::kInvalidArgument, "--tp {}: need 1..{} local ranks per node", local_tp,
+         kMaxLanes);
+  }
+  auto group = std::make_shared<NodeGroup>(mesh, local_tp, options);
+  if (group->nodes_ == 1) return group;
+  group->checkLayout(local_tp);
+  std::weak_ptr<NodeGroup> weak = group;
+  mesh->setEventCallback([weak, forward = std::move(forward)](const mesh::PeerEvent& event) {
+    if (event.kind != mesh::PeerEventKind::kConnected) {
+      if (auto g = weak.lock()) {
+        g->abort(ErrorCode::kPeerLost,
+                 fmt::format("[collectives] node {} lost: {}", event.peer, event.reason));
+      }
+    }
+    if (forward) forward(event);
+  });
+  group->abort_thread_ = std::thread([raw = group.get()] { raw->abortLoop(); });
+  return group;
+}
+
+NodeGroup::~NodeGroup() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (abort_thread_.joinable()) abort_thread_.join();
+}
+
+void NodeGroup::checkLayout(int local_tp) {
+  const uint32_t tag = interTag(InterOp::kSetup, 0);
+  std::array<uint8_t, 4> mine{};
+  storeLE32(mine.data(), static_cast<uint32_t>(local_tp));
+  for (int j = 0; j < nodes_; ++j) {
+    if (j != node_) mesh_->send(j, tag, asBytes(mine.data(), mine.size()));
+  }
+  for (int j = 0; j < nodes_; ++j) {
+    if (j == node_) continue;
+    std::array<uint8_t, 4> theirs{};
+    const size_t got = mesh_->recv(j, tag, asWritableBytes(theirs.data(), theirs.size()));
+    if (got != theirs.size()) {
+      fail(ErrorCode::kInvalidData, "[collectives] node {} sent a {}-byte layout", j, got);
+    }
+    if (loadLE32(theirs.data()) != static_cast<uint32_t>(local_tp)) {
+      fail(ErrorCode::kMismatch, "[collectives] node {} runs --tp {}, this node (node {}) --tp {}",
+           j, loadLE32(theirs.data()), node_, local_tp);
+    }
+  }
+}
+
+std::unique_ptr<Communicator> NodeGroup::communicator(int local_rank) {
+  auto local = local_->localOp(local_rank);  // validates local_rank
+  InterNode* inter = nodes_ > 1 ? lanes_[static_cast<size_t>(local_rank)].get() : nullptr;
+  return std::make_unique<HierarchicalCommunicator>(shared_from_this(), std::move(local), inter);
+}
+
+void NodeGroup::abort(ErrorCode code, const std::string& reason) {
+  if (local_->aborted()) return;
+  spdlog::warn("[collectives] group aborted: {}", reason);
+  local_->abort(code, reason);
+  {
+    std::lock_guard lock(mutex_);
+    signal_peers_ = true;
+  }
+  wake_.notify_all();
+}
+
+void NodeGroup::abortLoop() {
+  std::unique_lock lock(mutex_);
+  wake_.wait(lock, [&] { return signal_peers_ || stop_; });
+  if (stop_ && !signal_peers_) return;
+  lock.unlock();
+  for (auto& lane : lanes_) lane->sendAbort();
+}
+
+}  // namespace tpnode::collectives

@@ -1,0 +1,87 @@
+// NodeGroup: the global tensor-parallel group of a node: its local ranks (threads of this
+// process, a LocalGroup) times the nodes of the mesh. Global rank = node_id * local_tp +
+// local_rank. It hands out one hierarchical Communicator per local rank.
+//
+// Usage (node layer, after Mesh::connect):
+//   auto group = collectives::NodeGroup::create(mesh.get(), tp, CollectiveOptions::fromEnv());
+//   // in local rank thread r:
+//   auto comm = group->communicator(r);
+//
+// Contract
+// - create() is collective over the mesh (every node calls it once, before any collective);
+//   it checks that every node has the same local_tp (Error(kMismatch) otherwise). `mesh` may be
+//   null for a single node. The Mesh must outlive the group and every communicator.
+// - create() installs the mesh event callback (the mesh has one): a lost or closed peer aborts
+//   the group. Events are passed on to `forward` (called on the mesh's thread; must not block).
+// - communicator(r): once per local rank; then used only on rank r's thread.
+// - All-reduce (documented order in docs/collectives.md):
+//     sliced (default above options.leader_max_bytes): local reduce-scatter (rank order) ->
+//       each local rank all-reduces its own slice with the same local rank of every node (all
+//       lanes on the network at once) -> local all-gather of the slices.
+//     leader (small messages): local all-reduce -> local rank 0 all-reduces the whole vector
+//       across nodes -> local broadcast.
+//   The inter-node step is direct or ring (collectives/inter_node.h).
+// - all-gather / broadcast / barrier: local step, then local rank 0 talks to the other nodes,
+//   then a local broadcast / barrier.
+// - Failure: a collective that fails on any rank aborts the group: every local rank blocked in
+//   it throws the same Error, an abort signal is sent to every live peer node (so its ranks
+//   blocked on this node throw Error(kPeerLost) too), and every later call throws at once.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "collectives/inter_node.h"
+#include "collectives/local_group.h"
+#include "collectives/options.h"
+#include "mesh/mesh.h"
+
+namespace tpnode::collectives {
+
+class NodeGroup : public std::enable_shared_from_this<NodeGroup> {
+ public:
+  static std::shared_ptr<NodeGroup> create(
+      mesh::Mesh* mesh, int local_tp, const CollectiveOptions& options,
+      std::function<void(const mesh::PeerEvent&)> forward = {});
+  ~NodeGroup();
+  NodeGroup(const NodeGroup&) = delete;
+  NodeGroup& operator=(const NodeGroup&) = delete;
+
+  std::unique_ptr<Communicator> communicator(int local_rank);
+
+  int nodeId() const { return node_; }
+  int nodeCount() const { return nodes_; }
+  int localSize() const { return local_->size(); }
+  const CollectiveOptions& options() const { return options_; }
+
+  // From any thread, never blocks for long: aborts the local group and asks the abort thread
+  // to signal the peer nodes. The first reason wins.
+  void abort(ErrorCode code, const std::string& reason);
+
+  // Use create().
+  NodeGroup(mesh::Mesh* mesh, int local_tp, const CollectiveOptions& options);
+
+ private:
+  void checkLayout(int local_tp);
+  void abortLoop();
+
+  mesh::Mesh* const mesh_;  // may be null; outlives the group (see contract)
+  const int node_;
+  const int nodes_;
+  const CollectiveOptions options_;
+  std::shared_ptr<LocalGroup> local_;
+  std::vector<std::unique_ptr<InterNode>> lanes_;  // one per local rank when nodes_ > 1
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool signal_peers_ = false;  // GUARDED_BY(mutex_)
+  bool stop_ = false;          // GUARDED_BY(mutex_)
+  std::thread abort_thread_;   // sends the abort signal off the mesh's callback thread
+};
+
+}  // namespace tpnode::collectives

@@ -1,0 +1,103 @@
+#include "collectives/inter_node.h"
+
+#include <cstring>
+
+#include "common/check.h"
+#include "common/log.h"
+
+namespace tpnode::collectives {
+
+InterNode::InterNode(mesh::Mesh& mesh, int lane, const CollectiveOptions& options)
+    : mesh_(mesh), lane_(lane), node_(mesh.nodeId()), nodes_(mesh.nodeCount()), options_(options) {
+  if (lane < 0 || lane >= kMaxLanes) {
+    fail(ErrorCode::kInvalidArgument, "local rank {} : at most {} local ranks per node", lane,
+         kMaxLanes);
+  }
+  requests_.reserve(static_cast<size_t>(2 * nodes_));
+}
+
+void InterNode::checkReceived(size_t got, size_t want, int peer) const {
+  if (got == want) return;
+  if (got == 0) {
+    fail(ErrorCode::kPeerLost, "[collectives] node {} aborted the collective (a peer was lost)",
+         peer);
+  }
+  fail(ErrorCode::kInvalidData, "[collectives] node {} sent {} bytes where {} were expected", peer,
+       got, want);
+}
+
+void InterNode::allReduceSum(void* data, size_t count, DType dtype, size_t decide_bytes) {
+  if (nodes_ == 1 || count == 0) return;
+  InterAlgo algo = options_.algo;
+  if (algo == InterAlgo::kAuto) {
+    algo = decide_bytes < options_.crossover_bytes ? InterAlgo::kDirect : InterAlgo::kRing;
+  }
+  if (algo == InterAlgo::kDirect) return allReduceDirect(data, count, dtype);
+  allReduceRing(data, count, dtype);
+}
+
+void InterNode::allGather(const void* in, void* out, size_t bytes) {
+  auto* blocks = static_cast<std::byte*>(out);
+  std::byte* own = blocks + static_cast<size_t>(node_) * bytes;
+  if (own != in && bytes > 0) std::memcpy(own, in, bytes);
+  if (nodes_ == 1 || bytes == 0) return;
+  const uint32_t tag = this->tag(InterOp::kGather);
+  requests_.clear();
+  for (int j = 0; j < nodes_; ++j) {
+    if (j == node_) continue;
+    requests_.push_back(
+        mesh_.irecv(j, tag, asWritableBytes(blocks + static_cast<size_t>(j) * bytes, bytes)));
+  }
+  for (int j = 0; j < nodes_; ++j) {
+    if (j != node_) mesh_.send(j, tag, asBytes(own, bytes));
+  }
+  size_t r = 0;
+  for (int j = 0; j < nodes_; ++j) {
+    if (j != node_) checkReceived(requests_[r++]->wait(), bytes, j);
+  }
+}
+
+void InterNode::broadcast(void* data, size_t bytes, int root) {
+  if (nodes_ == 1 || bytes == 0) return;
+  const uint32_t tag = this->tag(InterOp::kBroadcast);
+  if (node_ == root) {
+    requests_.clear();
+    for (int j = 0; j < nodes_; ++j) {
+      if (j != node_) requests_.push_back(mesh_.isend(j, tag, asBytes(data, bytes)));
+    }
+    for (auto& request : requests_) request->wait();
+    return;
+  }
+  checkReceived(mesh_.recv(root, tag, asWritableBytes(data, bytes)), bytes, root);
+}
+
+void InterNode::barrier() {
+  if (nodes_ == 1) return;
+  const uint32_t tag = this->tag(InterOp::kBarrier);
+  const std::byte token{1};
+  for (int j = 0; j < nodes_; ++j) {
+    if (j != node_) mesh_.send(j, tag, {&token, 1});
+  }
+  for (int j = 0; j < nodes_; ++j) {
+    if (j == node_) continue;
+    std::byte got{0};
+    checkReceived(mesh_.recv(j, tag, {&got, 1}), 1, j);
+  }
+}
+
+void InterNode::sendAbort() noexcept {
+  for (int j = 0; j < nodes_; ++j) {
+    if (j == node_) continue;
+    for (uint32_t op = 0; op < kInterOpCount; ++op) {
+      try {
+        if (!mesh_.peerAlive(j)) break;
+        mesh_.send(j, interTag(static_cast<InterOp>(op), lane_), {});
+      } catch (const std::exception& e) {
+        spdlog::debug("[collectives] abort signal to node {} not sent: {}", j, e.what());
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace tpnode::collectives

@@ -1,0 +1,60 @@
+#include "collectives/options.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <string>
+
+#include "common/error.h"
+
+namespace tpnode::collectives {
+namespace {
+
+size_t envSize(const char* name, size_t fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  std::string_view text(v);
+  size_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    fail(ErrorCode::kInvalidArgument, "{}='{}': expected a non-negative integer", name, text);
+  }
+  return value;
+}
+
+}  // namespace
+
+InterAlgo parseInterAlgo(std::string_view text) {
+  if (text == "auto") return InterAlgo::kAuto;
+  if (text == "direct") return InterAlgo::kDirect;
+  if (text == "ring") return InterAlgo::kRing;
+  fail(ErrorCode::kInvalidArgument, "algorithm '{}': use auto, direct or ring", text);
+}
+
+HierMode parseHierMode(std::string_view text) {
+  if (text == "auto") return HierMode::kAuto;
+  if (text == "sliced") return HierMode::kSliced;
+  if (text == "leader") return HierMode::kLeader;
+  fail(ErrorCode::kInvalidArgument, "hierarchical mode '{}': use auto, sliced or leader", text);
+}
+
+WireFormat parseWireFormat(std::string_view text) {
+  if (text == "native") return WireFormat::kNative;
+  if (text == "bf16") return WireFormat::kBF16;
+  if (text == "q8_0") return WireFormat::kQ8_0;
+  fail(ErrorCode::kInvalidArgument, "wire format '{}': use native, bf16 or q8_0", text);
+}
+
+CollectiveOptions CollectiveOptions::fromEnv() {
+  CollectiveOptions o;
+  o.spin = std::chrono::microseconds(envSize("TPNODE_COLL_SPIN_US", o.spin.count()));
+  if (const char* v = std::getenv("TPNODE_COLL_ALGO"); v && *v) o.algo = parseInterAlgo(v);
+  o.crossover_bytes = envSize("TPNODE_COLL_CROSSOVER", o.crossover_bytes);
+  o.chunk_bytes = envSize("TPNODE_COLL_CHUNK", o.chunk_bytes);
+  if (o.chunk_bytes == 0) fail(ErrorCode::kInvalidArgument, "TPNODE_COLL_CHUNK must be > 0");
+  if (const char* v = std::getenv("TPNODE_COLL_HIER"); v && *v) o.hier = parseHierMode(v);
+  o.leader_max_bytes = envSize("TPNODE_COLL_LEADER_MAX", o.leader_max_bytes);
+  if (const char* v = std::getenv("TPNODE_COLL_WIRE"); v && *v) o.wire = parseWireFormat(v);
+  return o;
+}
+
+}  // namespace tpnode::collectives

@@ -1,0 +1,46 @@
+// Every tuning knob of the collectives layer, declared once with its default and the
+// environment variable that overrides it (read by CollectiveOptions::fromEnv()).
+//
+//   TPNODE_COLL_SPIN_US         local barrier: spin this long before sleeping      (default 50)
+//   TPNODE_COLL_ALGO            inter-node algorithm: auto | direct | ring          (auto)
+//   TPNODE_COLL_CROSSOVER       bytes per node slice at which auto switches to ring (65536)
+//   TPNODE_COLL_CHUNK           ring pipeline chunk in bytes                        (262144)
+//   TPNODE_COLL_HIER            hierarchical mode: auto | sliced | leader           (auto)
+//   TPNODE_COLL_LEADER_MAX      auto uses leader mode up to this many bytes         (4096)
+//   TPNODE_COLL_WIRE            inter-node wire format: native | bf16 | q8_0        (native)
+//
+// The crossover and leader thresholds come from `tpbench allreduce` on the dev VM (see
+// docs/benchmarks.md); they are per-deployment tunables, not constants of the algorithms.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string_view>
+
+namespace tpnode::collectives {
+
+enum class InterAlgo { kAuto, kDirect, kRing };
+enum class HierMode { kAuto, kSliced, kLeader };
+// Reduced-precision wire formats for f32 inter-node traffic (f16/bf16 buffers always travel
+// natively). Lossy: see docs/collectives.md for the measured error.
+enum class WireFormat { kNative, kBF16, kQ8_0 };
+
+struct CollectiveOptions {
+  std::chrono::microseconds spin{50};
+  InterAlgo algo = InterAlgo::kAuto;
+  size_t crossover_bytes = 64 * 1024;
+  size_t chunk_bytes = 256 * 1024;
+  HierMode hier = HierMode::kAuto;
+  size_t leader_max_bytes = 4096;
+  WireFormat wire = WireFormat::kNative;
+
+  // Defaults overridden by the TPNODE_COLL_* variables above. Throws Error(kInvalidArgument)
+  // naming the variable for a malformed value.
+  static CollectiveOptions fromEnv();
+};
+
+InterAlgo parseInterAlgo(std::string_view text);
+HierMode parseHierMode(std::string_view text);
+WireFormat parseWireFormat(std::string_view text);
+
+}  // namespace tpnode::collectives

@@ -1,0 +1,96 @@
+// LlamaRank's attention block: norm, Q/K/V projections (+bias, +QK norm), RoPE, KV cache
+// write, causal grouped-query attention over the cache, output projection, all-reduce.
+#include <algorithm>
+#include <cmath>
+
+#include "model/kernels/cpu/ops.h"
+#include "model/llama_rank.h"
+
+namespace tpnode::model {
+
+void LlamaRank::attentionBlock(int64_t l, std::span<const BatchToken> batch) {
+  const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
+  const int64_t n = static_cast<int64_t>(batch.size());
+  const int64_t dim = config_.n_embd, hd = config_.head_dim;
+  const int64_t nq = weights_.n_head * hd, nkv = weights_.n_head_kv * hd;
+  h_.resize(static_cast<size_t>(n * dim));
+  for (int64_t i = 0; i < n; ++i) {
+    kernels::rmsNorm(x_.data() + i * dim, w.attn_norm.data(), h_.data() + i * dim, dim,
+                     config_.rms_eps);
+  }
+  q_.resize(static_cast<size_t>(n * nq));
+  k_.resize(static_cast<size_t>(n * nkv));
+  v_.resize(static_cast<size_t>(n * nkv));
+  matmul(w.wq, h_.data(), n, q_.data());
+  matmul(w.wk, h_.data(), n, k_.data());
+  matmul(w.wv, h_.data(), n, v_.data());
+  const float* ff = weights_.rope_freqs.empty() ? nullptr : weights_.rope_freqs.data();
+  for (int64_t i = 0; i < n; ++i) {
+    float* q = q_.data() + i * nq;
+    float* k = k_.data() + i * nkv;
+    float* v = v_.data() + i * nkv;
+    if (!w.bq.empty()) {
+      for (int64_t j = 0; j < nq; ++j) q[j] += w.bq[static_cast<size_t>(j)];
+      for (int64_t j = 0; j < nkv; ++j) k[j] += w.bk[static_cast<size_t>(j)];
+      for (int64_t j = 0; j < nkv; ++j) v[j] += w.bv[static_cast<size_t>(j)];
+    }
+    const int64_t pos = batch[static_cast<size_t>(i)].pos;
+    for (int64_t h = 0; h < weights_.n_head; ++h) {
+      if (!w.q_norm.empty()) {
+        kernels::rmsNorm(q + h * hd, w.q_norm.data(), q + h * hd, hd, config_.rms_eps);
+      }
+      kernels::rope(q + h * hd, config_.n_rot, pos, config_.rope_base, config_.rope_freq_scale,
+                    config_.rope_style, ff);
+    }
+    for (int64_t h = 0; h < weights_.n_head_kv; ++h) {
+      if (!w.k_norm.empty()) {
+        kernels::rmsNorm(k + h * hd, w.k_norm.data(), k + h * hd, hd, config_.rms_eps);
+      }
+      kernels::rope(k + h * hd, config_.n_rot, pos, config_.rope_base, config_.rope_freq_scale,
+                    config_.rope_style, ff);
+    }
+    const BatchToken& t = batch[static_cast<size_t>(i)];
+    std::copy_n(k, nkv, kv_.k(l, t.slot, t.pos));
+    std::copy_n(v, nkv, kv_.v(l, t.slot, t.pos));
+  }
+  attend(l, batch);
+  o_.resize(static_cast<size_t>(n * dim));
+  matmul(w.wo, attn_.data(), n, o_.data());
+  allReduce(o_.data(), o_.size());
+  for (size_t i = 0; i < o_.size(); ++i) x_[i] += o_[i];
+}
+
+void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
+  const int64_t n = static_cast<int64_t>(batch.size());
+  const int64_t hd = config_.head_dim;
+  const int64_t heads = weights_.n_head;
+  const int64_t group = weights_.n_head / weights_.n_head_kv;
+  const int64_t nq = heads * hd;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  attn_.assign(static_cast<size_t>(n * nq), 0.f);
+  pool_.parallelFor(n * heads, 1, [&](int64_t b, int64_t e) {
+    std::vector<float> scores;
+    for (int64_t job = b; job < e; ++job) {
+      const int64_t i = job / heads, h = job % heads, kvh = h / group;
+      const BatchToken& t = batch[static_cast<size_t>(i)];
+      const float* q = q_.data() + i * nq + h * hd;
+      const int64_t len = t.pos + 1;
+      scores.resize(static_cast<size_t>(len));
+      for (int64_t p = 0; p < len; ++p) {
+        const float* k = kv_.k(l, t.slot, p) + kvh * hd;
+        float s = 0;
+        for (int64_t d = 0; d < hd; ++d) s += q[d] * k[d];
+        scores[static_cast<size_t>(p)] = s * scale;
+      }
+      kernels::softmax(scores.data(), len);
+      float* out = attn_.data() + i * nq + h * hd;
+      for (int64_t p = 0; p < len; ++p) {
+        const float* v = kv_.v(l, t.slot, p) + kvh * hd;
+        const float s = scores[static_cast<size_t>(p)];
+        for (int64_t d = 0; d < hd; ++d) out[d] += s * v[d];
+      }
+    }
+  });
+}
+
+}  // namespace tpnode::model

@@ -1,0 +1,73 @@
+#include "model/config.h"
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+
+namespace tpnode::model {
+
+std::string ModelConfig::summary() const {
+  return fmt::format(
+      "{}: dim {}, layers {}, heads {} (kv {}), head dim {}, ffn {}, vocab {}, rope {} base {} "
+      "scale {}, rms eps {}{}{}{}",
+      arch, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab,
+      rope_style == RopeStyle::kNeox ? "neox" : "normal", rope_base, rope_freq_scale, rms_eps,
+      qkv_bias ? ", qkv bias" : "", qk_norm ? ", qk norm" : "", tied_output ? ", tied head" : "");
+}
+
+ModelConfig readModelConfig(const GgufMetadata& m) {
+  ModelConfig c;
+  c.arch = m.getString("general.architecture");
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3") {
+    fail(ErrorCode::kUnsupported,
+         "general.architecture '{}' is not supported (llama, qwen2, qwen3 are)", c.arch);
+  }
+  const std::string a = c.arch + ".";
+  auto positive = [&](const std::string& key, int64_t v) {
+    if (v <= 0 || v > (int64_t{1} << 31)) {
+      fail(ErrorCode::kInvalidData, "GGUF key '{}' = {} is out of range", key, v);
+    }
+    return v;
+  };
+  c.n_embd = positive(a + "embedding_length", m.getInt(a + "embedding_length"));
+  c.n_layer = positive(a + "block_count", m.getInt(a + "block_count"));
+  c.n_head = positive(a + "attention.head_count", m.getInt(a + "attention.head_count"));
+  c.n_head_kv =
+      positive(a + "attention.head_count_kv", m.getIntOr(a + "attention.head_count_kv", c.n_head));
+  c.n_ff = positive(a + "feed_forward_length", m.getInt(a + "feed_forward_length"));
+  c.n_ctx_train = positive(a + "context_length", m.getIntOr(a + "context_length", 2048));
+  c.head_dim = positive(a + "attention.key_length",
+                        m.getIntOr(a + "attention.key_length", c.n_embd / c.n_head));
+  if (m.getIntOr(a + "attention.value_length", c.head_dim) != c.head_dim) {
+    fail(ErrorCode::kUnsupported, "GGUF key '{}attention.value_length' differs from key_length", a);
+  }
+  c.n_rot =
+      positive(a + "rope.dimension_count", m.getIntOr(a + "rope.dimension_count", c.head_dim));
+  if (c.n_rot > c.head_dim || c.n_rot % 2 != 0) {
+    fail(ErrorCode::kInvalidData, "GGUF key '{}rope.dimension_count' = {} does not fit head dim {}",
+         a, c.n_rot, c.head_dim);
+  }
+  if (c.n_head % c.n_head_kv != 0) {
+    fail(ErrorCode::kInvalidData, "GGUF: {} heads are not a multiple of {} kv heads", c.n_head,
+         c.n_head_kv);
+  }
+  c.rms_eps = static_cast<float>(m.getFloat(a + "attention.layer_norm_rms_epsilon"));
+  c.rope_base = static_cast<float>(m.getFloatOr(a + "rope.freq_base", 10000.0));
+  std::string scaling = m.getStringOr(a + "rope.scaling.type", "none");
+  double factor = m.getFloatOr(a + "rope.scaling.factor", 0.0);
+  if (scaling == "linear" && factor > 0) {
+    c.rope_freq_scale = static_cast<float>(1.0 / factor);
+  } else if (scaling != "none" && scaling != "linear" && factor != 0.0 && factor != 1.0) {
+    fail(ErrorCode::kUnsupported, "GGUF key '{}rope.scaling.type' = '{}' is not supported", a,
+         scaling);
+  }
+  c.rope_style = c.arch == "llama" ? RopeStyle::kNormal : RopeStyle::kNeox;
+  c.qkv_bias = m.findTensor("blk.0.attn_q.bias") != nullptr;
+  c.qk_norm = m.findTensor("blk.0.attn_q_norm.weight") != nullptr;
+  const GgufTensorInfo& embd = m.tensor("token_embd.weight");
+  c.n_vocab = static_cast<int64_t>(embd.ne[1]);
+  c.tied_output = m.findTensor("output.weight") == nullptr;
+  return c;
+}
+
+}  // namespace tpnode::model

@@ -1,0 +1,26 @@
+// LlamaRank's feed-forward block: norm, gate and up projections, SwiGLU, down projection,
+// all-reduce, residual.
+#include "model/kernels/cpu/ops.h"
+#include "model/llama_rank.h"
+
+namespace tpnode::model {
+
+void LlamaRank::ffnBlock(int64_t l, int64_t n) {
+  const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
+  const int64_t dim = config_.n_embd, ff = weights_.n_ff;
+  for (int64_t i = 0; i < n; ++i) {
+    kernels::rmsNorm(x_.data() + i * dim, w.ffn_norm.data(), h_.data() + i * dim, dim,
+                     config_.rms_eps);
+  }
+  gate_.resize(static_cast<size_t>(n * ff));
+  up_.resize(static_cast<size_t>(n * ff));
+  matmul(w.w_gate, h_.data(), n, gate_.data());
+  matmul(w.w_up, h_.data(), n, up_.data());
+  kernels::swiglu(gate_.data(), up_.data(), n * ff);
+  o_.resize(static_cast<size_t>(n * dim));
+  matmul(w.w_down, gate_.data(), n, o_.data());
+  allReduce(o_.data(), o_.size());
+  for (size_t i = 0; i < o_.size(); ++i) x_[i] += o_[i];
+}
+
+}  // namespace tpnode::model

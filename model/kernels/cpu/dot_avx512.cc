@@ -1,0 +1,14 @@
+// AVX-512 (F, BW, VL, VNNI) dot products (compiled with those flags; called only when the CPU
+// has them).
+#define TP_X86_VNNI 1
+#include "model/kernels/cpu/dot_x86.inc"
+
+namespace tpnode::model::kernels {
+
+const DotKernels& avx512Table() {
+  static const DotKernels k{"avx512-vnni", dotF32,  dotF16, dotBF16,
+                            dotQ8_0,       dotQ4_0, dotQ4K, dotQ6K};
+  return k;
+}
+
+}  // namespace tpnode::model::kernels

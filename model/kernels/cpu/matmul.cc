@@ -1,0 +1,54 @@
+#include "model/kernels/cpu/matmul.h"
+
+#include <algorithm>
+
+#include "common/check.h"
+#include "model/kernels/cpu/dot.h"
+#include "model/kernels/cpu/quantize.h"
+
+namespace tpnode::model::kernels {
+namespace {
+
+constexpr int kRowTile = 8;  // rows per dot call (activation reuse)
+
+}  // namespace
+
+void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride,
+            ThreadPool& pool, std::vector<uint8_t>& scratch) {
+  TP_CHECK(!w.empty());
+  const TensorType at = activationType(w.type);
+  const size_t a_bytes = rowBytes(at, static_cast<uint64_t>(w.cols));
+  const void* acts = x;
+  if (at != TensorType::kF32) {
+    if (scratch.size() < a_bytes * static_cast<size_t>(n_tokens)) {
+      scratch.resize(a_bytes * static_cast<size_t>(n_tokens));
+    }
+    uint8_t* q = scratch.data();
+    pool.parallelFor(n_tokens, 4, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        quantizeRow(at, x + t * w.cols, q + static_cast<size_t>(t) * a_bytes, w.cols);
+      }
+    });
+    acts = q;
+  }
+  const DotFn dot = bestKernels().forType(w.type);
+  const uint8_t* a = static_cast<const uint8_t*>(acts);
+  const int64_t tiles = (w.rows + kRowTile - 1) / kRowTile;
+  pool.parallelFor(tiles, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t r0 = b * kRowTile;
+      const int nr = static_cast<int>(std::min<int64_t>(kRowTile, w.rows - r0));
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        dot(w.cols, w.row(r0), w.row_bytes, nr, a + static_cast<size_t>(t) * a_bytes,
+            y + t * y_stride + r0);
+      }
+    }
+  });
+}
+
+void dequantizeMatrixRow(const Matrix& w, int64_t r, float* out) {
+  TP_CHECK(r >= 0 && r < w.rows);
+  dequantizeRow(w.type, w.row(r), out, w.cols);
+}
+
+}  // namespace tpnode::model::kernels

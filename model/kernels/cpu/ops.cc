@@ -1,0 +1,51 @@
+#include "model/kernels/cpu/ops.h"
+
+#include <cmath>
+
+namespace tpnode::model::kernels {
+
+void rmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+  if (w) {
+    for (int64_t i = 0; i < n; ++i) y[i] *= w[i];
+  }
+}
+
+void rope(float* v, int64_t n_rot, int64_t pos, float base, float freq_scale, RopeStyle style,
+          const float* freq_factors) {
+  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+  float theta = static_cast<float>(pos);
+  for (int64_t i0 = 0; i0 < n_rot; i0 += 2) {
+    const float ff = freq_factors ? freq_factors[i0 / 2] : 1.0f;
+    const float t = freq_scale * (theta / ff);
+    const float c = std::cos(t), s = std::sin(t);
+    const int64_t a = style == RopeStyle::kNormal ? i0 : i0 / 2;
+    const int64_t b = style == RopeStyle::kNormal ? i0 + 1 : i0 / 2 + n_rot / 2;
+    const float x0 = v[a], x1 = v[b];
+    v[a] = x0 * c - x1 * s;
+    v[b] = x0 * s + x1 * c;
+    theta *= theta_scale;
+  }
+}
+
+void softmax(float* x, int64_t n) {
+  float max = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += static_cast<double>(x[i]);
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void swiglu(float* g, const float* u, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+}  // namespace tpnode::model::kernels

@@ -1,0 +1,105 @@
+// LlamaRank: batch setup, embeddings, the layer loop and the output head.
+#include "model/llama_rank.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/check.h"
+#include "common/error.h"
+#include "model/kernels/cpu/matmul.h"
+#include "model/kernels/cpu/ops.h"
+
+namespace tpnode::model {
+
+LlamaRank::LlamaRank(const ModelConfig& config, RankWeights weights,
+                     collectives::Communicator& comm, kernels::ThreadPool& pool, int64_t n_slots,
+                     int64_t n_ctx)
+    : config_(config),
+      weights_(std::move(weights)),
+      comm_(comm),
+      pool_(pool),
+      kv_(config.n_layer, n_slots, n_ctx, weights_.n_head_kv, config.head_dim) {
+  const Matrix& w = weights_.head();
+  const int64_t local = weights_.vocab_end - weights_.vocab_begin;
+  if (local != config_.n_vocab && w.rows == config_.n_vocab) {
+    // Tied head, vocab-parallel: keep this rank's rows of the replicated token_embd.
+    head_slice_.type = w.type;
+    head_slice_.rows = local;
+    head_slice_.cols = w.cols;
+    head_slice_.row_bytes = w.row_bytes;
+    head_slice_.data = HostBuffer(static_cast<size_t>(local) * w.row_bytes);
+    std::memcpy(head_slice_.data.data(), w.row(weights_.vocab_begin), head_slice_.data.size());
+  }
+}
+
+void LlamaRank::matmul(const Matrix& w, const float* x, int64_t n, float* y) {
+  kernels::matmul(w, x, n, y, w.rows, pool_, quant_scratch_);
+}
+
+void LlamaRank::allReduce(float* data, size_t count) {
+  if (comm_.size() > 1) comm_.allReduceSum(data, count, collectives::DType::kF32);
+}
+
+void LlamaRank::forward(std::span<const BatchToken> batch, std::vector<float>& logits) {
+  const int64_t n = static_cast<int64_t>(batch.size());
+  const int64_t dim = config_.n_embd;
+  for (const BatchToken& t : batch) {
+    if (t.token < 0 || t.token >= config_.n_vocab) {
+      fail(ErrorCode::kInvalidArgument, "token id {} is outside the vocabulary of {}", t.token,
+           config_.n_vocab);
+    }
+    if (t.slot < 0 || t.slot >= kv_.slots()) {
+      fail(ErrorCode::kInvalidArgument, "sequence slot {} is outside [0, {})", t.slot, kv_.slots());
+    }
+    if (t.pos < 0 || t.pos >= kv_.ctx()) {
+      fail(ErrorCode::kResource, "position {} is outside the context of {} tokens", t.pos,
+           kv_.ctx());
+    }
+  }
+  x_.resize(static_cast<size_t>(n * dim));
+  for (int64_t i = 0; i < n; ++i) {
+    kernels::dequantizeMatrixRow(weights_.token_embd, batch[i].token, x_.data() + i * dim);
+  }
+  for (int64_t l = 0; l < config_.n_layer; ++l) {
+    attentionBlock(l, batch);
+    ffnBlock(l, n);
+  }
+  head(batch, logits);
+}
+
+void LlamaRank::head(std::span<const BatchToken> batch, std::vector<float>& logits) {
+  const int64_t dim = config_.n_embd;
+  int64_t n_out = 0;
+  h_.resize(x_.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!batch[i].logits) continue;
+    kernels::rmsNorm(x_.data() + static_cast<int64_t>(i) * dim, weights_.output_norm.data(),
+                     h_.data() + n_out * dim, dim, config_.rms_eps);
+    ++n_out;
+  }
+  const int64_t vocab = config_.n_vocab;
+  logits.resize(static_cast<size_t>(n_out * vocab));
+  if (n_out == 0) return;
+  const Matrix& w = weights_.head();
+  const int64_t local = weights_.vocab_end - weights_.vocab_begin;
+  if (local == vocab) {  // replicated head: every rank computes all logits
+    kernels::matmul(w, h_.data(), n_out, logits.data(), vocab, pool_, quant_scratch_);
+    return;
+  }
+  // Vocab-parallel: this rank's rows of the head (of token_embd when tied), then all-gather.
+  const Matrix* part = head_slice_.empty() ? &w : &head_slice_;
+  logits_local_.resize(static_cast<size_t>(n_out * local));
+  kernels::matmul(*part, h_.data(), n_out, logits_local_.data(), local, pool_, quant_scratch_);
+  gathered_.resize(static_cast<size_t>(n_out * vocab));
+  comm_.allGather(logits_local_.data(), gathered_.data(), logits_local_.size(),
+                  collectives::DType::kF32);
+  const int tp = comm_.size();
+  for (int r = 0; r < tp; ++r) {
+    for (int64_t i = 0; i < n_out; ++i) {
+      std::copy_n(gathered_.data() + (r * n_out + i) * local, local,
+                  logits.data() + i * vocab + r * local);
+    }
+  }
+}
+
+}  // namespace tpnode::model

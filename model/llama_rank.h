@@ -1,0 +1,65 @@
+// LlamaRank: one tensor-parallel rank of a Llama-family decoder (llama, qwen2, qwen3) on CPU.
+//
+// Contract
+// - Every rank of the group calls forward() with the same batch, in the same order; the ranks
+//   meet in two all-reduces per layer (after attn_output and after ffn_down) and one
+//   all-gather of the logits (vocab-parallel head) through their Communicator.
+// - One thread (the rank's) calls forward(); compute fans out to the rank's ThreadPool.
+// - The KV cache has `n_slots` independent sequences; a token at position p of slot s attends
+//   to positions [0, p] of slot s, which must have been fed before or in the same batch.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "model/config.h"
+#include "model/kernels/cpu/thread_pool.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+
+namespace tpnode::model {
+
+struct BatchToken {
+  int32_t token = 0;
+  int32_t pos = 0;
+  int32_t slot = 0;
+  bool logits = false;  // produce a logits row for this token
+};
+
+class LlamaRank {
+ public:
+  // comm, pool: must outlive this object (owned by the rank's driver).
+  LlamaRank(const ModelConfig& config, RankWeights weights, collectives::Communicator& comm,
+            kernels::ThreadPool& pool, int64_t n_slots, int64_t n_ctx);
+
+  // Runs the batch. `logits` receives [tokens with logits=true][n_vocab] (full vocabulary on
+  // every rank). Throws Error(kInvalidArgument) for a bad token id, slot or position.
+  void forward(std::span<const BatchToken> batch, std::vector<float>& logits);
+
+  const ModelConfig& config() const { return config_; }
+  const RankWeights& weights() const { return weights_; }
+  uint64_t kvBytes() const { return kv_.bytes(); }
+
+ private:
+  void attentionBlock(int64_t layer, std::span<const BatchToken> batch);
+  void ffnBlock(int64_t layer, int64_t n_tokens);
+  void attend(int64_t layer, std::span<const BatchToken> batch);
+  void head(std::span<const BatchToken> batch, std::vector<float>& logits);
+  void matmul(const Matrix& w, const float* x, int64_t n, float* y);
+  void allReduce(float* data, size_t count);
+
+  ModelConfig config_;
+  RankWeights weights_;
+  collectives::Communicator& comm_;
+  kernels::ThreadPool& pool_;
+  KvCache kv_;
+  Matrix head_slice_;  // tied + vocab-parallel head: this rank's rows of token_embd
+  // Scratch, sized for the largest batch so far: [tokens][width].
+  std::vector<float> x_, h_, q_, k_, v_, attn_, o_, gate_, up_, logits_local_, gathered_;
+  std::vector<uint8_t> quant_scratch_;
+};
+
+}  // namespace tpnode::model

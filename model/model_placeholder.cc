@@ -1,1 +1,0 @@
-// Replaced by the model layer (issue 4).

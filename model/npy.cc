@@ -1,0 +1,60 @@
+#include "model/npy.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <regex>
+
+#include "common/error.h"
+
+namespace tpnode::model {
+
+void writeNpy(const std::string& path, const float* data, int64_t rows, int64_t cols) {
+  std::string header =
+      fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}", rows, cols);
+  size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
+  if (!f) fail(ErrorCode::kIo, "cannot write '{}'", path);
+  const uint8_t magic[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  uint16_t len = static_cast<uint16_t>(header.size());
+  const uint8_t len_le[2] = {static_cast<uint8_t>(len), static_cast<uint8_t>(len >> 8)};
+  size_t n = static_cast<size_t>(rows * cols);
+  if (std::fwrite(magic, 1, 8, f.get()) != 8 || std::fwrite(len_le, 1, 2, f.get()) != 2 ||
+      std::fwrite(header.data(), 1, header.size(), f.get()) != header.size() ||
+      std::fwrite(data, 4, n, f.get()) != n) {
+    fail(ErrorCode::kIo, "cannot write '{}'", path);
+  }
+}
+
+NpyMatrix readNpy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(ErrorCode::kIo, "cannot open '{}'", path);
+  std::string b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (b.size() < 10 || std::memcmp(b.data(), "\x93NUMPY", 6) != 0 || b[6] != 1) {
+    fail(ErrorCode::kInvalidData, "'{}' is not a version 1 .npy file", path);
+  }
+  size_t hlen = static_cast<uint8_t>(b[8]) | (static_cast<size_t>(static_cast<uint8_t>(b[9])) << 8);
+  if (10 + hlen > b.size()) fail(ErrorCode::kInvalidData, "'{}': truncated header", path);
+  std::string header = b.substr(10, hlen);
+  std::smatch m;
+  if (header.find("'<f4'") == std::string::npos || header.find("False") == std::string::npos ||
+      !std::regex_search(header, m, std::regex(R"(\((\d+), (\d+)\))"))) {
+    fail(ErrorCode::kInvalidData, "'{}': not a float32 C-order 2-D array: {}", path, header);
+  }
+  NpyMatrix out;
+  out.rows = std::stoll(m[1]);
+  out.cols = std::stoll(m[2]);
+  size_t n = static_cast<size_t>(out.rows * out.cols);
+  if (b.size() - 10 - hlen != n * 4) fail(ErrorCode::kInvalidData, "'{}': size mismatch", path);
+  out.data.resize(n);
+  std::memcpy(out.data.data(), b.data() + 10 + hlen, n * 4);
+  return out;
+}
+
+}  // namespace tpnode::model

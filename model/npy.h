@@ -1,0 +1,20 @@
+// Minimal .npy (format 1.0) for float32 C-order 2-D arrays: the logits dumps and the
+// reference cases. Reading treats the file as hostile (Error(kInvalidData) on any mismatch).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tpnode::model {
+
+struct NpyMatrix {
+  int64_t rows = 0, cols = 0;
+  std::vector<float> data;
+  const float* row(int64_t r) const { return data.data() + r * cols; }
+};
+
+void writeNpy(const std::string& path, const float* data, int64_t rows, int64_t cols);
+NpyMatrix readNpy(const std::string& path);
+
+}  // namespace tpnode::model

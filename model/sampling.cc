@@ -1,0 +1,258 @@
+#include "model/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common/error.h"
+
+namespace tpnode::model {
+namespace {
+
+// Best first: higher logit, then lower id.
+bool better(float la, TokenId a, float lb, TokenId b) {
+  return la > lb || (la == lb && a < b);
+}
+
+void checkRange(bool ok, std::string_view name, double value, std::string_view range) {
+  if (!ok)
+    fail(ErrorCode::kInvalidArgument, "sampling parameter {} = {} is outside {}", name, value,
+         range);
+}
+
+}  // namespace
+
+Sampler::Sampler(const SamplingParams& p, int32_t n_vocab)
+    : params_(p), n_vocab_(n_vocab), rng_(p.seed) {
+  if (n_vocab <= 0) fail(ErrorCode::kInvalidArgument, "sampler needs n_vocab > 0, got {}", n_vocab);
+  checkRange(p.temperature >= 0 && std::isfinite(p.temperature), "temperature", p.temperature,
+             "[0, inf)");
+  checkRange(p.top_k >= 0, "top_k", p.top_k, "[0, n_vocab] (0: off)");
+  checkRange(p.top_p >= 0 && p.top_p <= 1, "top_p", p.top_p, "[0, 1]");
+  checkRange(p.min_p >= 0 && p.min_p <= 1, "min_p", p.min_p, "[0, 1]");
+  checkRange(p.repeat_penalty > 0 && std::isfinite(p.repeat_penalty), "repeat_penalty",
+             p.repeat_penalty, "(0, inf)");
+  checkRange(p.repeat_last_n >= -1, "repeat_last_n", p.repeat_last_n, "[-1, inf) (-1: all)");
+  checkRange(std::isfinite(p.presence_penalty), "presence_penalty", p.presence_penalty,
+             "finite values");
+  checkRange(std::isfinite(p.frequency_penalty), "frequency_penalty", p.frequency_penalty,
+             "finite values");
+  checkRange(p.top_logprobs >= 0 && p.top_logprobs <= n_vocab, "top_logprobs", p.top_logprobs,
+             "[0, n_vocab]");
+  const auto n = static_cast<size_t>(n_vocab);
+  work_.resize(n);
+  cand_.reserve(n);
+  window_count_.assign(n, 0);
+  generated_count_.assign(n, 0);
+  in_seen_.assign(n, 0);
+  if (p.repeat_last_n > 0) window_.assign(static_cast<size_t>(p.repeat_last_n), -1);
+  top_.reserve(static_cast<size_t>(p.top_logprobs));
+}
+
+void Sampler::record(TokenId id, bool generated) {
+  if (id < 0 || id >= n_vocab_) {
+    fail(ErrorCode::kInvalidArgument, "token id {} is outside the vocabulary [0, {})", id,
+         n_vocab_);
+  }
+  if (params_.repeat_last_n != 0) {
+    if (!window_.empty()) {
+      if (window_size_ == window_.size()) {
+        --window_count_[window_[window_next_]];  // the oldest leaves the window
+      } else {
+        ++window_size_;
+      }
+      window_[window_next_] = id;
+      window_next_ = (window_next_ + 1) % window_.size();
+    }
+    ++window_count_[id];
+  }
+  if (generated) ++generated_count_[id];
+  if (!in_seen_[id]) {
+    in_seen_[id] = 1;
+    seen_.push_back(id);
+  }
+}
+
+void Sampler::acceptPrompt(std::span<const TokenId> ids) {
+  for (const TokenId id : ids) record(id, false);
+}
+
+void Sampler::accept(TokenId id) {
+  record(id, true);
+}
+
+const float* Sampler::applyPenalties(std::span<const float> logits) {
+  const SamplingParams& p = params_;
+  const bool repeat = p.repeat_penalty != 1.0f;
+  const bool openai = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+  if ((!repeat && !openai) || seen_.empty()) return logits.data();
+  std::copy(logits.begin(), logits.end(), work_.begin());
+  size_t kept = 0;
+  for (const TokenId id : seen_) {
+    const int32_t wc = window_count_[id];
+    const int32_t gc = generated_count_[id];
+    if (wc == 0 && gc == 0) {  // left the window and never generated: drop from the list
+      in_seen_[id] = 0;
+      continue;
+    }
+    seen_[kept++] = id;
+    float& l = work_[id];
+    if (repeat && wc > 0) l = l <= 0 ? l * p.repeat_penalty : l / p.repeat_penalty;
+    if (openai && gc > 0) {
+      l -= static_cast<float>(gc) * p.frequency_penalty + p.presence_penalty;
+    }
+  }
+  seen_.resize(kept);
+  return work_.data();
+}
+
+TokenId Sampler::sample(std::span<const float> logits) {
+  if (logits.size() != static_cast<size_t>(n_vocab_)) {
+    fail(ErrorCode::kInvalidArgument, "logits row has {} values, the vocabulary {}", logits.size(),
+         n_vocab_);
+  }
+  const float* l = applyPenalties(logits);
+  TokenId chosen = 0;
+  if (params_.temperature <= 0) {
+    float best = l[0];
+    for (TokenId i = 1; i < n_vocab_; ++i) {
+      if (l[i] > best) {  // strict: ties keep the lowest id
+        best = l[i];
+        chosen = i;
+      }
+    }
+  } else {
+    cand_.clear();
+    for (TokenId i = 0; i < n_vocab_; ++i) cand_.push_back(Candidate{l[i], i, 0.0f});
+    if (params_.top_k > 0) truncateTopK(static_cast<size_t>(params_.top_k));
+    if (params_.top_p < 1.0f) truncateTopP();
+    if (params_.min_p > 0.0f) truncateMinP();
+    chosen = draw();
+  }
+  chosen_logprob_ = 0.0f;
+  top_.clear();
+  if (params_.logprobs || params_.top_logprobs > 0) computeLogprobs(logits, chosen);
+  record(chosen, true);
+  return chosen;
+}
+
+void Sampler::truncateTopK(size_t k) {
+  if (k >= cand_.size()) return;
+  const auto order = [](const Candidate& a, const Candidate& b) {
+    return better(a.logit, a.id, b.logit, b.id);
+  };
+  std::nth_element(cand_.begin(), cand_.begin() + static_cast<ptrdiff_t>(k), cand_.end(), order);
+  cand_.resize(k);
+}
+
+// Keeps the smallest best-first prefix whose probability reaches top_p (at least one token),
+// in expected linear time: halve the undecided range with nth_element and keep or drop the
+// better half by its probability mass; only the last <= 64 candidates are sorted.
+void Sampler::truncateTopP() {
+  const auto order = [](const Candidate& a, const Candidate& b) {
+    return better(a.logit, a.id, b.logit, b.id);
+  };
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (const Candidate& c : cand_) max_logit = std::max(max_logit, c.logit);
+  double sum = 0;
+  for (Candidate& c : cand_) {
+    c.p = std::exp(c.logit - max_logit);
+    sum += c.p;
+  }
+  double need = params_.top_p * sum;  // mass still to cover, unnormalised
+  auto lo = cand_.begin();
+  auto hi = cand_.end();
+  while (hi - lo > 64) {
+    const auto mid = lo + (hi - lo) / 2;
+    std::nth_element(lo, mid, hi, order);  // [lo, mid) is the better half
+    double mass = 0;
+    for (auto it = lo; it != mid; ++it) mass += it->p;
+    if (mass >= need) {
+      hi = mid;
+    } else {
+      need -= mass;
+      lo = mid;
+    }
+  }
+  std::sort(lo, hi, order);
+  double cum = 0;
+  for (auto it = lo; it != hi; ++it) {
+    cum += it->p;
+    if (cum >= need) {
+      cand_.erase(it + 1, cand_.end());
+      return;
+    }
+  }
+  cand_.erase(hi, cand_.end());  // rounding: the undecided range is all kept
+}
+
+// Keeps tokens with p >= min_p * p_max, i.e. logit >= max_logit + log(min_p).
+void Sampler::truncateMinP() {
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (const Candidate& c : cand_) max_logit = std::max(max_logit, c.logit);
+  const float threshold = max_logit + std::log(params_.min_p);
+  size_t kept = 0;
+  for (const Candidate& c : cand_) {
+    if (c.logit >= threshold) cand_[kept++] = c;
+  }
+  cand_.resize(kept);
+}
+
+// Softmax of logit / temperature over the candidates, then one uniform draw.
+TokenId Sampler::draw() {
+  const float inv_t = 1.0f / params_.temperature;
+  float max_logit = -std::numeric_limits<float>::infinity();
+  TokenId best = cand_.front().id;
+  for (const Candidate& c : cand_) {
+    if (better(c.logit, c.id, max_logit, best)) {
+      max_logit = c.logit;
+      best = c.id;
+    }
+  }
+  if (!std::isfinite(max_logit)) return best;  // every candidate is -inf
+  double sum = 0;
+  for (Candidate& c : cand_) {
+    c.p = std::exp((c.logit - max_logit) * inv_t);
+    sum += c.p;
+  }
+  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;  // [0, 1)
+  const double target = u * sum;
+  double cum = 0;
+  for (const Candidate& c : cand_) {
+    cum += c.p;
+    if (target < cum) return c.id;
+  }
+  return best;  // rounding at the very end of the range
+}
+
+void Sampler::computeLogprobs(std::span<const float> logits, TokenId chosen) {
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (const float l : logits) max_logit = std::max(max_logit, l);
+  double sum = 0;
+  for (const float l : logits) sum += std::exp(l - max_logit);
+  const auto lse = static_cast<float>(max_logit + std::log(sum));
+  chosen_logprob_ = logits[chosen] - lse;
+
+  top_.clear();
+  const size_t n = static_cast<size_t>(params_.top_logprobs);
+  if (n == 0) return;
+  // A min-heap on "better" of the n best so far; its top is the worst kept.
+  const auto worse = [](const TokenLogprob& a, const TokenLogprob& b) {
+    return better(a.logprob, a.id, b.logprob, b.id);
+  };
+  for (TokenId i = 0; i < n_vocab_; ++i) {
+    const TokenLogprob t{i, logits[i]};
+    if (top_.size() < n) {
+      top_.push_back(t);
+      std::push_heap(top_.begin(), top_.end(), worse);
+    } else if (better(t.logprob, t.id, top_.front().logprob, top_.front().id)) {
+      std::pop_heap(top_.begin(), top_.end(), worse);
+      top_.back() = t;
+      std::push_heap(top_.begin(), top_.end(), worse);
+    }
+  }
+  std::sort_heap(top_.begin(), top_.end(), worse);
+  for (TokenLogprob& t : top_) t.logprob -= lse;
+}
+
+}  // namespace tpnode::model

@@ -1,0 +1,197 @@
+#include "model/shard_plan.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "common/check.h"
+#include "common/error.h"
+#include "model/gguf.h"
+
+namespace tpnode::model {
+namespace {
+
+// The part of a layer tensor's name after "blk.N.", or the whole name.
+std::string role(const std::string& name) {
+  if (name.rfind("blk.", 0) == 0) {
+    size_t dot = name.find('.', 4);
+    if (dot != std::string::npos) return name.substr(dot + 1);
+  }
+  return name;
+}
+
+// Why `tp` cannot split this tensor, or "" when it can.
+std::string refusal(const ModelConfig& c, const TensorDesc& t, int tp, TensorShard& out) {
+  out.tensor = t;
+  out.kind = ShardKind::kReplicate;
+  out.pieces = 1;
+  if (tp == 1) return {};
+  const std::string r = role(t.name);
+  auto splitRows = [&](int64_t units, const char* what) -> std::string {
+    out.kind = ShardKind::kSplitRows;
+    out.pieces = tp;
+    if (units % tp != 0) return fmt::format("{} {} do not divide by {}", units, what, tp);
+    return {};
+  };
+  if (r == "attn_q.weight" || r == "attn_q.bias") return splitRows(c.n_head, "attention heads");
+  if (r == "ffn_gate.weight" || r == "ffn_up.weight") return splitRows(c.n_ff, "ffn rows");
+  if (r == "attn_k.weight" || r == "attn_k.bias" || r == "attn_v.weight" || r == "attn_v.bias") {
+    out.kind = ShardKind::kSplitRows;
+    if (c.n_head_kv % tp == 0) {
+      out.pieces = tp;
+    } else if (tp % c.n_head_kv == 0) {
+      out.pieces = static_cast<int>(c.n_head_kv);  // replicated kv heads
+    } else {
+      return fmt::format("{} kv heads neither divide by {} nor divide it", c.n_head_kv, tp);
+    }
+    return {};
+  }
+  if (r == "attn_output.weight" || r == "ffn_down.weight") {
+    out.kind = ShardKind::kSplitCols;
+    out.pieces = tp;
+    if (t.cols % static_cast<uint64_t>(tp) != 0) {
+      return fmt::format("{} input columns do not divide by {}", t.cols, tp);
+    }
+    const TensorTypeInfo& info = tensorTypeInfo(t.type);
+    if ((t.cols / tp) % info.block_size != 0) {
+      return fmt::format("{} input columns per rank would cut a {} block of {}", t.cols / tp,
+                         info.name, info.block_size);
+    }
+    return {};
+  }
+  if (t.name == "output.weight" && c.n_vocab % tp == 0) {
+    out.kind = ShardKind::kSplitRows;  // vocab-parallel head
+    out.pieces = tp;
+  }
+  return {};
+}
+
+std::string humanBytes(uint64_t b) {
+  if (b >= (uint64_t{1} << 30)) return fmt::format("{:.2f} GiB", b / double(uint64_t{1} << 30));
+  if (b >= (uint64_t{1} << 20)) return fmt::format("{:.1f} MiB", b / double(uint64_t{1} << 20));
+  return fmt::format("{:.1f} KiB", b / 1024.0);
+}
+
+}  // namespace
+
+Slice TensorShard::sliceFor(int rank, int tp) const {
+  Slice s{0, tensor.rows, 0, tensor.cols};
+  if (kind == ShardKind::kReplicate) return s;
+  uint64_t piece = static_cast<uint64_t>(rank) * pieces / tp;
+  if (kind == ShardKind::kSplitRows && tensor.rows == 1) {  // a bias: split its elements
+    uint64_t n = tensor.cols / pieces;
+    s.col_begin = piece * n;
+    s.col_end = s.col_begin + n;
+  } else if (kind == ShardKind::kSplitRows) {
+    uint64_t n = tensor.rows / pieces;
+    s.row_begin = piece * n;
+    s.row_end = s.row_begin + n;
+  } else {
+    uint64_t n = tensor.cols / pieces;
+    s.col_begin = piece * n;
+    s.col_end = s.col_begin + n;
+  }
+  return s;
+}
+
+uint64_t TensorShard::bytesFor(int rank, int tp) const {
+  Slice s = sliceFor(rank, tp);
+  return rowBytes(tensor.type, s.col_end - s.col_begin) * (s.row_end - s.row_begin);
+}
+
+const TensorShard& ShardPlan::find(const std::string& name) const {
+  for (const TensorShard& s : shards) {
+    if (s.tensor.name == name) return s;
+  }
+  TP_CHECK(false, "tensor {} is not in the shard plan", name);
+  __builtin_unreachable();
+}
+
+uint64_t ShardPlan::rankBytes(int rank) const {
+  uint64_t b = 0;
+  for (const TensorShard& s : shards) b += s.bytesFor(rank, tp);
+  return b;
+}
+
+uint64_t ShardPlan::totalBytes() const {
+  uint64_t b = 0;
+  for (const TensorShard& s : shards) b += s.bytesFor(0, 1);
+  return b;
+}
+
+std::string ShardPlan::describe() const {
+  // One line per (role, kind): layer tensors are grouped across layers.
+  std::map<std::string, std::pair<const TensorShard*, int>> groups;
+  std::vector<std::string> order;
+  for (const TensorShard& s : shards) {
+    std::string r = role(s.tensor.name);
+    auto [it, inserted] = groups.try_emplace(r, &s, 0);
+    if (inserted) order.push_back(r);
+    ++it->second.second;
+  }
+  std::string out = fmt::format("shard plan for tp={}:\n", tp);
+  for (const std::string& r : order) {
+    const auto& [s, count] = groups[r];
+    const char* kind = s->kind == ShardKind::kReplicate   ? "replicate"
+                       : s->kind == ShardKind::kSplitRows ? "split rows"
+                                                          : "split cols";
+    Slice sl = s->sliceFor(0, tp);
+    out += fmt::format("  {:<24} x{:<3} {:<5} [{} x {}] {:<10} rank 0: [{} x {}]{}\n", r, count,
+                       tensorTypeName(s->tensor.type), s->tensor.rows, s->tensor.cols, kind,
+                       sl.row_end - sl.row_begin, sl.col_end - sl.col_begin,
+                       s->pieces < tp && s->kind != ShardKind::kReplicate
+                           ? fmt::format(" ({} pieces, replicated x{})", s->pieces, tp / s->pieces)
+                           : "");
+  }
+  for (int r = 0; r < tp; ++r) {
+    out += fmt::format("  rank {}: {} of {} ({:.1f}%)\n", r, humanBytes(rankBytes(r)),
+                       humanBytes(totalBytes()), 100.0 * rankBytes(r) / double(totalBytes()));
+  }
+  return out;
+}
+
+std::vector<TensorDesc> tensorDescs(const GgufMetadata& meta) {
+  std::vector<TensorDesc> out;
+  for (const GgufTensorInfo& t : meta.tensors) out.push_back({t.name, t.type, t.ne[0], t.rows()});
+  return out;
+}
+
+ShardPlan planShards(const ModelConfig& c, const std::vector<TensorDesc>& tensors, int tp) {
+  if (tp < 1) fail(ErrorCode::kInvalidArgument, "--tp {} must be at least 1", tp);
+  ShardPlan plan;
+  plan.tp = tp;
+  for (const TensorDesc& t : tensors) {
+    TensorShard s;
+    std::string why = refusal(c, t, tp, s);
+    if (!why.empty()) {
+      std::vector<int> ok = workingTpDegrees(c, tensors, 64);
+      fail(ErrorCode::kInvalidArgument,
+           "cannot split tensor '{}' ({} {} x {}) over tp={}: {}; tp degrees that work for this "
+           "model: {}",
+           t.name, tensorTypeName(t.type), t.rows, t.cols, tp, why, fmt::join(ok, ", "));
+    }
+    if (t.name == "output.weight") plan.vocab_parallel_head = s.kind == ShardKind::kSplitRows;
+    plan.shards.push_back(std::move(s));
+  }
+  if (c.tied_output) plan.vocab_parallel_head = c.n_vocab % tp == 0;  // rows of token_embd
+  return plan;
+}
+
+std::vector<int> workingTpDegrees(const ModelConfig& c, const std::vector<TensorDesc>& tensors,
+                                  int max_tp) {
+  std::vector<int> ok;
+  for (int tp = 1; tp <= max_tp; ++tp) {
+    bool good = true;
+    for (const TensorDesc& t : tensors) {
+      TensorShard s;
+      if (!refusal(c, t, tp, s).empty()) {
+        good = false;
+        break;
+      }
+    }
+    if (good) ok.push_back(tp);
+  }
+  return ok;
+}
+
+}  // namespace tpnode::model

@@ -1,0 +1,66 @@
+// ShardPlan: how each tensor of a model is cut across `tp` ranks. Pure functions of the
+// model's hyperparameters and tensor list; no I/O, table-tested (tests/model/shard_plan_test).
+//
+// Rules (Megatron-style, as vLLM and distributed-llama do it):
+// - split rows (column-parallel, output features): attn_q/k/v (and their biases), ffn_gate,
+//   ffn_up, and the output head when the vocabulary divides by tp (vocab-parallel logits,
+//   all-gathered); a rank owns whole heads.
+// - split columns (row-parallel, input features): attn_output, ffn_down; their partial outputs
+//   are all-reduced. A quantized row may only be cut at block boundaries.
+// - replicate: norms, token embeddings, anything else.
+// - n_kv_heads < tp: K/V heads are replicated: tensor cut into n_kv pieces, rank r holds piece
+//   r * n_kv / tp, so each rank still owns whole query groups (tp must be a multiple of n_kv).
+// A shape that cannot be split is refused with Error(kInvalidArgument) naming the tensor, the
+// size and the tp degrees that would work.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/tensor_type.h"
+
+namespace tpnode::model {
+
+enum class ShardKind { kReplicate, kSplitRows, kSplitCols };
+
+struct TensorDesc {
+  std::string name;
+  TensorType type = TensorType::kF32;
+  uint64_t cols = 0;  // ggml ne[0]: elements per row
+  uint64_t rows = 1;  // product of ne[1..3]
+};
+
+struct Slice {
+  uint64_t row_begin, row_end, col_begin, col_end;
+};
+
+struct TensorShard {
+  TensorDesc tensor;
+  ShardKind kind = ShardKind::kReplicate;
+  int pieces = 1;  // the split dimension is cut into this many equal pieces
+  Slice sliceFor(int rank, int tp) const;
+  uint64_t bytesFor(int rank, int tp) const;
+};
+
+struct ShardPlan {
+  int tp = 1;
+  bool vocab_parallel_head = false;                        // output rows split, logits all-gathered
+  std::vector<TensorShard> shards;                         // same order as the input tensors
+  const TensorShard& find(const std::string& name) const;  // TP_CHECK when absent
+  uint64_t rankBytes(int rank) const;
+  uint64_t totalBytes() const;   // the model's bytes (unsharded)
+  std::string describe() const;  // a table, one line per tensor kind, and per-rank bytes
+};
+
+std::vector<TensorDesc> tensorDescs(const GgufMetadata& meta);
+
+// Throws Error(kInvalidArgument) when the model cannot be split over tp.
+ShardPlan planShards(const ModelConfig& config, const std::vector<TensorDesc>& tensors, int tp);
+
+// The tp degrees in [1, max_tp] that planShards accepts.
+std::vector<int> workingTpDegrees(const ModelConfig& config, const std::vector<TensorDesc>& tensors,
+                                  int max_tp = 64);
+
+}  // namespace tpnode::model

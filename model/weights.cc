@@ -1,0 +1,150 @@
+#include "model/weights.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "model/kernels/cpu/quantize.h"
+
+namespace tpnode::model {
+namespace {
+
+class Loader {
+ public:
+  Loader(const GgufFile& f, const ShardPlan& p, int rank)
+      : file_(f), plan_(p), rank_(rank), start_(std::chrono::steady_clock::now()) {}
+
+  const GgufTensorInfo* info(const std::string& name, bool required) {
+    const GgufTensorInfo* t = file_.metadata().findTensor(name);
+    if (!t && required) fail(ErrorCode::kInvalidData, "model tensor '{}' is missing", name);
+    return t;
+  }
+
+  void expectShape(const GgufTensorInfo& t, uint64_t cols, uint64_t rows) {
+    if (t.ne[0] != cols || t.rows() != rows) {
+      fail(ErrorCode::kInvalidData, "model tensor '{}' has shape {}, expected [{}, {}]", t.name,
+           t.shapeString(), cols, rows);
+    }
+    if (!tensorTypeInfo(t.type).supported) {
+      fail(ErrorCode::kUnsupported, "model tensor '{}' has type {}, which tpnode does not run",
+           t.name, tensorTypeName(t.type));
+    }
+  }
+
+  // Copies this rank's slice of a 2-D tensor.
+  Matrix matrix(const std::string& name, uint64_t cols, uint64_t rows, bool required = true) {
+    Matrix m;
+    const GgufTensorInfo* t = info(name, required);
+    if (!t) return m;
+    expectShape(*t, cols, rows);
+    Slice s = plan_.find(name).sliceFor(rank_, plan_.tp);
+    m.type = t->type;
+    m.rows = static_cast<int64_t>(s.row_end - s.row_begin);
+    m.cols = static_cast<int64_t>(s.col_end - s.col_begin);
+    m.row_bytes = rowBytes(t->type, s.col_end - s.col_begin);
+    const size_t full_row = rowBytes(t->type, cols);
+    const size_t col_off = rowBytes(t->type, s.col_begin);
+    m.data = HostBuffer(m.row_bytes * static_cast<size_t>(m.rows));
+    const uint8_t* src = file_.tensorData(*t).data();
+    for (uint64_t r = s.row_begin; r < s.row_end; ++r) {
+      std::memcpy(m.data.data() + (r - s.row_begin) * m.row_bytes, src + r * full_row + col_off,
+                  m.row_bytes);
+    }
+    account(m.data.size());
+    return m;
+  }
+
+  // A 1-D tensor as floats: the rank's slice when the plan splits it (biases), else whole.
+  std::vector<float> vector(const std::string& name, uint64_t n, bool required = true) {
+    const GgufTensorInfo* t = info(name, required);
+    if (!t) return {};
+    expectShape(*t, n, 1);
+    std::vector<float> full(n);
+    kernels::dequantizeRow(t->type, file_.tensorData(*t).data(), full.data(),
+                           static_cast<int64_t>(n));
+    Slice s = plan_.find(name).sliceFor(rank_, plan_.tp);
+    account((s.col_end - s.col_begin) * 4);
+    return std::vector<float>(full.begin() + static_cast<long>(s.col_begin),
+                              full.begin() + static_cast<long>(s.col_end));
+  }
+
+  void account(uint64_t b) {
+    bytes_ += b;
+    ++tensors_;
+    double s = seconds();
+    if (s - last_log_ >= 2.0) {
+      last_log_ = s;
+      spdlog::info("[model] rank {}: loaded {} tensors, {:.1f} MiB, {:.1f} s", rank_, tensors_,
+                   bytes_ / 1048576.0, s);
+    }
+  }
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  uint64_t bytes() const { return bytes_; }
+  int tensors() const { return tensors_; }
+
+ private:
+  const GgufFile& file_;
+  const ShardPlan& plan_;
+  int rank_;
+  std::chrono::steady_clock::time_point start_;
+  uint64_t bytes_ = 0;
+  int tensors_ = 0;
+  double last_log_ = 0;
+};
+
+}  // namespace
+
+RankWeights loadRankWeights(const GgufFile& file, const ModelConfig& c, const ShardPlan& plan,
+                            int rank) {
+  Loader L(file, plan, rank);
+  RankWeights w;
+  w.rank = rank;
+  w.tp = plan.tp;
+  const uint64_t dim = static_cast<uint64_t>(c.n_embd);
+  w.token_embd = L.matrix("token_embd.weight", dim, static_cast<uint64_t>(c.n_vocab));
+  w.output_norm = L.vector("output_norm.weight", dim);
+  if (!c.tied_output) w.output = L.matrix("output.weight", dim, static_cast<uint64_t>(c.n_vocab));
+  const int64_t vocab_part = plan.vocab_parallel_head ? c.n_vocab / plan.tp : c.n_vocab;
+  w.vocab_begin = plan.vocab_parallel_head ? rank * vocab_part : 0;
+  w.vocab_end = w.vocab_begin + vocab_part;
+  if (file.metadata().findTensor("rope_freqs.weight")) {
+    w.rope_freqs = L.vector("rope_freqs.weight", static_cast<uint64_t>(c.n_rot / 2));
+  }
+  const uint64_t qdim = static_cast<uint64_t>(c.qDim()), kvdim = static_cast<uint64_t>(c.kvDim());
+  const uint64_t ff = static_cast<uint64_t>(c.n_ff);
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const std::string p = fmt::format("blk.{}.", l);
+    LayerWeights lw;
+    lw.attn_norm = L.vector(p + "attn_norm.weight", dim);
+    lw.ffn_norm = L.vector(p + "ffn_norm.weight", dim);
+    lw.wq = L.matrix(p + "attn_q.weight", dim, qdim);
+    lw.wk = L.matrix(p + "attn_k.weight", dim, kvdim);
+    lw.wv = L.matrix(p + "attn_v.weight", dim, kvdim);
+    lw.wo = L.matrix(p + "attn_output.weight", qdim, dim);
+    lw.w_gate = L.matrix(p + "ffn_gate.weight", dim, ff);
+    lw.w_up = L.matrix(p + "ffn_up.weight", dim, ff);
+    lw.w_down = L.matrix(p + "ffn_down.weight", ff, dim);
+    if (c.qkv_bias) {
+      lw.bq = L.vector(p + "attn_q.bias", qdim);
+      lw.bk = L.vector(p + "attn_k.bias", kvdim);
+      lw.bv = L.vector(p + "attn_v.bias", kvdim);
+    }
+    if (c.qk_norm) {
+      lw.q_norm = L.vector(p + "attn_q_norm.weight", static_cast<uint64_t>(c.head_dim));
+      lw.k_norm = L.vector(p + "attn_k_norm.weight", static_cast<uint64_t>(c.head_dim));
+    }
+    w.layers.push_back(std::move(lw));
+  }
+  w.n_head = w.layers.empty() ? 0 : w.layers[0].wq.rows / c.head_dim;
+  w.n_head_kv = w.layers.empty() ? 0 : w.layers[0].wk.rows / c.head_dim;
+  w.n_ff = w.layers.empty() ? 0 : w.layers[0].w_gate.rows;
+  w.bytes = L.bytes();
+  spdlog::info("[model] rank {}: loaded {} tensors, {:.1f} MiB in {:.2f} s", rank, L.tensors(),
+               L.bytes() / 1048576.0, L.seconds());
+  return w;
+}
+
+}  // namespace tpnode::model

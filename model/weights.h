@@ -1,0 +1,55 @@
+// RankWeights: the tensors one rank computes with, copied out of the GGUF mapping into
+// ordinary anonymous memory (the mapping is not used after loading). Each rank copies only its
+// own slice (ShardPlan); replicated tensors are copied per rank.
+//
+// Threading: loadRankWeights may run concurrently for different ranks on one GgufFile.
+// A loaded RankWeights is immutable.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+#include "model/gguf.h"
+#include "model/host_buffer.h"
+#include "model/shard_plan.h"
+
+namespace tpnode::model {
+
+// A 2-D weight slice: `rows` rows of `cols` elements of `type`, rows contiguous.
+struct Matrix {
+  TensorType type = TensorType::kF32;
+  int64_t rows = 0, cols = 0;
+  size_t row_bytes = 0;
+  HostBuffer data;  // anonymous memory, huge pages when large
+  bool empty() const { return rows == 0; }
+  const uint8_t* row(int64_t r) const { return data.data() + static_cast<size_t>(r) * row_bytes; }
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm, ffn_norm;
+  std::vector<float> q_norm, k_norm;  // qwen3: [head_dim]
+  std::vector<float> bq, bk, bv;      // qwen2: this rank's slice
+  Matrix wq, wk, wv, wo;        // wq/wk/wv: [local heads * head_dim, dim]; wo: [dim, local q dim]
+  Matrix w_gate, w_up, w_down;  // gate/up: [local ffn, dim]; down: [dim, local ffn]
+};
+
+struct RankWeights {
+  int rank = 0, tp = 1;
+  int64_t n_head = 0, n_head_kv = 0;       // local heads
+  int64_t n_ff = 0;                        // local ffn rows
+  int64_t vocab_begin = 0, vocab_end = 0;  // rows of the head this rank computes
+  Matrix token_embd;                       // replicated [vocab, dim]
+  Matrix output;                           // [vocab_end - vocab_begin, dim] (empty when tied)
+  std::vector<float> output_norm;
+  std::vector<float> rope_freqs;  // optional llama3 frequency factors
+  std::vector<LayerWeights> layers;
+  uint64_t bytes = 0;
+  const Matrix& head() const { return output.empty() ? token_embd : output; }
+};
+
+// Throws Error(kInvalidData) naming a tensor whose shape or type does not fit the config.
+RankWeights loadRankWeights(const GgufFile& file, const ModelConfig& config, const ShardPlan& plan,
+                            int rank);
+
+}  // namespace tpnode::model

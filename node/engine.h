@@ -1,0 +1,103 @@
+// Engine: what the HTTP API (node/api/) needs from the running cluster on node 0.
+//
+// Contract
+// - The engine owns the model, the request queue and the step loop (one loop thread on node 0
+//   drives all nodes); the API layer owns HTTP connections and never touches the model.
+// - submit() may be called from any HTTP thread. It returns at once; the engine calls
+//   `on_event` from its loop thread, once per generated token and exactly once with
+//   `finished == true` (normal end, stop, cancel or error). on_event must not block: it hands
+//   the event to the connection (e.g. a queue the HTTP thread drains).
+// - cancel() may be called from any thread (client disconnected, stop string matched); the
+//   engine frees the request's slot at the next step boundary and sends the final event with
+//   finish_reason "cancelled" (or whatever it had already finished with). Cancelling an id
+//   that already finished (or is unknown) is a no-op: the API cancels without knowing whether
+//   the final event is already on its way.
+// - tokenize/detokenize/renderChat are thread-safe and do not enter the step loop.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tpnode::node {
+
+struct ChatMessage {
+  std::string role;  // system, user, assistant
+  std::string content;
+};
+
+struct SamplingOptions {
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int top_k = 0;  // 0: off
+  double min_p = 0.0;
+  double repeat_penalty = 1.0;
+  double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
+  std::optional<uint64_t> seed;  // none: the engine picks one
+};
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt_ids;
+  int max_tokens = 16;
+  SamplingOptions sampling;
+  int top_logprobs = 0;  // alternatives per token (0..20); logprob of the chosen token always
+  bool ignore_eos = false;
+};
+
+struct TokenLogprob {
+  int32_t id = 0;
+  std::string text;
+  float logprob = 0;
+};
+
+struct TokenEvent {
+  int32_t id = -1;                // the generated token (-1 on the final event if none)
+  std::string text;               // its bytes (may be part of a UTF-8 sequence)
+  float logprob = 0;              // of the chosen token
+  std::vector<TokenLogprob> top;  // top_logprobs alternatives
+  bool finished = false;
+  std::string finish_reason;  // "length", "stop" (EOS), "cancelled", "error"
+  std::string error;          // set when finish_reason == "error"
+  int prompt_tokens = 0;      // on the final event
+  int completion_tokens = 0;  // on the final event
+};
+
+struct ModelInfo {
+  std::string id;          // model name reported by /v1/models
+  int context_length = 0;  // per slot
+  int n_vocab = 0;
+  bool has_chat_template = false;
+  int64_t created_unix = 0;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+
+  virtual ModelInfo modelInfo() const = 0;
+  // False until every node is connected and loaded, and while a node is missing.
+  virtual bool ready() const = 0;
+  virtual std::string notReadyReason() const = 0;
+
+  virtual std::vector<int32_t> tokenize(const std::string& text, bool add_special) const = 0;
+  virtual std::string detokenize(const std::vector<int32_t>& ids) const = 0;
+  // Throws Error(kUnsupported) naming the template when it cannot be rendered. The API
+  // tokenizes the result with tokenize(text, add_special=true), so the text must not carry a
+  // BOS that tokenize() adds again.
+  virtual std::string renderChat(const std::vector<ChatMessage>& messages) const = 0;
+
+  // Returns a request id. Throws Error(kInvalidArgument) (e.g. prompt longer than the context)
+  // or Error(kUnavailable-like kPeerLost) when the cluster is not ready.
+  virtual uint64_t submit(GenerationRequest request,
+                          std::function<void(const TokenEvent&)> on_event) = 0;
+  virtual void cancel(uint64_t request_id) = 0;
+
+  // Prometheus text lines for engine-side metrics (steps, tokens, all-reduce, liveness).
+  virtual std::string metricsText() const = 0;
+};
+
+}  // namespace tpnode::node

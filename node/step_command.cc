@@ -1,0 +1,145 @@
+#include "node/step_command.h"
+
+#include "common/byte_order.h"
+#include "common/error.h"
+
+namespace tpnode::node {
+namespace {
+
+class Writer {
+ public:
+  explicit Writer(std::vector<std::byte>& out) : out_(out) { out_.clear(); }
+  void u16(uint16_t v) {
+    put(2, [&](uint8_t* p) { storeLE16(p, v); });
+  }
+  void u32(uint32_t v) {
+    put(4, [&](uint8_t* p) { storeLE32(p, v); });
+  }
+  void u64(uint64_t v) {
+    put(8, [&](uint8_t* p) { storeLE64(p, v); });
+  }
+
+ private:
+  template <typename F>
+  void put(size_t n, F&& store) {
+    size_t at = out_.size();
+    out_.resize(at + n);
+    store(reinterpret_cast<uint8_t*>(out_.data() + at));
+  }
+  std::vector<std::byte>& out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::span<const std::byte> in) : in_(in) {}
+  uint16_t u16(const char* field) { return loadLE16(take(2, field)); }
+  uint32_t u32(const char* field) { return loadLE32(take(4, field)); }
+  uint64_t u64(const char* field) { return loadLE64(take(8, field)); }
+  size_t remaining() const { return in_.size() - at_; }
+
+ private:
+  const uint8_t* take(size_t n, const char* field) {
+    if (remaining() < n) {
+      fail(ErrorCode::kInvalidData, "step command truncated at {} (offset {}, {} bytes left)",
+           field, at_, remaining());
+    }
+    const auto* p = reinterpret_cast<const uint8_t*>(in_.data() + at_);
+    at_ += n;
+    return p;
+  }
+  std::span<const std::byte> in_;
+  size_t at_ = 0;
+};
+
+void checkCount(const char* field, uint64_t value, uint64_t limit, size_t bytes_each,
+                size_t remaining) {
+  if (value > limit) {
+    fail(ErrorCode::kInvalidData, "step command {} = {} exceeds the limit {}", field, value, limit);
+  }
+  if (value * bytes_each > remaining) {
+    fail(ErrorCode::kInvalidData, "step command {} = {} needs {} bytes but only {} remain", field,
+         value, value * bytes_each, remaining);
+  }
+}
+
+}  // namespace
+
+void encodeStepCommand(const StepCommand& c, std::vector<std::byte>& out) {
+  Writer w(out);
+  w.u32(kStepMagic);
+  w.u16(kStepVersion);
+  w.u16(static_cast<uint16_t>(c.kind));
+  w.u64(c.step_id);
+  w.u32(static_cast<uint32_t>(c.seqs.size()));
+  w.u32(static_cast<uint32_t>(c.clear_slots.size()));
+  for (uint32_t slot : c.clear_slots) w.u32(slot);
+  for (const SeqChunk& s : c.seqs) {
+    w.u32(s.slot);
+    w.u32(s.start_pos);
+    w.u32(s.flags);
+    w.u32(static_cast<uint32_t>(s.tokens.size()));
+    for (int32_t t : s.tokens) w.u32(static_cast<uint32_t>(t));
+  }
+}
+
+StepCommand decodeStepCommand(std::span<const std::byte> bytes, const StepLimits& limits) {
+  Reader r(bytes);
+  uint32_t magic = r.u32("magic");
+  if (magic != kStepMagic) {
+    fail(ErrorCode::kInvalidData, "step command magic 0x{:08x}, expected 0x{:08x}", magic,
+         kStepMagic);
+  }
+  uint16_t version = r.u16("version");
+  if (version != kStepVersion) {
+    fail(ErrorCode::kMismatch, "step command version {}, this build speaks {}", version,
+         kStepVersion);
+  }
+  StepCommand c;
+  uint16_t kind = r.u16("kind");
+  if (kind < 1 || kind > 3) fail(ErrorCode::kInvalidData, "step command kind {} is unknown", kind);
+  c.kind = static_cast<StepKind>(kind);
+  c.step_id = r.u64("step_id");
+  uint32_t n_seqs = r.u32("n_seqs");
+  uint32_t n_clear = r.u32("n_clear");
+  checkCount("n_seqs", n_seqs, limits.max_seqs, 16, r.remaining());
+  checkCount("n_clear", n_clear, limits.max_seqs, 4, r.remaining());
+  c.clear_slots.reserve(n_clear);
+  for (uint32_t i = 0; i < n_clear; ++i) {
+    uint32_t slot = r.u32("clear_slots");
+    if (slot > limits.max_slot) {
+      fail(ErrorCode::kInvalidData, "step command clear slot {} exceeds {}", slot, limits.max_slot);
+    }
+    c.clear_slots.push_back(slot);
+  }
+  uint64_t total_tokens = 0;
+  c.seqs.resize(n_seqs);
+  for (SeqChunk& s : c.seqs) {
+    s.slot = r.u32("slot");
+    s.start_pos = r.u32("start_pos");
+    s.flags = r.u32("flags");
+    if ((s.flags & ~(kLogitsLast | kLogitsAll)) != 0) {
+      fail(ErrorCode::kInvalidData, "step command seq flags 0x{:x} has unknown bits", s.flags);
+    }
+    uint32_t n_tokens = r.u32("n_tokens");
+    if (s.slot > limits.max_slot) {
+      fail(ErrorCode::kInvalidData, "step command slot {} exceeds {}", s.slot, limits.max_slot);
+    }
+    total_tokens += n_tokens;
+    checkCount("n_tokens", total_tokens, limits.max_tokens, 0, r.remaining());
+    checkCount("n_tokens", n_tokens, limits.max_tokens, 4, r.remaining());
+    s.tokens.resize(n_tokens);
+    for (int32_t& t : s.tokens) {
+      t = static_cast<int32_t>(r.u32("token"));
+      if (t < 0 || t >= limits.n_vocab) {
+        fail(ErrorCode::kInvalidData, "step command token id {} is outside the vocabulary 0..{}", t,
+             limits.n_vocab - 1);
+      }
+    }
+  }
+  if (r.remaining() != 0) {
+    fail(ErrorCode::kInvalidData, "step command has {} trailing bytes", r.remaining());
+  }
+  return c;
+}
+
+}  // namespace tpnode::node

@@ -1,0 +1,58 @@
+// StepCommand: what the driver (node 0) tells every worker before each forward step, sent on
+// the mesh control tag. Workers run exactly the same step on their shards.
+//
+// Wire format (little endian, see docs/wire-protocol.md "Control messages"):
+//   u32 magic 'TPSC' | u16 version | u16 kind | u64 step_id | u32 n_seqs | u32 n_clear
+//   n_clear x u32 slot                         (KV slots to clear before the step)
+//   n_seqs  x { u32 slot | u32 start_pos | u32 flags | u32 n_tokens | n_tokens x i32 token }
+// decode() treats the bytes as hostile: every count is checked against the remaining bytes
+// and the limits before anything is allocated.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tpnode::node {
+
+enum class StepKind : uint16_t {
+  kStep = 1,      // run the forward on `seqs` (after clearing `clear_slots`)
+  kShutdown = 2,  // exit cleanly
+  kReset = 3,     // clear every KV slot (after a fault, when the cluster re-forms)
+};
+
+// SeqChunk flags: which of its tokens produce a logits row (every rank must agree, since the
+// vocab-parallel head all-gathers the rows).
+inline constexpr uint32_t kLogitsLast = 1;  // a row for the last token (to sample from)
+inline constexpr uint32_t kLogitsAll = 2;   // a row for every token (--dump-logits)
+
+struct SeqChunk {
+  uint32_t slot = 0;       // KV cache slot of the sequence
+  uint32_t start_pos = 0;  // position of tokens[0]
+  uint32_t flags = 0;      // kLogits*
+  std::vector<int32_t> tokens;
+};
+
+struct StepCommand {
+  StepKind kind = StepKind::kStep;
+  uint64_t step_id = 0;
+  std::vector<uint32_t> clear_slots;
+  std::vector<SeqChunk> seqs;
+};
+
+struct StepLimits {
+  uint32_t max_seqs = 4096;
+  uint32_t max_tokens = 1u << 20;  // over all sequences
+  uint32_t max_slot = 1u << 16;
+  int32_t n_vocab = INT32_MAX;
+};
+
+inline constexpr uint32_t kStepMagic = 0x43535054;  // "TPSC"
+inline constexpr uint16_t kStepVersion = 1;
+
+void encodeStepCommand(const StepCommand& command, std::vector<std::byte>& out);
+// Throws Error(kInvalidData) naming the field and value on malformed or out-of-limit input.
+StepCommand decodeStepCommand(std::span<const std::byte> bytes, const StepLimits& limits);
+
+}  // namespace tpnode::node

@@ -1,0 +1,151 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "model/kernels/cpu/dot.h"
+#include "model/kernels/cpu/quantize.h"
+
+namespace tpnode::model::kernels {
+namespace {
+
+std::vector<float> randomRow(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+std::vector<uint8_t> encode(TensorType t, const std::vector<float>& x) {
+  std::vector<uint8_t> b(rowBytes(t, x.size()));
+  quantizeRow(t, x.data(), b.data(), static_cast<int64_t>(x.size()));
+  return b;
+}
+
+std::vector<float> decode(TensorType t, const std::vector<uint8_t>& b, int64_t n) {
+  std::vector<float> y(static_cast<size_t>(n));
+  dequantizeRow(t, b.data(), y.data(), n);
+  return y;
+}
+
+const TensorType kWeightTypes[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16,
+                                   TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K,
+                                   TensorType::kQ6_K};
+
+// Round trip error relative to the row's max |x|, per type.
+double roundTripBound(TensorType t) {
+  switch (t) {
+    case TensorType::kF32:
+      return 0;
+    case TensorType::kF16:
+      return 1e-3;
+    case TensorType::kBF16:
+      return 8e-3;
+    case TensorType::kQ8_0:
+      return 1.0 / 127;
+    case TensorType::kQ4_0:
+      return 1.0 / 8;
+    case TensorType::kQ4_K:
+      return 0.15;
+    case TensorType::kQ6_K:
+      return 1.0 / 16;
+    case TensorType::kQ8_K:
+      return 1.0 / 127;
+    default:
+      return 0;
+  }
+}
+
+TEST(QuantTest, RoundTripsEveryType) {
+  const int64_t n = 512;
+  auto x = randomRow(n, 1);
+  double amax = 0;
+  for (float v : x) amax = std::max(amax, double(std::fabs(v)));
+  for (TensorType t : kWeightTypes) {
+    auto y = decode(t, encode(t, x), n);
+    double err = 0;
+    for (int64_t i = 0; i < n; ++i) err = std::max(err, double(std::fabs(x[i] - y[i])));
+    EXPECT_LE(err, roundTripBound(t) * amax) << tensorTypeName(t);
+    EXPECT_GT(err + (t == TensorType::kF32 ? 1 : 0), 0) << tensorTypeName(t) << " is lossless?";
+  }
+}
+
+TEST(QuantTest, HalfConversionsRoundToNearestEven) {
+  EXPECT_EQ(f32ToFp16(1.0f), 0x3c00);
+  EXPECT_EQ(f32ToFp16(65504.f), 0x7bff);
+  EXPECT_EQ(f32ToFp16(1e6f), 0x7c00);
+  EXPECT_EQ(f32ToFp16(-2.0f), 0xc000);
+  EXPECT_EQ(f32ToFp16(1.0f + 1.0f / 2048), 0x3c00);  // tie -> even
+  EXPECT_EQ(f32ToFp16(1.0f + 3.0f / 2048), 0x3c02);  // tie -> even (up)
+  EXPECT_EQ(f32ToFp16(5.960464477539063e-08f), 0x0001);
+  for (uint32_t h = 0; h < 0x7c00; ++h) {
+    ASSERT_EQ(f32ToFp16(fp16ToF32(static_cast<uint16_t>(h))), h) << h;
+  }
+  EXPECT_EQ(f32ToBf16(1.0f), 0x3f80);
+  EXPECT_EQ(bf16ToF32(0x3f80), 1.0f);
+}
+
+TEST(QuantTest, Q8ActivationsMatchLlamaCppRules) {
+  // Q8_0: d = amax / 127, q = nearest-even(x * 127 / amax).
+  std::vector<float> x(32, 0.f);
+  x[0] = 127.f;
+  x[1] = 2.5f;   // ties to even: 2
+  x[2] = -3.5f;  // ties to even: -4
+  BlockQ8_0 b;
+  quantizeRowQ8_0(x.data(), &b, 32);
+  EXPECT_EQ(fp16ToF32(b.d), 1.0f);
+  EXPECT_EQ(b.qs[0], 127);
+  EXPECT_EQ(b.qs[1], 2);
+  EXPECT_EQ(b.qs[2], -4);
+  // Q8_K: iscale = -127 / max (signed), d = 1 / iscale, bsums of 16.
+  std::vector<float> z(256, 0.f);
+  z[5] = -254.f;
+  z[6] = 3.f;  // iscale = 0.5 -> 1.5 -> 2
+  BlockQ8K k;
+  quantizeRowQ8K(z.data(), &k, 256);
+  EXPECT_EQ(k.d, 2.0f);
+  EXPECT_EQ(k.qs[5], -127);
+  EXPECT_EQ(k.qs[6], 2);
+  EXPECT_EQ(k.bsums[0], -125);
+}
+
+// dot(w, a) for every kernel table equals the float reference on the decoded rows.
+TEST(QuantTest, DotProductsMatchTheDecodedReference) {
+  std::vector<const DotKernels*> tables = {&scalarKernels(), avx2Kernels(), avx512Kernels()};
+  for (int64_t n : {256, 512, 1024, 2816}) {
+    const int nr = 9;
+    for (TensorType t : kWeightTypes) {
+      TensorType at = activationType(t);
+      std::vector<uint8_t> w;
+      std::vector<std::vector<float>> wrows;
+      for (int r = 0; r < nr; ++r) {
+        auto row = randomRow(n, 10 + r, r % 2 ? 0.02f : 0.125f);
+        auto enc = encode(t, row);
+        wrows.push_back(decode(t, enc, n));
+        w.insert(w.end(), enc.begin(), enc.end());
+      }
+      auto x = randomRow(n, 99);
+      auto xa = encode(at, x);
+      auto xd = decode(at, xa, n);
+      for (const DotKernels* k : tables) {
+        if (!k) continue;
+        float out[nr];
+        k->forType(t)(n, w.data(), rowBytes(t, n), nr, xa.data(), out);
+        for (int r = 0; r < nr; ++r) {
+          double ref = 0, mag = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            ref += double(wrows[r][i]) * xd[i];
+            mag += std::fabs(double(wrows[r][i]) * xd[i]);
+          }
+          EXPECT_NEAR(out[r], ref, 2e-6 * mag + 1e-6)
+              << k->isa << " " << tensorTypeName(t) << " n=" << n << " row " << r;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tpnode::model::kernels

@@ -1,0 +1,69 @@
+// The llama.cpp reference cases in ../shared/reference (see its README) and a helper that
+// runs a model teacher-forced on them at a given tp (ranks as threads, collectives::LocalGroup).
+#pragma once
+
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "collectives/communicator.h"
+#include "collectives/local_group.h"
+#include "model/config.h"
+#include "model/gguf.h"
+#include "model/local_engine.h"
+#include "model/npy.h"
+#include "model/shard_plan.h"
+#include "tests/model/shared_dir.h"
+
+namespace tpnode::testing_support {
+
+struct ReferenceCase {
+  std::string name, model_file;
+  std::vector<int32_t> prompt_ids, generated_ids;
+  model::NpyMatrix logits;
+};
+
+inline ReferenceCase loadCase(const std::string& name) {
+  std::string dir = sharedDir() + "/reference/";
+  std::ifstream in(dir + "cases/" + name + ".json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  ReferenceCase c;
+  c.name = name;
+  c.model_file = dir + "models/" + j["model"].get<std::string>();
+  c.prompt_ids = j["prompt_ids"].get<std::vector<int32_t>>();
+  c.generated_ids = j["generated_ids"].get<std::vector<int32_t>>();
+  c.logits = model::readNpy(dir + "cases/" + j["logits_file"].get<std::string>());
+  return c;
+}
+
+// Logits [prompt + forced rows][vocab] from a teacher-forced run at tp ranks.
+struct RunOutput {
+  std::vector<float> logits;
+  std::vector<int32_t> ids;
+};
+inline RunOutput runModel(const std::string& path, int tp, const std::vector<int32_t>& prompt,
+                          const std::vector<int32_t>& forced, int n_predict, int threads = 1) {
+  auto file = model::GgufFile::open(path);
+  model::ModelConfig cfg = model::readModelConfig(file->metadata());
+  model::ShardPlan plan = model::planShards(cfg, model::tensorDescs(file->metadata()), tp);
+  auto group = collectives::LocalGroup::create(tp);
+  std::vector<std::unique_ptr<collectives::Communicator>> members;
+  std::vector<collectives::Communicator*> comms;
+  for (int r = 0; r < tp; ++r) {
+    members.push_back(group->communicator(r));
+    comms.push_back(members.back().get());
+  }
+  model::LocalEngine engine(*file, cfg, plan, comms, {threads, 512});
+  model::GenerationRequest req;
+  req.prompt = prompt;
+  req.forced = forced;
+  req.n_predict = n_predict;
+  req.all_logits = true;
+  model::GenerationResult res = engine.generate(req);
+  return {std::move(res.logits), std::move(res.ids)};
+}
+
+}  // namespace tpnode::testing_support

@@ -1,0 +1,69 @@
+#include <gtest/gtest.h>
+
+#include "common/byte_order.h"
+#include "common/error.h"
+#include "node/step_command.h"
+
+namespace tpnode::node {
+namespace {
+
+StepCommand sample() {
+  StepCommand c;
+  c.step_id = 42;
+  c.clear_slots = {3};
+  c.seqs.push_back({1, 0, kLogitsAll, {5, 6, 7}});
+  c.seqs.push_back({2, 17, kLogitsLast, {9}});
+  return c;
+}
+
+TEST(StepCommandTest, RoundTrips) {
+  std::vector<std::byte> bytes;
+  encodeStepCommand(sample(), bytes);
+  StepCommand d = decodeStepCommand(bytes, {});
+  EXPECT_EQ(d.kind, StepKind::kStep);
+  EXPECT_EQ(d.step_id, 42u);
+  EXPECT_EQ(d.clear_slots, std::vector<uint32_t>{3});
+  ASSERT_EQ(d.seqs.size(), 2u);
+  EXPECT_EQ(d.seqs[0].tokens, (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(d.seqs[1].start_pos, 17u);
+  EXPECT_EQ(d.seqs[0].flags, kLogitsAll);
+  EXPECT_EQ(d.seqs[1].flags, kLogitsLast);
+}
+
+TEST(StepCommandTest, EveryTruncationIsRefused) {
+  std::vector<std::byte> bytes;
+  encodeStepCommand(sample(), bytes);
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_THROW(decodeStepCommand(std::span(bytes.data(), n), {}), Error) << n;
+  }
+  bytes.push_back(std::byte{0});
+  EXPECT_THROW(decodeStepCommand(bytes, {}), Error);
+}
+
+TEST(StepCommandTest, HostileFieldsAreRefusedByName) {
+  std::vector<std::byte> bytes;
+  encodeStepCommand(sample(), bytes);
+  auto expectMessage = [](std::vector<std::byte> b, const StepLimits& lim, const char* needle) {
+    try {
+      decodeStepCommand(b, lim);
+      ADD_FAILURE() << "accepted, expected " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  auto bad_magic = bytes;
+  bad_magic[0] = std::byte{0};
+  expectMessage(bad_magic, {}, "magic");
+  auto huge = bytes;  // n_seqs = 0xffffffff
+  storeLE32(reinterpret_cast<uint8_t*>(huge.data()) + 16, 0xffffffffu);
+  expectMessage(huge, {}, "n_seqs");
+  StepLimits vocab;
+  vocab.n_vocab = 6;
+  expectMessage(bytes, vocab, "token id 6");
+  StepLimits slots;
+  slots.max_slot = 2;
+  expectMessage(bytes, slots, "slot 3");
+}
+
+}  // namespace
+}  // namespace tpnode::node
