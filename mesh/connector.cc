@@ -288,9 +288,9 @@ void Connector::run() {
 
   std::unique_lock lock(mu_);
   auto next_log = start_ + kFirstWaitingLog;
-  // MeshOptions::cancel is polled at every recheck (250 ms).
   auto cancelled = [&] { return o_.cancel != nullptr && o_.cancel->load(); };
   while (!completeLocked() && Clock::now() < deadline_ && !cancelled()) {
+    // Wake at least every 250 ms to notice dead links and MeshOptions::cancel.
     cv_.wait_until(lock, std::min({next_log, deadline_, Clock::now() + kRecheck}));
     if (Clock::now() >= next_log) {
       for (int peer = 0; peer < n_; ++peer) {
