@@ -14,7 +14,8 @@
 #                          [--reps 2] [--n 32] [--out FILE.jsonl]
 # Writes one JSON object per measurement (kind: calib | link | cluster) to --out (default
 # build/netns-cluster.jsonl) and to stdout; tools/scaling-model.py check FILE prints predicted
-# vs measured. Calibration (1x1 with 1 and 2 threads, 1x2) runs first, in the same session.
+# vs measured. Calibration (1x1 with 1 and 2 threads, 1x2) runs first and last, in the same
+# session.
 # Needs root (CAP_NET_ADMIN); exits 77 when namespaces cannot be created.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -139,7 +140,7 @@ measure_link() {  # $1 rate
   local wp=$!; PIDS+=($wp)
   local rtt
   rtt=$(ip netns exec "${TAG}n0" timeout 60 "$BIN" --node-id 0 --peers "$peers" --log-level warn \
-        2>/dev/null | awk '/^node 0/ {print $3}')
+        2>/dev/null | awk '/^node 0/ {print $4}')
   wait "$wp"
   emit "{\"kind\":\"link\",\"rate\":\"$1\",\"iperf3_bps\":${bps:-0},\"rtt_us\":${rtt:-0},\"burst\":$BURST,\"load1\":$(load1)}"
 }
@@ -157,4 +158,8 @@ for rate in $RATES; do
     measure cluster "$rate" "${layout%x*}" "${layout#*x}" 1
   done
 done
+shape none  # calibration again at the end: the machine's load drifts
+measure calib none 1 1 1
+measure calib none 1 1 2
+measure calib none 1 2 1
 echo "# done $(date -u +%FT%TZ) uptime:$(uptime)" | tee -a "$OUT"
