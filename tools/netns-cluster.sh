@@ -18,7 +18,7 @@
 # session.
 # Needs root (CAP_NET_ADMIN); exits 77 when namespaces cannot be created.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 BIN=${TPNODE_BIN:-build/node/tpnode}
 MODEL=""; RATES="none 1gbit 200mbit"; LAYOUTS="2x1 4x1 2x2"; REPS=2; NGEN=32
 OUT=build/netns-cluster.jsonl
@@ -69,17 +69,20 @@ for k in $(seq 0 $((NODES - 1))); do
   ip -n "$ns" link set lo up
 done
 
-shape() {  # $1: rate (tc syntax) or none
+shape_dev() {  # $1: rate (tc syntax) or none, $2: namespace, $3: device
+  if [ "$1" = none ]; then
+    ip netns exec "$2" tc qdisc del dev "$3" root 2>/dev/null
+  else
+    ip netns exec "$2" tc qdisc replace dev "$3" root tbf rate "$1" burst "$BURST" limit 4mb ||
+      { echo "tc tbf failed" >&2; exit 1; }
+  fi
+  return 0
+}
+shape() {  # $1: rate (tc syntax) or none; both directions of every node's link
+  local k
   for k in $(seq 0 $((NODES - 1))); do
-    for spec in "${TAG}n$k eth0" "$BR p$k"; do
-      set -- "$1" $spec
-      if [ "$1" = none ]; then
-        ip netns exec "$2" tc qdisc del dev "$3" root 2>/dev/null
-      else
-        ip netns exec "$2" tc qdisc replace dev "$3" root tbf rate "$1" burst "$BURST" limit 4mb ||
-          { echo "tc tbf failed" >&2; exit 1; }
-      fi
-    done
+    shape_dev "$1" "${TAG}n$k" eth0
+    shape_dev "$1" "$BR" "p$k"
   done
 }
 
@@ -127,7 +130,7 @@ measure() {  # $1 kind, $2 rate, $3 nodes, $4 tp, $5 threads
 
 # Link: iperf3 goodput node0 -> node1 (3 s) and the mesh's 64-byte round trip (median of 20).
 measure_link() {  # $1 rate
-  ip netns exec "${TAG}n1" iperf3 -s -1 -p 5299 >/dev/null 2>&1 & local sp=$!; PIDS+=($sp)
+  ip netns exec "${TAG}n1" iperf3 -s -1 -p 5299 >/dev/null 2>&1 & local sp=$!; PIDS+=("$sp")
   sleep 0.5
   local bps
   bps=$(ip netns exec "${TAG}n0" iperf3 -c 10.77.0.2 -p 5299 -t 3 -J 2>/dev/null |
@@ -137,7 +140,7 @@ measure_link() {  # $1 rate
   PORT=$((PORT + 1))
   local peers="10.77.0.1:$PORT,10.77.0.2:$PORT"
   ip netns exec "${TAG}n1" "$BIN" --node-id 1 --peers "$peers" --log-level warn >/dev/null 2>&1 &
-  local wp=$!; PIDS+=($wp)
+  local wp=$!; PIDS+=("$wp")
   local rtt
   rtt=$(ip netns exec "${TAG}n0" timeout 60 "$BIN" --node-id 0 --peers "$peers" --log-level warn \
         2>/dev/null | awk '/^node 0/ {print $4}')

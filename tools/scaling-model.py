@@ -150,7 +150,9 @@ def cmd_gpu(args):
         m = MODELS[name]
         layouts = valid_layouts(m, args)
         skipped = [f"{n}x{g}" for n in (1, 2, 4, 8) for g in (1, 2, 4, 8) if (n, g) not in layouts]
-        print(f"\n#### {m['label']}: decode tokens/s (step ms), bf16 weights\n")
+        wlabel = ("bf16 weights" if args.bytes_per_param == 2
+                  else f"{args.bytes_per_param:g} bytes per weight")
+        print(f"\n#### {m['label']}: decode tokens/s (step ms), {wlabel}\n")
         print("| nodes x GPUs | " + " | ".join(f"TCP {l} Gb/s" for l in links) + " | " +
               " | ".join(f"NCCL {l} Gb/s" for l in links) + " |")
         print("|---|" + "---|" * (2 * len(links)))
