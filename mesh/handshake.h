@@ -119,7 +119,6 @@ class Handshake {
   int claimed_peer_ = -1;
   uint32_t lane_ = 0;
   ErrorCode error_code_ = ErrorCode::kInternal;
-  ErrorCode refusal_code_ = ErrorCode::kMismatch;
   std::string error_;
   bool refused_by_peer_ = false;
 };

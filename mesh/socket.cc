@@ -79,11 +79,6 @@ std::string sockaddrToString(const sockaddr* sa) {
   return std::string(host) + ":" + std::to_string(port);
 }
 
-int pollMs(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  return static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left.count() + 1, 1000)));
-}
-
 }  // namespace
 
 void setNoDelay(int fd) {
@@ -147,52 +142,6 @@ Fd acceptOne(int listen_fd, std::string& from) {
   from = sockaddrToString(reinterpret_cast<sockaddr*>(&ss));
   setNoDelay(fd);
   return Fd(fd);
-}
-
-bool waitReadable(int fd, Clock::time_point deadline) {
-  for (;;) {
-    pollfd p{fd, POLLIN, 0};
-    int rc = ::poll(&p, 1, pollMs(deadline));
-    if (rc > 0) return true;
-    if (rc < 0 && errno != EINTR) fail(ErrorCode::kIo, "poll(): {}", std::strerror(errno));
-    if (Clock::now() >= deadline) return false;
-  }
-}
-
-void readUntil(int fd, std::span<uint8_t> out, Clock::time_point deadline) {
-  size_t got = 0;
-  while (got < out.size()) {
-    ssize_t n = ::recv(fd, out.data() + got, out.size() - got, 0);
-    if (n > 0) {
-      got += static_cast<size_t>(n);
-    } else if (n == 0) {
-      fail(ErrorCode::kPeerLost, "the peer closed the connection");
-    } else if (errno == EAGAIN || errno == EINTR) {
-      if (!waitReadable(fd, deadline)) fail(ErrorCode::kTimeout, "the peer sent nothing in time");
-    } else {
-      fail(errno == ECONNRESET ? ErrorCode::kPeerLost : ErrorCode::kIo, "recv(): {}",
-           std::strerror(errno));
-    }
-  }
-}
-
-void writeUntil(int fd, std::span<const uint8_t> data, Clock::time_point deadline) {
-  size_t sent = 0;
-  while (sent < data.size()) {
-    ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-    if (n >= 0) {
-      sent += static_cast<size_t>(n);
-      continue;
-    }
-    if (errno != EAGAIN && errno != EINTR) {
-      fail(errno == EPIPE || errno == ECONNRESET ? ErrorCode::kPeerLost : ErrorCode::kIo,
-           "send(): {}", std::strerror(errno));
-    }
-    pollfd p{fd, POLLOUT, 0};
-    if (::poll(&p, 1, pollMs(deadline)) == 0 && Clock::now() >= deadline) {
-      fail(ErrorCode::kTimeout, "the peer did not read in time");
-    }
-  }
 }
 
 }  // namespace tpnode::mesh

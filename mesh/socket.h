@@ -1,11 +1,9 @@
-// POSIX TCP socket helpers for the mesh: an RAII descriptor and the blocking-with-deadline
-// primitives used during connection setup.
+// POSIX TCP socket helpers for the mesh: an RAII descriptor, listen, one bounded connect
+// attempt, accept.
 //
 // Contract
 // - Fd owns one descriptor and closes it on destruction; move-only.
 // - Sockets made here are non-blocking, close-on-exec and (for TCP streams) TCP_NODELAY.
-// - The *Until() helpers wait with poll() and give up at `deadline` with Error(kTimeout); an
-//   orderly or abrupt close by the peer is Error(kPeerLost); other OS errors Error(kIo).
 // - Any thread; a given Fd is used by one thread at a time unless the caller says otherwise.
 #pragma once
 
@@ -52,11 +50,5 @@ Fd acceptOne(int listen_fd, std::string& from);
 
 void setNoDelay(int fd);
 void setBuffers(int fd, int bytes);
-
-void readUntil(int fd, std::span<uint8_t> out, Clock::time_point deadline);
-void writeUntil(int fd, std::span<const uint8_t> data, Clock::time_point deadline);
-
-// Waits until `fd` is readable (or has an error/hang-up) or `deadline`; true when readable.
-bool waitReadable(int fd, Clock::time_point deadline);
 
 }  // namespace tpnode::mesh

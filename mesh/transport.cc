@@ -1,5 +1,6 @@
 #include "mesh/transport.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -23,13 +24,22 @@ namespace {
 
 class PlainTransport final : public Transport {
  public:
-  explicit PlainTransport(Fd fd) : fd_(std::move(fd)) {}
+  explicit PlainTransport(Fd fd) : fd_(std::move(fd)) {
+    int flags = ::fcntl(fd_.get(), F_GETFL);
+    ::fcntl(fd_.get(), F_SETFL, flags & ~O_NONBLOCK);
+    timeval tv{0, 100'000};
+    ::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
 
   int fd() const override { return fd_.get(); }
 
-  ssize_t read(void* buffer, size_t size) override {
+  ssize_t read(void* buffer, size_t size) override { return recvWith(buffer, size, MSG_DONTWAIT); }
+  bool canBlock() const override { return true; }
+  ssize_t readBlocking(void* buffer, size_t size) override { return recvWith(buffer, size, 0); }
+
+  ssize_t recvWith(void* buffer, size_t size, int flags) {
     for (;;) {
-      ssize_t n = ::recv(fd_.get(), buffer, size, MSG_DONTWAIT);
+      ssize_t n = ::recv(fd_.get(), buffer, size, flags);
       if (n >= 0) return n;
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return kWouldBlock;

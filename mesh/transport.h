@@ -2,7 +2,8 @@
 // poll() on fd() itself.
 //
 // Contract
-// - read/writev never block. They return the byte count, kWouldBlock, or (read) 0 at an
+// - read/writev never block (readBlocking waits at most ~100 ms). They return the byte count,
+// kWouldBlock, or (read) 0 at an
 //   orderly end of stream; a broken connection throws Error(kPeerLost), other failures
 //   Error(kIo).
 // - One reader and one writer may call at the same time (the link's receive role and send
@@ -28,6 +29,10 @@ class Transport {
   virtual int fd() const = 0;
   virtual ssize_t read(void* buffer, size_t size) = 0;
   virtual ssize_t writev(const iovec* iov, int count) = 0;
+  // Like read(), but sleeps in the kernel until bytes arrive, the connection is shut down, or
+  // a short timeout (100 ms) passes (then kWouldBlock). Only when canBlock().
+  virtual bool canBlock() const { return false; }
+  virtual ssize_t readBlocking(void* buffer, size_t size) { return read(buffer, size); }
   // True when bytes were already received and decoded but not read (TLS records); a reader
   // must not sleep in poll() while this holds.
   virtual bool hasBuffered() const { return false; }
@@ -37,7 +42,8 @@ class Transport {
   virtual const char* name() const = 0;
 };
 
-// Plain TCP: each call is one system call.
+// Plain TCP: each call is one system call. The socket is switched to blocking mode with a
+// 100 ms receive timeout; read/writev pass MSG_DONTWAIT.
 std::unique_ptr<Transport> makePlainTransport(Fd fd);
 
 }  // namespace tpnode::mesh

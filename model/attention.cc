@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/kernels/cpu/dot.h"
 #include "model/kernels/cpu/ops.h"
 #include "model/llama_rank.h"
 
@@ -68,6 +69,8 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
   const int64_t nq = heads * hd;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   attn_.assign(static_cast<size_t>(n * nq), 0.f);
+  const kernels::DotFn f32dot = kernels::bestKernels().f32;
+  const size_t kv_row_bytes = static_cast<size_t>(kv_.rowFloats()) * sizeof(float);
   pool_.parallelFor(n * heads, 1, [&](int64_t b, int64_t e) {
     std::vector<float> scores;
     for (int64_t job = b; job < e; ++job) {
@@ -76,12 +79,10 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
       const float* q = q_.data() + i * nq + h * hd;
       const int64_t len = t.pos + 1;
       scores.resize(static_cast<size_t>(len));
-      for (int64_t p = 0; p < len; ++p) {
-        const float* k = kv_.k(l, t.slot, p) + kvh * hd;
-        float s = 0;
-        for (int64_t d = 0; d < hd; ++d) s += q[d] * k[d];
-        scores[static_cast<size_t>(p)] = s * scale;
-      }
+      // q . k for every cached position: rows of K one position apart.
+      f32dot(hd, kv_.k(l, t.slot, 0) + kvh * hd, kv_row_bytes, static_cast<int>(len), q,
+             scores.data());
+      for (float& s : scores) s *= scale;
       kernels::softmax(scores.data(), len);
       float* out = attn_.data() + i * nq + h * hd;
       for (int64_t p = 0; p < len; ++p) {

@@ -8,7 +8,7 @@
 namespace tpnode::model {
 namespace {
 
-constexpr std::array<std::pair<ChatTemplate, std::string_view>, 11> kNames = {{
+constexpr std::array<std::pair<ChatTemplate, std::string_view>, 13> kNames = {{
     {ChatTemplate::kChatml, "chatml"},
     {ChatTemplate::kLlama3, "llama3"},
     {ChatTemplate::kGemma, "gemma"},
@@ -20,7 +20,17 @@ constexpr std::array<std::pair<ChatTemplate, std::string_view>, 11> kNames = {{
     {ChatTemplate::kMistralV3, "mistral-v3"},
     {ChatTemplate::kMistralV3Tekken, "mistral-v3-tekken"},
     {ChatTemplate::kMistralV7, "mistral-v7"},
+    {ChatTemplate::kPhi3, "phi3"},
+    {ChatTemplate::kDeepseek3, "deepseek3"},
 }};
+
+constexpr std::string_view kDsUser = "<\xEF\xBD\x9CUser\xEF\xBD\x9C>";  // <｜User｜>
+constexpr std::string_view kDsAssistant =
+    "<\xEF\xBD\x9C"
+    "Assistant\xEF\xBD\x9C>";  // <｜Assistant｜>
+constexpr std::string_view kDsEnd =
+    "<\xEF\xBD\x9C"
+    "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";  // <｜end▁of▁sentence｜>
 
 bool isSpace(char c) {
   return c == ' ' || (c >= '\t' && c <= '\r');
@@ -125,8 +135,10 @@ ChatTemplate detectChatTemplate(std::string_view text) {
     if (has("<<SYS>>")) return ChatTemplate::kLlama2Sys;
     return ChatTemplate::kLlama2;
   }
+  if (has("<|assistant|>") && has("<|end|>")) return ChatTemplate::kPhi3;
   if (has("<start_of_turn>")) return ChatTemplate::kGemma;
   if (has("<|start_header_id|>") && has("<|end_header_id|>")) return ChatTemplate::kLlama3;
+  if (has(kDsAssistant) && has(kDsUser) && has(kDsEnd)) return ChatTemplate::kDeepseek3;
   if (text.empty()) {
     fail(ErrorCode::kUnsupported, "the model has no chat template (tokenizer.chat_template)");
   }
@@ -135,8 +147,9 @@ ChatTemplate detectChatTemplate(std::string_view text) {
     if (c == '\n' || c == '\r') c = ' ';
   }
   fail(ErrorCode::kUnsupported,
-       "chat template not supported (known: chatml, llama3, gemma, llama2, mistral): '{}{}'", head,
-       text.size() > 80 ? "..." : "");
+       "chat template not supported (known: chatml, llama3, gemma, llama2, mistral, phi3, "
+       "deepseek3): '{}{}'",
+       head, text.size() > 80 ? "..." : "");
 }
 
 std::string renderChat(ChatTemplate t, std::span<const ChatMsg> messages, bool add_assistant) {
@@ -169,6 +182,24 @@ std::string renderChat(ChatTemplate t, std::span<const ChatMsg> messages, bool a
     case ChatTemplate::kMistralV3:
     case ChatTemplate::kMistralV3Tekken:
       renderMistral(t, messages, out);
+      break;
+    case ChatTemplate::kPhi3:
+      for (const ChatMsg& m : messages) {
+        out.append("<|").append(m.role).append("|>\n").append(m.content).append("<|end|>\n");
+      }
+      if (add_assistant) out += "<|assistant|>\n";
+      break;
+    case ChatTemplate::kDeepseek3:
+      for (const ChatMsg& m : messages) {
+        if (m.role == "system") {
+          out.append(m.content).append("\n\n");
+        } else if (m.role == "user") {
+          out.append(kDsUser).append(m.content);
+        } else if (m.role == "assistant") {
+          out.append(kDsAssistant).append(m.content).append(kDsEnd);
+        }
+      }
+      if (add_assistant) out.append(kDsAssistant);
       break;
     case ChatTemplate::kMistralV7:
       for (const ChatMsg& m : messages) {

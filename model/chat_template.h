@@ -29,6 +29,8 @@ enum class ChatTemplate {
   kMistralV3,        // "[INST] ... [/INST]", assistant trimmed
   kMistralV3Tekken,  // "[INST]...[/INST]"
   kMistralV7,        // [SYSTEM_PROMPT] ... [/SYSTEM_PROMPT][INST] ... [/INST]
+  kPhi3,             // <|role|>\n...<|end|>\n
+  kDeepseek3,  // <｜User｜>...<｜Assistant｜>...<｜end▁of▁sentence｜> (V3, R1 distills)
 };
 
 struct ChatMsg {
@@ -38,7 +40,8 @@ struct ChatMsg {
 
 // Recognises a tokenizer.chat_template text, or a name: chatml, llama3, gemma, llama2,
 // llama2-sys, llama2-sys-bos, llama2-sys-strip, mistral-v1, mistral-v3, mistral-v3-tekken,
-// mistral-v7. Throws Error(kUnsupported) naming the template.
+// mistral-v7, phi3, deepseek3. Throws Error(kUnsupported) naming the template. (llama.cpp
+// falls back to chatml for a model without a template; callers may pass "chatml" for that.)
 ChatTemplate detectChatTemplate(std::string_view template_text);
 
 std::string_view chatTemplateName(ChatTemplate t);

@@ -2,6 +2,7 @@
 #include "model/llama_rank.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/check.h"
 #include "common/error.h"
@@ -17,7 +18,19 @@ LlamaRank::LlamaRank(const ModelConfig& config, RankWeights weights,
       weights_(std::move(weights)),
       comm_(comm),
       pool_(pool),
-      kv_(config.n_layer, n_slots, n_ctx, weights_.n_head_kv, config.head_dim) {}
+      kv_(config.n_layer, n_slots, n_ctx, weights_.n_head_kv, config.head_dim) {
+  const Matrix& w = weights_.head();
+  const int64_t local = weights_.vocab_end - weights_.vocab_begin;
+  if (local != config_.n_vocab && w.rows == config_.n_vocab) {
+    // Tied head, vocab-parallel: keep this rank's rows of the replicated token_embd.
+    head_slice_.type = w.type;
+    head_slice_.rows = local;
+    head_slice_.cols = w.cols;
+    head_slice_.row_bytes = w.row_bytes;
+    head_slice_.data = HostBuffer(static_cast<size_t>(local) * w.row_bytes);
+    std::memcpy(head_slice_.data.data(), w.row(weights_.vocab_begin), head_slice_.data.size());
+  }
+}
 
 void LlamaRank::matmul(const Matrix& w, const float* x, int64_t n, float* y) {
   kernels::matmul(w, x, n, y, w.rows, pool_, quant_scratch_);
@@ -74,16 +87,7 @@ void LlamaRank::head(std::span<const BatchToken> batch, std::vector<float>& logi
     return;
   }
   // Vocab-parallel: this rank's rows of the head (of token_embd when tied), then all-gather.
-  Matrix view;
-  const Matrix* part = &w;
-  if (w.rows == vocab) {  // tied: use a row range of the replicated token_embd
-    view.type = w.type;
-    view.rows = local;
-    view.cols = w.cols;
-    view.row_bytes = w.row_bytes;
-    view.data.assign(w.row(weights_.vocab_begin), w.row(weights_.vocab_end));
-    part = &view;
-  }
+  const Matrix* part = head_slice_.empty() ? &w : &head_slice_;
   logits_local_.resize(static_cast<size_t>(n_out * local));
   kernels::matmul(*part, h_.data(), n_out, logits_local_.data(), local, pool_, quant_scratch_);
   gathered_.resize(static_cast<size_t>(n_out * vocab));

@@ -56,6 +56,7 @@ class LlamaRank {
   collectives::Communicator& comm_;
   kernels::ThreadPool& pool_;
   KvCache kv_;
+  Matrix head_slice_;  // tied + vocab-parallel head: this rank's rows of token_embd
   // Scratch, sized for the largest batch so far: [tokens][width].
   std::vector<float> x_, h_, q_, k_, v_, attn_, o_, gate_, up_, logits_local_, gathered_;
   std::vector<uint8_t> quant_scratch_;

@@ -191,38 +191,56 @@ void refine(std::span<const uint32_t> cpts, std::span<const CharClass> classes,
   lengths.swap(scratch);
 }
 
-// llama.cpp's default BPE pre-tokenizer: four regexes applied in turn.
-void splitDefault(std::span<const uint32_t> cpts, std::span<const CharClass> classes,
-                  std::vector<size_t>& lengths) {
+size_t punctuationRun(std::span<const uint32_t> cpts, std::span<const CharClass> classes,
+                      const Segment& s, size_t pos, bool backtick) {
+  size_t end = pos;
+  while (end < s.end()) {
+    const uint32_t c = cpts[end];
+    const bool in = classes[end].punctuation || c == '$' || c == '+' || c == '<' || c == '=' ||
+                    c == '>' || c == '^' || c == '~' || c == '|' || (backtick && c == '`');
+    if (!in) break;
+    ++end;
+  }
+  return end - pos;
+}
+
+size_t threeAsciiDigits(std::span<const uint32_t> cpts, const Segment& s, size_t pos) {
+  for (size_t k = 0; k < 3; ++k) {
+    if (pos + k >= s.end() || cpts[pos + k] < '0' || cpts[pos + k] > '9') return 0;
+  }
+  return 3;
+}
+
+// llama.cpp's default BPE pre-tokenizer: four regexes applied in turn; falcon's three.
+void splitChain(std::span<const uint32_t> cpts, std::span<const CharClass> classes,
+                std::vector<size_t>& lengths, bool falcon) {
   std::vector<size_t> scratch;
-  const auto punct = [&](size_t pos) {
-    const uint32_t c = cpts[pos];
-    return classes[pos].punctuation || c == '$' || c == '+' || c == '<' || c == '=' || c == '>' ||
-           c == '^' || c == '~' || c == '|';
-  };
-  refine(cpts, classes, lengths, scratch, [&](Segment& s) {  // [\p{P}\$\+<=>\^~\|]+
-    splitByMatches(s, [&](size_t pos) {
-      size_t end = pos;
-      while (end < s.end() && punct(end)) ++end;
-      return end - pos;
-    });
+  refine(cpts, classes, lengths, scratch, [&](Segment& s) {  // [\p{P}\$\+<=>\^~\|]+ (falcon: `)
+    splitByMatches(s, [&](size_t pos) { return punctuationRun(cpts, classes, s, pos, falcon); });
   });
   refine(cpts, classes, lengths, scratch, [&](Segment& s) { splitGpt2(s); });
-  refine(cpts, classes, lengths, scratch, [&](Segment& s) {  // \p{N}+
-    splitByMatches(s, [&](size_t pos) {
-      size_t end = pos;
-      while (end < s.end() && classes[end].number && !classes[end].whitespace) ++end;
-      return end - pos;
+  if (!falcon) {
+    refine(cpts, classes, lengths, scratch, [&](Segment& s) {  // \p{N}+
+      splitByMatches(s, [&](size_t pos) {
+        size_t end = pos;
+        while (end < s.end() && classes[end].number && !classes[end].whitespace) ++end;
+        return end - pos;
+      });
     });
-  });
+  }
   refine(cpts, classes, lengths, scratch, [&](Segment& s) {  // [0-9][0-9][0-9]
-    splitByMatches(s, [&](size_t pos) -> size_t {
-      for (size_t k = 0; k < 3; ++k) {
-        if (pos + k >= s.end() || cpts[pos + k] < '0' || cpts[pos + k] > '9') return 0;
-      }
-      return 3;
-    });
+    splitByMatches(s, [&](size_t pos) { return threeAsciiDigits(cpts, s, pos); });
   });
+}
+
+// starcoder, refact, command-r, ...: \p{N} (each digit alone), then the gpt2 regex.
+void splitStarcoder(std::span<const uint32_t> cpts, std::span<const CharClass> classes,
+                    std::vector<size_t>& lengths) {
+  std::vector<size_t> scratch;
+  refine(cpts, classes, lengths, scratch, [&](Segment& s) {
+    splitByMatches(s, [&](size_t pos) -> size_t { return classes[pos].number ? 1 : 0; });
+  });
+  refine(cpts, classes, lengths, scratch, [&](Segment& s) { splitGpt2(s); });
 }
 
 }  // namespace
@@ -231,9 +249,12 @@ PreTokenizer preTokenizerFromName(std::string_view name) {
   static constexpr std::array<std::string_view, 4> kLlama3 = {"llama3", "llama-v3", "llama-bpe",
                                                               "falcon3"};
   static constexpr std::array<std::string_view, 2> kQwen2 = {"qwen2", "deepseek-r1-qwen"};
-  static constexpr std::array<std::string_view, 10> kGpt2 = {
+  static constexpr std::array<std::string_view, 13> kGpt2 = {
       "gpt-2",      "phi-2",      "jina-es",    "jina-de",      "gigachat",
-      "jina-v1-en", "jina-v2-es", "jina-v2-de", "jina-v2-code", "roberta-bpe"};
+      "jina-v1-en", "jina-v2-es", "jina-v2-de", "jina-v2-code", "roberta-bpe",
+      "mpt",        "olmo",       "jais"};
+  static constexpr std::array<std::string_view, 7> kStarcoder = {
+      "starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b"};
   const auto in = [&](const auto& names) {
     for (const auto& n : names) {
       if (n == name) return true;
@@ -244,9 +265,11 @@ PreTokenizer preTokenizerFromName(std::string_view name) {
   if (in(kLlama3)) return PreTokenizer::kLlama3;
   if (in(kQwen2)) return PreTokenizer::kQwen2;
   if (in(kGpt2)) return PreTokenizer::kGpt2;
+  if (in(kStarcoder)) return PreTokenizer::kStarcoder;
+  if (name == "falcon") return PreTokenizer::kFalcon;
   fail(ErrorCode::kUnsupported,
        "tokenizer.ggml.pre '{}' is not supported (supported: llama3, llama-bpe, qwen2, gpt-2, "
-       "default)",
+       "mpt, olmo, starcoder, refact, command-r, smollm, falcon, default)",
        std::string(name));
 }
 
@@ -266,8 +289,13 @@ void splitWords(PreTokenizer pre, std::span<const uint32_t> cpts,
       splitLlama3(whole, 1);
       return;
     case PreTokenizer::kDefault:
+    case PreTokenizer::kFalcon:
       lengths.push_back(cpts.size());
-      splitDefault(cpts, classes, lengths);
+      splitChain(cpts, classes, lengths, pre == PreTokenizer::kFalcon);
+      return;
+    case PreTokenizer::kStarcoder:
+      lengths.push_back(cpts.size());
+      splitStarcoder(cpts, classes, lengths);
       return;
   }
 }

@@ -5,9 +5,10 @@
 // - Pure functions, thread-safe. The regexes are implemented by hand (no std::regex); the
 //   character classes come from model/unicode.h.
 // - Supported: llama3 (Llama 3: "llama3", "llama-v3", "llama-bpe", "falcon3"),
-//   qwen2 ("qwen2", "deepseek-r1-qwen"), gpt2 ("gpt-2", "phi-2", "roberta-bpe", jina-*),
-//   default ("" or "default": llama.cpp's chain of four regexes). Any other name is
-//   Error(kUnsupported) naming it.
+//   qwen2 ("qwen2", "deepseek-r1-qwen"), gpt2 ("gpt-2", "phi-2", "roberta-bpe", "mpt", "olmo",
+//   jina-*, ...), starcoder (digits one by one, then gpt2: "starcoder", "refact",
+//   "command-r", "smollm", ...), falcon, default ("" or "default": llama.cpp's chain of four
+//   regexes). Any other name is Error(kUnsupported) naming it.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,7 @@
 
 namespace tpnode::model {
 
-enum class PreTokenizer { kDefault, kGpt2, kLlama3, kQwen2 };
+enum class PreTokenizer { kDefault, kGpt2, kLlama3, kQwen2, kStarcoder, kFalcon };
 
 // Maps a tokenizer.ggml.pre value to its pre-tokenizer; throws Error(kUnsupported).
 PreTokenizer preTokenizerFromName(std::string_view name);

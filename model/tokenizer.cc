@@ -151,7 +151,7 @@ Tokenizer::Tokenizer(const Vocab& v) : t_(std::make_unique<TokenizerTables>()) {
     t.spm = false;
     bos = 11, eos = 11;
     t.pre = preTokenizerFromName(v.pre);
-    t.clean_spaces = t.pre != PreTokenizer::kQwen2;
+    t.clean_spaces = t.pre != PreTokenizer::kQwen2 && v.pre != "command-r";
     if (t.pre == PreTokenizer::kLlama3) {
       t.ignore_merges = true;
       t.add_bos = true;

@@ -139,6 +139,10 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
   flag(app, "port", o.port, "API listen port (node 0)")->group("Serving");
   flag(app, "parallel", o.parallel, "Concurrent sequence slots")->group("Serving");
   flag(app, "api-key-file", o.api_key_file, "File of accepted API keys")->group("Serving");
+  // API over HTTPS (node/api/).
+  flag(app, "api-tls-cert", o.api_tls_cert, "PEM certificate (chain) for the HTTPS API")
+      ->group("Serving");
+  flag(app, "api-tls-key", o.api_tls_key, "PEM private key for the HTTPS API")->group("Serving");
 
   flag(app, "log-level", o.log_level, "trace, debug, info, warn, error")->group("Misc");
 

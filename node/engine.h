@@ -9,7 +9,9 @@
 //   the event to the connection (e.g. a queue the HTTP thread drains).
 // - cancel() may be called from any thread (client disconnected, stop string matched); the
 //   engine frees the request's slot at the next step boundary and sends the final event with
-//   finish_reason "cancelled" (or whatever it had already finished with).
+//   finish_reason "cancelled" (or whatever it had already finished with). Cancelling an id
+//   that already finished (or is unknown) is a no-op: the API cancels without knowing whether
+//   the final event is already on its way.
 // - tokenize/detokenize/renderChat are thread-safe and do not enter the step loop.
 #pragma once
 
@@ -53,9 +55,9 @@ struct TokenLogprob {
 };
 
 struct TokenEvent {
-  int32_t id = -1;          // the generated token (-1 on the final event if none)
-  std::string text;         // its bytes (may be part of a UTF-8 sequence)
-  float logprob = 0;        // of the chosen token
+  int32_t id = -1;                // the generated token (-1 on the final event if none)
+  std::string text;               // its bytes (may be part of a UTF-8 sequence)
+  float logprob = 0;              // of the chosen token
   std::vector<TokenLogprob> top;  // top_logprobs alternatives
   bool finished = false;
   std::string finish_reason;  // "length", "stop" (EOS), "cancelled", "error"
@@ -65,7 +67,7 @@ struct TokenEvent {
 };
 
 struct ModelInfo {
-  std::string id;  // model name reported by /v1/models
+  std::string id;          // model name reported by /v1/models
   int context_length = 0;  // per slot
   int n_vocab = 0;
   bool has_chat_template = false;
@@ -83,7 +85,9 @@ class Engine {
 
   virtual std::vector<int32_t> tokenize(const std::string& text, bool add_special) const = 0;
   virtual std::string detokenize(const std::vector<int32_t>& ids) const = 0;
-  // Throws Error(kUnsupported) naming the template when it cannot be rendered.
+  // Throws Error(kUnsupported) naming the template when it cannot be rendered. The API
+  // tokenizes the result with tokenize(text, add_special=true), so the text must not carry a
+  // BOS that tokenize() adds again.
   virtual std::string renderChat(const std::vector<ChatMessage>& messages) const = 0;
 
   // Returns a request id. Throws Error(kInvalidArgument) (e.g. prompt longer than the context)

@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   }
   try {
     initLogging(options.log_level, "n" + std::to_string(options.node_id));
-    if (!options.model.empty() && options.peers.empty()) return node::runLocal(options);
+    if (!options.model.empty()) return node::runCluster(options);
     if (options.model.empty() && !options.peers.empty()) return node::runMeshOnly(options);
     spdlog::error(
         "nothing to do: give --model (one process), --peers (mesh smoke test), or "

@@ -12,4 +12,8 @@ int runMeshOnly(const Options& options);
 // --model without --peers: one process, --tp local ranks, --prompt generation.
 int runLocal(const Options& options);
 
+// --model with --peers (or a config), or --model without --prompt: node 0 drives (and
+// serves), the other nodes work. See node/driver.h and node/worker.h.
+int runCluster(const Options& options);
+
 }  // namespace tpnode::node

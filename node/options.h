@@ -46,6 +46,8 @@ struct Options {
   int port = 8080;
   int parallel = 4;
   std::string api_key_file;
+  // API over HTTPS (node/api/): both or neither.
+  std::string api_tls_cert, api_tls_key;
   // Misc
   std::string log_level = "info";
 };

@@ -77,7 +77,11 @@ PlannedStep Scheduler::plan(std::vector<std::unique_ptr<Sequence>>& removed) {
                         s->tokens.begin() + static_cast<std::ptrdiff_t>(s->n_cached + n));
     step.command.seqs.push_back(std::move(chunk));
     step.participants.push_back(s);
-    if (s->n_cached + n == s->tokens.size()) step.sampled.push_back(s);
+    if (s->n_cached + n == s->tokens.size()) {
+      step.sampled.push_back(s);
+      step.command.seqs.back().flags |= kLogitsLast;
+    }
+    if (s->all_logits) step.command.seqs.back().flags |= kLogitsAll;
     budget -= static_cast<int>(n);
   };
   for (auto& s : running_) {

@@ -37,6 +37,7 @@ struct Sequence {
   size_t n_cached = 0;  // tokens already in the KV cache
   int max_new_tokens = 0;
   int slot = -1;
+  bool all_logits = false;  // a logits row for every position (--dump-logits)
   bool cancelled = false;
   bool finished = false;
   size_t generated() const { return tokens.size() - n_prompt; }

@@ -76,6 +76,7 @@ void encodeStepCommand(const StepCommand& c, std::vector<std::byte>& out) {
   for (const SeqChunk& s : c.seqs) {
     w.u32(s.slot);
     w.u32(s.start_pos);
+    w.u32(s.flags);
     w.u32(static_cast<uint32_t>(s.tokens.size()));
     for (int32_t t : s.tokens) w.u32(static_cast<uint32_t>(t));
   }
@@ -100,7 +101,7 @@ StepCommand decodeStepCommand(std::span<const std::byte> bytes, const StepLimits
   c.step_id = r.u64("step_id");
   uint32_t n_seqs = r.u32("n_seqs");
   uint32_t n_clear = r.u32("n_clear");
-  checkCount("n_seqs", n_seqs, limits.max_seqs, 12, r.remaining());
+  checkCount("n_seqs", n_seqs, limits.max_seqs, 16, r.remaining());
   checkCount("n_clear", n_clear, limits.max_seqs, 4, r.remaining());
   c.clear_slots.reserve(n_clear);
   for (uint32_t i = 0; i < n_clear; ++i) {
@@ -115,6 +116,10 @@ StepCommand decodeStepCommand(std::span<const std::byte> bytes, const StepLimits
   for (SeqChunk& s : c.seqs) {
     s.slot = r.u32("slot");
     s.start_pos = r.u32("start_pos");
+    s.flags = r.u32("flags");
+    if ((s.flags & ~(kLogitsLast | kLogitsAll)) != 0) {
+      fail(ErrorCode::kInvalidData, "step command seq flags 0x{:x} has unknown bits", s.flags);
+    }
     uint32_t n_tokens = r.u32("n_tokens");
     if (s.slot > limits.max_slot) {
       fail(ErrorCode::kInvalidData, "step command slot {} exceeds {}", s.slot, limits.max_slot);

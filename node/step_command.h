@@ -4,7 +4,7 @@
 // Wire format (little endian, see docs/wire-protocol.md "Control messages"):
 //   u32 magic 'TPSC' | u16 version | u16 kind | u64 step_id | u32 n_seqs | u32 n_clear
 //   n_clear x u32 slot                         (KV slots to clear before the step)
-//   n_seqs  x { u32 slot | u32 start_pos | u32 n_tokens | n_tokens x i32 token }
+//   n_seqs  x { u32 slot | u32 start_pos | u32 flags | u32 n_tokens | n_tokens x i32 token }
 // decode() treats the bytes as hostile: every count is checked against the remaining bytes
 // and the limits before anything is allocated.
 #pragma once
@@ -22,9 +22,15 @@ enum class StepKind : uint16_t {
   kReset = 3,     // clear every KV slot (after a fault, when the cluster re-forms)
 };
 
+// SeqChunk flags: which of its tokens produce a logits row (every rank must agree, since the
+// vocab-parallel head all-gathers the rows).
+inline constexpr uint32_t kLogitsLast = 1;  // a row for the last token (to sample from)
+inline constexpr uint32_t kLogitsAll = 2;   // a row for every token (--dump-logits)
+
 struct SeqChunk {
   uint32_t slot = 0;       // KV cache slot of the sequence
   uint32_t start_pos = 0;  // position of tokens[0]
+  uint32_t flags = 0;      // kLogits*
   std::vector<int32_t> tokens;
 };
 

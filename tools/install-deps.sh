@@ -8,8 +8,9 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev clang-format
   libboost-dev libboost-program-options-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
   libcli11-dev nlohmann-json3-dev libssl-dev openssl
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libicu-dev
   iproute2 iperf3 procps curl
+  chromium chromium-driver python3-venv
   libgloo-dev openmpi-bin libopenmpi-dev
 )
 
@@ -26,4 +27,25 @@ if ((${#missing[@]})); then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "[deps] all Debian packages present"
+fi
+
+# PyPI packages for test scripts, in a venv (Debian's python is externally managed):
+# ${TPNODE_VENV:-$HOME/.cache/tpnode/venv}. tools/venv-python.sh runs python from it.
+#   openai    the official client, for tests/node/api/test_openai_client.py
+#   selenium  drives Debian's chromium + chromedriver for tests/node/api/test_chat_ui.py
+PIP_PACKAGES=(openai selenium)
+VENV=${TPNODE_VENV:-$HOME/.cache/tpnode/venv}
+if [ ! -x "$VENV/bin/python3" ]; then
+  echo "[deps] creating python venv $VENV"
+  python3 -m venv "$VENV"
+fi
+pip_missing=()
+for p in "${PIP_PACKAGES[@]}"; do
+  "$VENV/bin/python3" -m pip show -q "$p" >/dev/null 2>&1 || pip_missing+=("$p")
+done
+if ((${#pip_missing[@]})); then
+  echo "[deps] pip installing into $VENV: ${pip_missing[*]}"
+  "$VENV/bin/python3" -m pip install -q --disable-pip-version-check "${pip_missing[@]}"
+else
+  echo "[deps] all PyPI packages present"
 fi

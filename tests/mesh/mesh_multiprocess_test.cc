@@ -1,6 +1,7 @@
 // Real tpnode processes forming meshes on loopback (127.0.0.x, fresh ports per test).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <memory>
 #include <random>
 
@@ -43,7 +44,7 @@ class MeshProcessTest : public ::testing::Test {
     return peers.substr(start, peers.find(',', start) - start);
   }
 
-  void formMesh(int n, unsigned seed) {
+  void formMesh(int n, unsigned seed, int sockets_per_peer = 1) {
     std::string peers = loopbackPeers(n);
     std::vector<int> order(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
@@ -52,8 +53,9 @@ class MeshProcessTest : public ::testing::Test {
     std::vector<Process*> nodes(static_cast<size_t>(n));
     for (int id : order) {
       std::this_thread::sleep_for(milliseconds(rng() % 1200));
-      nodes[static_cast<size_t>(id)] =
-          &start("node" + std::to_string(id), id, peers, {"--connect-timeout", "30"});
+      nodes[static_cast<size_t>(id)] = &start(
+          "node" + std::to_string(id), id, peers,
+          {"--connect-timeout", "30", "--sockets-per-peer", std::to_string(sockets_per_peer)});
     }
     for (int id = 0; id < n; ++id) {
       Process& p = *nodes[static_cast<size_t>(id)];
@@ -84,16 +86,37 @@ TEST_F(MeshProcessTest, FourNodesInRandomOrderConnect) {
   formMesh(4, std::random_device{}());
 }
 
+TEST_F(MeshProcessTest, APeerThatRestartsDuringSetupIsTakenBackNotRefused) {
+  std::string peers = loopbackPeers(3);
+  std::vector<std::string> flags = {"--connect-timeout", "30", "--liveness-timeout", "1"};
+  Process& n0 = start("node0", 0, peers, flags);
+  Process& first = start("node2-first", 2, peers, flags);
+  // Node 2 has connected to node 0 once node 0 sends it heartbeats; then it dies.
+  std::this_thread::sleep_for(milliseconds(1500));
+  first.signal(SIGKILL);
+  EXPECT_NE(first.wait(seconds(5)), 0);
+  Process& again = start("node2-again", 2, peers, flags);
+  std::this_thread::sleep_for(milliseconds(500));
+  Process& n1 = start("node1", 1, peers, flags);
+  EXPECT_EQ(n0.wait(seconds(30)), 0);
+  EXPECT_EQ(n1.wait(seconds(30)), 0);
+  EXPECT_EQ(again.wait(seconds(30)), 0);
+  EXPECT_NE(n0.log().find("lost node 2"), std::string::npos);
+  EXPECT_EQ(n0.log().find("duplicate"), std::string::npos);
+}
+
 TEST_F(MeshProcessTest, AMissingPeerTimesOutNamingIt) {
   std::string peers = loopbackPeers(3);
-  Process& n0 = start("node0", 0, peers, {"--connect-timeout", "2"});
-  Process& n1 = start("node1", 1, peers, {"--connect-timeout", "2"});
+  Process& n0 = start("node0", 0, peers, {"--connect-timeout", "3"});
+  Process& n1 = start("node1", 1, peers, {"--connect-timeout", "3"});
   std::string missing = "node 2 at " + addressOf(peers, 2);
   for (Process* p : {&n0, &n1}) {
     EXPECT_NE(p->wait(seconds(15)), 0);
-    EXPECT_NE(p->log().find("waiting for " + missing), std::string::npos) << "no progress log";
-    EXPECT_NE(p->log().find("gave up"), std::string::npos);
-    EXPECT_NE(p->log().find(missing), std::string::npos);
+    // The progress line ("waiting for node 2 at 127.0.0.3:p, 2 s (...)") and the final error.
+    EXPECT_NE(p->log().find("[mesh] waiting for " + missing + ", 2 s"), std::string::npos);
+    size_t gave_up = p->log().find("gave up");
+    ASSERT_NE(gave_up, std::string::npos);
+    EXPECT_NE(p->log().find(missing, gave_up), std::string::npos);
   }
 }
 
@@ -145,6 +168,39 @@ TEST_F(MeshProcessTest, ADuplicateNodeIdIsRefused) {
   b.wait(seconds(15));
   EXPECT_NE(n0.log().find("duplicate node id 2"), std::string::npos);
   EXPECT_NE(b.log().find("refused us: duplicate node id 2"), std::string::npos);
+}
+
+// Makes a CA and a node certificate signed by it under dir/<name>.{pem,key}, dir/<name>-ca.pem.
+bool makeCertificates(const std::string& dir, const std::string& name) {
+  std::string d = dir + "/" + name;
+  std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes ";
+  std::string cmd = "openssl req -x509" + ec + "-keyout " + d + "-ca.key -out " + d +
+                    "-ca.pem -days 1 -subj /CN=" + name + "-ca 2>/dev/null && openssl req" + ec +
+                    "-keyout " + d + ".key -out " + d + ".csr -subj /CN=node 2>/dev/null && " +
+                    "openssl x509 -req -in " + d + ".csr -CA " + d + "-ca.pem -CAkey " + d +
+                    "-ca.key -CAcreateserial -out " + d + ".pem -days 1 2>/dev/null";
+  return std::system(cmd.c_str()) == 0;
+}
+
+TEST_F(MeshProcessTest, MutualTlsConnectsAndACertificateFromAnotherCaIsRefused) {
+  ASSERT_TRUE(makeCertificates(dir_, "cluster"));
+  ASSERT_TRUE(makeCertificates(dir_, "rogue"));
+  auto tls = [&](const std::string& name) {
+    return std::vector<std::string>{
+        "--tls-cert", dir_ + "/" + name + ".pem", "--tls-key",         dir_ + "/" + name + ".key",
+        "--tls-ca",   dir_ + "/cluster-ca.pem",   "--connect-timeout", "20"};
+  };
+  std::string peers = loopbackPeers(2);
+  Process& n0 = start("node0", 0, peers, tls("cluster"));
+  std::vector<std::string> rogue_flags = tls("rogue");
+  rogue_flags.back() = "2";
+  Process& rogue = start("rogue1", 1, peers, rogue_flags);
+  EXPECT_NE(rogue.wait(seconds(15)), 0);
+  EXPECT_TRUE(n0.waitForLog("TLS handshake failed", seconds(5)));
+  Process& good = start("node1", 1, peers, tls("cluster"));
+  EXPECT_EQ(good.wait(seconds(30)), 0);
+  EXPECT_EQ(n0.wait(seconds(30)), 0);
+  EXPECT_NE(n0.log().find("link round trips"), std::string::npos);
 }
 
 // Forms a 3-node mesh that holds, then `sig`nals node 2; the others must notice in time.

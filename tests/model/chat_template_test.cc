@@ -35,6 +35,12 @@ TEST(ChatTemplateTest, DetectsFamilies) {
   EXPECT_EQ(detectChatTemplate("{{ '[INST] ' + m + ' [/INST]' }}"), ChatTemplate::kLlama2);
   EXPECT_EQ(detectChatTemplate("mistral-v3"), ChatTemplate::kMistralV3);
   EXPECT_EQ(chatTemplateName(ChatTemplate::kGemma), "gemma");
+  EXPECT_EQ(detectChatTemplate("{{'<|' + m['role'] + '|>' + '\\n' + m['content'] + '<|end|>'}}"
+                               "{{'<|assistant|>\\n'}}"),
+            ChatTemplate::kPhi3);
+  EXPECT_EQ(
+      detectChatTemplate("{{'<｜User｜>' + c}}{{'<｜Assistant｜>' + c + '<｜end▁of▁sentence｜>'}}"),
+      ChatTemplate::kDeepseek3);
 }
 
 TEST(ChatTemplateTest, RefusesUnknownTemplatesByName) {
@@ -84,6 +90,14 @@ TEST(ChatTemplateTest, RendersLlama2AndMistral) {
   EXPECT_EQ(renderChat(ChatTemplate::kMistralV7, kChat, true),
             "[SYSTEM_PROMPT] Be brief.[/SYSTEM_PROMPT][INST]  Hi [/INST] Hello!</s>[INST] "
             "Why?[/INST]");
+}
+
+TEST(ChatTemplateTest, RendersPhi3AndDeepseek3) {
+  EXPECT_EQ(renderChat(ChatTemplate::kPhi3, std::span(kChat).subspan(1, 2), true),
+            "<|user|>\n Hi <|end|>\n<|assistant|>\nHello!<|end|>\n<|assistant|>\n");
+  EXPECT_EQ(renderChat(ChatTemplate::kDeepseek3, kChat, true),
+            "Be brief.\n\n<｜User｜> Hi <｜Assistant｜>Hello!<｜end▁of▁sentence｜><｜User｜>Why?"
+            "<｜Assistant｜>");
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // The llama.cpp reference cases in ../shared/reference (see its README) and a helper that
-// runs a model teacher-forced on them at a given tp (ranks as threads, test communicator).
+// runs a model teacher-forced on them at a given tp (ranks as threads, collectives::LocalGroup).
 #pragma once
 
 #include <fstream>
@@ -10,13 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "collectives/communicator.h"
+#include "collectives/local_group.h"
 #include "model/config.h"
 #include "model/gguf.h"
 #include "model/local_engine.h"
 #include "model/npy.h"
 #include "model/shard_plan.h"
 #include "tests/model/shared_dir.h"
-#include "tests/model/thread_group.h"
 
 namespace tpnode::testing_support {
 
@@ -49,17 +49,12 @@ inline RunOutput runModel(const std::string& path, int tp, const std::vector<int
   auto file = model::GgufFile::open(path);
   model::ModelConfig cfg = model::readModelConfig(file->metadata());
   model::ShardPlan plan = model::planShards(cfg, model::tensorDescs(file->metadata()), tp);
-  ThreadGroup group(tp);
-  std::vector<std::unique_ptr<ThreadGroup::Member>> members;
-  collectives::SoloCommunicator solo;
+  auto group = collectives::LocalGroup::create(tp);
+  std::vector<std::unique_ptr<collectives::Communicator>> members;
   std::vector<collectives::Communicator*> comms;
-  if (tp == 1) {
-    comms.push_back(&solo);
-  } else {
-    for (int r = 0; r < tp; ++r) {
-      members.push_back(std::make_unique<ThreadGroup::Member>(&group, r));
-      comms.push_back(members.back().get());
-    }
+  for (int r = 0; r < tp; ++r) {
+    members.push_back(group->communicator(r));
+    comms.push_back(members.back().get());
   }
   model::LocalEngine engine(*file, cfg, plan, comms, {threads, 512});
   model::GenerationRequest req;

@@ -4,9 +4,9 @@
 // - F32: within 1e-4 on every row (llama.cpp disagrees with itself by up to 1.8e-5).
 // - Quantized: activations are quantized as llama.cpp does, so rows are bit-close until float
 //   summation-order noise flips one activation rounding; that row and later rows attending to
-//   it move by up to ~0.2 (the README measured the same inside llama.cpp). So: every row
-//   <= 0.25, and the median row <= 0.1 -- F32 activations on dequantized weights would give a
-//   median of 0.25-0.34 and fail.
+//   it move by up to ~0.2 (the README measured the same inside llama.cpp; other SIMD paths
+//   flip other roundings). So: every row <= 0.3, and the median row <= 0.1 -- F32 activations on
+//   dequantized weights would give a median of 0.25-0.34 and fail.
 // Top-1 must agree on every row where llama.cpp's top-1/top-2 gap exceeds twice our difference.
 #include <gtest/gtest.h>
 
@@ -43,7 +43,7 @@ TEST_P(ReferenceParity, TeacherForcedLogitsMatchLlamaCpp) {
   const int64_t rows = c.logits.rows, vocab = c.logits.cols;
   ASSERT_EQ(static_cast<int64_t>(out.logits.size()), rows * vocab);
   const bool f32 = p.model.find("f32") != std::string::npos;
-  const double row_tol = f32 ? 1e-4 : 0.25;
+  const double row_tol = f32 ? 1e-4 : 0.3;
   int close_rows = 0;
   double worst = 0;
   std::vector<double> row_diffs;
@@ -72,6 +72,38 @@ TEST_P(ReferenceParity, TeacherForcedLogitsMatchLlamaCpp) {
   RecordProperty("max_abs_diff", std::to_string(worst));
   std::printf("[ parity ] %s tp=%d max|d| %.3g, rows within 1e-3: %d/%lld\n", c.name.c_str(), p.tp,
               worst, close_rows, static_cast<long long>(rows));
+}
+
+// Free-running greedy generation equals llama.cpp's generated ids up to the first step where
+// llama.cpp's own top-1/top-2 gap is within our noise on that row (twice our teacher-forced
+// difference there, which is exactly our free-running difference while the histories agree);
+// past such a step a divergence is legitimate and nothing more is compared.
+TEST_P(ReferenceParity, GreedyIdsMatchLlamaCpp) {
+  if (sharedDir().empty()) GTEST_SKIP() << "no ../shared/reference";
+  const Param& p = GetParam();
+  ReferenceCase c = loadCase(p.model + "__" + p.prompt);
+  const int n = static_cast<int>(c.generated_ids.size());
+  RunOutput forced = runModel(c.model_file, p.tp, c.prompt_ids, c.generated_ids, n);
+  RunOutput out = runModel(c.model_file, p.tp, c.prompt_ids, {}, n);
+  ASSERT_EQ(static_cast<int>(out.ids.size()), n);
+  const int64_t vocab = c.logits.cols;
+  int compared = 0;
+  for (int j = 0; j < n; ++j) {
+    const int64_t row = static_cast<int64_t>(c.prompt_ids.size()) - 1 + j;
+    const float* ref = c.logits.row(row);
+    const float* ours = forced.logits.data() + row * vocab;
+    double noise = 0;
+    for (int64_t i = 0; i < vocab; ++i)
+      noise = std::max(noise, double(std::fabs(ref[i] - ours[i])));
+    std::vector<float> sorted(ref, ref + vocab);
+    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+    if (sorted[0] - sorted[1] <= 2 * noise) break;
+    ASSERT_EQ(out.ids[static_cast<size_t>(j)], c.generated_ids[static_cast<size_t>(j)])
+        << "step " << j;
+    ++compared;
+  }
+  std::printf("[ greedy ] %s tp=%d: %d of %d ids compared and equal\n", c.name.c_str(), p.tp,
+              compared, n);
 }
 
 std::vector<Param> allParams() {

@@ -10,8 +10,12 @@ namespace tpnode::testing_support {
 
 inline std::string sharedDir() {
   namespace fs = std::filesystem;
-  if (const char* s = std::getenv("TPNODE_SHARED_DIR")) return s;
+  const char* env = std::getenv("TPNODE_SHARED_DIR");
+  if (env && fs::exists(fs::path(env) / "reference" / "models")) return env;
   const char* src = std::getenv("TPNODE_SOURCE_DIR");
+#ifdef TPNODE_TEST_SOURCE_DIR
+  if (!src) src = TPNODE_TEST_SOURCE_DIR;
+#endif
   fs::path base = src ? fs::path(src) : fs::current_path();
   for (const fs::path& p : {base / ".." / "shared", base / ".." / ".." / "shared"}) {
     if (fs::exists(p / "reference" / "models")) return fs::canonical(p).string();

@@ -11,8 +11,8 @@ StepCommand sample() {
   StepCommand c;
   c.step_id = 42;
   c.clear_slots = {3};
-  c.seqs.push_back({1, 0, {5, 6, 7}});
-  c.seqs.push_back({2, 17, {9}});
+  c.seqs.push_back({1, 0, kLogitsAll, {5, 6, 7}});
+  c.seqs.push_back({2, 17, kLogitsLast, {9}});
   return c;
 }
 
@@ -26,6 +26,8 @@ TEST(StepCommandTest, RoundTrips) {
   ASSERT_EQ(d.seqs.size(), 2u);
   EXPECT_EQ(d.seqs[0].tokens, (std::vector<int32_t>{5, 6, 7}));
   EXPECT_EQ(d.seqs[1].start_pos, 17u);
+  EXPECT_EQ(d.seqs[0].flags, kLogitsAll);
+  EXPECT_EQ(d.seqs[1].flags, kLogitsLast);
 }
 
 TEST(StepCommandTest, EveryTruncationIsRefused) {

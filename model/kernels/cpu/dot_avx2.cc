@@ -5,7 +5,8 @@
 namespace tpnode::model::kernels {
 
 const DotKernels& avx2Table() {
-  static const DotKernels k{"avx2", dotF32, dotF16, dotBF16, dotQ8_0, dotQ4_0, dotQ4K, dotQ6K};
+  static const DotKernels k{"avx2", dotF32,   dotF16,   dotBF16, dotQ8_0, dotQ4_0,  dotQ4K,
+                            dotQ6K, dot4Q8_0, dot4Q4_0, dot4Q4K, dot4Q6K, gemmQ8_0, gemmQ4K};
   return k;
 }
 

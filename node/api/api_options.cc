@@ -1,0 +1,42 @@
+#include "node/api/api_options.h"
+
+#include <fstream>
+
+#include "common/error.h"
+
+namespace tpnode::node::api {
+
+std::vector<std::string> loadApiKeys(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail(ErrorCode::kInvalidArgument, "--api-key-file {}: cannot read it", path);
+  std::vector<std::string> keys;
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t b = line.find_first_not_of(" \t\r");
+    size_t e = line.find_last_not_of(" \t\r");
+    if (b == std::string::npos || line[b] == '#') continue;
+    keys.push_back(line.substr(b, e - b + 1));
+  }
+  if (keys.empty()) {
+    fail(ErrorCode::kInvalidArgument, "--api-key-file {}: holds no key (one key per line)", path);
+  }
+  return keys;
+}
+
+ApiOptions apiOptionsFrom(const Options& o) {
+  ApiOptions a;
+  a.host = o.host;
+  if (o.port < 0 || o.port > 65535) {
+    fail(ErrorCode::kInvalidArgument, "--port {} is not a TCP port (0..65535)", o.port);
+  }
+  a.port = static_cast<uint16_t>(o.port);
+  if (!o.api_key_file.empty()) a.api_keys = loadApiKeys(o.api_key_file);
+  if (o.api_tls_cert.empty() != o.api_tls_key.empty()) {
+    fail(ErrorCode::kInvalidArgument, "--api-tls-cert and --api-tls-key go together; give both");
+  }
+  a.tls_cert_file = o.api_tls_cert;
+  a.tls_key_file = o.api_tls_key;
+  return a;
+}
+
+}  // namespace tpnode::node::api

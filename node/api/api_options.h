@@ -1,0 +1,36 @@
+// ApiOptions: how the HTTP API listens and what it accepts. Plain data; apiOptionsFrom() fills
+// it from the process options (node/options.h) and reads the API key file.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "node/options.h"
+
+namespace tpnode::node::api {
+
+struct ApiOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;               // 0: an ephemeral port (tests); ApiServer::port() tells which
+  int io_threads = 2;                 // threads running the HTTP connections
+  size_t max_body_bytes = 1 << 20;    // larger bodies get 413
+  size_t max_header_bytes = 16384;    // larger headers get 431
+  double read_timeout_s = 30;         // to receive one whole request (and keep-alive idle time)
+  double write_timeout_s = 30;        // per write of a response or a streamed chunk
+  std::vector<std::string> api_keys;  // empty: no authentication
+  std::string tls_cert_file;          // both set: HTTPS only
+  std::string tls_key_file;
+  bool serve_ui = true;  // the chat page at /
+};
+
+// Reads one key per line (blank lines and lines starting with '#' ignored; surrounding
+// whitespace trimmed). Throws Error(kInvalidArgument) when the file cannot be read or holds no
+// key.
+std::vector<std::string> loadApiKeys(const std::string& path);
+
+// From --host/--port/--api-key-file/--api-tls-cert/--api-tls-key.
+ApiOptions apiOptionsFrom(const Options& options);
+
+}  // namespace tpnode::node::api

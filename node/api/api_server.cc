@@ -1,0 +1,136 @@
+#include "node/api/api_server.h"
+
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/ssl.hpp>
+
+#include "common/check.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "node/api/http_session.h"
+#include "node/api/http_types.h"
+#include "node/api/server_context.h"
+
+namespace tpnode::node::api {
+
+struct ApiServer::Impl {
+  Impl(Engine& engine, ApiOptions options) : ctx(engine, std::move(options)) {}
+
+  net::awaitable<void> acceptLoop();
+  void loadTls();
+
+  // Declared first: destroyed after the io_context (connection frames refer to them).
+  ServerContext ctx;
+  std::optional<net::ssl::context> tls;
+  std::unique_ptr<net::io_context> io;
+  std::optional<tcp::acceptor> acceptor;
+  std::vector<std::thread> threads;
+  uint16_t port = 0;
+  bool started = false;
+};
+
+void ApiServer::Impl::loadTls() {
+  const ApiOptions& o = ctx.options;
+  if (o.tls_cert_file.empty() && o.tls_key_file.empty()) return;
+  tls.emplace(net::ssl::context::tls_server);
+  tls->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                   net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
+                   net::ssl::context::no_tlsv1_1 | net::ssl::context::single_dh_use);
+  boost::system::error_code ec;
+  tls->use_certificate_chain_file(o.tls_cert_file, ec);
+  if (ec) {
+    fail(ErrorCode::kInvalidArgument, "--api-tls-cert {}: {}", o.tls_cert_file, ec.message());
+  }
+  tls->use_private_key_file(o.tls_key_file, net::ssl::context::pem, ec);
+  if (ec) fail(ErrorCode::kInvalidArgument, "--api-tls-key {}: {}", o.tls_key_file, ec.message());
+}
+
+net::awaitable<void> ApiServer::Impl::acceptLoop() {
+  for (;;) {
+    boost::system::error_code ec;
+    tcp::socket socket = co_await acceptor->async_accept(
+        net::make_strand(*io), net::redirect_error(net::use_awaitable, ec));
+    if (ec == net::error::operation_aborted || !acceptor->is_open()) co_return;
+    if (ec) {
+      // Out of file descriptors and the like: wait a little instead of spinning.
+      spdlog::warn("[api] accept failed: {}", ec.message());
+      net::steady_timer pause(co_await net::this_coro::executor, std::chrono::milliseconds(100));
+      co_await pause.async_wait(net::redirect_error(net::use_awaitable, ec));
+      continue;
+    }
+    auto executor = socket.get_executor();
+    net::co_spawn(executor, serveConnection(ctx, std::move(socket), tls ? &*tls : nullptr),
+                  net::detached);
+  }
+}
+
+ApiServer::ApiServer(Engine& engine, ApiOptions options)
+    : impl_(std::make_unique<Impl>(engine, std::move(options))) {}
+
+ApiServer::~ApiServer() {
+  stop();
+}
+
+void ApiServer::start() {
+  Impl& m = *impl_;
+  TP_CHECK(!m.started, "ApiServer::start called twice");
+  const ApiOptions& o = m.ctx.options;
+  m.loadTls();
+  m.io = std::make_unique<net::io_context>(o.io_threads);
+  boost::system::error_code ec;
+  auto address = net::ip::make_address(o.host, ec);
+  if (ec)
+    fail(ErrorCode::kInvalidArgument, "--host {}: not an IP address ({})", o.host, ec.message());
+  tcp::endpoint endpoint(address, o.port);
+  m.acceptor.emplace(*m.io);
+  m.acceptor->open(endpoint.protocol(), ec);
+  if (!ec) m.acceptor->set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) m.acceptor->bind(endpoint, ec);
+  if (!ec) m.acceptor->listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    fail(ErrorCode::kIo, "the API cannot listen on {}:{}: {} (is another server there? use --port)",
+         o.host, o.port, ec.message());
+  }
+  m.port = m.acceptor->local_endpoint().port();
+  net::co_spawn(*m.io, m.acceptLoop(), net::detached);
+  for (int i = 0; i < std::max(1, o.io_threads); ++i) {
+    m.threads.emplace_back([&io = *m.io] {
+      for (;;) {
+        try {
+          io.run();
+          return;
+        } catch (const std::exception& e) {
+          spdlog::error("[api] I/O thread caught: {}", e.what());
+        }
+      }
+    });
+  }
+  m.started = true;
+  spdlog::info("[api] listening on {}://{}:{} ({} I/O threads{})", m.tls ? "https" : "http", o.host,
+               m.port, std::max(1, o.io_threads),
+               o.api_keys.empty() ? ", no API key" : ", API keys");
+}
+
+void ApiServer::stop() {
+  Impl& m = *impl_;
+  if (!m.started) return;
+  m.started = false;
+  for (uint64_t id : m.ctx.in_flight.all()) m.ctx.engine.cancel(id);
+  m.io->stop();
+  for (auto& t : m.threads) t.join();
+  m.threads.clear();
+  boost::system::error_code ec;
+  m.acceptor->close(ec);
+  // Destroys every connection coroutine; their Submissions detach their event queues.
+  m.acceptor.reset();
+  m.io.reset();
+  spdlog::info("[api] stopped");
+}
+
+uint16_t ApiServer::port() const {
+  return impl_->port;
+}
+
+}  // namespace tpnode::node::api

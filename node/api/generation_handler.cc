@@ -1,0 +1,203 @@
+#include "node/api/generation_handler.h"
+
+#include <chrono>
+
+#include "common/log.h"
+#include "node/api/generation_output.h"
+#include "node/api/openai_response.h"
+
+namespace tpnode::node::api {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+double secondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// One submitted engine request, from the connection's side. Its destructor cancels the engine
+// request unless it finished, and detaches the event queue.
+class Submission {
+ public:
+  Submission(ServerContext& ctx, std::shared_ptr<GenerationEvents> events, uint64_t id,
+             int prompt_tokens)
+      : ctx_(ctx), events_(std::move(events)), id_(id), submitted_(Clock::now()) {
+    ctx_.in_flight.add(id_);
+    ctx_.metrics.generationStarted(prompt_tokens);
+  }
+  Submission(const Submission&) = delete;
+  Submission& operator=(const Submission&) = delete;
+  ~Submission() {
+    if (!engine_done_) ctx_.engine.cancel(id_);
+    events_->detach();
+    ctx_.in_flight.remove(id_);
+    ctx_.metrics.generationFinished(first_token_seen_);
+  }
+
+  // Counts the tokens of `event` for the metrics; marks the end.
+  void account(const TokenEvent& event) {
+    if (event.id >= 0) {
+      if (!first_token_seen_) ctx_.metrics.firstToken(secondsSince(submitted_));
+      first_token_seen_ = true;
+      ctx_.metrics.tokensGenerated(1);
+    }
+    if (event.finished) engine_done_ = true;
+  }
+  // The client is gone or a stop sequence matched: the engine need not go on.
+  void cancel() {
+    if (!engine_done_) ctx_.engine.cancel(id_);
+    engine_done_ = true;
+  }
+  uint64_t id() const { return id_; }
+
+ private:
+  ServerContext& ctx_;
+  std::shared_ptr<GenerationEvents> events_;
+  uint64_t id_;
+  Clock::time_point submitted_;
+  bool engine_done_ = false;
+  bool first_token_seen_ = false;
+};
+
+// Waits for the next events; returns false when the client went away (after cancelling).
+net::awaitable<bool> nextEvents(ServerContext& ctx, Connection& conn, GenerationEvents& events,
+                                net::steady_timer& timer, Submission& sub,
+                                std::vector<TokenEvent>& out) {
+  co_await events.wait(timer);
+  if (events.takeReadable()) {
+    PeerState state = conn.peerState();
+    if (state == PeerState::kClosed) {
+      spdlog::debug("[api] client of request {} went away; cancelling it", sub.id());
+      ctx.metrics.cancelledByClient();
+      sub.cancel();
+      co_return false;
+    }
+    // Pipelined bytes: leave them for the next request; a write failure still tells.
+    if (state == PeerState::kOpen) conn.watchReadable(events.shared_from_this());
+  }
+  out = events.take();
+  co_return true;
+}
+
+std::string sse(const json& chunk) {
+  return "data: " + dumpJson(chunk) + "\n\n";
+}
+
+net::awaitable<GenerationResult> streamAnswer(ServerContext& ctx, Connection& conn,
+                                              GenerationEvents& events, Submission& sub,
+                                              GenerationOutput& out, const ResponseMeta& meta,
+                                              const OpenAiRequest& req, bool keep_alive) {
+  if (!co_await conn.writeStreamHeader(keep_alive)) co_return GenerationResult{false, 200};
+  net::steady_timer timer(co_await net::this_coro::executor);
+  int64_t offset = 0;
+  std::string pending;
+  if (meta.endpoint == Endpoint::kChat) {
+    pending = sse(streamChunk(meta, "", nullptr, "", true, req.include_usage));
+  }
+  while (!out.finished()) {
+    if (!pending.empty()) {
+      if (!co_await conn.writeChunk(pending)) co_return GenerationResult{false, 200};
+      pending.clear();
+    }
+    std::vector<TokenEvent> batch;
+    if (!co_await nextEvents(ctx, conn, events, timer, sub, batch)) {
+      co_return GenerationResult{false, 200};
+    }
+    for (const TokenEvent& ev : batch) {
+      sub.account(ev);
+      Delta d = out.onEvent(ev);
+      if (out.stopMatched()) sub.cancel();
+      if (!d.empty()) {
+        pending += sse(streamChunk(meta, d.text, logprobsJson(meta, d.logprobs, offset), "", false,
+                                   req.include_usage));
+      }
+      if (out.finished()) break;
+    }
+  }
+  conn.cancelWatch();
+  if (out.finishReason() == "error") {
+    pending +=
+        sse(ApiError(503, out.error(), "service_unavailable", "", "generation_failed").body());
+  } else {
+    pending += sse(streamChunk(meta, "", nullptr, out.finishReason(), false, req.include_usage));
+    if (req.include_usage) {
+      pending += sse(usageChunk(meta, out.promptTokens(), out.completionTokens()));
+    }
+    pending += "data: [DONE]\n\n";
+  }
+  bool ok = co_await conn.writeChunk(pending) && co_await conn.writeLastChunk();
+  co_return GenerationResult{ok, 200};
+}
+
+net::awaitable<GenerationResult> wholeAnswer(ServerContext& ctx, Connection& conn,
+                                             GenerationEvents& events, Submission& sub,
+                                             GenerationOutput& out, const ResponseMeta& meta,
+                                             bool keep_alive) {
+  net::steady_timer timer(co_await net::this_coro::executor);
+  std::string text;
+  std::vector<LogprobEntry> logprobs;
+  while (!out.finished()) {
+    std::vector<TokenEvent> batch;
+    if (!co_await nextEvents(ctx, conn, events, timer, sub, batch)) {
+      co_return GenerationResult{false, 499};
+    }
+    for (const TokenEvent& ev : batch) {
+      sub.account(ev);
+      Delta d = out.onEvent(ev);
+      if (out.stopMatched()) sub.cancel();
+      text += d.text;
+      for (auto& e : d.logprobs) logprobs.push_back(std::move(e));
+      if (out.finished()) break;
+    }
+  }
+  conn.cancelWatch();
+  if (out.finishReason() == "error") {
+    ApiError err(503, out.error(), "service_unavailable", "", "generation_failed");
+    bool ok = co_await conn.write(errorResponse(err, keep_alive));
+    co_return GenerationResult{ok, 503};
+  }
+  int64_t offset = 0;
+  json body = finalResponse(meta, text, logprobsJson(meta, logprobs, offset), out.finishReason(),
+                            out.promptTokens(), out.completionTokens());
+  bool ok = co_await conn.write(jsonResponse(200, body, keep_alive));
+  co_return GenerationResult{ok, 200};
+}
+
+}  // namespace
+
+net::awaitable<GenerationResult> handleGeneration(ServerContext& ctx, Connection& conn,
+                                                  const Request& request, Endpoint endpoint) {
+  OpenAiRequest req = parseOpenAiRequest(endpoint, request.body());
+  if (!ctx.engine.ready()) {
+    throw ApiError(503, "the cluster is not ready: " + ctx.engine.notReadyReason(),
+                   "service_unavailable", "", "not_ready");
+  }
+  ModelInfo model = ctx.engine.modelInfo();
+  GenerationRequest gen = prepareGeneration(req, ctx.engine, model);
+  const int prompt_tokens = static_cast<int>(gen.prompt_ids.size());
+
+  auto events = std::make_shared<GenerationEvents>(co_await net::this_coro::executor);
+  uint64_t id = 0;
+  try {
+    id = ctx.engine.submit(std::move(gen),
+                           [events](const TokenEvent& event) { events->push(event); });
+  } catch (const Error& e) {
+    events->detach();
+    throw fromEngineError(e);
+  }
+  Submission sub(ctx, events, id, prompt_tokens);
+  conn.watchReadable(events);
+
+  ResponseMeta meta{endpoint, newResponseId(endpoint), 0, model.id, req.logprobs, req.top_logprobs};
+  meta.created = std::chrono::duration_cast<std::chrono::seconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+  GenerationOutput out(req.stop, req.logprobs, prompt_tokens);
+  if (req.stream) {
+    co_return co_await streamAnswer(ctx, conn, *events, sub, out, meta, req, request.keep_alive());
+  }
+  co_return co_await wholeAnswer(ctx, conn, *events, sub, out, meta, request.keep_alive());
+}
+
+}  // namespace tpnode::node::api

@@ -1,0 +1,304 @@
+#include "node/api/openai_request.h"
+
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "node/api/api_error.h"
+
+namespace tpnode::node::api {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kMaxLogprobs = 20;
+constexpr size_t kMaxStops = 16;
+
+[[noreturn]] void wrongValue(const std::string& field, const json& value, const char* expected) {
+  badRequest(field, fmt::format("'{}' must be {}, got {}", field, expected, describeValue(value)));
+}
+
+// The field's value, or nullptr when absent or JSON null.
+const json* field(const json& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+double number(const json& body, const char* name, double lo, double hi, double fallback) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_number()) wrongValue(name, *v, fmt::format("a number in [{}, {}]", lo, hi).c_str());
+  double d = v->get<double>();
+  if (!std::isfinite(d) || d < lo || d > hi) {
+    wrongValue(name, *v, fmt::format("a number in [{}, {}]", lo, hi).c_str());
+  }
+  return d;
+}
+
+// Integers may also arrive as integral floats (16.0).
+int64_t integer(const json& body, const char* name, int64_t lo, int64_t hi, int64_t fallback) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  std::string expected = fmt::format("an integer in [{}, {}]", lo, hi);
+  if (v->is_number_integer()) {
+    if (v->is_number_unsigned()) {
+      auto u = v->get<uint64_t>();
+      if (u > static_cast<uint64_t>(hi) || static_cast<int64_t>(u) < lo) {
+        wrongValue(name, *v, expected.c_str());
+      }
+      return static_cast<int64_t>(u);
+    }
+    auto i = v->get<int64_t>();
+    if (i < lo || i > hi) wrongValue(name, *v, expected.c_str());
+    return i;
+  }
+  if (v->is_number_float()) {
+    double d = v->get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && d >= static_cast<double>(lo) &&
+        d <= static_cast<double>(hi)) {
+      return static_cast<int64_t>(d);
+    }
+  }
+  wrongValue(name, *v, expected.c_str());
+}
+
+bool boolean(const json& body, const char* name, bool fallback) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_boolean()) wrongValue(name, *v, "true or false");
+  return v->get<bool>();
+}
+
+std::vector<std::string> stopList(const json& body) {
+  const json* v = field(body, "stop");
+  if (!v) return {};
+  if (v->is_string()) return {v->get<std::string>()};
+  if (!v->is_array() || v->size() > kMaxStops) {
+    wrongValue("stop", *v, "a string or an array of at most 16 strings");
+  }
+  std::vector<std::string> out;
+  for (const auto& s : *v) {
+    if (!s.is_string()) wrongValue("stop", *v, "a string or an array of at most 16 strings");
+    out.push_back(s.get<std::string>());
+  }
+  return out;
+}
+
+void parsePrompt(const json& body, OpenAiRequest& r) {
+  const json* v = field(body, "prompt");
+  if (!v) badRequest("prompt", "'prompt' is required: a string or an array of token ids");
+  const json* p = v;
+  // A batch of one ([["text"]] style) is accepted; real batches are not.
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) {
+    p = &(*p)[0];
+  }
+  if (p->is_string()) {
+    r.prompt_text = p->get<std::string>();
+    return;
+  }
+  if (p->is_array() && !p->empty()) {
+    r.prompt_is_ids = true;
+    for (const auto& id : *p) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+          id.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+        wrongValue("prompt", *v,
+                   "a string or a non-empty array of token ids (batched prompts are not "
+                   "supported)");
+      }
+      r.prompt_ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+    }
+    return;
+  }
+  wrongValue("prompt", *v,
+             "a string or a non-empty array of token ids (batched prompts are not supported)");
+}
+
+std::string messageContent(const json& content, size_t index) {
+  std::string name = fmt::format("messages[{}].content", index);
+  if (content.is_null()) return {};
+  if (content.is_string()) return content.get<std::string>();
+  if (content.is_array()) {
+    std::string text;
+    for (const auto& part : content) {
+      if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
+          !part["text"].is_string()) {
+        wrongValue(name, content,
+                   "a string or an array of {\"type\": \"text\", \"text\": ...} parts (only "
+                   "text is supported)");
+      }
+      text += part["text"].get<std::string>();
+    }
+    return text;
+  }
+  wrongValue(name, content, "a string or an array of text parts");
+}
+
+void parseMessages(const json& body, OpenAiRequest& r) {
+  const json* v = field(body, "messages");
+  if (!v) badRequest("messages", "'messages' is required: a non-empty array of messages");
+  if (!v->is_array() || v->empty()) wrongValue("messages", *v, "a non-empty array of messages");
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& m = (*v)[i];
+    std::string name = fmt::format("messages[{}]", i);
+    if (!m.is_object()) wrongValue(name, m, "an object with 'role' and 'content'");
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string() || role->get<std::string>().empty()) {
+      wrongValue(name + ".role", role == m.end() ? json() : *role,
+                 "a string (system, user, assistant)");
+    }
+    auto content = m.find("content");
+    ChatMessage msg;
+    msg.role = role->get<std::string>();
+    if (content != m.end()) msg.content = messageContent(*content, i);
+    r.messages.push_back(std::move(msg));
+  }
+}
+
+void refuseUnsupported(const json& body) {
+  int64_t n = integer(body, "n", 1, 128, 1);
+  if (n != 1)
+    badRequest("n", fmt::format("'n' must be 1 (only one choice per request), got {}", n));
+  if (boolean(body, "echo", false)) badRequest("echo", "'echo': true is not supported");
+  if (integer(body, "best_of", 1, 128, 1) != 1) {
+    badRequest("best_of", "'best_of' other than 1 is not supported");
+  }
+  for (const char* name : {"tools", "functions"}) {
+    const json* v = field(body, name);
+    if (v && !(v->is_array() && v->empty())) {
+      badRequest(name, fmt::format("'{}' (tool calling) is not supported", name));
+    }
+  }
+}
+
+void parseSampling(const json& body, OpenAiRequest& r) {
+  SamplingOptions& s = r.sampling;
+  s.temperature = number(body, "temperature", 0, 2, 1.0);
+  s.top_p = number(body, "top_p", 0, 1, 1.0);
+  s.top_k = static_cast<int>(integer(body, "top_k", -1, 1 << 20, 0));
+  if (s.top_k < 0) s.top_k = 0;  // vLLM's -1 means off
+  s.min_p = number(body, "min_p", 0, 1, 0.0);
+  s.presence_penalty = number(body, "presence_penalty", -2, 2, 0.0);
+  s.frequency_penalty = number(body, "frequency_penalty", -2, 2, 0.0);
+  s.repeat_penalty = number(body, "repeat_penalty", 0.01, 10, 1.0);
+  if (const json* seed = field(body, "seed")) {
+    if (!seed->is_number_integer()) wrongValue("seed", *seed, "an integer");
+    s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>()
+                                        : static_cast<uint64_t>(seed->get<int64_t>());
+  }
+}
+
+void parseLogprobs(const json& body, OpenAiRequest& r) {
+  const json* v = field(body, "logprobs");
+  if (r.endpoint == Endpoint::kCompletions) {
+    if (!v) return;
+    // Completions: an integer, the number of alternatives (0 = the chosen token only).
+    r.top_logprobs = static_cast<int>(integer(body, "logprobs", 0, kMaxLogprobs, 0));
+    r.logprobs = true;
+    return;
+  }
+  r.logprobs = boolean(body, "logprobs", false);
+  r.top_logprobs = static_cast<int>(integer(body, "top_logprobs", 0, kMaxLogprobs, 0));
+  if (r.top_logprobs > 0 && !r.logprobs) {
+    badRequest("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  }
+}
+
+}  // namespace
+
+OpenAiRequest parseOpenAiRequest(Endpoint endpoint, const std::string& body_text) {
+  json body;
+  try {
+    body = json::parse(body_text);
+  } catch (const json::parse_error& e) {
+    throw ApiError(400, fmt::format("the request body is not valid JSON: {}", e.what()),
+                   "invalid_request_error", "", "invalid_json");
+  }
+  if (!body.is_object()) {
+    throw ApiError(400, "the request body must be a JSON object", "invalid_request_error");
+  }
+  OpenAiRequest r;
+  r.endpoint = endpoint;
+  if (const json* model = field(body, "model")) {
+    if (!model->is_string()) wrongValue("model", *model, "a string");
+    r.model = model->get<std::string>();
+  }
+  refuseUnsupported(body);
+  if (endpoint == Endpoint::kCompletions) {
+    parsePrompt(body, r);
+  } else {
+    parseMessages(body, r);
+  }
+  constexpr int64_t kMaxTokens = 1 << 24;
+  int64_t max_tokens = integer(body, "max_tokens", 1, kMaxTokens, -1);
+  if (endpoint == Endpoint::kChat) {
+    max_tokens = integer(body, "max_completion_tokens", 1, kMaxTokens, max_tokens);
+  }
+  r.max_tokens = static_cast<int>(max_tokens);
+  parseSampling(body, r);
+  r.stop = stopList(body);
+  r.stream = boolean(body, "stream", false);
+  if (const json* so = field(body, "stream_options")) {
+    if (!so->is_object()) wrongValue("stream_options", *so, "an object");
+    r.include_usage = boolean(*so, "include_usage", false);
+  }
+  parseLogprobs(body, r);
+  r.ignore_eos = boolean(body, "ignore_eos", false);
+  return r;
+}
+
+GenerationRequest prepareGeneration(const OpenAiRequest& r, const Engine& engine,
+                                    const ModelInfo& model) {
+  if (!r.model.empty() && r.model != model.id) {
+    throw ApiError(
+        404,
+        fmt::format("The model `{}` does not exist; this server serves `{}`.", r.model, model.id),
+        "invalid_request_error", "model", "model_not_found");
+  }
+  GenerationRequest g;
+  const char* prompt_field = r.endpoint == Endpoint::kChat ? "messages" : "prompt";
+  try {
+    if (r.endpoint == Endpoint::kChat) {
+      g.prompt_ids = engine.tokenize(engine.renderChat(r.messages), /*add_special=*/true);
+    } else if (r.prompt_is_ids) {
+      g.prompt_ids = r.prompt_ids;
+    } else {
+      g.prompt_ids = engine.tokenize(r.prompt_text, /*add_special=*/true);
+    }
+  } catch (const Error& e) {
+    ApiError api = fromEngineError(e);
+    if (api.status() != 400) throw api;
+    badRequest(prompt_field, e.what());
+  }
+  for (int32_t id : g.prompt_ids) {
+    if (id < 0 || id >= model.n_vocab) {
+      badRequest(prompt_field, fmt::format("token id {} is outside the vocabulary (0..{})", id,
+                                           model.n_vocab - 1));
+    }
+  }
+  if (g.prompt_ids.empty()) badRequest(prompt_field, "the prompt is empty");
+  const int64_t n_prompt = static_cast<int64_t>(g.prompt_ids.size());
+  const int64_t room = model.context_length - n_prompt;
+  int64_t max_tokens = r.max_tokens;
+  if (max_tokens < 0)
+    max_tokens = r.endpoint == Endpoint::kChat ? room : std::min<int64_t>(16, room);
+  if (room <= 0 || max_tokens > room) {
+    throw ApiError(
+        400,
+        fmt::format("This model's maximum context length is {} tokens. However, you "
+                    "requested {} tokens ({} in the {}, {} in the completion). Please "
+                    "reduce the length of the {} or the completion.",
+                    model.context_length, n_prompt + std::max<int64_t>(max_tokens, 0), n_prompt,
+                    prompt_field, std::max<int64_t>(max_tokens, 0), prompt_field),
+        "invalid_request_error", prompt_field, "context_length_exceeded");
+  }
+  g.max_tokens = static_cast<int>(max_tokens);
+  g.sampling = r.sampling;
+  g.top_logprobs = r.top_logprobs;
+  g.ignore_eos = r.ignore_eos;
+  return g;
+}
+
+}  // namespace tpnode::node::api

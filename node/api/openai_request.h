@@ -1,0 +1,46 @@
+// Parsing and checking of the OpenAI request bodies of POST /v1/completions and
+// POST /v1/chat/completions. Received bytes are hostile: every field is type-checked and
+// range-checked; a bad one throws ApiError (400, naming the field and the value). Unknown
+// fields are ignored (as vLLM does); fields we cannot honour (n > 1, echo, best_of > 1,
+// tools) are refused.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "node/engine.h"
+
+namespace tpnode::node::api {
+
+enum class Endpoint { kCompletions, kChat };
+
+struct OpenAiRequest {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string model;  // empty: not given (the served model)
+  // Completions: text (tokenized with special tokens added) or token ids (used as they are).
+  std::string prompt_text;
+  std::vector<int32_t> prompt_ids;
+  bool prompt_is_ids = false;
+  std::vector<ChatMessage> messages;  // chat
+  int max_tokens = -1;                // -1: not given
+  SamplingOptions sampling;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool logprobs = false;       // report logprobs of the chosen tokens
+  int top_logprobs = 0;        // alternatives per token (0..20)
+  bool ignore_eos = false;     // vLLM / llama.cpp extension
+};
+
+// Parses `body` (the raw HTTP body). Throws ApiError.
+OpenAiRequest parseOpenAiRequest(Endpoint endpoint, const std::string& body);
+
+// Tokenizes (rendering chat messages through the engine's template), checks the model name
+// (404 when unknown), the prompt's token ids and the context length, and fills in defaults:
+// completions default to 16 new tokens (OpenAI), chat to the rest of the context.
+// Throws ApiError.
+GenerationRequest prepareGeneration(const OpenAiRequest& request, const Engine& engine,
+                                    const ModelInfo& model);
+
+}  // namespace tpnode::node::api

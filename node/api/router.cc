@@ -1,0 +1,147 @@
+#include "node/api/router.h"
+
+#include <chrono>
+
+#include "common/log.h"
+#include "node/api/chat_ui.h"
+#include "node/api/generation_handler.h"
+
+namespace tpnode::node::api {
+namespace {
+
+using nlohmann::json;
+
+// Compares without an early exit (the time tells the length, not the bytes).
+bool equalConstantTime(std::string_view key, std::string_view given) {
+  unsigned diff = key.size() == given.size() ? 0u : 1u;
+  for (size_t i = 0; i < key.size(); ++i) {
+    unsigned char g = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    diff |= static_cast<unsigned>(static_cast<unsigned char>(key[i]) ^ g);
+  }
+  return diff == 0;
+}
+
+Response health(ServerContext& ctx, bool keep_alive) {
+  if (ctx.engine.ready()) return jsonResponse(200, {{"status", "ok"}}, keep_alive);
+  return jsonResponse(503, {{"status", "unavailable"}, {"reason", ctx.engine.notReadyReason()}},
+                      keep_alive);
+}
+
+Response models(ServerContext& ctx, bool keep_alive) {
+  ModelInfo m = ctx.engine.modelInfo();
+  json entry = {{"id", m.id},
+                {"object", "model"},
+                {"created", m.created_unix},
+                {"owned_by", "tpnode"},
+                {"max_model_len", m.context_length}};
+  return jsonResponse(200, {{"object", "list"}, {"data", json::array({entry})}}, keep_alive);
+}
+
+Response metrics(ServerContext& ctx, bool keep_alive) {
+  std::string text = ctx.metrics.text();
+  text += ctx.engine.metricsText();
+  return makeResponse(200, "text/plain; version=0.0.4; charset=utf-8", std::move(text), keep_alive);
+}
+
+struct Route {
+  const char* path;
+  http::verb method;
+  bool needs_key;
+};
+
+constexpr Route kRoutes[] = {
+    {"/", http::verb::get, false},
+    {"/health", http::verb::get, false},
+    {"/metrics", http::verb::get, false},
+    {"/v1/models", http::verb::get, true},
+    {"/v1/completions", http::verb::post, true},
+    {"/v1/chat/completions", http::verb::post, true},
+};
+
+const Route* findRoute(std::string_view path) {
+  for (const Route& r : kRoutes) {
+    if (path == r.path) return &r;
+  }
+  return nullptr;
+}
+
+// Answers everything but the generation routes. Throws ApiError.
+Response simpleAnswer(ServerContext& ctx, std::string_view path, bool keep_alive) {
+  if (path == "/health") return health(ctx, keep_alive);
+  if (path == "/metrics") return metrics(ctx, keep_alive);
+  if (path == "/v1/models") return models(ctx, keep_alive);
+  if (!ctx.options.serve_ui) throw ApiError(404, "no page here", "not_found_error");
+  return makeResponse(200, "text/html; charset=utf-8", std::string(chatUiHtml()), keep_alive);
+}
+
+}  // namespace
+
+bool authorized(const std::vector<std::string>& keys, std::string_view header) {
+  if (keys.empty()) return true;
+  constexpr std::string_view kScheme = "bearer ";
+  if (header.size() <= kScheme.size()) return false;
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return false;
+  }
+  std::string_view token = header.substr(kScheme.size());
+  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
+  bool ok = false;
+  for (const auto& key : keys) ok |= equalConstantTime(key, token);
+  return ok;
+}
+
+net::awaitable<bool> handleRequest(ServerContext& ctx, Connection& conn, const Request& request) {
+  const auto start = std::chrono::steady_clock::now();
+  const bool keep_alive = request.keep_alive();
+  std::string_view target = sv(request.target());
+  std::string_view path = target.substr(0, target.find('?'));
+  const Route* route = findRoute(path);
+  std::string route_label = route ? route->path : "other";
+
+  GenerationResult result;
+  std::optional<ApiError> error;
+  try {
+    if (!route) throw ApiError(404, fmt::format("no route for {}", path), "not_found_error");
+    if (request.method() != route->method) {
+      throw ApiError(405,
+                     fmt::format("{} takes {}", route->path, sv(http::to_string(route->method))),
+                     "invalid_request_error");
+    }
+    if (route->needs_key &&
+        !authorized(ctx.options.api_keys, sv(request[http::field::authorization]))) {
+      throw ApiError(401,
+                     "Incorrect or missing API key: send the header 'Authorization: Bearer "
+                     "<key>' with a key from the server's --api-key-file",
+                     "invalid_request_error", "", "invalid_api_key");
+    }
+    if (path == "/v1/completions" || path == "/v1/chat/completions") {
+      Endpoint ep = path == "/v1/completions" ? Endpoint::kCompletions : Endpoint::kChat;
+      result = co_await handleGeneration(ctx, conn, request, ep);
+    } else {
+      Response res = simpleAnswer(ctx, path, keep_alive);
+      result.status = res.result_int();
+      result.keep_open = co_await conn.write(std::move(res));
+    }
+  } catch (const ApiError& e) {
+    error = e;
+  } catch (const Error& e) {
+    error = fromEngineError(e);
+  } catch (const std::exception& e) {
+    spdlog::error("[api] {} {}: {}", sv(request.method_string()), path, e.what());
+    error = ApiError(500, std::string("internal error: ") + e.what(), "server_error");
+  }
+  if (error) {
+    Response res = errorResponse(*error, keep_alive);
+    if (error->status() == 405 && route)
+      res.set(http::field::allow, http::to_string(route->method));
+    result.status = error->status();
+    result.keep_open = co_await conn.write(std::move(res));
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ctx.metrics.requestFinished(route_label, result.status, seconds);
+  spdlog::debug("[api] {} {} -> {} in {:.3f} s", sv(request.method_string()), path, result.status,
+                seconds);
+  co_return result.keep_open;
+}
+
+}  // namespace tpnode::node::api

@@ -1,0 +1,45 @@
+// ServerContext: what every connection of one ApiServer shares. Owned by ApiServer, which
+// outlives its io_context and therefore every connection coroutine.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <set>
+
+#include "node/api/api_metrics.h"
+#include "node/api/api_options.h"
+#include "node/engine.h"
+
+namespace tpnode::node::api {
+
+// The engine requests in flight, so that ApiServer::stop() can cancel them. Thread-safe.
+class InFlight {
+ public:
+  void add(uint64_t id) {
+    std::lock_guard lock(mu_);
+    ids_.insert(id);
+  }
+  void remove(uint64_t id) {
+    std::lock_guard lock(mu_);
+    ids_.erase(id);
+  }
+  std::set<uint64_t> all() const {
+    std::lock_guard lock(mu_);
+    return ids_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::set<uint64_t> ids_;  // guarded by mu_
+};
+
+struct ServerContext {
+  ServerContext(Engine& e, ApiOptions o) : engine(e), options(std::move(o)) {}
+
+  Engine& engine;  // outlives the server (the caller's)
+  const ApiOptions options;
+  ApiMetrics metrics;
+  InFlight in_flight;
+};
+
+}  // namespace tpnode::node::api

@@ -1,0 +1,157 @@
+// Cluster mode (--model with --peers, or a config): node 0 drives, the other nodes work.
+// Also the single-node serving path (one node, no mesh).
+#include <csignal>
+#include <cstdio>
+#include <future>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "model/npy.h"
+#include "node/api/api_server.h"
+#include "node/driver.h"
+#include "node/loaded_model.h"
+#include "node/modes.h"
+#include "node/worker.h"
+
+namespace tpnode::node {
+namespace {
+
+std::atomic<int> g_signal{0};
+
+void onSignal(int sig) {
+  g_signal = sig;
+}
+
+DriverOptions driverOptions(const Options& o) {
+  DriverOptions d;
+  d.scheduler.slots = std::max(1, o.parallel);
+  d.scheduler.ctx_size = o.ctx_size;
+  d.ranks.threads = o.threads;
+  d.ranks.slots = d.scheduler.slots;
+  d.ranks.ctx = o.ctx_size;
+  return d;
+}
+
+std::vector<int32_t> promptIds(const Options& o, const LoadedModel& m) {
+  if (!o.prompt_ids.empty()) {
+    std::vector<int32_t> ids;
+    for (int v : parseIntList("--prompt-ids", o.prompt_ids)) ids.push_back(v);
+    return ids;
+  }
+  // As llama.cpp's CLI does: BOS where the vocabulary asks for it, special texts not parsed.
+  return m.tokenizer->encode(o.prompt, /*add_special=*/true, /*parse_special=*/false);
+}
+
+// Waits until the driver is ready; false if its loop ended first (the error is logged).
+bool waitReady(Driver& driver) {
+  while (!driver.ready()) {
+    if (driver.loopDone() || g_signal != 0) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+int generateOnce(Driver& driver, const Options& o, const LoadedModel& m) {
+  if (!waitReady(driver)) {
+    spdlog::error("[driver] the cluster did not come up: {}", driver.lastError());
+    return 1;
+  }
+  GenerationRequest req;
+  req.prompt_ids = promptIds(o, m);
+  req.max_tokens = o.n_predict;
+  req.sampling.temperature = o.temperature;
+  req.sampling.top_k = o.top_k;
+  req.sampling.top_p = o.top_p;
+  req.sampling.min_p = o.min_p;
+  req.sampling.repeat_penalty = o.repeat_penalty;
+  req.sampling.seed = o.seed;
+  req.ignore_eos = !o.dump_logits.empty();  // a logits dump follows the forced length
+  if (!o.dump_logits.empty()) driver.keepAllLogitsOfNextRequest();
+
+  std::vector<int32_t> ids;
+  std::string text;
+  std::promise<TokenEvent> done;
+  auto finished = done.get_future();
+  uint64_t id = driver.submit(req, [&](const TokenEvent& e) {
+    if (e.finished) {
+      done.set_value(e);
+      return;
+    }
+    ids.push_back(e.id);
+    text += e.text;
+    if (!o.json) {
+      std::fwrite(e.text.data(), 1, e.text.size(), stdout);
+      std::fflush(stdout);
+    }
+  });
+  while (finished.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+    if (g_signal != 0) driver.cancel(id);
+  }
+  TokenEvent last = finished.get();
+  if (last.finish_reason == "error") {
+    spdlog::error("[driver] generation failed: {}", last.error);
+    return 1;
+  }
+  RequestTiming t = driver.timing(id);
+  const double prefill_tps = t.prefill_seconds > 0 ? req.prompt_ids.size() / t.prefill_seconds : 0;
+  const double decode_tps = t.decode_seconds > 0 ? t.decode_steps / t.decode_seconds : 0;
+  if (!o.dump_logits.empty()) {
+    std::vector<float> rows = driver.takeLogits(id);
+    const int64_t vocab = m.config.n_vocab;
+    model::writeNpy(o.dump_logits, rows.data(), static_cast<int64_t>(rows.size()) / vocab, vocab);
+  }
+  if (o.json) {
+    nlohmann::json j;
+    j["prompt_ids"] = req.prompt_ids;
+    j["ids"] = ids;
+    j["text"] = text;
+    j["prefill_tps"] = prefill_tps;
+    j["decode_tps"] = decode_tps;
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    std::printf("\n");
+    std::fprintf(stderr,
+                 "prefill: %zu tokens in %.3f s (%.1f tokens/s); decode: %lld tokens in %.3f s "
+                 "(%.1f tokens/s); layout %zu node(s) x %d rank(s), threads/rank=%d\n",
+                 req.prompt_ids.size(), t.prefill_seconds, prefill_tps,
+                 static_cast<long long>(t.decode_steps), t.decode_seconds, decode_tps,
+                 o.tp_layout.size(), o.tp, o.threads);
+  }
+  return 0;
+}
+
+int serve(Driver& driver, const Options& o) {
+  api::ApiServer server(driver, api::apiOptionsFrom(o));
+  server.start();
+  spdlog::info(
+      "[api] listening on http://{}:{} (OpenAI-compatible: /v1/completions, "
+      "/v1/chat/completions, /v1/models, /health, /metrics)",
+      o.host, server.port());
+  while (g_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  spdlog::info("[driver] signal {}: shutting the cluster down", g_signal.load());
+  server.stop();
+  return 0;
+}
+
+}  // namespace
+
+int runCluster(const Options& o) {
+  std::unique_ptr<LoadedModel> model = loadModel(o);
+  if (o.node_id != 0) return runWorker(o, *model);  // a signal ends a worker at once
+  std::signal(SIGINT, onSignal);
+  std::signal(SIGTERM, onSignal);
+
+  DriverOptions d = driverOptions(o);
+  d.reform_on_fault = !o.prompt_given;
+  d.record_timings = o.prompt_given;
+  Driver driver(o, *model, d);
+  driver.start();
+  int rc = o.prompt_given ? generateOnce(driver, o, *model) : serve(driver, o);
+  driver.shutdown();
+  return rc;
+}
+
+}  // namespace tpnode::node

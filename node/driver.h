@@ -1,0 +1,132 @@
+// Driver: node 0's engine. It owns the request queue, tokenization and sampling, and one loop
+// thread that forms the cluster and then runs it step by step: plan the step (continuous
+// batching, node/scheduler.h) -> send the StepCommand to every worker -> run the local ranks
+// (all ranks of all nodes meet in the all-reduces) -> sample on node 0 -> report tokens.
+//
+// Contract
+// - Engine methods may be called from any thread (see node/engine.h).
+// - Faults: a lost worker (seen by the mesh's liveness or a failed collective) fails every
+//   in-flight request with finish_reason "error" and the cause, makes ready() false, tells the
+//   surviving workers to re-form (kReset), and re-forms the cluster (waiting for the lost node
+//   to come back) unless options.reform_on_fault is false. Nothing is dropped silently.
+// - shutdown() stops the loop: workers receive kShutdown and exit 0.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "collectives/hierarchical.h"
+#include "mesh/mesh.h"
+#include "model/sampling.h"
+#include "node/engine.h"
+#include "node/loaded_model.h"
+#include "node/rank_set.h"
+#include "node/scheduler.h"
+
+namespace tpnode::node {
+
+struct DriverOptions {
+  SchedulerOptions scheduler;
+  RankSetOptions ranks;
+  bool reform_on_fault = true;
+  bool record_timings = false;  // keep RequestTiming per request (the CLI's --prompt)
+};
+
+// Timing of one finished request, for the CLI's tokens/s.
+struct RequestTiming {
+  double prefill_seconds = 0;  // from its first step to its first sampled token
+  double decode_seconds = 0;   // from its first to its last sampled token
+  int64_t decode_steps = 0;
+};
+
+class Driver final : public Engine {
+ public:
+  Driver(const Options& options, const LoadedModel& model, DriverOptions driver_options);
+  ~Driver() override;
+
+  void start();
+  void shutdown();
+
+  // Engine
+  ModelInfo modelInfo() const override;
+  bool ready() const override { return ready_.load(); }
+  std::string notReadyReason() const override;
+  std::vector<int32_t> tokenize(const std::string& text, bool add_special) const override;
+  std::string detokenize(const std::vector<int32_t>& ids) const override;
+  std::string renderChat(const std::vector<ChatMessage>& messages) const override;
+  uint64_t submit(GenerationRequest request,
+                  std::function<void(const TokenEvent&)> on_event) override;
+  void cancel(uint64_t request_id) override;
+  std::string metricsText() const override;
+
+  // For --dump-logits: the next submitted request keeps a logits row for every position.
+  void keepAllLogitsOfNextRequest() { keep_all_logits_next_ = true; }
+  // The rows kept for request `id` (moved out), and its timing.
+  std::vector<float> takeLogits(uint64_t id);
+  RequestTiming timing(uint64_t id);
+  // True once the loop thread has ended (shutdown, or a fault with reform_on_fault off).
+  bool loopDone() const { return loop_done_.load(); }
+  std::string lastError() const;
+
+ private:
+  struct Active;
+  struct Session;
+
+  void loop();
+  bool formCluster();
+  void teardown(bool reset_workers);
+  void runStep();
+  void failAll(const std::string& reason);
+  void admitIncoming();
+  void finishSequence(Active& a, const std::string& reason);
+  void sampleInto(Active& a, const float* row);
+  void broadcastCommand(const StepCommand& command);
+
+  const Options options_;
+  const LoadedModel& model_;
+  const DriverOptions driver_options_;
+
+  std::thread loop_thread_;
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> fault_{false};  // set by the mesh callback when a peer is lost
+  std::atomic<bool> keep_all_logits_next_{false};
+  std::atomic<bool> loop_done_{false};
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::string not_ready_reason_;  // GUARDED_BY(mu_)
+  std::string last_error_;        // GUARDED_BY(mu_)
+  uint64_t next_id_ = 1;          // GUARDED_BY(mu_)
+  struct Incoming {
+    uint64_t id;
+    GenerationRequest request;
+    std::function<void(const TokenEvent&)> on_event;
+    bool all_logits;
+  };
+  std::deque<Incoming> incoming_;                       // GUARDED_BY(mu_)
+  std::vector<uint64_t> cancels_;                       // GUARDED_BY(mu_)
+  std::map<uint64_t, std::vector<float>> kept_logits_;  // GUARDED_BY(mu_)
+  std::map<uint64_t, RequestTiming> timings_;           // GUARDED_BY(mu_)
+
+  // Loop thread only:
+  std::unique_ptr<Session> session_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::map<uint64_t, std::unique_ptr<Active>> active_;
+  std::vector<model::BatchToken> batch_;
+  std::vector<float> logits_;
+  std::vector<std::byte> command_bytes_;
+
+  // Metrics (atomics: read by /metrics from HTTP threads).
+  std::atomic<uint64_t> steps_{0}, tokens_generated_{0}, prompt_tokens_{0};
+  std::atomic<uint64_t> requests_failed_{0}, faults_{0};
+  std::atomic<double> last_step_ms_{0};
+  std::atomic<uint64_t> running_{0}, waiting_{0};
+};
+
+}  // namespace tpnode::node

@@ -1,0 +1,51 @@
+#include "node/loaded_model.h"
+
+#include <filesystem>
+#include <numeric>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "common/error.h"
+#include "model/model_identity.h"
+#include "model/vocab_gguf.h"
+
+namespace tpnode::node {
+
+std::unique_ptr<LoadedModel> loadModel(const Options& o) {
+  auto m = std::make_unique<LoadedModel>();
+  spdlog::info("[model] opening {}", o.model);
+  m->file = model::GgufFile::open(o.model);
+  const auto& meta = m->file->metadata();
+  m->config = model::readModelConfig(meta);
+  m->identity = model::modelIdentity(*m->file);
+  m->name = meta.getStringOr("general.name", std::filesystem::path(o.model).filename().string());
+  m->chat_template = meta.getStringOr("tokenizer.chat_template", "");
+  m->has_chat_template = !m->chat_template.empty();
+  m->tokenizer = std::make_unique<model::Tokenizer>(model::loadVocab(*m->file));
+
+  const int global_tp = std::accumulate(o.tp_layout.begin(), o.tp_layout.end(), 0);
+  for (size_t i = 1; i < o.tp_layout.size(); ++i) {
+    if (o.tp_layout[i] != o.tp_layout[0]) {
+      fail(ErrorCode::kUnsupported,
+           "--tp-layout {}: nodes with different tp degrees are not supported yet (the "
+           "hierarchical all-reduce pairs local rank r of every node); give every node the "
+           "same tp, e.g. --tp {}",
+           fmt::join(o.tp_layout, ","), o.tp_layout[0]);
+    }
+  }
+  m->plan = model::planShards(m->config, model::tensorDescs(meta), global_tp);
+  spdlog::info("[model] {} ({}), {}", m->name, m->config.summary(), m->identity);
+  spdlog::info("[model] shard plan for {} ranks ({} nodes x {} local):\n{}", global_tp,
+               o.tp_layout.size(), o.tp, m->plan.describe());
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (static_cast<unsigned>(o.tp * o.threads) > cores) {
+    spdlog::warn(
+        "[node] {} local ranks x {} threads exceed the {} cores of this host; expect "
+        "slow steps (lower --threads or --tp)",
+        o.tp, o.threads, cores);
+  }
+  return m;
+}
+
+}  // namespace tpnode::node

@@ -1,0 +1,80 @@
+#include "node/mesh_setup.h"
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "common/error.h"
+
+namespace tpnode::node {
+
+std::string readClusterSecret(const Options& o) {
+  if (!o.cluster_secret_file.empty()) {
+    std::ifstream in(o.cluster_secret_file, std::ios::binary);
+    if (!in) {
+      fail(ErrorCode::kInvalidArgument, "--cluster-secret-file '{}' cannot be read",
+           o.cluster_secret_file);
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string secret = ss.str();
+    while (!secret.empty() &&
+           (secret.back() == '\n' || secret.back() == '\r' || secret.back() == ' ')) {
+      secret.pop_back();
+    }
+    if (secret.empty()) {
+      fail(ErrorCode::kInvalidArgument, "--cluster-secret-file '{}' is empty",
+           o.cluster_secret_file);
+    }
+    struct stat st {};
+    if (::stat(o.cluster_secret_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+      spdlog::warn("[mesh] --cluster-secret-file '{}' is readable by other users (chmod 600)",
+                   o.cluster_secret_file);
+    }
+    return secret;
+  }
+  const char* env = std::getenv("TPNODE_CLUSTER_SECRET");
+  return env != nullptr ? env : "";
+}
+
+mesh::MeshOptions makeMeshOptions(const Options& o, const std::string& model_identity) {
+  mesh::MeshOptions m;
+  m.node_id = o.node_id;
+  m.peers = mesh::parsePeerList(o.peers);
+  if (o.connect_timeout_s <= 0 || o.liveness_timeout_s <= 0) {
+    fail(ErrorCode::kInvalidArgument, "--connect-timeout and --liveness-timeout must be > 0");
+  }
+  m.connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.connect_timeout_s * 1e3));
+  m.liveness_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.liveness_timeout_s * 1e3));
+  m.heartbeat_interval = std::min(std::chrono::milliseconds(500), m.liveness_timeout / 4);
+  m.sockets_per_peer = o.sockets_per_peer;
+  m.cluster_secret = readClusterSecret(o);
+  m.tls = mesh::TlsOptions{o.tls_cert, o.tls_key, o.tls_ca};
+  std::string peers, tps;
+  for (size_t i = 0; i < m.peers.size(); ++i) {
+    peers += (i ? "," : "") + m.peers[i].toString();
+    int tp = i < o.tp_layout.size() ? o.tp_layout[i] : o.tp;
+    tps += (i ? "," : "") + std::to_string(tp);
+  }
+  std::vector<std::string> items = {"peers=" + peers, "tp_per_node=" + tps,
+                                    "model=" + model_identity, "wire_format=" + o.wire_format};
+  if (model_identity != "none") {
+    // Every node sizes its KV cache and decodes step commands with these.
+    items.push_back("slots=" + std::to_string(o.parallel));
+    items.push_back("ctx_size=" + std::to_string(o.ctx_size));
+  }
+  m.fingerprint = mesh::computeFingerprint(items);
+  m.fingerprint_text = mesh::fingerprintText(items);
+  if (m.cluster_secret.empty() && !m.tls.enabled()) {
+    spdlog::warn(
+        "[mesh] no cluster secret (--cluster-secret-file or TPNODE_CLUSTER_SECRET): "
+        "any host that can reach these ports can join");
+  }
+  return m;
+}
+
+}  // namespace tpnode::node

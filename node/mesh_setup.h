@@ -1,0 +1,24 @@
+// Building the mesh options of a node from its Options: peers, timeouts, the cluster secret,
+// TLS and the cluster fingerprint (what every node must agree on).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "mesh/mesh.h"
+#include "node/options.h"
+
+namespace tpnode::node {
+
+// Control-channel tags of the node layer (the collectives use tags below 0x10000).
+inline constexpr uint32_t kTagControl = 0x100000;     // driver -> worker: StepCommand
+inline constexpr uint32_t kTagControlAck = 0x100001;  // worker -> driver: acknowledgements
+
+// The secret from --cluster-secret-file or TPNODE_CLUSTER_SECRET ("" when neither is given).
+std::string readClusterSecret(const Options& options);
+
+// `model_identity` is model::modelIdentity() of the loaded file, or "none" for a mesh without
+// a model. The fingerprint covers the peer list, the tp of every node and the model identity.
+mesh::MeshOptions makeMeshOptions(const Options& options, const std::string& model_identity);
+
+}  // namespace tpnode::node

@@ -1,0 +1,73 @@
+// RankSet: this node's local tensor-parallel ranks, one persistent thread each, each with its
+// weight shard, KV cache, compute pool and hierarchical communicator. The driver and the
+// workers hand it one batch per step; every local rank runs it, meeting the ranks of the other
+// nodes in the all-reduces.
+//
+// Contract
+// - Ownership: the RankSet owns its rank threads, models and communicators; the NodeGroup
+//   (and through it the mesh) must outlive it.
+// - Threads: run() is called from one thread (the step loop) and blocks until every local rank
+//   has finished the batch. The first Error of any rank is rethrown there; the NodeGroup is
+//   aborted so that no rank, here or on another node, waits forever. After an Error the
+//   RankSet is dead: every later run() throws (the cluster is re-formed from scratch).
+// - Logits: rows for the batch tokens marked `logits`, in batch order, full vocabulary
+//   (global rank 0's copy; every rank holds the same after the vocab-parallel all-gather).
+#pragma once
+
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "collectives/hierarchical.h"
+#include "model/config.h"
+#include "model/gguf.h"
+#include "model/llama_rank.h"
+#include "model/shard_plan.h"
+
+namespace tpnode::node {
+
+struct RankSetOptions {
+  int threads = 1;  // compute threads per rank
+  int slots = 1;    // KV slots (sequences) per rank
+  int ctx = 2048;   // positions per slot
+};
+
+class RankSet {
+ public:
+  // Loads the shards of global ranks node_id * tp + r (r < tp) in parallel, with progress logs.
+  RankSet(const model::GgufFile& file, const model::ModelConfig& config,
+          const model::ShardPlan& plan, std::shared_ptr<collectives::NodeGroup> group,
+          const RankSetOptions& options);
+  ~RankSet();
+  RankSet(const RankSet&) = delete;
+  RankSet& operator=(const RankSet&) = delete;
+
+  void run(std::span<const model::BatchToken> batch, std::vector<float>& logits);
+
+  int localRanks() const { return static_cast<int>(ranks_.size()); }
+  uint64_t rankWeightBytes(int local_rank) const;
+  uint64_t rankKvBytes(int local_rank) const;
+
+ private:
+  struct Rank;
+  void rankLoop(Rank& rank);
+
+  std::shared_ptr<collectives::NodeGroup> group_;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+
+  std::mutex mu_;
+  std::condition_variable work_cv_;
+  std::condition_variable done_cv_;
+  uint64_t generation_ = 0;                   // GUARDED_BY(mu_)
+  int pending_ = 0;                           // GUARDED_BY(mu_)
+  bool stop_ = false;                         // GUARDED_BY(mu_)
+  std::exception_ptr error_;                  // GUARDED_BY(mu_)
+  std::span<const model::BatchToken> batch_;  // GUARDED_BY(mu_) for the step
+  std::vector<float>* logits_ = nullptr;      // rank 0 writes it during the step
+};
+
+}  // namespace tpnode::node

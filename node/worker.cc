@@ -1,0 +1,119 @@
+#include "node/worker.h"
+
+#include <spdlog/spdlog.h>
+
+#include "collectives/hierarchical.h"
+#include "common/error.h"
+#include "mesh/mesh.h"
+#include "node/mesh_setup.h"
+#include "node/rank_set.h"
+#include "node/step_command.h"
+
+namespace tpnode::node {
+namespace {
+
+enum class Outcome { kShutdown, kReform };
+
+StepLimits stepLimits(const Options& o, const LoadedModel& m) {
+  StepLimits limits;
+  limits.max_slot = static_cast<uint32_t>(std::max(1, o.parallel) - 1);
+  limits.n_vocab = static_cast<int32_t>(m.config.n_vocab);
+  limits.max_tokens = static_cast<uint32_t>(std::max(1, o.parallel)) *
+                      static_cast<uint32_t>(std::max(1, o.ctx_size));
+  return limits;
+}
+
+// Room for the largest command the limits allow: every slot cleared, every slot with tokens.
+size_t commandBufferBytes(const StepLimits& limits) {
+  return 32 + 20 * (size_t{limits.max_slot} + 1) + 4 * size_t{limits.max_tokens};
+}
+
+// Serves one formed cluster until the driver says shutdown or reset. Throws on a fault.
+Outcome serve(mesh::Mesh& mesh, RankSet& ranks, const Options& o, const LoadedModel& m) {
+  const StepLimits limits = stepLimits(o, m);
+  std::vector<std::byte> buffer(commandBufferBytes(limits));
+  std::vector<model::BatchToken> batch;
+  std::vector<float> logits;
+  const std::byte ack[1] = {std::byte{1}};
+  for (;;) {
+    size_t n = mesh.recv(0, kTagControl, buffer);
+    StepCommand cmd = decodeStepCommand(std::span(buffer.data(), n), limits);
+    if (cmd.kind == StepKind::kShutdown) {
+      mesh.send(0, kTagControlAck, ack);
+      return Outcome::kShutdown;
+    }
+    if (cmd.kind == StepKind::kReset) {
+      mesh.send(0, kTagControlAck, ack);
+      return Outcome::kReform;
+    }
+    batch.clear();
+    for (const SeqChunk& c : cmd.seqs) {
+      for (size_t j = 0; j < c.tokens.size(); ++j) {
+        bool last = j + 1 == c.tokens.size();
+        bool want = (c.flags & kLogitsAll) || ((c.flags & kLogitsLast) && last);
+        batch.push_back({c.tokens[j], static_cast<int32_t>(c.start_pos + j),
+                         static_cast<int32_t>(c.slot), want});
+      }
+    }
+    ranks.run(batch, logits);
+  }
+}
+
+// After a fault that did not take the driver: wait for its kReset (or shutdown).
+Outcome awaitDriver(mesh::Mesh& mesh, const StepLimits& limits) {
+  std::vector<std::byte> buffer(commandBufferBytes(limits));
+  const std::byte ack[1] = {std::byte{1}};
+  for (;;) {
+    size_t n = mesh.recv(0, kTagControl, buffer);
+    StepCommand cmd = decodeStepCommand(std::span(buffer.data(), n), limits);
+    if (cmd.kind == StepKind::kStep) continue;  // a step sent before the fault: drop it
+    mesh.send(0, kTagControlAck, ack);
+    return cmd.kind == StepKind::kShutdown ? Outcome::kShutdown : Outcome::kReform;
+  }
+}
+
+}  // namespace
+
+int runWorker(const Options& o, const LoadedModel& m) {
+  RankSetOptions ro;
+  ro.threads = o.threads;
+  ro.slots = std::max(1, o.parallel);
+  ro.ctx = o.ctx_size;
+  for (;;) {
+    std::unique_ptr<mesh::Mesh> mesh = mesh::Mesh::connect(makeMeshOptions(o, m.identity));
+    auto coll = collectives::CollectiveOptions::fromEnv();
+    if (o.wire_format != "f32") coll.wire = collectives::parseWireFormat(o.wire_format);
+    auto group = collectives::NodeGroup::create(mesh.get(), o.tp, coll, nullptr);
+    Outcome outcome = Outcome::kReform;
+    try {
+      RankSet ranks(*m.file, m.config, m.plan, group, ro);
+      const std::byte loaded[1] = {std::byte{1}};
+      mesh->send(0, kTagControlAck, loaded);
+      spdlog::info("[worker] node {} ready: {} local rank(s) serving driver node 0", o.node_id,
+                   o.tp);
+      outcome = serve(*mesh, ranks, o, m);
+    } catch (const Error& e) {
+      if (!mesh->peerAlive(0)) {
+        spdlog::error("[worker] the driver (node 0) was lost: {}; exiting", e.what());
+        return 3;
+      }
+      spdlog::warn("[worker] cluster fault: {}; waiting for the driver to re-form", e.what());
+      try {
+        outcome = awaitDriver(*mesh, stepLimits(o, m));
+      } catch (const Error& e2) {
+        spdlog::error("[worker] the driver (node 0) was lost: {}; exiting", e2.what());
+        return 3;
+      }
+    }
+    group.reset();
+    if (outcome == Outcome::kShutdown) {
+      spdlog::info("[worker] node {}: shutdown by the driver", o.node_id);
+      mesh->shutdown();
+      return 0;
+    }
+    spdlog::info("[worker] node {}: re-forming the cluster", o.node_id);
+    mesh->shutdown();
+  }
+}
+
+}  // namespace tpnode::node

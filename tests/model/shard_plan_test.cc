@@ -1,0 +1,141 @@
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/error.h"
+#include "model/shard_plan.h"
+
+namespace tpnode::model {
+namespace {
+
+ModelConfig config(int64_t dim, int64_t heads, int64_t kv, int64_t ffn, int64_t vocab) {
+  ModelConfig c;
+  c.arch = "llama";
+  c.n_embd = dim;
+  c.n_head = heads;
+  c.n_head_kv = kv;
+  c.head_dim = dim / heads;
+  c.n_ff = ffn;
+  c.n_vocab = vocab;
+  c.n_layer = 1;
+  return c;
+}
+
+std::vector<TensorDesc> tensors(const ModelConfig& c, TensorType t, bool bias = false) {
+  const uint64_t d = static_cast<uint64_t>(c.n_embd), q = static_cast<uint64_t>(c.qDim()),
+                 kv = static_cast<uint64_t>(c.kvDim()), f = static_cast<uint64_t>(c.n_ff),
+                 v = static_cast<uint64_t>(c.n_vocab);
+  std::vector<TensorDesc> out = {{"token_embd.weight", t, d, v},
+                                 {"output_norm.weight", TensorType::kF32, d, 1},
+                                 {"output.weight", t, d, v},
+                                 {"blk.0.attn_norm.weight", TensorType::kF32, d, 1},
+                                 {"blk.0.attn_q.weight", t, d, q},
+                                 {"blk.0.attn_k.weight", t, d, kv},
+                                 {"blk.0.attn_v.weight", t, d, kv},
+                                 {"blk.0.attn_output.weight", t, q, d},
+                                 {"blk.0.ffn_norm.weight", TensorType::kF32, d, 1},
+                                 {"blk.0.ffn_gate.weight", t, d, f},
+                                 {"blk.0.ffn_up.weight", t, d, f},
+                                 {"blk.0.ffn_down.weight", t, f, d}};
+  if (bias) out.push_back({"blk.0.attn_k.bias", TensorType::kF32, kv, 1});
+  return out;
+}
+
+// One row per (tensor, tp, rank): the expected slice.
+struct Row {
+  const char* tensor;
+  int tp, rank;
+  ShardKind kind;
+  uint64_t row_begin, row_end, col_begin, col_end;
+};
+
+TEST(ShardPlanTest, SlicesTable) {
+  // dim 256, 8 heads of 32, 4 kv heads, ffn 768, vocab 1024 (the reference llama-tiny shape).
+  ModelConfig c = config(256, 8, 4, 768, 1024);
+  const Row table[] = {
+      {"blk.0.attn_q.weight", 2, 1, ShardKind::kSplitRows, 128, 256, 0, 256},
+      {"blk.0.attn_q.weight", 4, 3, ShardKind::kSplitRows, 192, 256, 0, 256},
+      {"blk.0.attn_k.weight", 4, 2, ShardKind::kSplitRows, 64, 96, 0, 256},
+      {"blk.0.attn_k.bias", 2, 1, ShardKind::kSplitRows, 0, 1, 64, 128},
+      {"blk.0.attn_output.weight", 2, 1, ShardKind::kSplitCols, 0, 256, 128, 256},
+      {"blk.0.ffn_gate.weight", 4, 1, ShardKind::kSplitRows, 192, 384, 0, 256},
+      {"blk.0.ffn_down.weight", 4, 3, ShardKind::kSplitCols, 0, 256, 576, 768},
+      {"blk.0.attn_norm.weight", 4, 3, ShardKind::kReplicate, 0, 1, 0, 256},
+      {"token_embd.weight", 4, 1, ShardKind::kReplicate, 0, 1024, 0, 256},
+      {"output.weight", 4, 1, ShardKind::kSplitRows, 256, 512, 0, 256},
+  };
+  for (const Row& r : table) {
+    ShardPlan plan = planShards(c, tensors(c, TensorType::kQ8_0, true), r.tp);
+    const TensorShard& s = plan.find(r.tensor);
+    Slice sl = s.sliceFor(r.rank, r.tp);
+    SCOPED_TRACE(std::string(r.tensor) + " tp=" + std::to_string(r.tp));
+    EXPECT_EQ(s.kind, r.kind);
+    EXPECT_EQ(sl.row_begin, r.row_begin);
+    EXPECT_EQ(sl.row_end, r.row_end);
+    EXPECT_EQ(sl.col_begin, r.col_begin);
+    EXPECT_EQ(sl.col_end, r.col_end);
+  }
+}
+
+TEST(ShardPlanTest, ReplicatesKvHeadsWhenFewerThanTp) {
+  ModelConfig c = config(256, 8, 2, 512, 1024);  // 2 kv heads of 32 rows
+  ShardPlan plan = planShards(c, tensors(c, TensorType::kF32), 8);
+  const TensorShard& k = plan.find("blk.0.attn_k.weight");
+  EXPECT_EQ(k.pieces, 2);
+  const uint64_t want[8] = {0, 0, 0, 0, 32, 32, 32, 32};  // ranks 0-3 own q heads 0-3 -> kv 0
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(k.sliceFor(r, 8).row_begin, want[r]) << r;
+  EXPECT_EQ(plan.find("blk.0.attn_q.weight").sliceFor(5, 8).row_begin, 160u);
+}
+
+TEST(ShardPlanTest, RefusalsNameTensorSizeAndWorkingDegrees) {
+  struct Refusal {
+    ModelConfig c;
+    TensorType type;
+    int tp;
+    const char* tensor;
+    const char* mention;
+    const char* working;
+  };
+  const Refusal table[] = {
+      {config(256, 8, 4, 768, 1024), TensorType::kQ4_K, 2, "blk.0.attn_output.weight",
+       "128 input columns per rank would cut a Q4_K block of 256", "1"},
+      {config(256, 8, 4, 768, 1024), TensorType::kQ8_0, 3, "blk.0.attn_q.weight",
+       "8 attention heads do not divide by 3", "1, 2, 4"},
+      {config(256, 8, 4, 768, 1024), TensorType::kF32, 8, "blk.0.attn_k.weight", "", ""},
+      {config(240, 12, 3, 720, 1000), TensorType::kF32, 2, "blk.0.attn_k.weight",
+       "3 kv heads neither divide by 2 nor divide it", "1, 3, 6, 12"},
+  };
+  for (const Refusal& r : table) {
+    SCOPED_TRACE(std::string(r.tensor) + " tp=" + std::to_string(r.tp));
+    if (r.mention[0] == 0) {  // accepted
+      EXPECT_NO_THROW(planShards(r.c, tensors(r.c, r.type), r.tp));
+      continue;
+    }
+    try {
+      planShards(r.c, tensors(r.c, r.type), r.tp);
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      std::string m = e.what();
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(m.find(r.tensor), std::string::npos) << m;
+      EXPECT_NE(m.find(r.mention), std::string::npos) << m;
+      EXPECT_NE(m.find(std::string("work for this model: ") + r.working), std::string::npos) << m;
+    }
+  }
+}
+
+TEST(ShardPlanTest, WorkingDegreesAndPerRankBytes) {
+  ModelConfig c = config(256, 8, 4, 768, 1024);
+  EXPECT_EQ(workingTpDegrees(c, tensors(c, TensorType::kQ8_0), 16), (std::vector<int>{1, 2, 4, 8}));
+  EXPECT_EQ(workingTpDegrees(c, tensors(c, TensorType::kQ4_K), 16), (std::vector<int>{1}));
+  ShardPlan p1 = planShards(c, tensors(c, TensorType::kF32), 1);
+  ShardPlan p4 = planShards(c, tensors(c, TensorType::kF32), 4);
+  EXPECT_EQ(p1.rankBytes(0), p1.totalBytes());
+  // Everything but token_embd and the norms is split in 4.
+  const uint64_t replicated = (256 * 1024 + 3 * 256) * 4;
+  EXPECT_EQ(p4.rankBytes(2), replicated + (p1.totalBytes() - replicated) / 4);
+  EXPECT_NE(p4.describe().find("rank 3:"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tpnode::model

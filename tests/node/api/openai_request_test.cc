@@ -1,0 +1,169 @@
+#include "node/api/openai_request.h"
+
+#include <gtest/gtest.h>
+
+#include "node/api/api_error.h"
+#include "tests/node/api/fake_engine.h"
+
+namespace tpnode::node::api {
+namespace {
+
+using nlohmann::json;
+
+// Expects parsing `body` to fail with `status`, naming `param`.
+void expectRefused(Endpoint ep, const json& body, const std::string& param, int status = 400) {
+  try {
+    parseOpenAiRequest(ep, body.dump());
+    ADD_FAILURE() << "accepted: " << body.dump();
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), status) << body.dump();
+    EXPECT_EQ(e.body()["error"]["param"], param) << e.what();
+    EXPECT_NE(std::string(e.what()).find(param), std::string::npos) << e.what();
+  }
+}
+
+TEST(OpenAiRequestTest, ParsesEveryCompletionsField) {
+  auto r =
+      parseOpenAiRequest(Endpoint::kCompletions, json{{"model", "m"},
+                                                      {"prompt", "hi"},
+                                                      {"max_tokens", 7},
+                                                      {"temperature", 0.5},
+                                                      {"top_p", 0.9},
+                                                      {"top_k", 40},
+                                                      {"min_p", 0.05},
+                                                      {"seed", 7},
+                                                      {"stop", {"a", "b"}},
+                                                      {"n", 1},
+                                                      {"stream", true},
+                                                      {"stream_options", {{"include_usage", true}}},
+                                                      {"logprobs", 3},
+                                                      {"presence_penalty", 0.5},
+                                                      {"frequency_penalty", -0.5},
+                                                      {"repeat_penalty", 1.1},
+                                                      {"unknown_field", {1, 2}}}
+                                                     .dump());
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.prompt_text, "hi");
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_DOUBLE_EQ(r.sampling.temperature, 0.5);
+  EXPECT_DOUBLE_EQ(r.sampling.top_p, 0.9);
+  EXPECT_EQ(r.sampling.top_k, 40);
+  EXPECT_DOUBLE_EQ(r.sampling.min_p, 0.05);
+  EXPECT_EQ(r.sampling.seed, 7u);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 3);
+  EXPECT_DOUBLE_EQ(r.sampling.presence_penalty, 0.5);
+  EXPECT_DOUBLE_EQ(r.sampling.frequency_penalty, -0.5);
+  EXPECT_DOUBLE_EQ(r.sampling.repeat_penalty, 1.1);
+}
+
+TEST(OpenAiRequestTest, ParsesChatMessagesAndContentParts) {
+  auto r = parseOpenAiRequest(
+      Endpoint::kChat,
+      json{{"messages",
+            {{{"role", "system"}, {"content", "be brief"}},
+             {{"role", "user"},
+              {"content", {{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}}}},
+             {{"role", "assistant"}, {"content", nullptr}}}},
+           {"max_completion_tokens", 9},
+           {"logprobs", true},
+           {"top_logprobs", 2}}
+          .dump());
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[1].content, "ab");
+  EXPECT_EQ(r.messages[2].content, "");
+  EXPECT_EQ(r.max_tokens, 9);
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 2);
+}
+
+TEST(OpenAiRequestTest, RefusesBadFieldsNamingThem) {
+  const Endpoint c = Endpoint::kCompletions, ch = Endpoint::kChat;
+  expectRefused(c, json::object(), "prompt");
+  expectRefused(c, {{"prompt", 5}}, "prompt");
+  expectRefused(c, {{"prompt", {"a", "b"}}}, "prompt");
+  expectRefused(c, {{"prompt", json::array()}}, "prompt");
+  expectRefused(c, {{"prompt", {1, -2}}}, "prompt");
+  expectRefused(c, {{"prompt", "x"}, {"temperature", "hot"}}, "temperature");
+  expectRefused(c, {{"prompt", "x"}, {"temperature", 3}}, "temperature");
+  expectRefused(c, {{"prompt", "x"}, {"top_p", 1.5}}, "top_p");
+  expectRefused(c, {{"prompt", "x"}, {"top_k", 1.5}}, "top_k");
+  expectRefused(c, {{"prompt", "x"}, {"max_tokens", 0}}, "max_tokens");
+  expectRefused(c, {{"prompt", "x"}, {"max_tokens", "10"}}, "max_tokens");
+  expectRefused(c, {{"prompt", "x"}, {"n", 2}}, "n");
+  expectRefused(c, {{"prompt", "x"}, {"stream", "yes"}}, "stream");
+  expectRefused(c, {{"prompt", "x"}, {"stop", 5}}, "stop");
+  expectRefused(c, {{"prompt", "x"}, {"stop", {"a", 1}}}, "stop");
+  expectRefused(c, {{"prompt", "x"}, {"seed", "s"}}, "seed");
+  expectRefused(c, {{"prompt", "x"}, {"logprobs", 21}}, "logprobs");
+  expectRefused(c, {{"prompt", "x"}, {"echo", true}}, "echo");
+  expectRefused(c, {{"prompt", "x"}, {"model", 3}}, "model");
+  expectRefused(c, {{"prompt", "x"}, {"stream_options", true}}, "stream_options");
+  expectRefused(ch, json::object(), "messages");
+  expectRefused(ch, {{"messages", json::array()}}, "messages");
+  expectRefused(ch, {{"messages", {"hi"}}}, "messages[0]");
+  expectRefused(ch, {{"messages", {{{"content", "hi"}}}}}, "messages[0].role");
+  expectRefused(ch, {{"messages", {{{"role", "user"}, {"content", 5}}}}}, "messages[0].content");
+  expectRefused(ch, {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"logprobs", 3}},
+                "logprobs");
+  expectRefused(ch, {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"top_logprobs", 2}},
+                "top_logprobs");
+  expectRefused(ch, {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"tools", {1}}},
+                "tools");
+}
+
+TEST(OpenAiRequestTest, RefusesBodiesThatAreNotJsonObjects) {
+  for (const char* body : {"", "{", "[1,2]", "\"text\"", "{\"prompt\": \"\xFF\"}"}) {
+    try {
+      parseOpenAiRequest(Endpoint::kCompletions, body);
+      ADD_FAILURE() << "accepted " << body;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+    }
+  }
+}
+
+TEST(OpenAiRequestTest, PrepareChecksModelContextAndVocabulary) {
+  testing::FakeEngine engine({"fake", 32, {}});
+  ModelInfo info = engine.modelInfo();
+  auto prepare = [&](const json& body) {
+    return prepareGeneration(parseOpenAiRequest(Endpoint::kCompletions, body.dump()), engine, info);
+  };
+  GenerationRequest g = prepare({{"prompt", "Hello"}, {"model", "fake"}});
+  EXPECT_EQ(g.prompt_ids, engine.tokenize("Hello", true));
+  EXPECT_EQ(g.max_tokens, 16);
+  try {
+    prepare({{"prompt", "Hello"}, {"model", "other"}});
+    ADD_FAILURE();
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 404);
+    EXPECT_EQ(e.body()["error"]["code"], "model_not_found");
+  }
+  for (const json& body :
+       {json{{"prompt", std::string(40, 'x')}}, json{{"prompt", "Hello"}, {"max_tokens", 31}}}) {
+    try {
+      prepare(body);
+      ADD_FAILURE() << body.dump();
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.body()["error"]["code"], "context_length_exceeded");
+    }
+  }
+  try {
+    prepare({{"prompt", {1, 600}}});
+    ADD_FAILURE();
+  } catch (const ApiError& e) {
+    EXPECT_NE(std::string(e.what()).find("600"), std::string::npos);
+  }
+  // Chat defaults to the rest of the context.
+  auto chat = prepareGeneration(
+      parseOpenAiRequest(Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}]})"),
+      engine, info);
+  EXPECT_EQ(chat.max_tokens, 32 - static_cast<int>(chat.prompt_ids.size()));
+}
+
+}  // namespace
+}  // namespace tpnode::node::api

@@ -1,0 +1,159 @@
+// Real tpnode processes on loopback: every nodes x local-ranks layout must produce llama.cpp's
+// greedy tokens (the shared reference set), i.e. the same tokens as one rank.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/mesh/free_ports.h"
+#include "tests/mesh/process.h"
+#include "tests/model/shared_dir.h"
+
+namespace tpnode::node {
+namespace {
+
+using mesh::test::Process;
+using namespace std::chrono_literals;
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct ClusterRun {
+  std::vector<int> node_rc;
+  std::vector<std::string> logs;
+  nlohmann::json output;  // node 0's --json line
+};
+
+// Starts `nodes` processes with `tp` local ranks each; node 0 generates from `args`.
+ClusterRun runCluster(const std::string& model, int nodes, int tp,
+                      const std::vector<std::string>& args, const std::string& tag,
+                      std::vector<int> tps = {}) {
+  std::string peers = mesh::test::loopbackPeers(nodes);
+  if (tps.empty()) tps.assign(static_cast<size_t>(nodes), tp);
+  std::string layout;
+  for (int t : tps) layout += (layout.empty() ? "" : ",") + std::to_string(t);
+  std::vector<std::unique_ptr<Process>> procs;
+  std::string dir = ::testing::TempDir();
+  for (int n = nodes - 1; n >= 0; --n) {
+    std::vector<std::string> a = {"--model",
+                                  model,
+                                  "--node-id",
+                                  std::to_string(n),
+                                  "--peers",
+                                  peers,
+                                  "--tp",
+                                  std::to_string(tps[n]),
+                                  "--tp-layout",
+                                  layout,
+                                  "--connect-timeout",
+                                  "30",
+                                  "--log-level",
+                                  "warn"};
+    if (n == 0) a.insert(a.end(), args.begin(), args.end());
+    procs.push_back(std::make_unique<Process>(a, std::vector<std::string>{},
+                                              dir + "/" + tag + "_n" + std::to_string(n) + ".log"));
+  }
+  std::reverse(procs.begin(), procs.end());
+  ClusterRun run;
+  for (auto& p : procs) run.node_rc.push_back(p->wait(90s));
+  for (auto& p : procs) run.logs.push_back(p->log());
+  // Node 0's stdout and stderr share the log; the JSON object is the line starting with '{'.
+  std::istringstream lines(run.logs[0]);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line[0] == '{') run.output = nlohmann::json::parse(line);
+  }
+  return run;
+}
+
+struct Case {
+  std::string model;   // stem in reference/models
+  std::string prompt;  // stem in reference/prompts
+  int nodes, tp;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.model << "/" << c.prompt << " " << c.nodes << "x" << c.tp;
+}
+
+std::string caseName(const ::testing::TestParamInfo<Case>& info) {
+  std::string s = info.param.model + "_" + info.param.prompt + "_" +
+                  std::to_string(info.param.nodes) + "x" + std::to_string(info.param.tp);
+  for (char& c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return s;
+}
+
+class ClusterParityTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ClusterParityTest, GreedyTokensMatchLlamaCpp) {
+  const Case& c = GetParam();
+  std::string shared = testing_support::sharedDir();
+  if (shared.empty()) GTEST_SKIP() << "skipped: ../shared/reference not found";
+  std::string ref = shared + "/reference/";
+  auto expected =
+      nlohmann::json::parse(readFile(ref + "cases/" + c.model + "__" + c.prompt + ".json"));
+  ClusterRun run =
+      runCluster(ref + "models/" + c.model + ".gguf", c.nodes, c.tp,
+                 {"--prompt", readFile(ref + "prompts/" + c.prompt + ".txt"), "-n", "32", "--json"},
+                 caseName({c, 0}));
+  for (size_t n = 0; n < run.node_rc.size(); ++n) {
+    ASSERT_EQ(run.node_rc[n], 0) << "node " << n << " log:\n" << run.logs[n];
+  }
+  ASSERT_TRUE(run.output.is_object()) << run.logs[0];
+  EXPECT_EQ(run.output["prompt_ids"], expected["prompt_ids"]);
+  EXPECT_EQ(run.output["ids"], expected["generated_ids"]) << run.logs[0];
+}
+
+std::vector<Case> parityCases() {
+  std::vector<Case> cases;
+  // Every layout on the F32 model.
+  for (auto [nodes, tp] :
+       std::vector<std::pair<int, int>>{{1, 1}, {1, 2}, {2, 1}, {2, 2}, {4, 1}}) {
+    cases.push_back({"llama-tiny-f32", "en_sentence", nodes, tp});
+  }
+  cases.push_back({"llama-tiny-f32", "paragraph", 2, 2});
+  // Quantized and other architectures across nodes.
+  cases.push_back({"llama-tiny-q8_0", "paragraph", 2, 2});
+  cases.push_back({"llama-tiny-q4_0", "en_sentence", 2, 1});
+  cases.push_back({"llama-tiny-kv1-f32", "en_sentence", 2, 2});  // KV heads replicated
+  cases.push_back({"qwen2-tiny-f32", "unicode", 2, 1});
+  cases.push_back({"qwen2-tiny-f32", "en_sentence", 2, 2});  // KV heads replicated
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ClusterParityTest, ::testing::ValuesIn(parityCases()), caseName);
+
+TEST(ClusterRefusalTest, ShapesThatDoNotDivideAreRefusedByName) {
+  std::string shared = testing_support::sharedDir();
+  if (shared.empty()) GTEST_SKIP() << "skipped: ../shared/reference not found";
+  // 3 ranks cannot share 8 heads / 4 KV heads.
+  ClusterRun run = runCluster(shared + "/reference/models/llama-tiny-f32.gguf", 3, 1,
+                              {"--prompt", "hi", "-n", "4"}, "refuse3");
+  for (size_t n = 0; n < 3; ++n) {
+    EXPECT_NE(run.node_rc[n], 0) << run.logs[n];
+    EXPECT_NE(run.logs[n].find("tp"), std::string::npos) << run.logs[n];
+  }
+  EXPECT_NE(run.logs[0].find("attn_q"), std::string::npos) << run.logs[0];
+}
+
+TEST(ClusterRefusalTest, MixedLayoutIsRefusedClearly) {
+  std::string shared = testing_support::sharedDir();
+  if (shared.empty()) GTEST_SKIP() << "skipped: ../shared/reference not found";
+  ClusterRun run = runCluster(shared + "/reference/models/llama-tiny-f32.gguf", 2, 0,
+                              {"--prompt", "hi", "-n", "4"}, "mixed", {2, 1});
+  for (size_t n = 0; n < 2; ++n) {
+    EXPECT_NE(run.node_rc[n], 0) << run.logs[n];
+    EXPECT_NE(run.logs[n].find("different tp degrees"), std::string::npos) << run.logs[n];
+  }
+}
+
+}  // namespace
+}  // namespace tpnode::node

@@ -1,0 +1,171 @@
+// Random-weight Llama-family GGUF writer (see test_model.h).
+#include "tools/test_model.h"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "model/gguf_writer.h"
+#include "model/kernels/cpu/quantize.h"
+
+namespace tpnode::tools {
+namespace {
+
+using model::GgufWriter;
+using model::TensorType;
+
+// splitmix64 + Box-Muller: the same numbers on every platform.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : s_(seed) {}
+  uint64_t next() {
+    uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return (static_cast<double>(next() >> 11) + 0.5) / 9007199254740992.0; }
+  float normal() {
+    double u1 = uniform(), u2 = uniform();
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+  }
+
+ private:
+  uint64_t s_;
+};
+
+uint64_t hashName(const std::string& s, uint64_t seed) {
+  uint64_t h = 1469598103934665603ull ^ seed;
+  for (char c : s) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+TensorType parseTensorType(const std::string& s) {
+  const std::pair<const char*, TensorType> types[] = {
+      {"f32", TensorType::kF32},   {"f16", TensorType::kF16},   {"bf16", TensorType::kBF16},
+      {"q8_0", TensorType::kQ8_0}, {"q4_0", TensorType::kQ4_0}, {"q4_k", TensorType::kQ4_K},
+      {"q6_k", TensorType::kQ6_K}};
+  for (const auto& [name, t] : types) {
+    if (s == name) return t;
+  }
+  fail(ErrorCode::kInvalidArgument, "--type {}: use f32 f16 bf16 q8_0 q4_0 q4_k q6_k", s);
+}
+
+namespace {
+
+void addTensor(GgufWriter& w, const TestModelShape& sh, const std::string& name, int64_t cols,
+               int64_t rows, float mean, float stddev, bool matrix) {
+  Rng rng(hashName(name, sh.seed));
+  TensorType t = matrix ? sh.type : TensorType::kF32;
+  const auto& info = model::tensorTypeInfo(t);
+  if (cols % info.block_size != 0) {
+    fail(ErrorCode::kInvalidArgument, "tensor {}: row of {} is not a multiple of the {} block {}",
+         name, cols, info.name, info.block_size);
+  }
+  const size_t rb = model::rowBytes(t, static_cast<uint64_t>(cols));
+  std::vector<uint8_t> data(rb * static_cast<size_t>(rows));
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (float& x : row) x = mean + stddev * rng.normal();
+    model::kernels::quantizeRow(t, row.data(), data.data() + rb * static_cast<size_t>(r), cols);
+  }
+  std::vector<uint64_t> ne = {static_cast<uint64_t>(cols)};
+  if (rows > 1 || matrix) ne.push_back(static_cast<uint64_t>(rows));
+  w.addTensor(name, t, ne, std::move(data));
+}
+
+void addVocab(GgufWriter& w, int64_t n) {
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<int32_t> types = {2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+    tokens.push_back(buf);
+    types.push_back(6);
+  }
+  const std::string letters = "etaoinshrdlucmfwypvbgkjqxz";
+  tokens.push_back("\xe2\x96\x81");  // "▁"
+  types.push_back(1);
+  for (size_t i = 0; static_cast<int64_t>(tokens.size()) < n; ++i) {
+    std::string piece;
+    size_t k = i;
+    do {
+      piece += letters[k % letters.size()];
+      k /= letters.size();
+    } while (k > 0);
+    tokens.push_back((i % 2 ? "" : "\xe2\x96\x81") + piece);
+    types.push_back(1);
+  }
+  tokens.resize(static_cast<size_t>(n));
+  types.resize(static_cast<size_t>(n));
+  std::vector<float> scores(static_cast<size_t>(n));
+  for (size_t i = 0; i < scores.size(); ++i) scores[i] = -static_cast<float>(i);
+  w.setString("tokenizer.ggml.model", "llama");
+  w.setStringArray("tokenizer.ggml.tokens", tokens);
+  w.setF32Array("tokenizer.ggml.scores", scores);
+  w.setI32Array("tokenizer.ggml.token_type", types);
+  w.setU32("tokenizer.ggml.unknown_token_id", 0);
+  w.setU32("tokenizer.ggml.bos_token_id", 1);
+  w.setU32("tokenizer.ggml.eos_token_id", 2);
+  w.setBool("tokenizer.ggml.add_bos_token", true);
+}
+
+}  // namespace
+
+void writeTestModel(const TestModelShape& sh, const std::string& out) {
+  if (sh.arch != "llama" && sh.arch != "qwen2" && sh.arch != "qwen3") {
+    fail(ErrorCode::kInvalidArgument, "--arch {}: use llama, qwen2, qwen3", sh.arch);
+  }
+  if (sh.vocab < 260 || sh.heads % sh.kv_heads != 0 || (!sh.head_dim && sh.dim % sh.heads)) {
+    fail(ErrorCode::kInvalidArgument,
+         "inconsistent shape (vocab >= 260, heads % kv-heads == 0, dim % heads == 0)");
+  }
+  const int64_t hd = sh.head_dim ? sh.head_dim : sh.dim / sh.heads;
+  GgufWriter w;
+  const std::string a = sh.arch + ".";
+  w.setString("general.architecture", sh.arch);
+  w.setString("general.name", "tpnode-test-" + sh.arch);
+  w.setU32(a + "context_length", 2048);
+  w.setU32(a + "embedding_length", static_cast<uint32_t>(sh.dim));
+  w.setU32(a + "block_count", static_cast<uint32_t>(sh.layers));
+  w.setU32(a + "feed_forward_length", static_cast<uint32_t>(sh.ffn));
+  w.setU32(a + "attention.head_count", static_cast<uint32_t>(sh.heads));
+  w.setU32(a + "attention.head_count_kv", static_cast<uint32_t>(sh.kv_heads));
+  w.setU32(a + "attention.key_length", static_cast<uint32_t>(hd));
+  w.setU32(a + "attention.value_length", static_cast<uint32_t>(hd));
+  w.setU32(a + "rope.dimension_count", static_cast<uint32_t>(hd));
+  w.setF32(a + "rope.freq_base", sh.rope_base);
+  w.setF32(a + "attention.layer_norm_rms_epsilon", sh.eps);
+  addVocab(w, sh.vocab);
+  addTensor(w, sh, "token_embd.weight", sh.dim, sh.vocab, 0, 0.02f, true);
+  addTensor(w, sh, "output_norm.weight", sh.dim, 1, 1, 0.1f, false);
+  if (!sh.tied) addTensor(w, sh, "output.weight", sh.dim, sh.vocab, 0, 0.156f, true);
+  for (int64_t l = 0; l < sh.layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    addTensor(w, sh, p + "attn_norm.weight", sh.dim, 1, 1, 0.1f, false);
+    addTensor(w, sh, p + "attn_q.weight", sh.dim, sh.heads * hd, 0, 0.125f, true);
+    addTensor(w, sh, p + "attn_k.weight", sh.dim, sh.kv_heads * hd, 0, 0.125f, true);
+    addTensor(w, sh, p + "attn_v.weight", sh.dim, sh.kv_heads * hd, 0, 0.02f, true);
+    if (sh.arch == "qwen2") {
+      addTensor(w, sh, p + "attn_q.bias", sh.heads * hd, 1, 0, 0.1f, false);
+      addTensor(w, sh, p + "attn_k.bias", sh.kv_heads * hd, 1, 0, 0.1f, false);
+      addTensor(w, sh, p + "attn_v.bias", sh.kv_heads * hd, 1, 0, 0.1f, false);
+    }
+    if (sh.arch == "qwen3") {
+      addTensor(w, sh, p + "attn_q_norm.weight", hd, 1, 1, 0.1f, false);
+      addTensor(w, sh, p + "attn_k_norm.weight", hd, 1, 1, 0.1f, false);
+    }
+    addTensor(w, sh, p + "attn_output.weight", sh.heads * hd, sh.dim, 0, 0.02f, true);
+    addTensor(w, sh, p + "ffn_norm.weight", sh.dim, 1, 1, 0.1f, false);
+    addTensor(w, sh, p + "ffn_gate.weight", sh.dim, sh.ffn, 0, 0.02f, true);
+    addTensor(w, sh, p + "ffn_up.weight", sh.dim, sh.ffn, 0, 0.02f, true);
+    addTensor(w, sh, p + "ffn_down.weight", sh.ffn, sh.dim, 0, 0.02f, true);
+  }
+  w.writeFile(out);
+}
+
+}  // namespace tpnode::tools
