@@ -3,7 +3,7 @@
 //
 //   TPNODE_COLL_SPIN_US         local barrier: spin this long before sleeping      (default 50)
 //   TPNODE_COLL_ALGO            inter-node algorithm: auto | direct | ring          (auto)
-//   TPNODE_COLL_CROSSOVER       bytes per node slice at which auto switches to ring (65536)
+//   TPNODE_COLL_CROSSOVER       message bytes at which auto switches to the ring   (262144)
 //   TPNODE_COLL_CHUNK           ring pipeline chunk in bytes                        (262144)
 //   TPNODE_COLL_HIER            hierarchical mode: auto | sliced | leader           (auto)
 //   TPNODE_COLL_LEADER_MAX      auto uses leader mode up to this many bytes         (4096)
@@ -28,7 +28,7 @@ enum class WireFormat { kNative, kBF16, kQ8_0 };
 struct CollectiveOptions {
   std::chrono::microseconds spin{50};
   InterAlgo algo = InterAlgo::kAuto;
-  size_t crossover_bytes = 64 * 1024;
+  size_t crossover_bytes = 256 * 1024;
   size_t chunk_bytes = 256 * 1024;
   HierMode hier = HierMode::kAuto;
   size_t leader_max_bytes = 4096;
