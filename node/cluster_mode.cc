@@ -14,6 +14,7 @@
 #include "node/driver.h"
 #include "node/loaded_model.h"
 #include "node/modes.h"
+#include "node/placement.h"
 #include "node/worker.h"
 
 namespace tpnode::node {
@@ -25,13 +26,14 @@ void onSignal(int sig) {
   g_signal = sig;
 }
 
-DriverOptions driverOptions(const Options& o) {
+DriverOptions driverOptions(const Options& o, const Placement& placement) {
   DriverOptions d;
   d.scheduler.slots = std::max(1, o.parallel);
   d.scheduler.ctx_size = o.ctx_size;
   d.ranks.threads = o.threads;
   d.ranks.slots = d.scheduler.slots;
   d.ranks.ctx = o.ctx_size;
+  d.ranks.cpu_of_rank = placement.cpu_of_rank;
   return d;
 }
 
@@ -139,12 +141,13 @@ int serve(Driver& driver, const Options& o) {
 }  // namespace
 
 int runCluster(const Options& o) {
+  const Placement placement = resolvePlacement(o);  // checks --backend/--devices first
   std::unique_ptr<LoadedModel> model = loadModel(o);
-  if (o.node_id != 0) return runWorker(o, *model);  // a signal ends a worker at once
+  if (o.node_id != 0) return runWorker(o, *model, placement);  // a signal ends a worker at once
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);
 
-  DriverOptions d = driverOptions(o);
+  DriverOptions d = driverOptions(o, placement);
   d.reform_on_fault = !o.prompt_given;
   d.record_timings = o.prompt_given;
   Driver driver(o, *model, d);

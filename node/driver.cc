@@ -81,7 +81,7 @@ ModelInfo Driver::modelInfo() const {
   info.id = model_.name;
   info.context_length = driver_options_.scheduler.ctx_size;
   info.n_vocab = static_cast<int>(model_.config.n_vocab);
-  info.has_chat_template = model_.has_chat_template;
+  info.has_chat_template = true;  // renderChat() falls back to the architecture's format
   return info;
 }
 
@@ -99,7 +99,11 @@ std::string Driver::detokenize(const std::vector<int32_t>& ids) const {
 }
 
 std::string Driver::renderChat(const std::vector<ChatMessage>& messages) const {
-  model::ChatTemplate t = model::detectChatTemplate(model_.chat_template);
+  // A file without tokenizer.chat_template gets its architecture's format (gemma), else
+  // chatml, which is what llama.cpp's server falls back to.
+  std::string_view text = model_.chat_template;
+  if (text.empty()) text = model_.config.arch.rfind("gemma", 0) == 0 ? "gemma" : "chatml";
+  model::ChatTemplate t = model::detectChatTemplate(text);
   std::vector<model::ChatMsg> msgs;
   for (const auto& m : messages) msgs.push_back({m.role, m.content});
   return model::renderChat(t, msgs, /*add_assistant=*/true);

@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "model/kernels/cpu/thread_pool.h"
 #include "model/weights.h"
+#include "node/placement.h"
 
 namespace tpnode::node {
 
@@ -23,7 +24,7 @@ struct RankSet::Rank {
 RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
                  const model::ShardPlan& plan, std::shared_ptr<collectives::NodeGroup> group,
                  const RankSetOptions& options)
-    : group_(std::move(group)) {
+    : cpu_of_rank_(options.cpu_of_rank), group_(std::move(group)) {
   const int tp = group_->localSize();
   const int first = group_->nodeId() * tp;
   auto t0 = std::chrono::steady_clock::now();
@@ -103,6 +104,9 @@ void RankSet::run(std::span<const model::BatchToken> batch, std::vector<float>& 
 }
 
 void RankSet::rankLoop(Rank& rank) {
+  if (static_cast<size_t>(rank.local_rank) < cpu_of_rank_.size()) {
+    pinThisThread(cpu_of_rank_[static_cast<size_t>(rank.local_rank)]);
+  }
   uint64_t seen = 0;
   for (;;) {
     std::span<const model::BatchToken> batch;

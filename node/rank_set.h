@@ -31,9 +31,10 @@
 namespace tpnode::node {
 
 struct RankSetOptions {
-  int threads = 1;  // compute threads per rank
-  int slots = 1;    // KV slots (sequences) per rank
-  int ctx = 2048;   // positions per slot
+  int threads = 1;               // compute threads per rank
+  int slots = 1;                 // KV slots (sequences) per rank
+  int ctx = 2048;                // positions per slot
+  std::vector<int> cpu_of_rank;  // pin local rank r's thread to this CPU (empty: no pinning)
 };
 
 class RankSet {
@@ -56,6 +57,7 @@ class RankSet {
   struct Rank;
   void rankLoop(Rank& rank);
 
+  std::vector<int> cpu_of_rank_;
   std::shared_ptr<collectives::NodeGroup> group_;
   std::vector<std::unique_ptr<Rank>> ranks_;
 

@@ -74,11 +74,12 @@ Outcome awaitDriver(mesh::Mesh& mesh, const StepLimits& limits) {
 
 }  // namespace
 
-int runWorker(const Options& o, const LoadedModel& m) {
+int runWorker(const Options& o, const LoadedModel& m, const Placement& placement) {
   RankSetOptions ro;
   ro.threads = o.threads;
   ro.slots = std::max(1, o.parallel);
   ro.ctx = o.ctx_size;
+  ro.cpu_of_rank = placement.cpu_of_rank;
   for (;;) {
     std::unique_ptr<mesh::Mesh> mesh = mesh::Mesh::connect(makeMeshOptions(o, m.identity));
     auto coll = collectives::CollectiveOptions::fromEnv();

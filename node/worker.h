@@ -8,10 +8,11 @@
 
 #include "node/loaded_model.h"
 #include "node/options.h"
+#include "node/placement.h"
 
 namespace tpnode::node {
 
 // Returns the process exit code.
-int runWorker(const Options& options, const LoadedModel& model);
+int runWorker(const Options& options, const LoadedModel& model, const Placement& placement);
 
 }  // namespace tpnode::node

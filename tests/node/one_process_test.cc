@@ -89,8 +89,9 @@ TEST_F(LocalModeTest, DumpLogitsTeacherForcedMatchesReference) {
   std::vector<int32_t> all = c.prompt_ids;
   all.insert(all.end(), c.generated_ids.begin(), c.generated_ids.end());
   std::string npy = testing::TempDir() + "local_mode_logits.npy";
-  Outcome r = run("--model " + c.model_file + " --tp 4 --threads 2 --prompt-ids " + joinIds(all) +
-                  " -n 0 --dump-logits " + npy);
+  Outcome r =
+      run("--model " + c.model_file + " --tp 4 --devices 0,0,0,0 --threads 2 --prompt-ids " +
+          joinIds(all) + " -n 0 --dump-logits " + npy);
   ASSERT_EQ(r.status, 0) << r.out;
   model::NpyMatrix got = model::readNpy(npy);
   ASSERT_EQ(got.rows, c.logits.rows);
