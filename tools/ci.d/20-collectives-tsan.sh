@@ -9,8 +9,10 @@ BUILD_DIR=${TPNODE_TSAN_BUILD_DIR:-build-tsan}
 JOBS=${TPNODE_JOBS:-2}
 TARGETS=(collectives_reduce_test collectives_local_group_test collectives_hierarchical_test
          collectives_hierarchical_ops_test collectives_tcp_test)
+# -Wno-error=tsan: GCC warns that Boost.Asio's atomic_thread_fence (in the tpnode binary, which
+# every test target depends on) is not supported by TSan; that is not our code under test.
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPNODE_WERROR=ON \
-      -DTPNODE_SANITIZE=thread -DTPNODE_CUDA=OFF -DTPNODE_BUILD_BENCH=OFF >/dev/null
+      -DCMAKE_CXX_FLAGS=-Wno-error=tsan -DTPNODE_SANITIZE=thread -DTPNODE_CUDA=OFF -DTPNODE_BUILD_BENCH=OFF >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS" --target "${TARGETS[@]}"
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
 for t in "${TARGETS[@]}"; do
