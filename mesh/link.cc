@@ -297,6 +297,12 @@ void Link::failOpLocked(RecvOp& op) {
 
 void Link::failAllLocked() {
   for (auto& [tag, q] : queues_) {
+    for (RecvOp* op = q.claim_head; op != nullptr;) {
+      RecvOp* next = op->next;
+      failOpLocked(*op);
+      op = next;
+    }
+    q.claim_head = q.claim_tail = nullptr;
     for (RecvOp* op = q.posted_head; op != nullptr;) {
       RecvOp* next = op->next;
       failOpLocked(*op);
@@ -310,33 +316,36 @@ void Link::failAllLocked() {
   }
 }
 
-void Link::claimParkedLocked(RecvOp& op, std::unique_lock<std::mutex>& lock) {
-  TagQueue& q = queues_[op.tag];
-  Parked* p = q.parked_head;
-  if (p == nullptr) {
-    appendPostedLocked(q, op);
-    return;
-  }
-  if (!p->ready) return;
-  q.parked_head = p->next;
-  if (q.parked_head == nullptr) q.parked_tail = nullptr;
-  if (p->size > op.out.size()) {
-    std::string why =
-        fmt::format("a message of {} bytes on tag {} does not fit the {}-byte receive buffer",
-                    p->size, op.tag, op.out.size());
+void Link::serveClaimsLocked(TagQueue& q, std::unique_lock<std::mutex>& lock) {
+  while (q.claim_head != nullptr) {
+    RecvOp& op = *q.claim_head;
+    Parked* p = q.parked_head;
+    if (p != nullptr && !p->ready) return;  // the reader is still filling it
+    q.claim_head = op.next;
+    if (q.claim_head == nullptr) q.claim_tail = nullptr;
+    op.next = nullptr;
+    if (p == nullptr) {  // nothing parked any more: wait in line for the next frames
+      appendPostedLocked(q, op);
+      continue;
+    }
+    q.parked_head = p->next;
+    if (q.parked_head == nullptr) q.parked_tail = nullptr;
+    if (p->size > op.out.size()) {
+      std::string why =
+          fmt::format("a message of {} bytes on tag {} does not fit the {}-byte receive buffer",
+                      p->size, op.tag, op.out.size());
+      parked_pool_.recycle(p);
+      lock.unlock();
+      fail(ErrorCode::kInvalidData, why);
+      lock.lock();
+      failOpLocked(op);
+      continue;
+    }
+    if (p->size > 0) std::memcpy(op.out.data(), p->data.get(), p->size);
+    completeOpLocked(op, p->size);
     parked_pool_.recycle(p);
-    lock.unlock();
-    fail(ErrorCode::kInvalidData, why);
-    lock.lock();
-    failOpLocked(op);
-    return;
   }
-  op.state = RecvOp::State::kFilling;  // ours alone while the copy runs unlocked
-  lock.unlock();
-  if (p->size > 0) std::memcpy(op.out.data(), p->data.get(), p->size);
-  lock.lock();
-  completeOpLocked(op, p->size);
-  parked_pool_.recycle(p);
+  cv_.notify_all();
 }
 
 void Link::post(RecvOp& op, uint32_t tag, std::span<std::byte> out) {
@@ -351,8 +360,10 @@ void Link::post(RecvOp& op, uint32_t tag, std::span<std::byte> out) {
     return;
   }
   TagQueue& q = queues_[tag];
-  if (q.parked_head != nullptr) {
+  if (q.parked_head != nullptr || q.claim_head != nullptr) {
     op.state = RecvOp::State::kClaiming;
+    (q.claim_tail != nullptr ? q.claim_tail->next : q.claim_head) = &op;
+    q.claim_tail = &op;
   } else {
     appendPostedLocked(q, op);
   }
@@ -361,13 +372,7 @@ void Link::post(RecvOp& op, uint32_t tag, std::span<std::byte> out) {
 size_t Link::wait(RecvOp& op) {
   std::unique_lock lock(mu_);
   for (;;) {
-    if (op.state == RecvOp::State::kClaiming) {
-      if (failed_.load()) {
-        failOpLocked(op);
-      } else {
-        claimParkedLocked(op, lock);
-      }
-    }
+    if (op.state == RecvOp::State::kClaiming) serveClaimsLocked(queues_[op.tag], lock);
     if (op.state == RecvOp::State::kDone) break;
     if (!reader_active_) {
       reader_active_ = true;
@@ -395,7 +400,7 @@ size_t Link::wait(RecvOp& op) {
 bool Link::test(RecvOp& op) {
   {
     std::unique_lock lock(mu_);
-    if (op.state == RecvOp::State::kClaiming) claimParkedLocked(op, lock);
+    if (op.state == RecvOp::State::kClaiming) serveClaimsLocked(queues_[op.tag], lock);
     if (op.state == RecvOp::State::kDone) return true;
   }
   if (tryAcquireRole()) {
@@ -403,13 +408,7 @@ bool Link::test(RecvOp& op) {
     pump();
   }
   std::unique_lock lock(mu_);
-  if (op.state == RecvOp::State::kClaiming) {
-    if (failed_.load()) {
-      failOpLocked(op);
-    } else {
-      claimParkedLocked(op, lock);
-    }
-  }
+  if (op.state == RecvOp::State::kClaiming) serveClaimsLocked(queues_[op.tag], lock);
   return op.state == RecvOp::State::kDone;
 }
 
@@ -422,6 +421,16 @@ void Link::cancel(RecvOp& op) {
     } catch (const Error&) {
     }
     return;
+  }
+  if (op.state == RecvOp::State::kClaiming) {
+    TagQueue& q = queues_[op.tag];
+    RecvOp* prev = nullptr;
+    for (RecvOp* cur = q.claim_head; cur != nullptr; prev = cur, cur = cur->next) {
+      if (cur != &op) continue;
+      (prev != nullptr ? prev->next : q.claim_head) = cur->next;
+      if (q.claim_tail == cur) q.claim_tail = prev;
+      break;
+    }
   }
   if (op.state == RecvOp::State::kPosted) {
     TagQueue& q = queues_[op.tag];

@@ -133,6 +133,11 @@ class Link {
   struct TagQueue {
     RecvOp* posted_head = nullptr;
     RecvOp* posted_tail = nullptr;
+    // Receives posted while frames were parked, in post order: they take the parked frames
+    // first-come first-served, then join the posted list, so that later receives never
+    // overtake them.
+    RecvOp* claim_head = nullptr;
+    RecvOp* claim_tail = nullptr;
     Parked* parked_head = nullptr;
     Parked* parked_tail = nullptr;
   };
@@ -171,7 +176,7 @@ class Link {
   void readUntil(Done done_locked, Clock::time_point deadline, const RecvOp* mine = nullptr);
   void writeFrame(const FrameHeader& header, std::span<const std::byte> payload,
                   Clock::time_point deadline);
-  void claimParkedLocked(RecvOp& op, std::unique_lock<std::mutex>& lock);
+  void serveClaimsLocked(TagQueue& q, std::unique_lock<std::mutex>& lock);
   void appendPostedLocked(TagQueue& q, RecvOp& op);
   void completeOpLocked(RecvOp& op, size_t size);
   void failOpLocked(RecvOp& op);

@@ -207,3 +207,30 @@ TEST(MeshTest, OrderlyShutdownIsClosedNotLostAndFailsPendingReceives) {
 
 }  // namespace
 }  // namespace tpnode::mesh
+
+namespace tpnode::mesh {
+namespace {
+
+// Receives posted while a frame is parked must still be served in post order: a receive
+// posted later never overtakes them (found by the collectives' ring: it reordered frames).
+TEST(MeshTest, ReceivesPostedWhileFramesAreParkedKeepTheirOrder) {
+  auto m = connectAll(2);
+  auto msg = [](uint8_t v) { return std::vector<std::byte>(8, std::byte{v}); };
+  m[1]->send(0, 20, msg(0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the liveness thread parks it
+  std::vector<std::byte> b0(8), b1(8), b2(8);
+  auto op0 = m[0]->irecv(1, 20, b0);
+  auto op1 = m[0]->irecv(1, 20, b1);
+  EXPECT_EQ(op0->wait(), 8u);
+  auto op2 = m[0]->irecv(1, 20, b2);
+  m[1]->send(0, 20, msg(1));
+  m[1]->send(0, 20, msg(2));
+  op2->wait();  // waiting on the later receive first must not steal the earlier one's frame
+  op1->wait();
+  EXPECT_EQ(b0, msg(0));
+  EXPECT_EQ(b1, msg(1));
+  EXPECT_EQ(b2, msg(2));
+}
+
+}  // namespace
+}  // namespace tpnode::mesh
