@@ -2,12 +2,13 @@
 // has them).
 #define TP_X86_VNNI 1
 #include "model/kernels/cpu/dot_x86.inc"
+#include "model/kernels/cpu/dot_x86_q5.inc"
 
 namespace tpnode::model::kernels {
 
 const DotKernels& avx512Table() {
   static const DotKernels k{"avx512-vnni", dotF32,  dotF16, dotBF16,
-                            dotQ8_0,       dotQ4_0, dotQ4K, dotQ6K};
+                            dotQ8_0,       dotQ4_0, dotQ4K, dotQ6K, dotQ5_0, dotQ5_1};
   return k;
 }
 
