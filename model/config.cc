@@ -8,14 +8,17 @@ namespace tpnode::model {
 
 std::string ModelConfig::summary() const {
   return fmt::format(
-      "{}: dim {}, layers {}, heads {} (kv {}), head dim {}, ffn {}, vocab {}, rope {} base {} "
-      "scale {}, rms eps {}{}{}{}",
-      arch, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab,
-      rope_style == RopeStyle::kNeox ? "neox" : "normal", rope_base, rope_freq_scale, rms_eps,
-      qkv_bias ? ", qkv bias" : "", qk_norm ? ", qk norm" : "", tied_output ? ", tied head" : "") +
-      (n_swa > 0 ? fmt::format(", sliding window {} (rope base {})", n_swa, rope_base_swa) : "") +
-      (ffn_act == FfnAct::kGeluTanh ? ", geglu" : "") + (post_norms ? ", post norms" : "") +
-      (logit_softcap > 0 ? fmt::format(", logit softcap {}", logit_softcap) : "");
+             "{}: dim {}, layers {}, heads {} (kv {}), head dim {}, ffn {}, vocab {}, rope {} base "
+             "{} "
+             "scale {}, rms eps {}{}{}{}",
+             arch, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab,
+             rope_style == RopeStyle::kNeox ? "neox" : "normal", rope_base, rope_freq_scale,
+             rms_eps, qkv_bias ? ", qkv bias" : "", qk_norm ? ", qk norm" : "",
+             tied_output ? ", tied head" : "") +
+         (n_swa > 0 ? fmt::format(", sliding window {} (rope base {})", n_swa, rope_base_swa)
+                    : "") +
+         (ffn_act == FfnAct::kGeluTanh ? ", geglu" : "") + (post_norms ? ", post norms" : "") +
+         (logit_softcap > 0 ? fmt::format(", logit softcap {}", logit_softcap) : "");
 }
 
 ModelConfig readModelConfig(const GgufMetadata& m) {

@@ -43,9 +43,7 @@ struct ModelConfig {
   float rope_freq_scale_swa = 1.f;
   float logit_softcap = 0.f;  // logits = c * tanh(logits / c) when > 0
 
-  bool isSwa(int64_t layer) const {
-    return n_swa > 0 && swa_layers[static_cast<size_t>(layer)];
-  }
+  bool isSwa(int64_t layer) const { return n_swa > 0 && swa_layers[static_cast<size_t>(layer)]; }
   float ropeBase(int64_t layer) const { return isSwa(layer) ? rope_base_swa : rope_base; }
   float ropeFreqScale(int64_t layer) const {
     return isSwa(layer) ? rope_freq_scale_swa : rope_freq_scale;

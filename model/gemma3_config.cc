@@ -22,9 +22,8 @@ void readGemma3Config(const GgufMetadata& m, ModelConfig& c) {
   c.ffn_act = FfnAct::kGeluTanh;
   c.post_norms = true;
   c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
-  c.attn_scale = c.n_layer == 62
-                     ? 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head))
-                     : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  c.attn_scale = c.n_layer == 62 ? 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head))
+                                 : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   c.logit_softcap = static_cast<float>(m.getFloatOr(a + "final_logit_softcapping", 0.0));
   if (c.logit_softcap < 0) {
     fail(ErrorCode::kInvalidData, "GGUF key '{}final_logit_softcapping' = {} is negative", a,

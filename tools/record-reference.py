@@ -2,7 +2,8 @@
 """Records llama.cpp's outputs on a GGUF model as a small JSON reference for tpnode's tests.
 
 For each prompt: llama.cpp's prompt token ids, 32 greedy tokens (argmax, lowest id wins ties,
-EOS does not stop), their text, and the top 40 logits of the last prompt position. Written to
+EOS does not stop), their text, llama.cpp's top-1/top-2 logit gap at each greedy step, and the
+top 40 logits of the last prompt position. Written to
 tests/data/gemma3/reference.json by default (kB, not the 262k-wide logit rows).
 
 Route (honest account): llama-cpp-python 0.3.36 from PyPI, whose bindings load a prebuilt
@@ -92,11 +93,13 @@ def main():
         llm.eval(ids)
         last = last_logits(llm)
         top = np.argsort(-last, kind="stable")[: a.top]
-        gen = []
+        gen, gaps = [], []
         row = last
         for _ in range(a.n_gen):
             tok = int(np.argmax(row))  # first maximum: lowest id wins ties
             gen.append(tok)
+            two = np.partition(row, -2)[-2:]
+            gaps.append(round(float(abs(two[1] - two[0])), 4))
             llm.eval([tok])
             row = last_logits(llm)
         text_out = llm.detokenize(gen).decode("utf-8", errors="replace")
@@ -108,6 +111,7 @@ def main():
             "prompt_ids": [int(t) for t in ids],
             "generated_ids": gen,
             "generated_text": text_out,
+            "generated_top1_gaps": gaps,
             "last_prompt_top_ids": [int(t) for t in top],
             "last_prompt_top_logits": [round(float(last[t]), 5) for t in top],
             "last_prompt_top1_gap": round(float(srt[-1] - srt[-2]), 5),

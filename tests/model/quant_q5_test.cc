@@ -46,10 +46,10 @@ TEST(QuantQ5Test, TypeTableAndActivationTypes) {
 TEST(QuantQ5Test, HandBuiltBlocksDecodeAsGgml) {
   BlockQ5_0 b0{};
   b0.d = f32ToFp16(0.5f);
-  b0.qs[0] = 0x3F;     // value 0: nibble 15, value 16: nibble 3
-  b0.qs[15] = 0xA1;    // value 15: nibble 1, value 31: nibble 10
-  b0.qh[0] = 0x01;     // bit 0: value 0 gets bit 4 -> 31
-  b0.qh[3] = 0x80;     // bit 31: value 31 gets bit 4 -> 26
+  b0.qs[0] = 0x3F;   // value 0: nibble 15, value 16: nibble 3
+  b0.qs[15] = 0xA1;  // value 15: nibble 1, value 31: nibble 10
+  b0.qh[0] = 0x01;   // bit 0: value 0 gets bit 4 -> 31
+  b0.qh[3] = 0x80;   // bit 31: value 31 gets bit 4 -> 26
   float y[32];
   dequantizeRow(TensorType::kQ5_0, &b0, y, 32);
   EXPECT_EQ(y[0], 0.5f * (31 - 16));

@@ -171,7 +171,7 @@ void dotQ5_1(int64_t n, const void* w, size_t stride, int nr, const void* a, flo
 
 const DotKernels& scalarKernels() {
   static const DotKernels k{"scalar", dotF32, dotF16, dotBF16, dotQ8_0,
-                            dotQ4_0,  dotQ4K, dotQ6K,  dotQ5_0,  dotQ5_1};
+                            dotQ4_0,  dotQ4K, dotQ6K, dotQ5_0, dotQ5_1};
   return k;
 }
 

@@ -31,11 +31,12 @@ void quantizeRowQ8_1(const float* x, BlockQ8_1* y, int64_t n);
 void dequantizeRowQ5(TensorType type, const void* src, float* y, int64_t n);  // Q5_0 or Q5_1
 void dequantizeRowQ8_1(const BlockQ8_1* src, float* y, int64_t n);
 
-// Encodes n floats as `type` (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q8_1, Q4_K, Q6_K, Q8_K) into dst
-// (rowBytes(type, n) bytes).
+// Encodes n floats as `type` (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q8_1, Q4_K, Q6_K, Q8_K) into
+// dst (rowBytes(type, n) bytes).
 void quantizeRow(TensorType type, const float* x, void* dst, int64_t n);
 
-// Decodes n values of `type` (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q8_1, Q4_K, Q6_K, Q8_K) into y.
+// Decodes n values of `type` (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q8_1, Q4_K, Q6_K, Q8_K) into
+// y.
 void dequantizeRow(TensorType type, const void* src, float* y, int64_t n);
 
 }  // namespace tpnode::model::kernels
