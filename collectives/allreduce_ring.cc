@@ -11,8 +11,11 @@
 //     every node once (same bytes per node), and every node, the owner included, keeps the
 //     decoded value, so that all nodes hold the same bits.
 // Pipelining: transfers run chunk by chunk in (step, chunk) order; a chunk is forwarded as soon
-// as it is reduced, the next receive is posted before the current one is waited on, and up to
-// kSendSlots sends are in flight.
+// as it is reduced, kRecvAhead receives are posted ahead of the one being waited on, and up to
+// kSendSlots encoded sends are in flight. Sends run on the lane's SendWorker thread, so the
+// copy into the kernel overlaps receiving and reducing on the caller's thread. A posted all-gather
+// receive never overlaps a pending send: it writes segment me - s'' while sends read me + 1 - s',
+// equal only for s'' = s' - 1 + n.
 #include <algorithm>
 #include <array>
 
@@ -25,17 +28,16 @@ namespace tpnode::collectives {
 namespace {
 
 constexpr size_t kSendSlots = 4;
-constexpr size_t kRecvSlots = 2;
-using RequestPtr = std::unique_ptr<mesh::Request>;
-
-// Waits every request in `slots` and clears them.
-template <size_t N>
-void drain(std::array<RequestPtr, N>& slots) {
-  for (auto& r : slots) {
-    if (r) r->wait();
-    r.reset();
-  }
+// Receives posted ahead: frames the peer sends ahead of us land in posted buffers instead of
+// being parked (an extra copy) by the mesh.
+constexpr size_t kRecvAhead = 8;
+constexpr size_t kRecvSlots = kRecvAhead + 1;
+static_assert(kRecvSlots <= kTagSlots, "each posted receive needs its own tag");
+// Transfer t travels on the slot tag of its receive slot (see inter_node.h: Tags).
+uint32_t slotOf(size_t t) {
+  return static_cast<uint32_t>(t % kRecvSlots);
 }
+using RequestPtr = std::unique_ptr<mesh::Request>;
 
 }  // namespace
 
@@ -66,30 +68,38 @@ void InterNode::allReduceRing(void* data, size_t count, DType dtype) {
   const size_t transfers = static_cast<size_t>(n - 1) * chunks;
   auto step = [&](size_t t) { return static_cast<long>(t / chunks); };
   std::array<RequestPtr, kRecvSlots> recvs;
-  std::array<RequestPtr, kSendSlots> sends;
+  std::array<uint64_t, kSendSlots> slot_tickets{};
+  SendWorker& sender = sendWorker();
+  // On any error, no queued send may still read the caller's buffer when we return.
+  struct DrainOnExit {
+    SendWorker& worker;
+    ~DrainOnExit() { worker.drainQuietly(); }
+  } drain_on_exit{sender};
 
   // Reduce-scatter.
-  const uint32_t rs_tag = tag(InterOp::kRingReduceScatter);
+  auto rs_tag = [&](size_t t) { return tag(InterOp::kRingReduceScatter, slotOf(t)); };
   auto post_rs_recv = [&](size_t t) {
     const Range r = piece(me - step(t) - 1, t % chunks);
     if (r.size() == 0) return;
-    recvs[t % kRecvSlots] = mesh_.irecv(prev, rs_tag, {recv_slot(t), codec.encodedBytes(r.size())});
+    recvs[t % kRecvSlots] =
+        mesh_.irecv(prev, rs_tag(t), {recv_slot(t), codec.encodedBytes(r.size())});
   };
-  post_rs_recv(0);
+  for (size_t t = 0; t < std::min(kRecvAhead, transfers); ++t) post_rs_recv(t);
   for (size_t t = 0; t < transfers; ++t) {
+    // Post receives ahead first: a send that blocks on a full socket drains incoming frames,
+    // and a posted receive takes them straight into its slot instead of parking them.
+    if (t + kRecvAhead < transfers) post_rs_recv(t + kRecvAhead);
     const Range out = piece(me - step(t), t % chunks);
-    RequestPtr& send = sends[t % kSendSlots];
-    if (send) send->wait();
-    send.reset();
     if (out.size() > 0) {
       if (codec.native()) {
-        send = mesh_.isend(next, rs_tag, asBytes(at(out), out.size() * es));
+        sender.post(next, rs_tag(t), asBytes(at(out), out.size() * es));
       } else {
+        uint64_t& slot_ticket = slot_tickets[t % kSendSlots];
+        sender.waitFor(slot_ticket);  // the send that used this slot is done
         codec.encode(at(out), out.size(), send_slot(t));
-        send = mesh_.isend(next, rs_tag, {send_slot(t), codec.encodedBytes(out.size())});
+        slot_ticket = sender.post(next, rs_tag(t), {send_slot(t), codec.encodedBytes(out.size())});
       }
     }
-    if (t + 1 < transfers) post_rs_recv(t + 1);
     const Range in = piece(me - step(t) - 1, t % chunks);
     if (in.size() == 0) continue;
     RequestPtr recv = std::move(recvs[t % kRecvSlots]);
@@ -100,10 +110,10 @@ void InterNode::allReduceRing(void* data, size_t count, DType dtype) {
       codec.decodeAdd(recv_slot(t), in.size(), at(in));
     }
   }
-  drain(sends);
+  sender.drain();  // the all-gather receives overwrite what these sends read
 
   // All-gather.
-  const uint32_t ag_tag = tag(InterOp::kRingAllGather);
+  auto ag_tag = [&](size_t t) { return tag(InterOp::kRingAllGather, slotOf(t)); };
   if (!codec.native()) {
     std::byte* enc = base + (kRecvSlots + kSendSlots) * slot_bytes;
     auto block = [&](int j) { return enc + static_cast<size_t>(j) * seg_bytes; };
@@ -114,10 +124,11 @@ void InterNode::allReduceRing(void* data, size_t count, DType dtype) {
     pending.clear();
     for (int j = 0; j < n; ++j) {
       if (j == me || seg(j + 1).size() == 0) continue;
-      pending.push_back(mesh_.irecv(j, ag_tag, {block(j), codec.encodedBytes(seg(j + 1).size())}));
+      pending.push_back(
+          mesh_.irecv(j, ag_tag(0), {block(j), codec.encodedBytes(seg(j + 1).size())}));
     }
     for (int j = 0; j < n && own.size() > 0; ++j) {
-      if (j != me) mesh_.send(j, ag_tag, {block(me), codec.encodedBytes(own.size())});
+      if (j != me) mesh_.send(j, ag_tag(0), {block(me), codec.encodedBytes(own.size())});
     }
     size_t r = 0;
     for (int j = 0; j < n; ++j) {
@@ -131,22 +142,19 @@ void InterNode::allReduceRing(void* data, size_t count, DType dtype) {
   auto post_ag_recv = [&](size_t t) {
     const Range r = piece(me - step(t), t % chunks);
     if (r.size() == 0) return;
-    recvs[t % kRecvSlots] = mesh_.irecv(prev, ag_tag, asWritableBytes(at(r), r.size() * es));
+    recvs[t % kRecvSlots] = mesh_.irecv(prev, ag_tag(t), asWritableBytes(at(r), r.size() * es));
   };
-  post_ag_recv(0);
+  for (size_t t = 0; t < std::min(kRecvAhead, transfers); ++t) post_ag_recv(t);
   for (size_t t = 0; t < transfers; ++t) {
+    if (t + kRecvAhead < transfers) post_ag_recv(t + kRecvAhead);
     const Range out = piece(me + 1 - step(t), t % chunks);
-    RequestPtr& send = sends[t % kSendSlots];
-    if (send) send->wait();
-    send.reset();
-    if (out.size() > 0) send = mesh_.isend(next, ag_tag, asBytes(at(out), out.size() * es));
-    if (t + 1 < transfers) post_ag_recv(t + 1);
+    if (out.size() > 0) sender.post(next, ag_tag(t), asBytes(at(out), out.size() * es));
     const Range in = piece(me - step(t), t % chunks);
     if (in.size() == 0) continue;
     RequestPtr recv = std::move(recvs[t % kRecvSlots]);
     checkReceived(recv->wait(), in.size() * es, prev);
   }
-  drain(sends);
+  sender.drain();
 }
 
 }  // namespace tpnode::collectives

@@ -131,7 +131,9 @@ std::shared_ptr<NodeGroup> NodeGroup::create(mesh::Mesh* mesh, int local_tp,
   group->checkLayout(local_tp);
   std::weak_ptr<NodeGroup> weak = group;
   mesh->setEventCallback([weak, forward = std::move(forward)](const mesh::PeerEvent& event) {
-    if (event.kind != mesh::PeerEventKind::kConnected) {
+    // kLost only: a peer that closes in order (kClosed) has finished every collective; an
+    // operation still pending on it fails with Error(kPeerLost) from the mesh and aborts then.
+    if (event.kind == mesh::PeerEventKind::kLost) {
       if (auto g = weak.lock()) {
         g->abort(ErrorCode::kPeerLost,
                  fmt::format("[collectives] node {} lost: {}", event.peer, event.reason));

@@ -11,8 +11,9 @@
 // - create() is collective over the mesh (every node calls it once, before any collective);
 //   it checks that every node has the same local_tp (Error(kMismatch) otherwise). `mesh` may be
 //   null for a single node. The Mesh must outlive the group and every communicator.
-// - create() installs the mesh event callback (the mesh has one): a lost or closed peer aborts
-//   the group. Events are passed on to `forward` (called on the mesh's thread; must not block).
+// - create() installs the mesh event callback (the mesh has one): a lost peer aborts the group
+//   (a peer that closed in order aborts it only if an operation still needed it). Events are passed
+//   on to `forward` (called on the mesh's thread; must not block).
 // - communicator(r): once per local rank; then used only on rank r's thread.
 // - All-reduce (documented order in docs/collectives.md):
 //     sliced (default above options.leader_max_bytes): local reduce-scatter (rank order) ->

@@ -16,6 +16,11 @@ InterNode::InterNode(mesh::Mesh& mesh, int lane, const CollectiveOptions& option
   requests_.reserve(static_cast<size_t>(2 * nodes_));
 }
 
+SendWorker& InterNode::sendWorker() {
+  if (!send_worker_) send_worker_ = std::make_unique<SendWorker>(mesh_);
+  return *send_worker_;
+}
+
 void InterNode::checkReceived(size_t got, size_t want, int peer) const {
   if (got == want) return;
   if (got == 0) {
@@ -88,14 +93,14 @@ void InterNode::barrier() {
 void InterNode::sendAbort() noexcept {
   for (int j = 0; j < nodes_; ++j) {
     if (j == node_) continue;
-    for (uint32_t op = 0; op < kInterOpCount; ++op) {
-      try {
-        if (!mesh_.peerAlive(j)) break;
-        mesh_.send(j, interTag(static_cast<InterOp>(op), lane_), {});
-      } catch (const std::exception& e) {
-        spdlog::debug("[collectives] abort signal to node {} not sent: {}", j, e.what());
-        break;
+    try {
+      for (uint32_t op = 0; op < kInterOpCount && mesh_.peerAlive(j); ++op) {
+        for (uint32_t slot = 0; slot < kTagSlots; ++slot) {
+          mesh_.send(j, interTag(static_cast<InterOp>(op), lane_, slot), {});
+        }
       }
+    } catch (const std::exception& e) {
+      spdlog::debug("[collectives] abort signal to node {} not sent: {}", j, e.what());
     }
   }
 }

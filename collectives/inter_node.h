@@ -6,9 +6,12 @@
 // - One InterNode per (node, lane); used by one thread at a time (the lane's rank thread). All
 //   nodes call the same operations in the same order with the same sizes. The Mesh must
 //   outlive the InterNode (it is owned by the node layer, which destroys collectives first).
-// - Tags: op `o` of lane `l` uses tag kFirstUserTag + o * kMaxLanes + l, so lanes never share a
-//   tag and, with sockets_per_peer > 1, lane l travels on socket l % sockets_per_peer. Within
-//   one (peer, tag) messages are ordered, which is all the algorithms rely on.
+// - Tags: op `o` of lane `l` owns kTagSlots tags, kFirstUserTag + (o * kMaxLanes + l) *
+//   kTagSlots + slot, so lanes and ops never share a tag. The ring gives each receive it posts
+//   ahead its own slot tag, so at most ONE receive is ever outstanding per (peer, tag): the
+//   algorithms never depend on how the mesh orders several posted receives of one tag against
+//   parked frames (it misorders them today: see docs/collectives.md). With sockets_per_peer
+//   > 1 the slots of a lane spread over the sockets (a tag travels on tag % sockets_per_peer).
 // - Buffers: every call works in place on the caller's buffer; intermediate data lives in a
 //   ScratchBuffer owned by this object (grown once, never per call).
 // - Summation orders (bit-identical on every node; docs/collectives.md):
@@ -33,11 +36,13 @@
 #include "collectives/communicator.h"
 #include "collectives/options.h"
 #include "collectives/scratch.h"
+#include "collectives/send_worker.h"
 #include "mesh/mesh.h"
 
 namespace tpnode::collectives {
 
 inline constexpr int kMaxLanes = 64;
+inline constexpr uint32_t kTagSlots = 16;
 
 enum class InterOp : uint32_t {
   kDirect = 0,
@@ -50,8 +55,9 @@ enum class InterOp : uint32_t {
 };
 inline constexpr uint32_t kInterOpCount = 7;
 
-inline uint32_t interTag(InterOp op, int lane) {
-  return mesh::kFirstUserTag + static_cast<uint32_t>(op) * kMaxLanes + static_cast<uint32_t>(lane);
+inline uint32_t interTag(InterOp op, int lane, uint32_t slot = 0) {
+  return mesh::kFirstUserTag +
+         (static_cast<uint32_t>(op) * kMaxLanes + static_cast<uint32_t>(lane)) * kTagSlots + slot;
 }
 
 class InterNode {
@@ -84,9 +90,10 @@ class InterNode {
   // Throws Error(kPeerLost) for the abort signal, Error(kInvalidData) for a wrong size.
   void checkReceived(size_t got, size_t want, int peer) const;
   mesh::Mesh& mesh() { return mesh_; }
-  uint32_t tag(InterOp op) const { return interTag(op, lane_); }
+  uint32_t tag(InterOp op, uint32_t slot = 0) const { return interTag(op, lane_, slot); }
   const CollectiveOptions& options() const { return options_; }
   ScratchBuffer& scratch() { return scratch_; }
+  SendWorker& sendWorker();  // created on first use (the ring's)
 
  private:
   mesh::Mesh& mesh_;  // outlives this object (see contract)
@@ -95,6 +102,7 @@ class InterNode {
   const int nodes_;
   const CollectiveOptions options_;
   ScratchBuffer scratch_;
+  std::unique_ptr<SendWorker> send_worker_;
   std::vector<std::unique_ptr<mesh::Request>> requests_;  // reused across calls
 };
 

@@ -1,6 +1,9 @@
 #include "mesh/connector.h"
 
 #include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
 
 #include <condition_variable>
 #include <mutex>
@@ -15,7 +18,10 @@ namespace tpnode::mesh {
 namespace {
 
 constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
+constexpr auto kFirstWaitingLog = std::chrono::seconds(2);
 constexpr auto kWaitingLogPeriod = std::chrono::seconds(5);
+constexpr auto kRecheck = std::chrono::milliseconds(250);  // how often dead links are noticed
+constexpr int kMaxConcurrentHandshakes = 64;
 
 double secondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -23,25 +29,28 @@ double secondsSince(Clock::time_point t) {
 
 class Connector {
  public:
-  Connector(const MeshOptions& options, const TransportFactory& make_transport)
+  Connector(const MeshOptions& options, const TransportFactory& make_transport,
+            const LinkSink& sink)
       : o_(options),
         make_transport_(make_transport),
+        sink_(sink),
         n_(static_cast<int>(options.peers.size())),
         lanes_(options.sockets_per_peer),
         start_(Clock::now()),
         deadline_(start_ + options.connect_timeout),
-        slots_(static_cast<size_t>(n_ * lanes_)),
-        slot_from_(slots_.size()),
+        in_flight_(static_cast<size_t>(n_ * lanes_)),
+        connected_from_(in_flight_.size()),
         problem_(static_cast<size_t>(n_), "nothing heard yet"),
         last_refusal_(static_cast<size_t>(n_)) {}
 
-  std::vector<EstablishedSocket> run();
+  void run();
 
  private:
   std::string name(int node) const {
     return fmt::format("node {} at {}", node, o_.peers[static_cast<size_t>(node)].toString());
   }
   size_t slot(int peer, int lane) const { return static_cast<size_t>(peer * lanes_ + lane); }
+  bool peerUp(int peer) const;
   bool completeLocked() const;
   void dialLoop(int peer, int lane);
   void acceptLoop(int listen_fd);
@@ -56,6 +65,7 @@ class Connector {
 
   const MeshOptions& o_;
   const TransportFactory& make_transport_;
+  const LinkSink& sink_;
   const int n_;
   const int lanes_;
   const Clock::time_point start_;
@@ -63,20 +73,26 @@ class Connector {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;                              // guarded by mu_
-  std::vector<std::unique_ptr<Transport>> slots_;  // guarded by mu_
-  std::vector<std::string> slot_from_;             // guarded by mu_: "" = free
-  std::vector<std::string> problem_;               // guarded by mu_
-  std::vector<std::string> last_refusal_;          // guarded by mu_
-  std::vector<std::thread> handshakers_;           // guarded by mu_
+  bool stop_ = false;                        // guarded by mu_
+  std::vector<std::string> in_flight_;       // guarded by mu_: from where a handshake runs
+  std::vector<std::string> connected_from_;  // guarded by mu_: from where the link came
+  int handshakes_running_ = 0;               // guarded by mu_
+  std::vector<int> handshake_fds_;           // guarded by mu_: sockets mid-handshake
+  std::vector<std::string> problem_;         // guarded by mu_
+  std::vector<std::string> last_refusal_;    // guarded by mu_
+  std::vector<std::thread> handshakers_;     // guarded by mu_
 };
+
+bool Connector::peerUp(int peer) const {
+  for (int lane = 0; lane < lanes_ && peer != o_.node_id; ++lane) {
+    if (!sink_.up(peer, lane)) return false;
+  }
+  return true;
+}
 
 bool Connector::completeLocked() const {
   for (int peer = 0; peer < n_; ++peer) {
-    if (peer == o_.node_id) continue;
-    for (int lane = 0; lane < lanes_; ++lane) {
-      if (!slots_[slot(peer, lane)]) return false;
-    }
+    if (!peerUp(peer)) return false;
   }
   return true;
 }
@@ -96,14 +112,16 @@ std::string Connector::admitLocked(int peer, int lane, const std::string& from) 
         "lower ones (are both --node-id values right?)",
         peer, o_.node_id);
   }
-  const std::string& holder = slot_from_[slot(peer, lane)];
-  if (!holder.empty()) {
+  const size_t s = slot(peer, lane);
+  const bool up = sink_.up(peer, lane);
+  if (!in_flight_[s].empty() || up) {
     return fmt::format(
-        "duplicate node id {}: node {} is already {} from {}; refusing the "
-        "second node {} from {}",
-        peer, peer, slots_[slot(peer, lane)] ? "connected" : "connecting", holder, peer, from);
+        "duplicate node id {}: node {} is already {} from {}; refusing the second node {} "
+        "from {}",
+        peer, peer, up ? "connected" : "connecting", up ? connected_from_[s] : in_flight_[s], peer,
+        from);
   }
-  slot_from_[slot(peer, lane)] = from;
+  in_flight_[s] = from;
   return {};
 }
 
@@ -126,6 +144,11 @@ bool Connector::handshake(std::unique_ptr<Transport> t, int expected_peer, int l
   randomBytes(nonce);
   Handshake hs(std::move(config), nonce);
   auto deadline = std::min(deadline_, Clock::now() + kHandshakeTimeout);
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) return false;
+    handshake_fds_.push_back(t->fd());
+  }
   std::vector<uint8_t> payload;
   try {
     writeAll(*t, hs.start(), deadline);
@@ -146,22 +169,29 @@ bool Connector::handshake(std::unique_ptr<Transport> t, int expected_peer, int l
   } catch (const Error& e) {
     hs.abort(e);
   }
+  {
+    std::lock_guard lock(mu_);
+    std::erase(handshake_fds_, t->fd());
+  }
   const int peer = expected_peer >= 0 ? expected_peer : hs.claimedPeer();
   const std::string who = expected_peer >= 0 ? name(peer)
                           : peer >= 0 ? fmt::format("node {} (connecting from {})", peer, from)
                                       : fmt::format("a peer connecting from {}", from);
   if (hs.state() == Handshake::State::kDone) {
-    std::lock_guard lock(mu_);
-    slot_from_[slot(peer, hs.lane())] = from;
-    slots_[slot(peer, hs.lane())] = std::move(t);
     spdlog::debug("[mesh] {} connected (socket {}, from {})", name(peer), hs.lane(), from);
+    sink_.adopt(EstablishedSocket{peer, hs.lane(), std::move(t)});
+    {
+      std::lock_guard lock(mu_);
+      in_flight_[slot(peer, hs.lane())].clear();
+      connected_from_[slot(peer, hs.lane())] = from;
+    }
     cv_.notify_all();
     return true;
   }
   if (expected_peer < 0 && hs.peerId() >= 0) {
     std::lock_guard lock(mu_);
-    std::string& holder = slot_from_[slot(hs.peerId(), hs.lane())];
-    if (holder == from && !slots_[slot(hs.peerId(), hs.lane())]) holder.clear();
+    std::string& holder = in_flight_[slot(hs.peerId(), hs.lane())];
+    if (holder == from) holder.clear();
   }
   std::string message = hs.refusedByPeer() ? fmt::format("{} refused us: {}", who, hs.error())
                                            : fmt::format("refused {}: {}", who, hs.error());
@@ -178,8 +208,13 @@ void Connector::dialLoop(int peer, int lane) {
   const PeerAddress& address = o_.peers[static_cast<size_t>(peer)];
   for (;;) {
     {
-      std::lock_guard lock(mu_);
+      std::unique_lock lock(mu_);
       if (stop_ || Clock::now() >= deadline_) return;
+      if (sink_.up(peer, lane)) {  // connected: watch it in case it dies before we finish
+        cv_.wait_for(lock, kRecheck);
+        backoff = std::chrono::milliseconds(100);
+        continue;
+      }
     }
     std::string why;
     Fd fd = connectOnce(address, std::chrono::milliseconds(1000), why);
@@ -189,7 +224,7 @@ void Connector::dialLoop(int peer, int lane) {
         if (o_.socket_buffer_bytes > 0) setBuffers(fd.get(), o_.socket_buffer_bytes);
         if (handshake(make_transport_(std::move(fd), false, deadline), peer, lane,
                       address.toString())) {
-          return;
+          continue;
         }
       } catch (const Error& e) {
         noteProblem(peer, fmt::format("{}: {}", name(peer), e.what()), e.what());
@@ -212,6 +247,8 @@ void Connector::acceptOne(Fd fd, std::string from) {
   } catch (const Error& e) {
     spdlog::warn("[mesh] refused a connection from {}: {}", from, e.what());
   }
+  std::lock_guard lock(mu_);
+  --handshakes_running_;
 }
 
 void Connector::acceptLoop(int listen_fd) {
@@ -226,41 +263,47 @@ void Connector::acceptLoop(int listen_fd) {
     Fd fd = mesh::acceptOne(listen_fd, from);
     if (!fd.valid()) continue;
     std::lock_guard lock(mu_);
+    if (handshakes_running_ >= kMaxConcurrentHandshakes) {
+      spdlog::warn("[mesh] closed a connection from {}: {} handshakes are running already", from,
+                   handshakes_running_);
+      continue;
+    }
+    ++handshakes_running_;
     handshakers_.emplace_back(
         [this, f = std::make_shared<Fd>(std::move(fd)), from] { acceptOne(std::move(*f), from); });
   }
 }
 
-std::vector<EstablishedSocket> Connector::run() {
+void Connector::run() {
   const int me = o_.node_id;
   Fd listener;
   if (me < n_ - 1) listener = listenOn(o_.peers[static_cast<size_t>(me)]);
   std::vector<std::thread> threads;
   for (int peer = 0; peer < me; ++peer) {
-    for (int lane = 0; lane < lanes_; ++lane)
+    for (int lane = 0; lane < lanes_; ++lane) {
       threads.emplace_back([=, this] { dialLoop(peer, lane); });
+    }
   }
   if (listener.valid()) threads.emplace_back([&] { acceptLoop(listener.get()); });
 
   std::unique_lock lock(mu_);
-  auto next_log = start_ + kWaitingLogPeriod;
-  while (!completeLocked() && Clock::now() < deadline_) {
-    cv_.wait_until(lock, std::min(next_log, deadline_));
-    if (Clock::now() >= next_log && !completeLocked()) {
+  auto next_log = start_ + kFirstWaitingLog;
+  // MeshOptions::cancel is polled at every recheck (250 ms).
+  auto cancelled = [&] { return o_.cancel != nullptr && o_.cancel->load(); };
+  while (!completeLocked() && Clock::now() < deadline_ && !cancelled()) {
+    cv_.wait_until(lock, std::min({next_log, deadline_, Clock::now() + kRecheck}));
+    if (Clock::now() >= next_log) {
       for (int peer = 0; peer < n_; ++peer) {
-        bool up = true;
-        for (int lane = 0; lane < lanes_ && peer != me; ++lane) {
-          up = up && slots_[slot(peer, lane)] != nullptr;
-        }
-        if (up) continue;
+        if (peerUp(peer)) continue;
         spdlog::info("[mesh] waiting for {}, {:.0f} s ({})", name(peer), secondsSince(start_),
                      problem_[static_cast<size_t>(peer)]);
       }
       next_log += kWaitingLogPeriod;
     }
   }
-  bool complete = completeLocked();
+  const bool complete = completeLocked();
   stop_ = true;
+  for (int fd : handshake_fds_) ::shutdown(fd, SHUT_RDWR);  // abort handshakes still running
   cv_.notify_all();
   lock.unlock();
   for (auto& t : threads) t.join();
@@ -268,37 +311,26 @@ std::vector<EstablishedSocket> Connector::run() {
   auto handshakers = std::move(handshakers_);
   lock.unlock();
   for (auto& t : handshakers) t.join();
-  lock.lock();
-  if (!complete && !completeLocked()) {
-    std::string missing;
-    for (int peer = 0; peer < n_; ++peer) {
-      bool up = true;
-      for (int lane = 0; lane < lanes_ && peer != me; ++lane) {
-        up = up && slots_[slot(peer, lane)] != nullptr;
-      }
-      if (up) continue;
-      if (!missing.empty()) missing += "; ";
-      missing += fmt::format("{} (last: {})", name(peer), problem_[static_cast<size_t>(peer)]);
-    }
-    fail(ErrorCode::kTimeout, "node {} gave up after {:.0f} s (--connect-timeout) waiting for {}",
-         me, secondsSince(start_), missing);
+  if (complete) return;
+  if (cancelled()) {
+    fail(ErrorCode::kAborted, "node {}: connecting to the mesh was cancelled (shutting down)", me);
   }
-  std::vector<EstablishedSocket> out;
+  std::string missing;
   for (int peer = 0; peer < n_; ++peer) {
-    if (peer == me) continue;
-    for (int lane = 0; lane < lanes_; ++lane) {
-      out.push_back({peer, lane, std::move(slots_[slot(peer, lane)])});
-    }
+    if (peerUp(peer)) continue;
+    if (!missing.empty()) missing += "; ";
+    missing += fmt::format("{} (last: {})", name(peer), problem_[static_cast<size_t>(peer)]);
   }
-  return out;
+  fail(ErrorCode::kTimeout, "node {} gave up after {:.0f} s (--connect-timeout) waiting for {}", me,
+       secondsSince(start_), missing);
 }
 
 }  // namespace
 
-std::vector<EstablishedSocket> formLinks(const MeshOptions& options,
-                                         const TransportFactory& make_transport) {
-  Connector connector(options, make_transport);
-  return connector.run();
+void formLinks(const MeshOptions& options, const TransportFactory& make_transport,
+               const LinkSink& sink) {
+  Connector connector(options, make_transport, sink);
+  connector.run();
 }
 
 }  // namespace tpnode::mesh

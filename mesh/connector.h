@@ -5,13 +5,20 @@
 //   sockets per pair (the dialer names the socket's lane in its HELLO). The highest node has
 //   nobody to accept and does not listen.
 // - Dials that are refused or time out are retried with backoff (100 ms doubling to 2 s) until
-//   options.connect_timeout; every 5 s the node logs whom it is still waiting for.
+//   options.connect_timeout; after 2 s and then every 5 s the node logs whom it is still
+//   waiting for.
 // - A connection that fails the handshake (wrong secret, fingerprint, version, duplicate id)
 //   is refused and logged on both sides; the node keeps waiting for the right peer until the
 //   deadline. A second node claiming an id that is connected or connecting is refused.
-// - Returns once all sockets are up; throws Error(kTimeout) naming each missing peer (node id,
+// - Each socket is handed to `adopt` as soon as its handshake succeeds, so that the link runs
+//   (heartbeats, draining) while the rest of the mesh forms: a peer that finished early does
+//   not take this node for dead. `up(peer, lane)` says whether the adopted link still lives;
+//   a link that dies during setup (the peer restarted) is waited for again: re-dialed, or
+//   accepted again instead of being refused as a duplicate.
+// - Returns once all links are up; throws Error(kTimeout) naming each missing peer (node id,
 //   host:port and the last problem seen) when the deadline passes. Joins every thread it
-//   started before returning or throwing.
+//   started before returning or throwing. At most 64 handshakes run at once; connections
+//   beyond that are closed.
 #pragma once
 
 #include <functional>
@@ -34,7 +41,12 @@ struct EstablishedSocket {
 using TransportFactory =
     std::function<std::unique_ptr<Transport>(Fd fd, bool accepting, Clock::time_point deadline)>;
 
-std::vector<EstablishedSocket> formLinks(const MeshOptions& options,
-                                         const TransportFactory& make_transport);
+struct LinkSink {
+  std::function<void(EstablishedSocket socket)> adopt;
+  std::function<bool(int peer, int lane)> up;
+};
+
+void formLinks(const MeshOptions& options, const TransportFactory& make_transport,
+               const LinkSink& sink);
 
 }  // namespace tpnode::mesh

@@ -11,9 +11,8 @@ namespace tpnode::mesh {
 
 namespace {
 
-constexpr size_t kMaxFreeParked = 32;
-constexpr size_t kMaxPooledBytes = size_t{64} << 20;
 constexpr int kPollSliceMs = 100;
+constexpr size_t kStageBytes = 32 * 1024;
 constexpr size_t kServiceReadBudget = size_t{1} << 20;  // per link per liveness tick
 
 int64_t toNs(Clock::time_point t) {
@@ -48,7 +47,9 @@ Link::Link(std::unique_ptr<Transport> transport, LinkOptions options, EventFn on
       options_(std::move(options)),
       on_event_(std::move(on_event)),
       last_rx_ns_(nowNs()),
-      last_tx_ns_(nowNs()) {}
+      last_tx_ns_(nowNs()) {
+  rx_.stage = std::make_unique_for_overwrite<std::byte[]>(kStageBytes);
+}
 
 Link::~Link() = default;
 
@@ -89,7 +90,24 @@ bool Link::pumpFrames(const RecvOp* mine, bool block, size_t budget) {
   bool progress = false;
   bool eof = false;
   size_t total = 0;
-  auto read = [&](void* buffer, size_t size) {
+  // Small reads (a header, a short payload) go through the stage: one system call then
+  // brings in a header and the payload behind it; large payloads are read in place.
+  auto read = [&](void* buffer, size_t size) -> ssize_t {
+    if (rx_.stage_pos == rx_.stage_len && size < kStageBytes) {
+      ssize_t n = block ? transport_->readBlocking(rx_.stage.get(), kStageBytes)
+                        : transport_->read(rx_.stage.get(), kStageBytes);
+      block = false;
+      if (n <= 0) return n;
+      total += static_cast<size_t>(n);
+      rx_.stage_pos = 0;
+      rx_.stage_len = static_cast<size_t>(n);
+    }
+    if (rx_.stage_pos < rx_.stage_len) {
+      size_t n = std::min(size, rx_.stage_len - rx_.stage_pos);
+      std::memcpy(buffer, rx_.stage.get() + rx_.stage_pos, n);
+      rx_.stage_pos += n;
+      return static_cast<ssize_t>(n);
+    }
     ssize_t n = block ? transport_->readBlocking(buffer, size) : transport_->read(buffer, size);
     block = false;
     if (n > 0) total += static_cast<size_t>(n);
@@ -174,7 +192,7 @@ void Link::beginFrame() {
         rx_.op = op;
         rx_.dest = op->out.data();
       } else {
-        Parked* p = takeParkedLocked(rx_.h.length);
+        Parked* p = parked_pool_.take(rx_.h.length);
         if (q.parked_tail != nullptr) {
           q.parked_tail->next = p;
         } else {
@@ -224,30 +242,29 @@ void Link::finishFrame() {
 
 template <typename Done>
 void Link::readUntil(Done done_locked, Clock::time_point deadline, const RecvOp* mine) {
+  // A plain socket can sleep inside recv() itself: one system call instead of poll() + recv().
+  const bool can_block = transport_->canBlock() && deadline == Clock::time_point::max();
+  const bool spin = options_.spin.count() > 0;
   auto spin_until = Clock::now() + options_.spin;
-  for (bool block = false;; block = false) {
+  for (;;) {
+    const bool block = can_block && (!spin || Clock::now() >= spin_until);
     bool progress = pump(mine, block);
     {
       std::lock_guard lock(mu_);
       if (failed_.load() || done_locked()) return;
     }
     if (progress || transport_->hasBuffered()) {
-      spin_until = Clock::now() + options_.spin;
+      if (spin) spin_until = Clock::now() + options_.spin;
       continue;
     }
+    if (block) continue;  // the read timed out (100 ms): look at the flags again
     auto now = Clock::now();
     if (now >= deadline) return;
     if (now < spin_until) {
       cpuRelax();
       continue;
     }
-    if (transport_->canBlock() && deadline == Clock::time_point::max()) {
-      // Sleep in the read itself: one system call instead of poll() and then read().
-      if (pump(mine, true)) spin_until = Clock::now() + options_.spin;
-      std::lock_guard lock(mu_);
-      if (failed_.load() || done_locked()) return;
-      continue;
-    }
+    if (can_block) continue;
     pollfd p{transport_->fd(), POLLIN, 0};
     ::poll(&p, 1, kPollSliceMs);
   }
@@ -307,7 +324,7 @@ void Link::claimParkedLocked(RecvOp& op, std::unique_lock<std::mutex>& lock) {
     std::string why =
         fmt::format("a message of {} bytes on tag {} does not fit the {}-byte receive buffer",
                     p->size, op.tag, op.out.size());
-    recycleLocked(p);
+    parked_pool_.recycle(p);
     lock.unlock();
     fail(ErrorCode::kInvalidData, why);
     lock.lock();
@@ -319,44 +336,7 @@ void Link::claimParkedLocked(RecvOp& op, std::unique_lock<std::mutex>& lock) {
   if (p->size > 0) std::memcpy(op.out.data(), p->data.get(), p->size);
   lock.lock();
   completeOpLocked(op, p->size);
-  recycleLocked(p);
-}
-
-Link::Parked* Link::takeParkedLocked(size_t size) {
-  auto best = parked_free_.end();
-  for (auto it = parked_free_.begin(); it != parked_free_.end(); ++it) {
-    if ((*it)->capacity >= size &&
-        (best == parked_free_.end() || (*it)->capacity < (*best)->capacity)) {
-      best = it;
-    }
-  }
-  Parked* p = nullptr;
-  if (best != parked_free_.end()) {
-    p = *best;
-    parked_free_.erase(best);
-  } else if (!parked_free_.empty()) {
-    p = parked_free_.back();
-    parked_free_.pop_back();
-  } else {
-    parked_storage_.push_back(std::make_unique<Parked>());
-    p = parked_storage_.back().get();
-  }
-  if (p->capacity < size) {
-    p->data = std::make_unique_for_overwrite<std::byte[]>(size);
-    p->capacity = size;
-  }
-  p->size = 0;
-  p->ready = false;
-  p->next = nullptr;
-  return p;
-}
-
-void Link::recycleLocked(Parked* p) {
-  if (parked_free_.size() >= kMaxFreeParked || p->capacity > kMaxPooledBytes) {
-    p->data.reset();
-    p->capacity = 0;
-  }
-  parked_free_.push_back(p);
+  parked_pool_.recycle(p);
 }
 
 void Link::post(RecvOp& op, uint32_t tag, std::span<std::byte> out) {
@@ -471,6 +451,7 @@ void Link::writeFrame(const FrameHeader& header, std::span<const std::byte> payl
                   {const_cast<std::byte*>(payload.data()), payload.size()}};
   int first = 0;
   const int count = payload.empty() ? 1 : 2;
+  std::vector<pollfd> wait_fds;  // only filled when the socket is full
   bool role = false;
   struct RoleRelease {
     Link* link;
@@ -493,15 +474,19 @@ void Link::writeFrame(const FrameHeader& header, std::span<const std::byte> payl
       iov[first].iov_len -= left;
       continue;
     }
-    // The socket is full: drain incoming frames while we wait, so that crossing sends flow.
+    // The socket is full: drain incoming frames while we wait, here and on the other links,
+    // so that crossing sends and rings of sends keep flowing.
     if (!role) role = tryAcquireRole();
     if (role && pump()) continue;
+    if (group_ != nullptr && group_->drainOthers(this)) continue;
     if (Clock::now() >= deadline) {
       tpnode::fail(ErrorCode::kTimeout, "it stopped reading (a {} frame could not be sent)",
                    frameTypeName(header.type));
     }
-    pollfd p{transport_->fd(), static_cast<short>(POLLOUT | (role ? POLLIN : 0)), 0};
-    ::poll(&p, 1, kPollSliceMs);
+    wait_fds.clear();
+    wait_fds.push_back({transport_->fd(), static_cast<short>(POLLOUT | (role ? POLLIN : 0)), 0});
+    if (group_ != nullptr) group_->pollOthers(this, wait_fds);
+    ::poll(wait_fds.data(), wait_fds.size(), kPollSliceMs);
   }
   last_tx_ns_.store(nowNs(), std::memory_order_relaxed);
 }
@@ -554,6 +539,22 @@ void Link::service(Clock::time_point now) {
          fmt::format("it has been silent for {:.1f} s (liveness timeout {:.1f} s)",
                      static_cast<double>(silent_ns) / 1e9,
                      static_cast<double>(options_.liveness_timeout.count()) / 1e3));
+  }
+}
+
+bool Link::drain() {
+  if (failed_.load() || !tryAcquireRole()) return false;
+  RoleGuard guard(*this);
+  return pump(nullptr, false, kServiceReadBudget * 4);
+}
+
+void Link::noticeHangup() {
+  if (failed_.load()) return;
+  pollfd p{transport_->fd(), POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0) return;
+  if (tryAcquireRole()) {
+    RoleGuard guard(*this);
+    pump(nullptr, false, kServiceReadBudget);
   }
 }
 

@@ -11,7 +11,8 @@
 //     the role (condition variable) or for another reader to fill its buffer.
 //   * the send lock: one frame is written at a time with writev(header, payload), from the
 //     caller's buffer (no copy). While the socket is full, the sender takes the receive role if
-//     it is free and drains incoming frames, so two nodes sending to each other never deadlock.
+//     it is free and drains incoming frames, here and on the other links of its LinkGroup, so
+//     two nodes sending to each other, or a ring of nodes, never deadlock.
 //   * the liveness thread only ever try-locks: it drains and heartbeats idle links and never
 //     waits for compute.
 // - Ordering: DATA frames on one link are delivered per tag in the order sent.
@@ -23,6 +24,8 @@
 //   called once, unless the link is quiet (shutting down).
 // - Lifetime: a Link outlives every operation on it (TcpMesh destroys links after its users).
 #pragma once
+
+#include <poll.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -39,6 +42,7 @@
 #include "common/error.h"
 #include "mesh/frame.h"
 #include "mesh/mesh.h"
+#include "mesh/parked_pool.h"
 #include "mesh/transport.h"
 
 namespace tpnode::mesh {
@@ -66,6 +70,21 @@ struct RecvOp {
   RecvOp* next = nullptr;
 };
 
+class Link;
+
+// The other links of the same mesh, for a sender whose socket is full: it drains them while it
+// waits, so that a ring of large blocking sends (each node sends right, then receives from the
+// left) keeps flowing. Implemented by TcpMesh; outlives its links.
+class LinkGroup {
+ public:
+  virtual ~LinkGroup() = default;
+  // Drains, without blocking, every other link whose receive role is free; true if any byte
+  // was read.
+  virtual bool drainOthers(const Link* self) = 0;
+  // Appends {fd, POLLIN} of every other link.
+  virtual void pollOthers(const Link* self, std::vector<struct pollfd>& out) = 0;
+};
+
 class Link {
  public:
   using EventFn = std::function<void(PeerEventKind kind, const std::string& reason)>;
@@ -88,6 +107,15 @@ class Link {
 
   // Liveness thread: drain if nobody reads, heartbeat if idle, fail if silent.
   void service(Clock::time_point now);
+  // Non-blocking: reads what is there if the receive role is free (see LinkGroup).
+  bool drain();
+  int fd() const { return transport_->fd(); }
+  // Set once, before the link is used by anyone but the liveness thread.
+  void setGroup(LinkGroup* group) { group_ = group; }
+
+  // Setup: if the peer has hung up, read up to the end of the stream now (failing the link)
+  // instead of at the next liveness tick. Never blocks.
+  void noticeHangup();
 
   // Shutdown: GOODBYE and half-close, then read until the peer's GOODBYE or end of stream.
   void setQuiet() { quiet_.store(true); }
@@ -101,13 +129,7 @@ class Link {
   const std::string& peerName() const { return options_.peer_name; }
 
  private:
-  struct Parked {
-    std::unique_ptr<std::byte[]> data;
-    size_t capacity = 0;
-    size_t size = 0;
-    bool ready = false;
-    Parked* next = nullptr;
-  };
+  using Parked = ParkedBuffer;
   struct TagQueue {
     RecvOp* posted_head = nullptr;
     RecvOp* posted_tail = nullptr;
@@ -126,6 +148,9 @@ class Link {
     Parked* parked = nullptr;
     std::array<std::byte, kHeartbeatPayload> scratch{};
     uint64_t expected_seq = 0;
+    std::unique_ptr<std::byte[]> stage;  // bytes read ahead: [stage_pos, stage_len)
+    size_t stage_pos = 0;
+    size_t stage_len = 0;
   };
   class RoleGuard;
 
@@ -151,21 +176,19 @@ class Link {
   void completeOpLocked(RecvOp& op, size_t size);
   void failOpLocked(RecvOp& op);
   void failAllLocked();
-  Parked* takeParkedLocked(size_t size);
-  void recycleLocked(Parked* p);
   [[noreturn]] void throwFailure() const;
   void noteReceive();
 
   std::unique_ptr<Transport> transport_;
   const LinkOptions options_;
+  LinkGroup* group_ = nullptr;  // the mesh that owns this link, or none
   EventFn on_event_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool reader_active_ = false;                           // guarded by mu_
-  std::unordered_map<uint32_t, TagQueue> queues_;        // guarded by mu_
-  std::vector<std::unique_ptr<Parked>> parked_storage_;  // guarded by mu_
-  std::vector<Parked*> parked_free_;                     // guarded by mu_
+  bool reader_active_ = false;                     // guarded by mu_
+  std::unordered_map<uint32_t, TagQueue> queues_;  // guarded by mu_
+  ParkedPool parked_pool_;                         // guarded by mu_
   RecvOp* filling_ = nullptr;                   // guarded by mu_: the op the reader is writing into
   ErrorCode fail_code_ = ErrorCode::kPeerLost;  // guarded by mu_
   std::string fail_reason_;                     // guarded by mu_

@@ -2,8 +2,12 @@
 
 namespace tpnode::mesh {
 
-Liveness::Liveness(std::vector<Link*> links, std::chrono::milliseconds tick)
-    : links_(std::move(links)), tick_(tick), thread_([this] { loop(); }) {}
+Liveness::Liveness(std::chrono::milliseconds tick) : tick_(tick), thread_([this] { loop(); }) {}
+
+void Liveness::add(Link* link) {
+  std::lock_guard lock(mu_);
+  links_.push_back(link);
+}
 
 void Liveness::stop() {
   {
@@ -16,10 +20,12 @@ void Liveness::stop() {
 
 void Liveness::loop() {
   std::unique_lock lock(mu_);
+  std::vector<Link*> links;
   while (!stop_) {
+    links = links_;  // the list only grows; the links outlive this thread
     lock.unlock();
     auto now = Clock::now();
-    for (Link* link : links_) link->service(now);
+    for (Link* link : links) link->service(now);
     lock.lock();
     cv_.wait_for(lock, tick_, [this] { return stop_; });
   }

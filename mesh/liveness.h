@@ -3,7 +3,8 @@
 // silent for longer than the liveness timeout; see Link::service). It only try-locks, so
 // compute never blocks it and it never blocks compute.
 //
-// Contract: the links outlive the Liveness object; stop() (or the destructor) joins the thread.
+// Contract: links are added while the mesh forms (add() from any thread) and outlive the
+// Liveness object; stop() (or the destructor) joins the thread.
 #pragma once
 
 #include <chrono>
@@ -18,21 +19,22 @@ namespace tpnode::mesh {
 
 class Liveness {
  public:
-  Liveness(std::vector<Link*> links, std::chrono::milliseconds tick);
+  explicit Liveness(std::chrono::milliseconds tick);
   ~Liveness() { stop(); }
   Liveness(const Liveness&) = delete;
   Liveness& operator=(const Liveness&) = delete;
 
+  void add(Link* link);
   void stop();
 
  private:
   void loop();
 
-  const std::vector<Link*> links_;
   const std::chrono::milliseconds tick_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
+  std::vector<Link*> links_;  // guarded by mu_
+  bool stop_ = false;         // guarded by mu_
   std::thread thread_;
 };
 

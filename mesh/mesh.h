@@ -10,9 +10,16 @@
 // - Ordering: messages from one sender to one receiver with the same tag are delivered in the
 //   order they were sent. Messages with different tags are independent. A receive names
 //   (peer, tag); a frame that arrives before its receive is posted is parked by (peer, tag).
-// - Buffers: send() returns once `data` may be reused. recv() writes straight into the caller's
-//   buffer (no copy for a frame whose receive was already posted). isend/irecv buffers must
-//   stay alive and untouched until the handle is waited on.
+// - Buffers: send() returns once `data` may be reused; it writes from `data` itself (no copy).
+//   recv() writes straight into the caller's buffer (no copy for a frame whose receive was
+//   already posted). isend/irecv buffers must stay alive and untouched until the handle is
+//   waited on.
+// - Progress: the caller's thread does its own socket I/O (see mesh/link.h). isend() sends on
+//   the calling thread before it returns (its wait() then returns at once); while a socket is
+//   full, a sender drains incoming frames of every link of the mesh (into posted receives, or
+//   parked), so crossing sends and rings of large sends cannot deadlock. Post irecv() before
+//   a large send to have the incoming message land in place. The blocking path allocates
+//   nothing per message; irecv() allocates its handle.
 // - Setup: node K dials every node below K and accepts every node above K (so the highest node
 //   does not listen); each of the `sockets_per_peer` sockets of a pair runs the handshake of
 //   mesh/handshake.h. A message on `tag` always travels on socket `tag % sockets_per_peer`.
@@ -22,6 +29,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -77,6 +85,9 @@ struct MeshOptions {
   // poll(): trades CPU for latency of small messages.
   std::chrono::microseconds spin{0};
   int socket_buffer_bytes = 0;  // SO_SNDBUF / SO_RCVBUF; 0 keeps the OS autotuning
+  // connect() gives up with Error(kAborted) soon after *cancel turns true (e.g. a shutdown
+  // signal while waiting for peers). Must outlive connect(); null: never cancelled.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // kLost: the peer died, went silent or broke the protocol. kClosed: the peer shut down in

@@ -67,39 +67,57 @@ TcpMesh::TcpMesh(const MeshOptions& options)
       node_count_(static_cast<int>(options.peers.size())),
       lanes_(options.sockets_per_peer),
       links_(static_cast<size_t>(node_count_)),
-      reported_(std::make_unique<std::atomic<bool>[]>(static_cast<size_t>(node_count_))) {}
+      reported_(std::make_unique<std::atomic<bool>[]>(static_cast<size_t>(node_count_))) {
+  for (auto& lanes : links_) lanes.resize(static_cast<size_t>(lanes_));
+  auto tick = std::clamp(options_.heartbeat_interval / 5, std::chrono::milliseconds(10),
+                         std::chrono::milliseconds(100));
+  liveness_ = std::make_unique<Liveness>(tick);
+}
 
 TcpMesh::~TcpMesh() {
   shutdown();
 }
 
-void TcpMesh::start(std::vector<EstablishedSocket> sockets) {
-  for (auto& s : sockets) {
-    LinkOptions lo;
-    lo.peer = s.peer;
-    lo.lane = s.lane;
-    lo.peer_name = fmt::format("node {} at {}", s.peer,
-                               options_.peers[static_cast<size_t>(s.peer)].toString());
-    lo.max_frame_bytes = options_.max_frame_bytes;
-    lo.spin = options_.spin;
-    lo.heartbeat_interval = options_.heartbeat_interval;
-    lo.liveness_timeout = options_.liveness_timeout;
-    auto& lanes = links_[static_cast<size_t>(s.peer)];
-    if (lanes.size() <= static_cast<size_t>(s.lane)) lanes.resize(static_cast<size_t>(s.lane) + 1);
-    const int peer = s.peer;
-    lanes[static_cast<size_t>(s.lane)] =
-        std::make_unique<Link>(std::move(s.transport), std::move(lo),
-                               [this, peer](PeerEventKind kind, const std::string& reason) {
-                                 onLinkEvent(peer, kind, reason);
-                               });
+void TcpMesh::adopt(EstablishedSocket s) {
+  LinkOptions lo;
+  lo.peer = s.peer;
+  lo.lane = s.lane;
+  lo.peer_name =
+      fmt::format("node {} at {}", s.peer, options_.peers[static_cast<size_t>(s.peer)].toString());
+  lo.max_frame_bytes = options_.max_frame_bytes;
+  lo.spin = options_.spin;
+  lo.heartbeat_interval = options_.heartbeat_interval;
+  lo.liveness_timeout = options_.liveness_timeout;
+  const int peer = s.peer;
+  auto link = std::make_unique<Link>(std::move(s.transport), std::move(lo),
+                                     [this, peer](PeerEventKind kind, const std::string& reason) {
+                                       onLinkEvent(peer, kind, reason);
+                                     });
+  Link* raw = link.get();
+  raw->setGroup(this);
+  {
+    std::lock_guard lock(setup_mu_);
+    auto& slot = links_[static_cast<size_t>(peer)][static_cast<size_t>(s.lane)];
+    if (slot)
+      retired_.push_back(std::move(slot));  // died during setup; the liveness thread
+                                            // may still hold a pointer to it
+    slot = std::move(link);
+    reported_[static_cast<size_t>(peer)].store(false);
   }
-  std::vector<Link*> all;
-  for (auto& lanes : links_) {
-    for (auto& link : lanes) all.push_back(link.get());
+  liveness_->add(raw);
+}
+
+bool TcpMesh::linkUp(int peer, int lane) const {
+  Link* link = nullptr;
+  {
+    std::lock_guard lock(setup_mu_);
+    link = links_[static_cast<size_t>(peer)][static_cast<size_t>(lane)].get();
   }
-  auto tick = std::clamp(options_.heartbeat_interval / 5, std::chrono::milliseconds(10),
-                         std::chrono::milliseconds(100));
-  liveness_ = std::make_unique<Liveness>(std::move(all), tick);
+  // Outside the lock: a hang-up fails the link, whose event handler takes setup_mu_. The link
+  // stays valid: links replaced during setup are retired, not destroyed.
+  if (link == nullptr) return false;
+  link->noticeHangup();
+  return link->alive();
 }
 
 void TcpMesh::onLinkEvent(int peer, PeerEventKind kind, const std::string& reason) {
@@ -111,9 +129,14 @@ void TcpMesh::onLinkEvent(int peer, PeerEventKind kind, const std::string& reaso
   } else {
     spdlog::warn("[mesh] lost {}: {}", name, reason);
   }
-  for (auto& link : links_[static_cast<size_t>(peer)]) {
-    link->fail(ErrorCode::kPeerLost, reason, kind);
+  std::vector<Link*> lanes;
+  {
+    std::lock_guard lock(setup_mu_);
+    for (auto& link : links_[static_cast<size_t>(peer)]) {
+      if (link) lanes.push_back(link.get());
+    }
   }
+  for (Link* link : lanes) link->fail(ErrorCode::kPeerLost, reason, kind);
   std::function<void(const PeerEvent&)> callback;
   {
     std::lock_guard lock(callback_mu_);
@@ -137,6 +160,26 @@ Link& TcpMesh::linkFor(int peer, uint32_t tag, bool user) {
          kFirstUserTag);
   }
   return *links_[static_cast<size_t>(peer)][tag % static_cast<uint32_t>(lanes_)];
+}
+
+bool TcpMesh::drainOthers(const Link* self) {
+  if (!formed_.load(std::memory_order_acquire)) return false;
+  bool progress = false;
+  for (auto& lanes : links_) {
+    for (auto& link : lanes) {
+      if (link && link.get() != self && link->drain()) progress = true;
+    }
+  }
+  return progress;
+}
+
+void TcpMesh::pollOthers(const Link* self, std::vector<pollfd>& out) {
+  if (!formed_.load(std::memory_order_acquire)) return;
+  for (auto& lanes : links_) {
+    for (auto& link : lanes) {
+      if (link && link.get() != self && link->alive()) out.push_back({link->fd(), POLLIN, 0});
+    }
+  }
 }
 
 void TcpMesh::send(int peer, uint32_t tag, std::span<const std::byte> data) {
@@ -166,7 +209,7 @@ void TcpMesh::setEventCallback(std::function<void(const PeerEvent&)> callback) {
 bool TcpMesh::peerAlive(int peer) const {
   if (peer < 0 || peer >= node_count_ || peer == node_id_) return false;
   for (const auto& link : links_[static_cast<size_t>(peer)]) {
-    if (!link->alive()) return false;
+    if (!link || !link->alive()) return false;
   }
   return true;
 }
@@ -214,19 +257,27 @@ std::vector<LinkStats> TcpMesh::linkStats(int rounds) {
 void TcpMesh::shutdown() {
   std::call_once(shutdown_once_, [this] {
     for (auto& lanes : links_) {
-      for (auto& link : lanes) link->setQuiet();
+      for (auto& link : lanes) {
+        if (link) link->setQuiet();
+      }
     }
     if (liveness_) liveness_->stop();
     auto deadline = Clock::now() + std::chrono::seconds(1);
     for (auto& lanes : links_) {
-      for (auto& link : lanes) link->sayGoodbye(deadline);
+      for (auto& link : lanes) {
+        if (link) link->sayGoodbye(deadline);
+      }
     }
     deadline = Clock::now() + std::chrono::seconds(2);
     for (auto& lanes : links_) {
-      for (auto& link : lanes) link->drainUntilClosed(deadline);
+      for (auto& link : lanes) {
+        if (link) link->drainUntilClosed(deadline);
+      }
     }
     for (auto& lanes : links_) {
-      for (auto& link : lanes) link->fail(ErrorCode::kAborted, "the mesh was shut down");
+      for (auto& link : lanes) {
+        if (link) link->fail(ErrorCode::kAborted, "the mesh was shut down");
+      }
     }
   });
 }
@@ -243,7 +294,12 @@ std::unique_ptr<Mesh> Mesh::connect(const MeshOptions& options) {
   };
   auto mesh = std::make_unique<TcpMesh>(options);
   const int n = static_cast<int>(options.peers.size());
-  if (n > 1) mesh->start(formLinks(options, factory));
+  if (n > 1) {
+    LinkSink sink{[&](EstablishedSocket s) { mesh->adopt(std::move(s)); },
+                  [&](int peer, int lane) { return mesh->linkUp(peer, lane); }};
+    formLinks(options, factory, sink);
+  }
+  mesh->setFormed();
   spdlog::info("[mesh] node {}/{} connected to all peers", options.node_id, n);
   return mesh;
 }

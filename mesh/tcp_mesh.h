@@ -19,13 +19,17 @@
 
 namespace tpnode::mesh {
 
-class TcpMesh final : public Mesh {
+class TcpMesh final : public Mesh, private LinkGroup {
  public:
+  // Starts the liveness thread; links arrive through adopt() while the mesh forms.
   explicit TcpMesh(const MeshOptions& options);
   ~TcpMesh() override;
 
-  // Adopts the established sockets (from formLinks) and starts the liveness thread.
-  void start(std::vector<struct EstablishedSocket> sockets);
+  // Setup only (the connector's thread): makes a Link of an authenticated socket. A link that
+  // died during setup is replaced (kept alive, retired, until the mesh is destroyed).
+  void adopt(struct EstablishedSocket socket);
+  bool linkUp(int peer, int lane) const;
+  void setFormed() { formed_.store(true, std::memory_order_release); }
 
   int nodeId() const override { return node_id_; }
   int nodeCount() const override { return node_count_; }
@@ -40,18 +44,24 @@ class TcpMesh final : public Mesh {
 
  private:
   Link& linkFor(int peer, uint32_t tag, bool user);
+  bool drainOthers(const Link* self) override;
+  void pollOthers(const Link* self, std::vector<pollfd>& out) override;
   void onLinkEvent(int peer, PeerEventKind kind, const std::string& reason);
 
   const MeshOptions options_;
   const int node_id_;
   const int node_count_;
   const int lanes_;
-  std::vector<std::vector<std::unique_ptr<Link>>> links_;  // [peer][lane]; set once by start()
-  std::unique_ptr<std::atomic<bool>[]> reported_;          // per peer: event delivered
+  // [peer][lane]. Written under setup_mu_ while the mesh forms, read-only after connect().
+  std::vector<std::vector<std::unique_ptr<Link>>> links_;
+  std::vector<std::unique_ptr<Link>> retired_;  // guarded by setup_mu_
+  mutable std::mutex setup_mu_;
+  std::unique_ptr<std::atomic<bool>[]> reported_;  // per peer: event delivered
   std::unique_ptr<Liveness> liveness_;
   std::mutex callback_mu_;
   std::function<void(const PeerEvent&)> callback_;  // guarded by callback_mu_
   std::once_flag shutdown_once_;
+  std::atomic<bool> formed_{false};  // links_ is complete and immutable
 };
 
 }  // namespace tpnode::mesh

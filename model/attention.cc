@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/kernels/cpu/dot.h"
 #include "model/kernels/cpu/ops.h"
 #include "model/llama_rank.h"
 
@@ -78,6 +79,8 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
   // Sliding-window layers: position p sees (p - n_swa, p], as llama.cpp's is_masked_swa.
   const int64_t window = config_.isSwa(l) ? config_.n_swa : 0;
   attn_.assign(static_cast<size_t>(n * nq), 0.f);
+  const kernels::DotFn f32dot = kernels::bestKernels().f32;
+  const size_t kv_row_bytes = static_cast<size_t>(kv_.rowFloats()) * sizeof(float);
   pool_.parallelFor(n * heads, 1, [&](int64_t b, int64_t e) {
     std::vector<float> scores;
     for (int64_t job = b; job < e; ++job) {
@@ -87,12 +90,10 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
       const int64_t first = window > 0 ? std::max<int64_t>(0, t.pos + 1 - window) : 0;
       const int64_t len = t.pos + 1 - first;
       scores.resize(static_cast<size_t>(len));
-      for (int64_t p = 0; p < len; ++p) {
-        const float* k = kv_.k(l, t.slot, first + p) + kvh * hd;
-        float s = 0;
-        for (int64_t d = 0; d < hd; ++d) s += q[d] * k[d];
-        scores[static_cast<size_t>(p)] = s * scale;
-      }
+      // q . k for every cached position: rows of K one position apart.
+      f32dot(hd, kv_.k(l, t.slot, first) + kvh * hd, kv_row_bytes, static_cast<int>(len), q,
+             scores.data());
+      for (float& s : scores) s *= scale;
       kernels::softmax(scores.data(), len);
       float* out = attn_.data() + i * nq + h * hd;
       for (int64_t p = 0; p < len; ++p) {

@@ -1,10 +1,12 @@
 #include "model/sampling.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
 #include "common/error.h"
+#include "model/fast_exp.h"
 
 namespace tpnode::model {
 namespace {
@@ -22,9 +24,7 @@ void checkRange(bool ok, std::string_view name, double value, std::string_view r
 
 }  // namespace
 
-Sampler::Sampler(const SamplingParams& p, int32_t n_vocab)
-    : params_(p), n_vocab_(n_vocab), rng_(p.seed) {
-  if (n_vocab <= 0) fail(ErrorCode::kInvalidArgument, "sampler needs n_vocab > 0, got {}", n_vocab);
+void checkSamplingParams(const SamplingParams& p) {
   checkRange(p.temperature >= 0 && std::isfinite(p.temperature), "temperature", p.temperature,
              "[0, inf)");
   checkRange(p.top_k >= 0, "top_k", p.top_k, "[0, n_vocab] (0: off)");
@@ -37,8 +37,14 @@ Sampler::Sampler(const SamplingParams& p, int32_t n_vocab)
              "finite values");
   checkRange(std::isfinite(p.frequency_penalty), "frequency_penalty", p.frequency_penalty,
              "finite values");
-  checkRange(p.top_logprobs >= 0 && p.top_logprobs <= n_vocab, "top_logprobs", p.top_logprobs,
-             "[0, n_vocab]");
+  checkRange(p.top_logprobs >= 0, "top_logprobs", p.top_logprobs, "[0, n_vocab]");
+}
+
+Sampler::Sampler(const SamplingParams& p, int32_t n_vocab)
+    : params_(p), n_vocab_(n_vocab), rng_(p.seed) {
+  if (n_vocab <= 0) fail(ErrorCode::kInvalidArgument, "sampler needs n_vocab > 0, got {}", n_vocab);
+  checkSamplingParams(p);
+  params_.top_logprobs = std::min(p.top_logprobs, n_vocab);
   const auto n = static_cast<size_t>(n_vocab);
   work_.resize(n);
   cand_.reserve(n);
@@ -46,7 +52,7 @@ Sampler::Sampler(const SamplingParams& p, int32_t n_vocab)
   generated_count_.assign(n, 0);
   in_seen_.assign(n, 0);
   if (p.repeat_last_n > 0) window_.assign(static_cast<size_t>(p.repeat_last_n), -1);
-  top_.reserve(static_cast<size_t>(p.top_logprobs));
+  top_.reserve(static_cast<size_t>(params_.top_logprobs));
 }
 
 void Sampler::record(TokenId id, bool generated) {
@@ -136,6 +142,11 @@ TokenId Sampler::sample(std::span<const float> logits) {
   return chosen;
 }
 
+void Sampler::lastCandidates(std::vector<TokenId>& out) const {
+  out.clear();
+  for (const Candidate& c : cand_) out.push_back(c.id);
+}
+
 void Sampler::truncateTopK(size_t k) {
   if (k >= cand_.size()) return;
   const auto order = [](const Candidate& a, const Candidate& b) {
@@ -146,22 +157,38 @@ void Sampler::truncateTopK(size_t k) {
 }
 
 // Keeps the smallest best-first prefix whose probability reaches top_p (at least one token),
-// in expected linear time: halve the undecided range with nth_element and keep or drop the
-// better half by its probability mass; only the last <= 64 candidates are sorted.
+// in linear time. Buckets of 0.5 logit below the maximum decide most candidates at once: those
+// in buckets above the one where the mass reaches top_p are kept, those below dropped. Inside
+// that bucket, halve the undecided range with nth_element and keep or drop the better half by
+// its mass; only the last <= 64 candidates are sorted.
 void Sampler::truncateTopP() {
   const auto order = [](const Candidate& a, const Candidate& b) {
     return better(a.logit, a.id, b.logit, b.id);
   };
   float max_logit = -std::numeric_limits<float>::infinity();
   for (const Candidate& c : cand_) max_logit = std::max(max_logit, c.logit);
+  constexpr int kBuckets = 64;
+  const auto bucketOf = [max_logit](float logit) {
+    const float d = (max_logit - logit) * 2.0f;
+    return d < kBuckets - 1 ? static_cast<int>(d) : kBuckets - 1;  // NaN, inf: the last
+  };
+  std::array<double, kBuckets> bucket_mass{};
   double sum = 0;
   for (Candidate& c : cand_) {
-    c.p = std::exp(c.logit - max_logit);
+    c.p = expNonPositive(c.logit - max_logit);
     sum += c.p;
+    bucket_mass[static_cast<size_t>(bucketOf(c.logit))] += c.p;
   }
   double need = params_.top_p * sum;  // mass still to cover, unnormalised
-  auto lo = cand_.begin();
-  auto hi = cand_.end();
+  int cut = 0;                        // the bucket where the prefix ends
+  while (cut < kBuckets - 1 && bucket_mass[static_cast<size_t>(cut)] < need) {
+    need -= bucket_mass[static_cast<size_t>(cut)];
+    ++cut;
+  }
+  auto lo = std::partition(cand_.begin(), cand_.end(),
+                           [&](const Candidate& c) { return bucketOf(c.logit) < cut; });
+  auto hi =
+      std::partition(lo, cand_.end(), [&](const Candidate& c) { return bucketOf(c.logit) == cut; });
   while (hi - lo > 64) {
     const auto mid = lo + (hi - lo) / 2;
     std::nth_element(lo, mid, hi, order);  // [lo, mid) is the better half
@@ -212,7 +239,7 @@ TokenId Sampler::draw() {
   if (!std::isfinite(max_logit)) return best;  // every candidate is -inf
   double sum = 0;
   for (Candidate& c : cand_) {
-    c.p = std::exp((c.logit - max_logit) * inv_t);
+    c.p = expNonPositive((c.logit - max_logit) * inv_t);
     sum += c.p;
   }
   const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;  // [0, 1)
@@ -226,10 +253,8 @@ TokenId Sampler::draw() {
 }
 
 void Sampler::computeLogprobs(std::span<const float> logits, TokenId chosen) {
-  float max_logit = -std::numeric_limits<float>::infinity();
-  for (const float l : logits) max_logit = std::max(max_logit, l);
-  double sum = 0;
-  for (const float l : logits) sum += std::exp(l - max_logit);
+  const float max_logit = maxOf(logits.data(), logits.size());
+  const double sum = sumExp(logits.data(), logits.size(), max_logit);
   const auto lse = static_cast<float>(max_logit + std::log(sum));
   chosen_logprob_ = logits[chosen] - lse;
 

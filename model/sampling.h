@@ -44,9 +44,14 @@ struct TokenLogprob {
   float logprob = 0.0f;
 };
 
+// Throws Error(kInvalidArgument) naming the parameter when one is out of range (for checking a
+// request before it is queued; the Sampler constructor checks the same).
+void checkSamplingParams(const SamplingParams& params);
+
 class Sampler {
  public:
-  // Throws Error(kInvalidArgument) naming the parameter when one is out of range.
+  // Throws Error(kInvalidArgument) naming the parameter when one is out of range. top_logprobs
+  // above n_vocab is clamped to it.
   Sampler(const SamplingParams& params, int32_t n_vocab);
 
   // Records prompt tokens (they count for repeat_penalty, not for presence/frequency).
@@ -65,6 +70,10 @@ class Sampler {
   std::span<const TokenLogprob> topLogprobs() const { return top_; }
 
   const SamplingParams& params() const { return params_; }
+
+  // The ids the last non-greedy sample() drew from (after top-k, top-p, min-p), in no
+  // particular order. For tests and diagnostics.
+  void lastCandidates(std::vector<TokenId>& out) const;
 
  private:
   struct Candidate {

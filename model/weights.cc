@@ -1,10 +1,13 @@
 #include "model/weights.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "common/error.h"
 #include "common/log.h"
+#include "model/kernels/cpu/dot.h"
 #include "model/kernels/cpu/quantize.h"
 
 namespace tpnode::model {
@@ -52,6 +55,21 @@ class Loader {
                   m.row_bytes);
     }
     account(m.data.size());
+    return m;
+  }
+
+  // Rewrites a projection for the 4-row kernels when the CPU has them (not token_embd: its
+  // rows are looked up one at a time).
+  Matrix interleaved(Matrix m) {
+    if (m.empty() || m.rows % 4 != 0) return m;
+    if (!kernels::bestKernels().x4ForType(m.type)) return m;
+    static const bool disabled = [] {
+      const char* e = std::getenv("TPNODE_INTERLEAVE");
+      return e && std::string(e) == "0";
+    }();
+    if (disabled) return m;
+    kernels::interleaveRows4(m.type, m.data.data(), m.rows, m.cols);
+    m.interleave = 4;
     return m;
   }
 
@@ -106,7 +124,9 @@ RankWeights loadRankWeights(const GgufFile& file, const ModelConfig& c, const Sh
   const uint64_t dim = static_cast<uint64_t>(c.n_embd);
   w.token_embd = L.matrix("token_embd.weight", dim, static_cast<uint64_t>(c.n_vocab));
   w.output_norm = L.vector("output_norm.weight", dim);
-  if (!c.tied_output) w.output = L.matrix("output.weight", dim, static_cast<uint64_t>(c.n_vocab));
+  if (!c.tied_output) {
+    w.output = L.interleaved(L.matrix("output.weight", dim, static_cast<uint64_t>(c.n_vocab)));
+  }
   const int64_t vocab_part = plan.vocab_parallel_head ? c.n_vocab / plan.tp : c.n_vocab;
   w.vocab_begin = plan.vocab_parallel_head ? rank * vocab_part : 0;
   w.vocab_end = w.vocab_begin + vocab_part;
@@ -120,13 +140,13 @@ RankWeights loadRankWeights(const GgufFile& file, const ModelConfig& c, const Sh
     LayerWeights lw;
     lw.attn_norm = L.vector(p + "attn_norm.weight", dim);
     lw.ffn_norm = L.vector(p + "ffn_norm.weight", dim);
-    lw.wq = L.matrix(p + "attn_q.weight", dim, qdim);
-    lw.wk = L.matrix(p + "attn_k.weight", dim, kvdim);
-    lw.wv = L.matrix(p + "attn_v.weight", dim, kvdim);
-    lw.wo = L.matrix(p + "attn_output.weight", qdim, dim);
-    lw.w_gate = L.matrix(p + "ffn_gate.weight", dim, ff);
-    lw.w_up = L.matrix(p + "ffn_up.weight", dim, ff);
-    lw.w_down = L.matrix(p + "ffn_down.weight", ff, dim);
+    lw.wq = L.interleaved(L.matrix(p + "attn_q.weight", dim, qdim));
+    lw.wk = L.interleaved(L.matrix(p + "attn_k.weight", dim, kvdim));
+    lw.wv = L.interleaved(L.matrix(p + "attn_v.weight", dim, kvdim));
+    lw.wo = L.interleaved(L.matrix(p + "attn_output.weight", qdim, dim));
+    lw.w_gate = L.interleaved(L.matrix(p + "ffn_gate.weight", dim, ff));
+    lw.w_up = L.interleaved(L.matrix(p + "ffn_up.weight", dim, ff));
+    lw.w_down = L.interleaved(L.matrix(p + "ffn_down.weight", ff, dim));
     if (c.qkv_bias) {
       lw.bq = L.vector(p + "attn_q.bias", qdim);
       lw.bk = L.vector(p + "attn_k.bias", kvdim);

@@ -21,8 +21,10 @@ struct Matrix {
   TensorType type = TensorType::kF32;
   int64_t rows = 0, cols = 0;
   size_t row_bytes = 0;
-  HostBuffer data;  // anonymous memory, huge pages when large
+  int interleave = 1;  // 4: groups of 4 rows stored block-interleaved (kernels::interleaveRows4)
+  HostBuffer data;     // anonymous memory, huge pages when large
   bool empty() const { return rows == 0; }
+  // Row r (interleave 1) or the start of the group holding row r (interleave 4).
   const uint8_t* row(int64_t r) const { return data.data() + static_cast<size_t>(r) * row_bytes; }
 };
 

@@ -143,6 +143,8 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
   flag(app, "api-tls-cert", o.api_tls_cert, "PEM certificate (chain) for the HTTPS API")
       ->group("Serving");
   flag(app, "api-tls-key", o.api_tls_key, "PEM private key for the HTTPS API")->group("Serving");
+  flag(app, "api-max-body", o.api_max_body, "Largest accepted request body in bytes")
+      ->group("Serving");
 
   flag(app, "log-level", o.log_level, "trace, debug, info, warn, error")->group("Misc");
 

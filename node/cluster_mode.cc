@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "model/npy.h"
+#include "node/api/api_server.h"
 #include "node/driver.h"
 #include "node/loaded_model.h"
 #include "node/modes.h"
@@ -122,27 +123,33 @@ int generateOnce(Driver& driver, const Options& o, const LoadedModel& m) {
   return 0;
 }
 
-int serve(Driver& /*driver*/) {
-  spdlog::info("[driver] serving until SIGINT/SIGTERM");
+int serve(Driver& driver, const Options& o) {
+  api::ApiServer server(driver, api::apiOptionsFrom(o));
+  server.start();
+  spdlog::info(
+      "[api] listening on http://{}:{} (OpenAI-compatible: /v1/completions, "
+      "/v1/chat/completions, /v1/models, /health, /metrics)",
+      o.host, server.port());
   while (g_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   spdlog::info("[driver] signal {}: shutting the cluster down", g_signal.load());
+  server.stop();
   return 0;
 }
 
 }  // namespace
 
 int runCluster(const Options& o) {
+  std::unique_ptr<LoadedModel> model = loadModel(o);
+  if (o.node_id != 0) return runWorker(o, *model);  // a signal ends a worker at once
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);
-  std::unique_ptr<LoadedModel> model = loadModel(o);
-  if (o.node_id != 0) return runWorker(o, *model);
 
   DriverOptions d = driverOptions(o);
   d.reform_on_fault = !o.prompt_given;
   d.record_timings = o.prompt_given;
   Driver driver(o, *model, d);
   driver.start();
-  int rc = o.prompt_given ? generateOnce(driver, o, *model) : serve(driver);
+  int rc = o.prompt_given ? generateOnce(driver, o, *model) : serve(driver, o);
   driver.shutdown();
   return rc;
 }

@@ -14,6 +14,26 @@ namespace tpnode::node {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+
+model::SamplingParams samplingParams(const GenerationRequest& r) {
+  const SamplingOptions& so = r.sampling;
+  model::SamplingParams p;
+  p.temperature = static_cast<float>(so.temperature);
+  p.top_k = so.top_k;
+  p.top_p = static_cast<float>(so.top_p);
+  p.min_p = static_cast<float>(so.min_p);
+  p.repeat_penalty = static_cast<float>(so.repeat_penalty);
+  p.presence_penalty = static_cast<float>(so.presence_penalty);
+  p.frequency_penalty = static_cast<float>(so.frequency_penalty);
+  p.seed = so.seed ? *so.seed : std::random_device{}();
+  p.logprobs = r.logprobs || r.top_logprobs > 0;
+  p.top_logprobs = r.top_logprobs;
+  return p;
+}
+
+}  // namespace
+
 struct Driver::Session {
   std::unique_ptr<mesh::Mesh> mesh;  // null for a single node
   std::shared_ptr<collectives::NodeGroup> group;
@@ -104,18 +124,8 @@ uint64_t Driver::submit(GenerationRequest request,
   if (request.max_tokens < 0) {
     fail(ErrorCode::kInvalidArgument, "max_tokens {} must be >= 0", request.max_tokens);
   }
-  // Validate sampling parameters now, on the caller's thread.
-  model::SamplingParams probe;
-  probe.temperature = static_cast<float>(request.sampling.temperature);
-  probe.top_k = request.sampling.top_k;
-  probe.top_p = static_cast<float>(request.sampling.top_p);
-  probe.min_p = static_cast<float>(request.sampling.min_p);
-  probe.repeat_penalty = static_cast<float>(request.sampling.repeat_penalty);
-  probe.presence_penalty = static_cast<float>(request.sampling.presence_penalty);
-  probe.frequency_penalty = static_cast<float>(request.sampling.frequency_penalty);
-  probe.top_logprobs = request.top_logprobs;
-  probe.logprobs = true;
-  model::Sampler check(probe, 1);
+  // Validate sampling parameters now, on the caller's thread (the error names the field).
+  model::checkSamplingParams(samplingParams(request));
   if (!ready_) {
     fail(ErrorCode::kPeerLost, "the cluster is not ready: {}", notReadyReason());
   }
@@ -216,7 +226,9 @@ bool Driver::formCluster() {
   const int nodes = static_cast<int>(options_.tp_layout.size());
   if (nodes > 1) {
     spdlog::info("[driver] forming the mesh of {} nodes", nodes);
-    session->mesh = mesh::Mesh::connect(makeMeshOptions(options_, model_.identity));
+    mesh::MeshOptions mo = makeMeshOptions(options_, model_.identity);
+    mo.cancel = &stop_;
+    session->mesh = mesh::Mesh::connect(mo);
   }
   auto coll = collectives::CollectiveOptions::fromEnv();
   if (options_.wire_format != "f32") coll.wire = collectives::parseWireFormat(options_.wire_format);
@@ -316,18 +328,7 @@ void Driver::admitIncoming() {
     a->id = in.id;
     a->on_event = std::move(in.on_event);
     a->all_logits = in.all_logits;
-    const SamplingOptions& so = in.request.sampling;
-    model::SamplingParams p;
-    p.temperature = static_cast<float>(so.temperature);
-    p.top_k = so.top_k;
-    p.top_p = static_cast<float>(so.top_p);
-    p.min_p = static_cast<float>(so.min_p);
-    p.repeat_penalty = static_cast<float>(so.repeat_penalty);
-    p.presence_penalty = static_cast<float>(so.presence_penalty);
-    p.frequency_penalty = static_cast<float>(so.frequency_penalty);
-    p.seed = so.seed ? *so.seed : std::random_device{}();
-    p.logprobs = true;
-    p.top_logprobs = in.request.top_logprobs;
+    model::SamplingParams p = samplingParams(in.request);
     a->sampler = std::make_unique<model::Sampler>(p, static_cast<int32_t>(model_.config.n_vocab));
     a->sampler->acceptPrompt(in.request.prompt_ids);
     a->request = std::move(in.request);

@@ -44,7 +44,8 @@ struct GenerationRequest {
   std::vector<int32_t> prompt_ids;
   int max_tokens = 16;
   SamplingOptions sampling;
-  int top_logprobs = 0;  // alternatives per token (0..20); logprob of the chosen token always
+  bool logprobs = false;  // report the chosen token's logprob (costs a pass over the vocab)
+  int top_logprobs = 0;   // alternatives per token (0..20); implies logprobs
   bool ignore_eos = false;
 };
 

@@ -1,6 +1,6 @@
 // One-process mode: --tp local CPU ranks as threads (collectives::LocalGroup), one prompt,
-// greedy generation on rank 0, generation and tokens/s printed (or one JSON object), optional
-// logits dump in the ../shared/reference layout.
+// sampling (model/sampling, greedy at --temp 0) on rank 0, generation and tokens/s printed (or one
+// JSON object), optional logits dump in the ../shared/reference layout.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -16,6 +16,7 @@
 #include "model/gguf.h"
 #include "model/local_engine.h"
 #include "model/npy.h"
+#include "model/sampling.h"
 #include "model/shard_plan.h"
 #include "node/modes.h"
 #include "node/text_codec.h"
@@ -54,6 +55,19 @@ std::vector<int32_t> promptIds(const Options& o, const TextCodec* codec) {
   return codec->encode(o.prompt);
 }
 
+// Weight bytes one decode step reads over all ranks: every tensor once, token_embd one row
+// (unless it is also the head).
+uint64_t decodeWeightBytes(const model::ShardPlan& plan, const model::GgufMetadata& meta) {
+  uint64_t total = 0;
+  for (int r = 0; r < plan.tp; ++r) total += plan.rankBytes(r);
+  const model::GgufTensorInfo* embd = meta.findTensor("token_embd.weight");
+  if (embd && meta.findTensor("output.weight")) {
+    total -= embd->n_bytes * static_cast<uint64_t>(plan.tp);
+    total += embd->n_bytes / embd->rows();
+  }
+  return total;
+}
+
 double rate(int64_t n, double seconds) {
   return seconds > 0 ? double(n) / seconds : 0.0;
 }
@@ -65,11 +79,6 @@ int runLocal(const Options& o) {
   if (o.threads < 1)
     fail(ErrorCode::kInvalidArgument, "--threads {} must be at least 1", o.threads);
   if (o.n_predict < 0) fail(ErrorCode::kInvalidArgument, "-n {} must be >= 0", o.n_predict);
-  if (o.temperature > 0) {
-    fail(ErrorCode::kUnsupported,
-         "--temp {} needs the sampler, which is not connected in this build yet; use --temp 0",
-         o.temperature);
-  }
   auto t0 = std::chrono::steady_clock::now();
   auto file = model::GgufFile::open(o.model);
   model::ModelConfig config = model::readModelConfig(file->metadata());
@@ -100,7 +109,20 @@ int runLocal(const Options& o) {
   req.prompt = prompt;
   req.n_predict = o.n_predict;
   req.all_logits = !o.dump_logits.empty();
-  model::GenerationResult res = engine.generate(req);
+  // Sampling on rank 0 (the engine calls the picker there only).
+  model::SamplingParams sp;
+  sp.temperature = static_cast<float>(o.temperature);
+  sp.top_k = o.top_k;
+  sp.top_p = static_cast<float>(o.top_p);
+  sp.min_p = static_cast<float>(o.min_p);
+  sp.repeat_penalty = static_cast<float>(o.repeat_penalty);
+  sp.seed = o.seed;
+  model::Sampler sampler(sp, static_cast<int32_t>(config.n_vocab));
+  sampler.acceptPrompt(prompt);
+  model::TokenPicker picker = [&sampler](const float* logits, int64_t n_vocab) {
+    return sampler.sample(std::span<const float>(logits, static_cast<size_t>(n_vocab)));
+  };
+  model::GenerationResult res = engine.generate(req, picker);
   if (!o.dump_logits.empty()) {
     model::writeNpy(o.dump_logits, res.logits.data(), res.logit_rows, config.n_vocab);
   }
@@ -114,6 +136,7 @@ int runLocal(const Options& o) {
     j["text"] = text;
     j["prefill_tps"] = prefill_tps;
     j["decode_tps"] = decode_tps;
+    j["decode_weight_bytes"] = decodeWeightBytes(plan, file->metadata());
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     if (codec) {

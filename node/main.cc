@@ -22,9 +22,6 @@ int main(int argc, char** argv) {
   }
   try {
     initLogging(options.log_level, "n" + std::to_string(options.node_id));
-    if (!options.model.empty() && options.peers.empty() && options.prompt_given) {
-      return node::runLocal(options);
-    }
     if (!options.model.empty()) return node::runCluster(options);
     if (options.model.empty() && !options.peers.empty()) return node::runMeshOnly(options);
     spdlog::error(

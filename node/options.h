@@ -2,6 +2,7 @@
 // or in its YAML config. Plain data: parsing lives in cli.cc, validation in each consumer.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -48,6 +49,7 @@ struct Options {
   std::string api_key_file;
   // API over HTTPS (node/api/): both or neither.
   std::string api_tls_cert, api_tls_key;
+  size_t api_max_body = 1 << 20;  // bytes; larger request bodies get 413
   // Misc
   std::string log_level = "info";
 };

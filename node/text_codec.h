@@ -1,6 +1,6 @@
-// TextCodec: the seam between the one-process CLI and the tokenizer (model/tokenizer*, issue 4,
-// built on another branch). The lead connects it in makeTextCodec(); until then it returns
-// nullptr and the CLI accepts only --prompt-ids and prints generated ids without text.
+// TextCodec: the seam between the one-process CLI and the tokenizer (model/tokenizer*).
+// makeTextCodec() returns nullptr when the model has no usable tokenizer; the CLI then accepts
+// only --prompt-ids and prints generated ids without text.
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libicu-dev
   iproute2 iperf3 procps curl
   chromium chromium-driver python3-venv
+  libgloo-dev openmpi-bin libopenmpi-dev
 )
 
 missing=()

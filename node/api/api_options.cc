@@ -36,6 +36,11 @@ ApiOptions apiOptionsFrom(const Options& o) {
   }
   a.tls_cert_file = o.api_tls_cert;
   a.tls_key_file = o.api_tls_key;
+  if (o.api_max_body < 1024) {
+    fail(ErrorCode::kInvalidArgument, "--api-max-body {} is too small (at least 1024 bytes)",
+         o.api_max_body);
+  }
+  a.max_body_bytes = o.api_max_body;
   return a;
 }
 

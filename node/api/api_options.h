@@ -30,7 +30,7 @@ struct ApiOptions {
 // key.
 std::vector<std::string> loadApiKeys(const std::string& path);
 
-// From --host/--port/--api-key-file/--api-tls-cert/--api-tls-key.
+// From --host/--port/--api-key-file/--api-tls-cert/--api-tls-key/--api-max-body.
 ApiOptions apiOptionsFrom(const Options& options);
 
 }  // namespace tpnode::node::api

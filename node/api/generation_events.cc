@@ -32,7 +32,7 @@ net::awaitable<void> GenerationEvents::wait(net::steady_timer& timer) {
   for (;;) {
     {
       std::lock_guard lock(mu_);
-      if (!events_.empty() || readable_ || !strand_) co_return;
+      if (!events_.empty() || readable_) co_return;
     }
     // No yield between the check above and the start of the wait: a wake-up runs on the same
     // strand, so it either came before the check or cancels this wait.

@@ -270,7 +270,9 @@ GenerationRequest prepareGeneration(const OpenAiRequest& r, const Engine& engine
   } catch (const Error& e) {
     ApiError api = fromEngineError(e);
     if (api.status() != 400) throw api;
-    badRequest(prompt_field, e.what());
+    // E.g. a chat template that cannot be rendered: code "unsupported", naming the field.
+    throw ApiError(400, e.what(), "invalid_request_error", prompt_field,
+                   e.code() == ErrorCode::kUnsupported ? "unsupported" : "");
   }
   for (int32_t id : g.prompt_ids) {
     if (id < 0 || id >= model.n_vocab) {
@@ -297,6 +299,7 @@ GenerationRequest prepareGeneration(const OpenAiRequest& r, const Engine& engine
   g.max_tokens = static_cast<int>(max_tokens);
   g.sampling = r.sampling;
   g.top_logprobs = r.top_logprobs;
+  g.logprobs = r.logprobs || r.top_logprobs > 0;
   g.ignore_eos = r.ignore_eos;
   return g;
 }

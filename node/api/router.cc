@@ -139,6 +139,8 @@ net::awaitable<bool> handleRequest(ServerContext& ctx, Connection& conn, const R
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ctx.metrics.requestFinished(route_label, result.status, seconds);
+  spdlog::debug("[api] {} {} -> {} in {:.3f} s", sv(request.method_string()), path, result.status,
+                seconds);
   co_return result.keep_open;
 }
 

@@ -147,5 +147,68 @@ TEST(QuantTest, DotProductsMatchTheDecodedReference) {
   }
 }
 
+// The 4-row kernels on interleaved rows equal the plain kernels row by row.
+TEST(QuantTest, InterleavedFourRowKernelsMatchPlainRows) {
+  for (const DotKernels* k : {avx2Kernels(), avx512Kernels()}) {
+    if (!k) continue;
+    for (TensorType t :
+         {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K, TensorType::kQ6_K}) {
+      const int64_t n = 512, rows = 8;
+      std::vector<uint8_t> w;
+      for (int r = 0; r < rows; ++r) {
+        auto enc = encode(t, randomRow(n, 40 + r, 0.1f));
+        w.insert(w.end(), enc.begin(), enc.end());
+      }
+      auto xa = encode(activationType(t), randomRow(n, 7));
+      float plain[rows], inter[rows];
+      k->forType(t)(n, w.data(), rowBytes(t, n), rows, xa.data(), plain);
+      std::vector<uint8_t> wi = w;
+      interleaveRows4(t, wi.data(), rows, n);
+      for (int g = 0; g < rows; g += 4) {
+        k->x4ForType(t)(n, wi.data() + g * rowBytes(t, n), xa.data(), inter + g);
+      }
+      for (int r = 0; r < rows; ++r) {
+        EXPECT_NEAR(inter[r], plain[r], 1e-5 * (std::fabs(plain[r]) + 1))
+            << k->isa << " " << tensorTypeName(t) << " row " << r;
+      }
+    }
+  }
+}
+
+// The prefill tiles (4 rows x 1..4 tokens) equal the 4-row kernels token by token.
+TEST(QuantTest, GemmTilesMatchFourRowKernels) {
+  for (const DotKernels* k : {avx2Kernels(), avx512Kernels()}) {
+    if (!k) continue;
+    for (TensorType t : {TensorType::kQ8_0, TensorType::kQ4_K}) {
+      const int64_t n = 512;
+      std::vector<uint8_t> w;
+      for (int r = 0; r < 4; ++r) {
+        auto enc = encode(t, randomRow(n, 60 + r, 0.1f));
+        w.insert(w.end(), enc.begin(), enc.end());
+      }
+      interleaveRows4(t, w.data(), 4, n);
+      const TensorType at = activationType(t);
+      const size_t ab = rowBytes(at, n);
+      std::vector<uint8_t> acts;
+      for (int tok = 0; tok < 4; ++tok) {
+        auto enc = encode(at, randomRow(n, 80 + tok));
+        acts.insert(acts.end(), enc.begin(), enc.end());
+      }
+      for (int nt = 1; nt <= 4; ++nt) {
+        float tile[4 * 4];
+        k->gemmForType(t)(n, w.data(), acts.data(), ab, nt, tile, 4);
+        for (int tok = 0; tok < nt; ++tok) {
+          float ref[4];
+          k->x4ForType(t)(n, w.data(), acts.data() + tok * ab, ref);
+          for (int r = 0; r < 4; ++r) {
+            EXPECT_NEAR(tile[tok * 4 + r], ref[r], 1e-5 * (std::fabs(ref[r]) + 1))
+                << k->isa << " " << tensorTypeName(t) << " nt=" << nt << " tok " << tok;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tpnode::model::kernels

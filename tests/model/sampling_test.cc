@@ -3,10 +3,13 @@
 // binomial, so a wrong distribution fails while a right one passes with certainty.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
 
 #include "common/error.h"
+#include "model/fast_exp.h"
 #include "model/sampling.h"
 
 namespace tpnode::model {
@@ -107,6 +110,82 @@ TEST(SamplingTest, TopPOnLargeVocabularyKeepsTheExactPrefix) {
   EXPECT_NEAR(head, expect, 5 * std::sqrt(1000 * (0.6 / 0.9) * (0.3 / 0.9)));
   ASSERT_FALSE(tail_ids.empty());
   EXPECT_LT(tail_ids.rbegin()->first, 3800);  // ids past the cut never appear
+}
+
+// The candidate sets of top-k, top-p and min-p equal a brute-force sort on random rows with
+// many ties (logits rounded to 1/8).
+TEST(SamplingTest, TruncationsMatchBruteForce) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int n = trial % 2 ? 3000 : 200;
+    std::vector<float> logits(n);
+    for (float& l : logits) l = std::round(normal(rng) * 8.0f) / 8.0f;
+    std::vector<TokenId> order(n);
+    for (int i = 0; i < n; ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](TokenId a, TokenId b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    double z = 0;
+    for (float l : logits) z += std::exp(static_cast<double>(l) - logits[order[0]]);
+    const auto prefix = [&](size_t k) {
+      std::vector<TokenId> ids(order.begin(), order.begin() + static_cast<ptrdiff_t>(k));
+      std::sort(ids.begin(), ids.end());
+      return ids;
+    };
+    const auto kept = [&](const SamplingParams& p) {
+      Sampler s(p, n);
+      s.sample(logits);
+      std::vector<TokenId> ids;
+      s.lastCandidates(ids);
+      std::sort(ids.begin(), ids.end());
+      return ids;
+    };
+    SamplingParams p = plain(static_cast<uint64_t>(trial));
+    p.top_p = 0.05f + 0.9f * static_cast<float>(trial) / 40.0f;
+    size_t k = 0;
+    for (double cum = 0; k < order.size();) {
+      cum += std::exp(static_cast<double>(logits[order[k]]) - logits[order[0]]) / z;
+      ++k;
+      if (cum >= p.top_p) break;
+    }
+    EXPECT_EQ(kept(p), prefix(k)) << "top_p " << p.top_p << " n " << n;
+    p = plain(1);
+    p.top_k = 1 + trial * 7;
+    EXPECT_EQ(kept(p), prefix(std::min<size_t>(static_cast<size_t>(p.top_k), order.size())))
+        << "top_k " << p.top_k;
+    p = plain(1);
+    p.min_p = 0.02f * static_cast<float>(trial % 10 + 1);
+    size_t m = 0;
+    while (m < order.size() &&
+           logits[order[m]] >= logits[order[0]] + std::log(static_cast<double>(p.min_p))) {
+      ++m;
+    }
+    EXPECT_EQ(kept(p).size(), m) << "min_p " << p.min_p;
+  }
+}
+
+TEST(FastExpTest, AccurateAndLaneConsistent) {
+  double worst = 0;
+  for (float x = -86.9f; x <= 0.0f; x += 0.0137f) {
+    const double e = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::fabs(expNonPositive(x) - e) / e);
+  }
+  EXPECT_LT(worst, 5e-7);
+  EXPECT_EQ(expNonPositive(0.0f), 1.0f);
+  EXPECT_EQ(expNonPositive(-INFINITY), 0.0f);
+  EXPECT_EQ(expNonPositive(NAN), 0.0f);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  for (const size_t n : {1u, 3u, 4u, 7u, 1023u, 1024u, 1029u, 5000u}) {
+    std::vector<float> x(n);
+    for (float& v : x) v = normal(rng);
+    const float max = *std::max_element(x.begin(), x.end());
+    EXPECT_EQ(maxOf(x.data(), n), max) << n;
+    double want = 0;
+    for (float v : x) want += std::exp(static_cast<double>(v) - max);
+    EXPECT_NEAR(sumExp(x.data(), n, max), want, want * 1e-6) << n;
+  }
 }
 
 TEST(SamplingTest, SameSeedSameTokens) {
@@ -211,8 +290,14 @@ TEST(SamplingTest, RejectsBadParameters) {
   p.repeat_penalty = 0;
   EXPECT_TRUE(refused(p));
   p = {};
-  p.top_logprobs = 11;
+  p.top_logprobs = -1;
   EXPECT_TRUE(refused(p));
+  p.top_logprobs = 11;  // more than n_vocab: clamped
+  EXPECT_FALSE(refused(p));
+  EXPECT_EQ(Sampler(p, 10).params().top_logprobs, 10);
+  p = {};
+  p.min_p = 2;
+  EXPECT_THROW(checkSamplingParams(p), Error);
   EXPECT_FALSE(refused(SamplingParams{}));
   Sampler s(SamplingParams{}, 4);
   EXPECT_THROW(s.sample(std::vector<float>{1, 2, 3}), Error);

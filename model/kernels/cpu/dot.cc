@@ -1,7 +1,9 @@
 #include "model/kernels/cpu/dot.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "common/check.h"
 #include "common/error.h"
@@ -38,6 +40,51 @@ DotFn DotKernels::forType(TensorType weight) const {
       TP_CHECK(false, "no dot kernel for {}", tensorTypeName(weight));
   }
   return nullptr;
+}
+
+Dot4Fn DotKernels::x4ForType(TensorType weight) const {
+  switch (weight) {
+    case TensorType::kQ8_0:
+      return x4_q8_0;
+    case TensorType::kQ4_0:
+      return x4_q4_0;
+    case TensorType::kQ4_K:
+      return x4_q4_k;
+    case TensorType::kQ6_K:
+      return x4_q6_k;
+    default:
+      return nullptr;
+  }
+}
+
+GemmTileFn DotKernels::gemmForType(TensorType weight) const {
+  switch (weight) {
+    case TensorType::kQ8_0:
+      return gemm_q8_0;
+    case TensorType::kQ4_K:
+      return gemm_q4_k;
+    default:
+      return nullptr;
+  }
+}
+
+void interleaveRows4(TensorType type, uint8_t* data, int64_t rows, int64_t cols) {
+  const TensorTypeInfo& info = tensorTypeInfo(type);
+  TP_CHECK(rows % 4 == 0 && cols % info.block_size == 0);
+  const size_t bs = info.type_size;
+  const size_t row_bytes = rowBytes(type, static_cast<uint64_t>(cols));
+  const int64_t nb = cols / info.block_size;
+  std::vector<uint8_t> tmp(row_bytes * 4);
+  for (int64_t g = 0; g < rows / 4; ++g) {
+    uint8_t* group = data + static_cast<size_t>(g) * 4 * row_bytes;
+    for (int r = 0; r < 4; ++r) {
+      for (int64_t b = 0; b < nb; ++b) {
+        std::memcpy(tmp.data() + (static_cast<size_t>(b) * 4 + r) * bs,
+                    group + r * row_bytes + static_cast<size_t>(b) * bs, bs);
+      }
+    }
+    std::memcpy(group, tmp.data(), tmp.size());
+  }
 }
 
 TensorType activationType(TensorType weight) {

@@ -20,12 +20,29 @@ namespace tpnode::model::kernels {
 using DotFn = void (*)(int64_t n, const void* w, size_t w_stride, int nr, const void* a,
                        float* out);
 
+// out[0..3] = dot of 4 rows stored interleaved (block b of row r at block index b * 4 + r,
+// see interleaveRows4) with a. nullptr where a table has none (scalar, float types).
+using Dot4Fn = void (*)(int64_t n, const void* group, const void* a, float* out);
+
+// Prefill tile: 4 interleaved rows x n_tok (1..4) activation rows `act_stride` bytes apart;
+// out[t * out_stride + r]. Same per-block arithmetic as Dot4Fn.
+using GemmTileFn = void (*)(int64_t n, const void* group, const void* acts, size_t act_stride,
+                            int n_tok, float* out, int64_t out_stride);
+
 struct DotKernels {
   std::string_view isa;
   DotFn f32, f16, bf16, q8_0, q4_0, q4_k, q6_k;
-  DotFn q5_0, q5_1;                        // vec_dot_q5_0_q8_0, vec_dot_q5_1_q8_1
-  DotFn forType(TensorType weight) const;  // TP_CHECK on an unsupported type
+  Dot4Fn x4_q8_0 = nullptr, x4_q4_0 = nullptr, x4_q4_k = nullptr, x4_q6_k = nullptr;
+  GemmTileFn gemm_q8_0 = nullptr, gemm_q4_k = nullptr;
+  DotFn q5_0 = nullptr, q5_1 = nullptr;             // vec_dot_q5_0_q8_0, vec_dot_q5_1_q8_1
+  GemmTileFn gemmForType(TensorType weight) const;  // nullptr when none
+  DotFn forType(TensorType weight) const;           // TP_CHECK on an unsupported type
+  Dot4Fn x4ForType(TensorType weight) const;        // nullptr when none
 };
+
+// Rewrites groups of 4 rows (rows % 4 == 0) so that block b of row r of a group lies at block
+// index b * 4 + r: the 4-row kernels then read one sequential stream.
+void interleaveRows4(TensorType type, uint8_t* data, int64_t rows, int64_t cols);
 
 TensorType activationType(TensorType weight);
 

@@ -170,8 +170,16 @@ void dotQ5_1(int64_t n, const void* w, size_t stride, int nr, const void* a, flo
 }  // namespace
 
 const DotKernels& scalarKernels() {
-  static const DotKernels k{"scalar", dotF32, dotF16, dotBF16, dotQ8_0,
-                            dotQ4_0,  dotQ4K, dotQ6K, dotQ5_0, dotQ5_1};
+  static const DotKernels k{.isa = "scalar",
+                            .f32 = dotF32,
+                            .f16 = dotF16,
+                            .bf16 = dotBF16,
+                            .q8_0 = dotQ8_0,
+                            .q4_0 = dotQ4_0,
+                            .q4_k = dotQ4K,
+                            .q6_k = dotQ6K,
+                            .q5_0 = dotQ5_0,
+                            .q5_1 = dotQ5_1};
   return k;
 }
 

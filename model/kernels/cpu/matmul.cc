@@ -32,22 +32,41 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
     acts = q;
   }
   const DotFn dot = bestKernels().forType(w.type);
+  const Dot4Fn dot4 = w.interleave == 4 ? bestKernels().x4ForType(w.type) : nullptr;
+  const GemmTileFn gemm = w.interleave == 4 ? bestKernels().gemmForType(w.type) : nullptr;
+  TP_CHECK(w.interleave == 1 || dot4, "interleaved {} without a 4-row kernel",
+           tensorTypeName(w.type));
   const uint8_t* a = static_cast<const uint8_t*>(acts);
   const int64_t tiles = (w.rows + kRowTile - 1) / kRowTile;
   pool.parallelFor(tiles, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t r0 = b * kRowTile;
       const int nr = static_cast<int>(std::min<int64_t>(kRowTile, w.rows - r0));
+      if (gemm && n_tokens > 1) {
+        for (int64_t t = 0; t < n_tokens; t += 4) {
+          const int nt = static_cast<int>(std::min<int64_t>(4, n_tokens - t));
+          for (int g = 0; g < nr; g += 4) {
+            gemm(w.cols, w.row(r0 + g), a + static_cast<size_t>(t) * a_bytes, a_bytes, nt,
+                 y + t * y_stride + r0 + g, y_stride);
+          }
+        }
+        continue;
+      }
       for (int64_t t = 0; t < n_tokens; ++t) {
-        dot(w.cols, w.row(r0), w.row_bytes, nr, a + static_cast<size_t>(t) * a_bytes,
-            y + t * y_stride + r0);
+        const uint8_t* at_t = a + static_cast<size_t>(t) * a_bytes;
+        float* yt = y + t * y_stride + r0;
+        if (dot4) {  // kRowTile is a multiple of 4 and rows % 4 == 0
+          for (int g = 0; g < nr; g += 4) dot4(w.cols, w.row(r0 + g), at_t, yt + g);
+        } else {
+          dot(w.cols, w.row(r0), w.row_bytes, nr, at_t, yt);
+        }
       }
     }
   });
 }
 
 void dequantizeMatrixRow(const Matrix& w, int64_t r, float* out) {
-  TP_CHECK(r >= 0 && r < w.rows);
+  TP_CHECK(r >= 0 && r < w.rows && w.interleave == 1);
   dequantizeRow(w.type, w.row(r), out, w.cols);
 }
 

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <thread>
 
 #include "node/api/utf8_assembler.h"
@@ -404,6 +405,7 @@ TEST_F(ApiServerTest, UnrenderableChatTemplateIsAClearError) {
   HttpReply r =
       post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}}}}});
   expectOpenAiError(r, 400, "messages");
+  EXPECT_EQ(r.json()["error"]["code"], "unsupported");
   EXPECT_NE(r.body.find("fake-jinja"), std::string::npos);
 }
 
@@ -550,6 +552,63 @@ TEST_F(ApiServerTest, MetricsCountRequestsTokensAndLatency) {
         "tpnode_api_time_to_first_token_seconds_count 1", "fake_engine_steps_total"}) {
     EXPECT_NE(m.find(needle), std::string::npos) << needle << "\n" << m;
   }
+}
+
+}  // namespace
+}  // namespace tpnode::node::api
+
+namespace tpnode::node::api {
+namespace {
+
+// Mutations of valid requests (bytes flipped, inserted, cut) at the HTTP and at the JSON level:
+// the server answers each with a 2xx/4xx (never a 5xx) or closes, and keeps serving.
+TEST_F(ApiServerTest, RandomInputsNeverBreakTheServer) {
+  ApiOptions quick;
+  quick.read_timeout_s = 0.2;  // mutated lengths leave requests unfinished
+  start(quick);
+  std::mt19937 rng(1234);
+  const std::string body = R"({"prompt": "Hello", "max_tokens": 4, "temperature": 0.5,)"
+                           R"( "stop": ["x"], "stream": false, "logprobs": 1})";
+  const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                           kKey + "\r\nConnection: close\r\nContent-Length: ";
+  auto mutate = [&](std::string s) {
+    int edits = 1 + static_cast<int>(rng() % 4);
+    for (int i = 0; i < edits && !s.empty(); ++i) {
+      size_t pos = rng() % s.size();
+      switch (rng() % 3) {
+        case 0:
+          s[pos] = static_cast<char>(rng() % 256);
+          break;
+        case 1:
+          s.insert(pos, 1, "{}[]\",:0e-\\\xC3"[rng() % 13]);
+          break;
+        default:
+          s.erase(pos, 1 + rng() % 8);
+          break;
+      }
+    }
+    return s;
+  };
+  int answered = 0;
+  for (int i = 0; i < 300; ++i) {
+    std::string request;
+    if (i % 2 == 0) {
+      std::string b = mutate(body);
+      request = head + std::to_string(b.size()) + "\r\n\r\n" + b;
+    } else {
+      request = mutate(head + std::to_string(body.size()) + "\r\n\r\n" + body);
+    }
+    RawConnection conn(port_);
+    conn.send(request);
+    std::string reply = conn.readAll(5000);
+    if (reply.empty()) continue;
+    ++answered;
+    ASSERT_EQ(reply.rfind("HTTP/1.1 ", 0), 0u) << reply;
+    EXPECT_NE(reply[9], '5') << "request:\n" << request << "\nreply:\n" << reply;
+  }
+  EXPECT_GT(answered, 150);
+  EXPECT_EQ(testing::httpRequest(port_, "GET", "/health").status, 200);
+  expectEngineIdle();
 }
 
 }  // namespace

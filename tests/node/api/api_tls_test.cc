@@ -23,8 +23,9 @@ class ApiTlsTest : public ::testing::Test {
     fs::create_directories(dir_);
     cert_ = (dir_ / "cert.pem").string();
     key_ = (dir_ / "key.pem").string();
-    std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -keyout " +
-                      key_ + " -out " + cert_ + " >/dev/null 2>&1";
+    std::string cmd =
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -keyout " + key_ +
+        " -out " + cert_ + " >/dev/null 2>&1";
     if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "skipped: the openssl command failed";
   }
   void TearDown() override { fs::remove_all(dir_); }

@@ -39,6 +39,17 @@ class OpenAiClientTest(unittest.TestCase):
         cls.model = os.environ.get("TPNODE_API_MODEL") or models[0].id
         cls.context = getattr(models[0], "max_model_len", None) or 4096
 
+    def chat(self, **kw):
+        """chat.completions.create; skips the test when the model has no usable chat template
+        (a 400 with code "unsupported", as for the random-weight reference models)."""
+        kw.setdefault("model", self.model)
+        try:
+            return self.client.chat.completions.create(**kw)
+        except openai.BadRequestError as e:
+            if e.code == "unsupported":
+                self.skipTest("the server cannot render chat: %s" % e.message)
+            raise
+
     def complete(self, **kw):
         kw.setdefault("model", self.model)
         return self.client.completions.create(**kw)
@@ -59,8 +70,8 @@ class OpenAiClientTest(unittest.TestCase):
         self.assertEqual(r.choices[0].text, again.choices[0].text)
 
     def test_chat(self):
-        r = self.client.chat.completions.create(
-            model=self.model, max_tokens=8, temperature=0,
+        r = self.chat(
+            max_tokens=8, temperature=0,
             messages=[{"role": "system", "content": "You are brief."},
                       {"role": "user", "content": "Say hello."}])
         self.assertEqual(r.object, "chat.completion")
@@ -80,8 +91,8 @@ class OpenAiClientTest(unittest.TestCase):
         self.assertEqual(finish, whole.choices[0].finish_reason)
 
     def test_chat_streaming_with_usage(self):
-        stream = self.client.chat.completions.create(
-            model=self.model, max_tokens=6, temperature=0, stream=True,
+        stream = self.chat(
+            max_tokens=6, temperature=0, stream=True,
             stream_options={"include_usage": True},
             messages=[{"role": "user", "content": "Count to three."}])
         chunks = list(stream)

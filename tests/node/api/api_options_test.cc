@@ -1,0 +1,93 @@
+#include "node/api/api_options.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.h"
+#include "node/api/router.h"
+
+namespace tpnode::node::api {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string writeTemp(const std::string& name, const std::string& text) {
+  fs::path p = fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+TEST(ApiOptionsTest, KeyFileSkipsCommentsAndBlankLinesAndTrims) {
+  std::string path = writeTemp("keys", "# keys\n\n  sk-one \r\nsk-two\n#sk-three\n");
+  EXPECT_EQ(loadApiKeys(path), (std::vector<std::string>{"sk-one", "sk-two"}));
+  fs::remove(path);
+}
+
+TEST(ApiOptionsTest, MissingOrEmptyKeyFileIsRefused) {
+  std::string empty = writeTemp("empty_keys", "# nothing\n\n");
+  for (const std::string& path : {empty, std::string("/nonexistent/keys")}) {
+    try {
+      loadApiKeys(path);
+      ADD_FAILURE() << path;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
+    }
+  }
+  fs::remove(empty);
+}
+
+TEST(ApiOptionsTest, FromProcessOptions) {
+  Options o;
+  o.host = "0.0.0.0";
+  o.port = 9000;
+  ApiOptions a = apiOptionsFrom(o);
+  EXPECT_EQ(a.host, "0.0.0.0");
+  EXPECT_EQ(a.port, 9000);
+  EXPECT_TRUE(a.api_keys.empty());
+  o.api_tls_cert = "cert.pem";  // without a key
+  EXPECT_THROW(apiOptionsFrom(o), Error);
+  o.api_tls_cert.clear();
+  o.api_max_body = 100;
+  EXPECT_THROW(apiOptionsFrom(o), Error);
+  o.api_max_body = 4096;
+  EXPECT_EQ(apiOptionsFrom(o).max_body_bytes, 4096u);
+  o.port = 70000;
+  EXPECT_THROW(apiOptionsFrom(o), Error);
+}
+
+TEST(ApiOptionsTest, CommandLineFlags) {
+  const char* argv[] = {"tpnode", "--api-tls-cert", "c.pem", "--api-tls-key",
+                        "k.pem",  "--api-max-body", "2048",  "--port",
+                        "0",      "--host",         "::1"};
+  Options o;
+  int exit_code = 0;
+  ASSERT_EQ(
+      parseCommandLine(static_cast<int>(std::size(argv)), const_cast<char**>(argv), o, exit_code),
+      ParseResult::kRun);
+  EXPECT_EQ(o.api_tls_cert, "c.pem");
+  EXPECT_EQ(o.api_tls_key, "k.pem");
+  EXPECT_EQ(o.api_max_body, 2048u);
+  ApiOptions a = apiOptionsFrom(o);
+  EXPECT_EQ(a.port, 0);
+  EXPECT_EQ(a.host, "::1");
+  EXPECT_EQ(a.tls_cert_file, "c.pem");
+}
+
+TEST(ApiOptionsTest, BearerTokensAreCheckedExactly) {
+  std::vector<std::string> keys = {"sk-a", "sk-bb"};
+  EXPECT_TRUE(authorized({}, ""));
+  EXPECT_TRUE(authorized(keys, "Bearer sk-a"));
+  EXPECT_TRUE(authorized(keys, "bearer  sk-bb"));
+  EXPECT_FALSE(authorized(keys, ""));
+  EXPECT_FALSE(authorized(keys, "Bearer "));
+  EXPECT_FALSE(authorized(keys, "Bearer sk-"));
+  EXPECT_FALSE(authorized(keys, "Bearer sk-aa"));
+  EXPECT_FALSE(authorized(keys, "Basic sk-a"));
+  EXPECT_FALSE(authorized(keys, "sk-a"));
+}
+
+}  // namespace
+}  // namespace tpnode::node::api
