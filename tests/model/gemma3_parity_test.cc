@@ -1,7 +1,8 @@
 // gemma-3-270m (Q4_K_M: Q8_0 tied head, Q5_0/Q8_0/Q4_K/Q6_K layers) against llama.cpp's
-// recorded outputs (tests/data/gemma3/reference.json, tools/record-reference.py), at tp=1 and
-// tp=2, and a sensible answer. Skipped, saying so, when the model file is absent (fetch it with
-// tools/fetch-model.sh; env TPNODE_GEMMA_MODEL points at another copy).
+// recorded outputs (tests/data/gemma3/reference.json, tools/record-reference.py), at tp=1,
+// tp=2 and tp=4 (1 kv head replicated), and a sensible answer. Skipped, saying so, when the model
+// file is absent (fetch it with tools/fetch-model.sh; env TPNODE_GEMMA_MODEL points at another
+// copy).
 //
 // Tolerance. llama.cpp disagrees with itself on this model: its batched and single-token paths
 // give logits up to 1.17 apart on the same tokens (measured on the `capital` case), because
@@ -12,8 +13,8 @@
 // - last prompt row: top-40 logits within kLogitTol of llama.cpp's; a sharding, RoPE, window
 //   or norm bug moves them by several units (row range ~25);
 // - greedy ids: identical up to the first step where the reference's own top-1/top-2 gap is
-//   below kGapNoise (a legitimate split); a split at a clearer step fails. Likewise tp=2 vs tp=1
-//   with tp=1's gaps.
+//   below kGapNoise (a legitimate split); a split at a clearer step fails. Likewise tp=2 and
+//   tp=4 vs tp=1 with tp=1's gaps.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -141,10 +142,11 @@ class Gemma3Parity : public ::testing::Test {
   nlohmann::json ref_;
 };
 
-TEST_F(Gemma3Parity, Tp1MatchesLlamaCppAndTp2MatchesTp1) {
+TEST_F(Gemma3Parity, Tp1MatchesLlamaCppAndTp2Tp4MatchTp1) {
   Tokenizer tok(loadVocab(file_->metadata()));
   Gemma tp1(*file_, 1);
   Gemma tp2(*file_, 2);
+  Gemma tp4(*file_, 4);  // one query head per rank, the single kv head replicated 4x
   const int n_gen = ref_["n_gen"].get<int>();
   ASSERT_GE(ref_["cases"].size(), 5u);
   for (const nlohmann::json& c : ref_["cases"]) {
@@ -167,10 +169,12 @@ TEST_F(Gemma3Parity, Tp1MatchesLlamaCppAndTp2MatchesTp1) {
                               name + " tp=1 vs llama.cpp");
     GenRun two = tp2.generate(prompt, n_gen);
     size_t same2 = checkGreedy(one.ids, one.gaps, two.ids, name + " tp=2 vs tp=1");
+    GenRun four = tp4.generate(prompt, n_gen);
+    size_t same4 = checkGreedy(one.ids, one.gaps, four.ids, name + " tp=4 vs tp=1");
     std::printf(
         "[gemma3] %-13s prompt %3zu tokens, top-40 max |d| %.3f, tp=1 = llama.cpp for "
-        "%2zu/%d tokens, tp=2 = tp=1 for %2zu/%d\n",
-        name.c_str(), prompt.size(), worst, same, n_gen, same2, n_gen);
+        "%2zu/%d tokens, tp=2 = tp=1 for %2zu, tp=4 = tp=1 for %2zu\n",
+        name.c_str(), prompt.size(), worst, same, n_gen, same2, same4);
   }
 }
 
