@@ -1,5 +1,6 @@
-// LlamaRank's attention block: norm, Q/K/V projections (+bias, +QK norm), RoPE, KV cache
-// write, causal grouped-query attention over the cache, output projection, all-reduce.
+// LlamaRank's attention block: norm, Q/K/V projections (+bias, +QK norm), RoPE (per-layer base),
+// KV cache write, causal grouped-query attention over the cache (a sliding window on gemma3's
+// local layers), output projection, all-reduce, (gemma3: post norm), residual.
 #include <algorithm>
 #include <cmath>
 
@@ -40,14 +41,14 @@ void LlamaRank::attentionBlock(int64_t l, std::span<const BatchToken> batch) {
       if (!w.q_norm.empty()) {
         kernels::rmsNorm(q + h * hd, w.q_norm.data(), q + h * hd, hd, config_.rms_eps);
       }
-      kernels::rope(q + h * hd, config_.n_rot, pos, config_.rope_base, config_.rope_freq_scale,
+      kernels::rope(q + h * hd, config_.n_rot, pos, config_.ropeBase(l), config_.ropeFreqScale(l),
                     config_.rope_style, ff);
     }
     for (int64_t h = 0; h < weights_.n_head_kv; ++h) {
       if (!w.k_norm.empty()) {
         kernels::rmsNorm(k + h * hd, w.k_norm.data(), k + h * hd, hd, config_.rms_eps);
       }
-      kernels::rope(k + h * hd, config_.n_rot, pos, config_.rope_base, config_.rope_freq_scale,
+      kernels::rope(k + h * hd, config_.n_rot, pos, config_.ropeBase(l), config_.ropeFreqScale(l),
                     config_.rope_style, ff);
     }
     const BatchToken& t = batch[static_cast<size_t>(i)];
@@ -58,6 +59,12 @@ void LlamaRank::attentionBlock(int64_t l, std::span<const BatchToken> batch) {
   o_.resize(static_cast<size_t>(n * dim));
   matmul(w.wo, attn_.data(), n, o_.data());
   allReduce(o_.data(), o_.size());
+  if (!w.attn_post_norm.empty()) {  // gemma3: norm the attention output before the residual
+    for (int64_t i = 0; i < n; ++i) {
+      kernels::rmsNorm(o_.data() + i * dim, w.attn_post_norm.data(), o_.data() + i * dim, dim,
+                       config_.rms_eps);
+    }
+  }
   for (size_t i = 0; i < o_.size(); ++i) x_[i] += o_[i];
 }
 
@@ -67,7 +74,10 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
   const int64_t heads = weights_.n_head;
   const int64_t group = weights_.n_head / weights_.n_head_kv;
   const int64_t nq = heads * hd;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale =
+      config_.attn_scale > 0 ? config_.attn_scale : 1.0f / std::sqrt(static_cast<float>(hd));
+  // Sliding-window layers: position p sees (p - n_swa, p], as llama.cpp's is_masked_swa.
+  const int64_t window = config_.isSwa(l) ? config_.n_swa : 0;
   attn_.assign(static_cast<size_t>(n * nq), 0.f);
   const kernels::DotFn f32dot = kernels::bestKernels().f32;
   const size_t kv_row_bytes = static_cast<size_t>(kv_.rowFloats()) * sizeof(float);
@@ -77,16 +87,17 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
       const int64_t i = job / heads, h = job % heads, kvh = h / group;
       const BatchToken& t = batch[static_cast<size_t>(i)];
       const float* q = q_.data() + i * nq + h * hd;
-      const int64_t len = t.pos + 1;
+      const int64_t first = window > 0 ? std::max<int64_t>(0, t.pos + 1 - window) : 0;
+      const int64_t len = t.pos + 1 - first;
       scores.resize(static_cast<size_t>(len));
       // q . k for every cached position: rows of K one position apart.
-      f32dot(hd, kv_.k(l, t.slot, 0) + kvh * hd, kv_row_bytes, static_cast<int>(len), q,
+      f32dot(hd, kv_.k(l, t.slot, first) + kvh * hd, kv_row_bytes, static_cast<int>(len), q,
              scores.data());
       for (float& s : scores) s *= scale;
       kernels::softmax(scores.data(), len);
       float* out = attn_.data() + i * nq + h * hd;
       for (int64_t p = 0; p < len; ++p) {
-        const float* v = kv_.v(l, t.slot, p) + kvh * hd;
+        const float* v = kv_.v(l, t.slot, first + p) + kvh * hd;
         const float s = scores[static_cast<size_t>(p)];
         for (int64_t d = 0; d < hd; ++d) out[d] += s * v[d];
       }

@@ -8,19 +8,25 @@ namespace tpnode::model {
 
 std::string ModelConfig::summary() const {
   return fmt::format(
-      "{}: dim {}, layers {}, heads {} (kv {}), head dim {}, ffn {}, vocab {}, rope {} base {} "
-      "scale {}, rms eps {}{}{}{}",
-      arch, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab,
-      rope_style == RopeStyle::kNeox ? "neox" : "normal", rope_base, rope_freq_scale, rms_eps,
-      qkv_bias ? ", qkv bias" : "", qk_norm ? ", qk norm" : "", tied_output ? ", tied head" : "");
+             "{}: dim {}, layers {}, heads {} (kv {}), head dim {}, ffn {}, vocab {}, rope {} base "
+             "{} "
+             "scale {}, rms eps {}{}{}{}",
+             arch, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab,
+             rope_style == RopeStyle::kNeox ? "neox" : "normal", rope_base, rope_freq_scale,
+             rms_eps, qkv_bias ? ", qkv bias" : "", qk_norm ? ", qk norm" : "",
+             tied_output ? ", tied head" : "") +
+         (n_swa > 0 ? fmt::format(", sliding window {} (rope base {})", n_swa, rope_base_swa)
+                    : "") +
+         (ffn_act == FfnAct::kGeluTanh ? ", geglu" : "") + (post_norms ? ", post norms" : "") +
+         (logit_softcap > 0 ? fmt::format(", logit softcap {}", logit_softcap) : "");
 }
 
 ModelConfig readModelConfig(const GgufMetadata& m) {
   ModelConfig c;
   c.arch = m.getString("general.architecture");
-  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3") {
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "gemma3") {
     fail(ErrorCode::kUnsupported,
-         "general.architecture '{}' is not supported (llama, qwen2, qwen3 are)", c.arch);
+         "general.architecture '{}' is not supported (llama, qwen2, qwen3, gemma3 are)", c.arch);
   }
   const std::string a = c.arch + ".";
   auto positive = [&](const std::string& key, int64_t v) {
@@ -67,6 +73,7 @@ ModelConfig readModelConfig(const GgufMetadata& m) {
   const GgufTensorInfo& embd = m.tensor("token_embd.weight");
   c.n_vocab = static_cast<int64_t>(embd.ne[1]);
   c.tied_output = m.findTensor("output.weight") == nullptr;
+  if (c.arch == "gemma3") readGemma3Config(m, c);
   return c;
 }
 

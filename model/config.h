@@ -5,15 +5,17 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/gguf.h"
 
 namespace tpnode::model {
 
 enum class RopeStyle { kNormal, kNeox };  // adjacent pairs (llama) / halves (qwen2, qwen3)
+enum class FfnAct { kSilu, kGeluTanh };   // SwiGLU (llama family) / GeGLU (gemma3)
 
 struct ModelConfig {
-  std::string arch;  // llama, qwen2, qwen3
+  std::string arch;  // llama, qwen2, qwen3, gemma3
   int64_t n_embd = 0;
   int64_t n_layer = 0;
   int64_t n_head = 0;
@@ -30,6 +32,22 @@ struct ModelConfig {
   bool qkv_bias = false;     // qwen2
   bool qk_norm = false;      // qwen3
   bool tied_output = false;  // no output.weight: the head reuses token_embd
+  // Gemma 3 (gemma3_config.cc); the defaults are the llama family's behaviour.
+  FfnAct ffn_act = FfnAct::kSilu;
+  float embd_scale = 0.f;         // token embeddings are multiplied by this (0: not scaled)
+  float attn_scale = 0.f;         // query scale before softmax (0: 1 / sqrt(head_dim))
+  bool post_norms = false;        // post_attention_norm and post_ffw_norm before the residuals
+  int64_t n_swa = 0;              // sliding window (positions) of the local layers, 0: none
+  std::vector<bool> swa_layers;   // [n_layer] true: local (sliding-window) layer
+  float rope_base_swa = 10000.f;  // RoPE base / scale of the local layers
+  float rope_freq_scale_swa = 1.f;
+  float logit_softcap = 0.f;  // logits = c * tanh(logits / c) when > 0
+
+  bool isSwa(int64_t layer) const { return n_swa > 0 && swa_layers[static_cast<size_t>(layer)]; }
+  float ropeBase(int64_t layer) const { return isSwa(layer) ? rope_base_swa : rope_base; }
+  float ropeFreqScale(int64_t layer) const {
+    return isSwa(layer) ? rope_freq_scale_swa : rope_freq_scale;
+  }
 
   int64_t qDim() const { return n_head * head_dim; }
   int64_t kvDim() const { return n_head_kv * head_dim; }
@@ -39,5 +57,8 @@ struct ModelConfig {
 // Throws Error(kInvalidData) for missing/malformed keys, Error(kUnsupported) for an
 // architecture or rope scaling tpnode does not run.
 ModelConfig readModelConfig(const GgufMetadata& meta);
+
+// The gemma3-specific keys (gemma3_config.cc), on top of the common ones already in `c`.
+void readGemma3Config(const GgufMetadata& meta, ModelConfig& c);
 
 }  // namespace tpnode::model

@@ -1,5 +1,6 @@
-// LlamaRank's feed-forward block: norm, gate and up projections, SwiGLU, down projection,
-// all-reduce, residual.
+// LlamaRank's feed-forward block: norm, gate and up projections, SwiGLU (GeGLU for gemma3),
+// down projection, all-reduce, (gemma3: post norm), residual.
+#include "model/kernels/cpu/gelu.h"
 #include "model/kernels/cpu/ops.h"
 #include "model/llama_rank.h"
 
@@ -16,10 +17,20 @@ void LlamaRank::ffnBlock(int64_t l, int64_t n) {
   up_.resize(static_cast<size_t>(n * ff));
   matmul(w.w_gate, h_.data(), n, gate_.data());
   matmul(w.w_up, h_.data(), n, up_.data());
-  kernels::swiglu(gate_.data(), up_.data(), n * ff);
+  if (config_.ffn_act == FfnAct::kGeluTanh) {
+    kernels::geglu(gate_.data(), up_.data(), n * ff);
+  } else {
+    kernels::swiglu(gate_.data(), up_.data(), n * ff);
+  }
   o_.resize(static_cast<size_t>(n * dim));
   matmul(w.w_down, gate_.data(), n, o_.data());
   allReduce(o_.data(), o_.size());
+  if (!w.ffn_post_norm.empty()) {  // gemma3
+    for (int64_t i = 0; i < n; ++i) {
+      kernels::rmsNorm(o_.data() + i * dim, w.ffn_post_norm.data(), o_.data() + i * dim, dim,
+                       config_.rms_eps);
+    }
+  }
   for (size_t i = 0; i < o_.size(); ++i) x_[i] += o_[i];
 }
 

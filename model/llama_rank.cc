@@ -2,6 +2,7 @@
 #include "model/llama_rank.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "common/check.h"
@@ -60,11 +61,18 @@ void LlamaRank::forward(std::span<const BatchToken> batch, std::vector<float>& l
   for (int64_t i = 0; i < n; ++i) {
     kernels::dequantizeMatrixRow(weights_.token_embd, batch[i].token, x_.data() + i * dim);
   }
+  if (config_.embd_scale > 0) {  // gemma3: embeddings * sqrt(n_embd)
+    for (float& v : x_) v *= config_.embd_scale;
+  }
   for (int64_t l = 0; l < config_.n_layer; ++l) {
     attentionBlock(l, batch);
     ffnBlock(l, n);
   }
   head(batch, logits);
+  if (config_.logit_softcap > 0) {  // final logit softcapping (gemma)
+    const float c = config_.logit_softcap;
+    for (float& v : logits) v = c * std::tanh(v / c);
+  }
 }
 
 void LlamaRank::head(std::span<const BatchToken> batch, std::vector<float>& logits) {

@@ -156,6 +156,10 @@ RankWeights loadRankWeights(const GgufFile& file, const ModelConfig& c, const Sh
       lw.q_norm = L.vector(p + "attn_q_norm.weight", static_cast<uint64_t>(c.head_dim));
       lw.k_norm = L.vector(p + "attn_k_norm.weight", static_cast<uint64_t>(c.head_dim));
     }
+    if (c.post_norms) {
+      lw.attn_post_norm = L.vector(p + "post_attention_norm.weight", dim);
+      lw.ffn_post_norm = L.vector(p + "post_ffw_norm.weight", dim);
+    }
     w.layers.push_back(std::move(lw));
   }
   w.n_head = w.layers.empty() ? 0 : w.layers[0].wq.rows / c.head_dim;

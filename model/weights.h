@@ -30,8 +30,9 @@ struct Matrix {
 
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;
-  std::vector<float> q_norm, k_norm;  // qwen3: [head_dim]
-  std::vector<float> bq, bk, bv;      // qwen2: this rank's slice
+  std::vector<float> q_norm, k_norm;                 // qwen3, gemma3: [head_dim]
+  std::vector<float> attn_post_norm, ffn_post_norm;  // gemma3: [dim]
+  std::vector<float> bq, bk, bv;                     // qwen2: this rank's slice
   Matrix wq, wk, wv, wo;        // wq/wk/wv: [local heads * head_dim, dim]; wo: [dim, local q dim]
   Matrix w_gate, w_up, w_down;  // gate/up: [local ffn, dim]; down: [dim, local ffn]
 };

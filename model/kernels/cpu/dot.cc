@@ -32,6 +32,10 @@ DotFn DotKernels::forType(TensorType weight) const {
       return q4_k;
     case TensorType::kQ6_K:
       return q6_k;
+    case TensorType::kQ5_0:
+      return q5_0;
+    case TensorType::kQ5_1:
+      return q5_1;
     default:
       TP_CHECK(false, "no dot kernel for {}", tensorTypeName(weight));
   }
@@ -91,7 +95,10 @@ TensorType activationType(TensorType weight) {
       return weight;
     case TensorType::kQ8_0:
     case TensorType::kQ4_0:
+    case TensorType::kQ5_0:
       return TensorType::kQ8_0;
+    case TensorType::kQ5_1:
+      return TensorType::kQ8_1;
     case TensorType::kQ4_K:
     case TensorType::kQ6_K:
       return TensorType::kQ8_K;

@@ -1,9 +1,9 @@
 // Dot products of one weight row with one activation row, per weight type, on the weight's
 // native blocks (nothing is dequantized). The activation row is already converted to the
 // weight type's activation type (activationType): F32 -> F32, F16 -> F16, BF16 -> BF16,
-// Q8_0/Q4_0 -> Q8_0, Q4_K/Q6_K -> Q8_K, as llama.cpp's CPU backend does. Quantized dot
-// products sum integer products per block and scale them once per block, so every path
-// (scalar, AVX2, AVX-512 VNNI) gives the same value up to float summation order.
+// Q8_0/Q4_0/Q5_0 -> Q8_0, Q5_1 -> Q8_1, Q4_K/Q6_K -> Q8_K, as llama.cpp's CPU backend does.
+// Quantized dot products sum integer products per block and scale them once per block, so every
+// path (scalar, AVX2, AVX-512 VNNI) gives the same value up to float summation order.
 //
 // Kernel tables are immutable; the best one is picked once at run time from the CPU's
 // features (env TPNODE_CPU_ISA=scalar|avx2|avx512 forces one) and may be used from any thread.
@@ -34,6 +34,7 @@ struct DotKernels {
   DotFn f32, f16, bf16, q8_0, q4_0, q4_k, q6_k;
   Dot4Fn x4_q8_0 = nullptr, x4_q4_0 = nullptr, x4_q4_k = nullptr, x4_q6_k = nullptr;
   GemmTileFn gemm_q8_0 = nullptr, gemm_q4_k = nullptr;
+  DotFn q5_0 = nullptr, q5_1 = nullptr;             // vec_dot_q5_0_q8_0, vec_dot_q5_1_q8_1
   GemmTileFn gemmForType(TensorType weight) const;  // nullptr when none
   DotFn forType(TensorType weight) const;           // TP_CHECK on an unsupported type
   Dot4Fn x4ForType(TensorType weight) const;        // nullptr when none

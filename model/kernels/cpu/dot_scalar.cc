@@ -130,10 +130,56 @@ void dotQ6K(int64_t n, const void* w, size_t stride, int nr, const void* a, floa
   });
 }
 
+// Q5_0/Q5_1 value j of a block: low nibble from qs, bit 4 from qh (ggml's dequantize_row_q5_*).
+inline int q5Value(const uint8_t* qs, const uint8_t* qh, int j) {
+  uint32_t h;
+  std::memcpy(&h, qh, 4);
+  const int nib = j < 16 ? (qs[j] & 0xF) : (qs[j - 16] >> 4);
+  return nib | static_cast<int>(((h >> j) & 1) << 4);
+}
+
+void dotQ5_0(int64_t n, const void* w, size_t stride, int nr, const void* a, float* out) {
+  rows(w, stride, nr, out, [&](const uint8_t* row) {
+    auto* x = reinterpret_cast<const BlockQ5_0*>(row);
+    auto* y = static_cast<const BlockQ8_0*>(a);
+    float s = 0;
+    for (int64_t b = 0; b < n / 32; ++b) {
+      int sum = 0;
+      for (int j = 0; j < 32; ++j) sum += (q5Value(x[b].qs, x[b].qh, j) - 16) * y[b].qs[j];
+      s += fp16ToF32(x[b].d) * fp16ToF32(y[b].d) * static_cast<float>(sum);
+    }
+    return s;
+  });
+}
+
+void dotQ5_1(int64_t n, const void* w, size_t stride, int nr, const void* a, float* out) {
+  rows(w, stride, nr, out, [&](const uint8_t* row) {
+    auto* x = reinterpret_cast<const BlockQ5_1*>(row);
+    auto* y = static_cast<const BlockQ8_1*>(a);
+    float s = 0;
+    for (int64_t b = 0; b < n / 32; ++b) {
+      int sum = 0;
+      for (int j = 0; j < 32; ++j) sum += q5Value(x[b].qs, x[b].qh, j) * y[b].qs[j];
+      s += fp16ToF32(x[b].d) * fp16ToF32(y[b].d) * static_cast<float>(sum) +
+           fp16ToF32(x[b].m) * fp16ToF32(y[b].s);
+    }
+    return s;
+  });
+}
+
 }  // namespace
 
 const DotKernels& scalarKernels() {
-  static const DotKernels k{"scalar", dotF32, dotF16, dotBF16, dotQ8_0, dotQ4_0, dotQ4K, dotQ6K};
+  static const DotKernels k{.isa = "scalar",
+                            .f32 = dotF32,
+                            .f16 = dotF16,
+                            .bf16 = dotBF16,
+                            .q8_0 = dotQ8_0,
+                            .q4_0 = dotQ4_0,
+                            .q4_k = dotQ4K,
+                            .q6_k = dotQ6K,
+                            .q5_0 = dotQ5_0,
+                            .q5_1 = dotQ5_1};
   return k;
 }
 

@@ -199,6 +199,12 @@ void quantizeRow(TensorType type, const float* x, void* dst, int64_t n) {
       return quantizeRowQ6K(x, static_cast<BlockQ6K*>(dst), n);
     case TensorType::kQ8_K:
       return quantizeRowQ8K(x, static_cast<BlockQ8K*>(dst), n);
+    case TensorType::kQ5_0:
+      return quantizeRowQ5_0(x, static_cast<BlockQ5_0*>(dst), n);
+    case TensorType::kQ5_1:
+      return quantizeRowQ5_1(x, static_cast<BlockQ5_1*>(dst), n);
+    case TensorType::kQ8_1:
+      return quantizeRowQ8_1(x, static_cast<BlockQ8_1*>(dst), n);
     default:
       TP_CHECK(false, "quantizeRow: unsupported type {}", tensorTypeName(type));
   }
@@ -275,6 +281,11 @@ void dequantizeRow(TensorType type, const void* src, float* y, int64_t n) {
       for (int64_t i = 0; i < n; ++i) y[i] = b[i / kQKK].d * b[i / kQKK].qs[i % kQKK];
       return;
     }
+    case TensorType::kQ5_0:
+    case TensorType::kQ5_1:
+      return dequantizeRowQ5(type, src, y, n);
+    case TensorType::kQ8_1:
+      return dequantizeRowQ8_1(static_cast<const BlockQ8_1*>(src), y, n);
     default:
       TP_CHECK(false, "dequantizeRow: unsupported type {}", tensorTypeName(type));
   }

@@ -23,12 +23,20 @@ void quantizeRowQ8K(const float* x, BlockQ8K* y, int64_t n);
 void quantizeRowQ4_0(const float* x, BlockQ4_0* y, int64_t n);
 void quantizeRowQ4K(const float* x, BlockQ4K* y, int64_t n);
 void quantizeRowQ6K(const float* x, BlockQ6K* y, int64_t n);
+// quantize_q5.cc: Q5_0/Q5_1 weights (ggml's *_ref encoders), Q8_1 activations (AVX2 rule:
+// as Q8_0, plus s = f16(d * sum(q))).
+void quantizeRowQ5_0(const float* x, BlockQ5_0* y, int64_t n);
+void quantizeRowQ5_1(const float* x, BlockQ5_1* y, int64_t n);
+void quantizeRowQ8_1(const float* x, BlockQ8_1* y, int64_t n);
+void dequantizeRowQ5(TensorType type, const void* src, float* y, int64_t n);  // Q5_0 or Q5_1
+void dequantizeRowQ8_1(const BlockQ8_1* src, float* y, int64_t n);
 
-// Encodes n floats as `type` (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K) into dst
-// (rowBytes(type, n) bytes).
+// Encodes n floats as `type` (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q8_1, Q4_K, Q6_K, Q8_K) into
+// dst (rowBytes(type, n) bytes).
 void quantizeRow(TensorType type, const float* x, void* dst, int64_t n);
 
-// Decodes n values of `type` (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q8_K) into y.
+// Decodes n values of `type` (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q8_1, Q4_K, Q6_K, Q8_K) into
+// y.
 void dequantizeRow(TensorType type, const void* src, float* y, int64_t n);
 
 }  // namespace tpnode::model::kernels
