@@ -3,7 +3,7 @@
 # clang, separate build dir (build-fuzz/), only that target. Seeds: a few generated models.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-BUILD=${TPNODE_FUZZ_BUILD_DIR:-build-fuzz}
+BUILD=${TPNODE_GGUF_FUZZ_BUILD_DIR:-build-fuzz-gguf}  # own dir: other CXX flags than build-fuzz
 SECONDS_TO_RUN=${TPNODE_FUZZ_SECONDS:-30}
 if ! command -v clang++ >/dev/null; then
   echo "[gguf-fuzz] clang++ not found; skipped" >&2
