@@ -81,7 +81,7 @@ ModelInfo Driver::modelInfo() const {
   info.id = model_.name;
   info.context_length = driver_options_.scheduler.ctx_size;
   info.n_vocab = static_cast<int>(model_.config.n_vocab);
-  info.has_chat_template = true;  // renderChat() falls back to the architecture's format
+  info.has_chat_template = model_.has_chat_template;  // renderChat() has a fallback anyway
   return info;
 }
 

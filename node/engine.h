@@ -71,7 +71,7 @@ struct ModelInfo {
   std::string id;          // model name reported by /v1/models
   int context_length = 0;  // per slot
   int n_vocab = 0;
-  bool has_chat_template = false;
+  bool has_chat_template = false;  // the file carries tokenizer.chat_template
   int64_t created_unix = 0;
 };
 

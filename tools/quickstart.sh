@@ -15,7 +15,7 @@
 # --mesh-only runs the 3-node mesh smoke test instead (no model).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PROMPT="What is the capital of France? Answer in one sentence."
+PROMPT="What is the capital of France?"
 MODEL=${TPNODE_MODEL:-}
 MESH_ONLY=0
 while (($#)); do
@@ -90,12 +90,14 @@ import json, sys, urllib.request
 base, prompt = sys.argv[1], sys.argv[2]
 models = json.load(urllib.request.urlopen(base + "/v1/models"))["data"]
 model = models[0]["id"]
-chat = models[0].get("meta", {}).get("chat_template", True)
+chat = models[0].get("meta", {}).get("chat_template", False)
 body = {"model": model, "max_tokens": 64, "temperature": 0, "stream": True}
 if chat:
     route, body["messages"] = "/v1/chat/completions", [{"role": "user", "content": prompt}]
 else:
-    route, body["prompt"] = "/v1/completions", prompt
+    # A base model without a chat template: ask in a question/answer completion format.
+    route, body["prompt"] = "/v1/completions", f"Question: {prompt}\nAnswer:"
+    body["stop"] = ["\n"]
 req = urllib.request.Request(base + route, json.dumps(body).encode(),
                              {"Content-Type": "application/json"})
 print(f"[quickstart] Q: {prompt}")

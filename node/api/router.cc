@@ -33,7 +33,10 @@ Response models(ServerContext& ctx, bool keep_alive) {
                 {"object", "model"},
                 {"created", m.created_unix},
                 {"owned_by", "tpnode"},
-                {"max_model_len", m.context_length}};
+                {"max_model_len", m.context_length},
+                // Whether the file carries tokenizer.chat_template (chat still works without
+                // one, in the architecture's default format).
+                {"meta", {{"chat_template", m.has_chat_template}, {"n_vocab", m.n_vocab}}}};
   return jsonResponse(200, {{"object", "list"}, {"data", json::array({entry})}}, keep_alive);
 }
 

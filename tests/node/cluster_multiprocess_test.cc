@@ -2,6 +2,7 @@
 // greedy tokens (the shared reference set), i.e. the same tokens as one rank.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -153,6 +154,34 @@ TEST(ClusterRefusalTest, MixedLayoutIsRefusedClearly) {
     EXPECT_NE(run.node_rc[n], 0) << run.logs[n];
     EXPECT_NE(run.logs[n].find("different tp degrees"), std::string::npos) << run.logs[n];
   }
+}
+
+}  // namespace
+}  // namespace tpnode::node
+
+namespace tpnode::node {
+namespace {
+
+// The default real model (tools/fetch-model.sh): 2 nodes x 2 ranks give the tokens of one rank.
+TEST(ClusterRealModelTest, Gemma3TwoByTwoMatchesOneRank) {
+  const char* home = std::getenv("HOME");
+  std::string model =
+      std::string(home ? home : "") + "/.cache/tpnode/models/gemma-3-270m-q4_k_m.gguf";
+  if (const char* cache = std::getenv("TPNODE_CACHE")) {
+    model = std::string(cache) + "/models/gemma-3-270m-q4_k_m.gguf";
+  }
+  if (!std::filesystem::exists(model)) {
+    GTEST_SKIP() << "skipped: " << model << " not found (tools/fetch-model.sh obtains it)";
+  }
+  std::vector<std::string> args = {
+      "--prompt", "Question: What is the capital of France?\nAnswer:", "-n", "16", "--json"};
+  ClusterRun one = runCluster(model, 1, 1, args, "gemma_1x1");
+  ClusterRun four = runCluster(model, 2, 2, args, "gemma_2x2");
+  ASSERT_EQ(one.node_rc[0], 0) << one.logs[0];
+  for (size_t n = 0; n < four.node_rc.size(); ++n) ASSERT_EQ(four.node_rc[n], 0) << four.logs[n];
+  EXPECT_EQ(four.output["ids"], one.output["ids"]);
+  EXPECT_NE(one.output["text"].get<std::string>().find("Paris"), std::string::npos)
+      << one.output.dump();
 }
 
 }  // namespace
