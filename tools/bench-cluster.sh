@@ -58,7 +58,12 @@ print(pp[0], tg[0])'
 echo "model: $MODEL ($(du -h "$MODEL" | cut -f1)), prompt $N_PROMPT tokens, $N_GEN generated, median of $REPS"
 echo "machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p')"
 declare -A PF DC
-run() { read -r PF[$1] DC[$1] < <("${@:2}"); echo "  measured $1: prefill ${PF[$1]} decode ${DC[$1]}" >&2; }
+run() {
+  local pf dc
+  read -r pf dc < <("${@:2}")
+  PF["$1"]=$pf; DC["$1"]=$dc
+  echo "  measured $1: prefill $pf decode $dc" >&2
+}
 run "tpnode 1x1 t1" tp_run 1 1 1
 run "tpnode 1x1 t2" tp_run 1 1 2
 run "tpnode 1x2 t1" tp_run 1 2 1
