@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "mesh/mesh.h"
+#include "node/mesh_setup.h"
 #include "node/modes.h"
 
 namespace tpnode::node {
@@ -23,66 +24,6 @@ namespace {
 constexpr uint32_t kTagStats = mesh::kFirstUserTag;
 constexpr uint32_t kTagDone = mesh::kFirstUserTag + 1;
 constexpr uint32_t kTagBye = mesh::kFirstUserTag + 2;
-
-std::string readSecret(const Options& o) {
-  if (!o.cluster_secret_file.empty()) {
-    std::ifstream in(o.cluster_secret_file, std::ios::binary);
-    if (!in) {
-      fail(ErrorCode::kInvalidArgument, "--cluster-secret-file '{}' cannot be read",
-           o.cluster_secret_file);
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string secret = ss.str();
-    while (!secret.empty() &&
-           (secret.back() == '\n' || secret.back() == '\r' || secret.back() == ' ')) {
-      secret.pop_back();
-    }
-    if (secret.empty()) {
-      fail(ErrorCode::kInvalidArgument, "--cluster-secret-file '{}' is empty",
-           o.cluster_secret_file);
-    }
-    struct stat st {};
-    if (::stat(o.cluster_secret_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
-      spdlog::warn("[mesh] --cluster-secret-file '{}' is readable by other users (chmod 600)",
-                   o.cluster_secret_file);
-    }
-    return secret;
-  }
-  const char* env = std::getenv("TPNODE_CLUSTER_SECRET");
-  return env != nullptr ? env : "";
-}
-
-mesh::MeshOptions meshOptions(const Options& o) {
-  mesh::MeshOptions m;
-  m.node_id = o.node_id;
-  m.peers = mesh::parsePeerList(o.peers);
-  if (o.connect_timeout_s <= 0 || o.liveness_timeout_s <= 0) {
-    fail(ErrorCode::kInvalidArgument, "--connect-timeout and --liveness-timeout must be > 0");
-  }
-  m.connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.connect_timeout_s * 1e3));
-  m.liveness_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.liveness_timeout_s * 1e3));
-  m.heartbeat_interval = std::min(std::chrono::milliseconds(500), m.liveness_timeout / 4);
-  m.sockets_per_peer = o.sockets_per_peer;
-  m.cluster_secret = readSecret(o);
-  m.tls = mesh::TlsOptions{o.tls_cert, o.tls_key, o.tls_ca};
-  // What every node must agree on. --tp is the same flag on every node here, so the per-node
-  // degrees are that value repeated; a cluster config will list them one by one.
-  std::string peers, tps;
-  for (size_t i = 0; i < m.peers.size(); ++i) {
-    peers += (i ? "," : "") + m.peers[i].toString();
-    tps += (i ? "," : "") + std::to_string(o.tp);
-  }
-  std::vector<std::string> items = {"peers=" + peers, "tp_per_node=" + tps, "model=none"};
-  m.fingerprint = mesh::computeFingerprint(items);
-  m.fingerprint_text = mesh::fingerprintText(items);
-  if (m.cluster_secret.empty() && !m.tls.enabled()) {
-    spdlog::warn(
-        "[mesh] no cluster secret (--cluster-secret-file or TPNODE_CLUSTER_SECRET): "
-        "any host that can reach these ports can join");
-  }
-  return m;
-}
 
 // Node 0 gathers every node's row of median round trips and prints the table.
 void gatherAndPrintTable(mesh::Mesh& mesh, const std::vector<mesh::LinkStats>& own) {
@@ -136,7 +77,7 @@ void coordinatedExit(mesh::Mesh& mesh) {
 }  // namespace
 
 int runMeshOnly(const Options& options) {
-  mesh::MeshOptions mo = meshOptions(options);
+  mesh::MeshOptions mo = makeMeshOptions(options, "none");
   std::unique_ptr<mesh::Mesh> mesh = mesh::Mesh::connect(mo);
 
   std::mutex mu;

@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
       std::vector<std::thread> ts;
       for (int t = 0; t < threads; ++t) ts.emplace_back(body, t);
       for (auto& th : ts) th.join();
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      best = std::min(best,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     return double(bytes) * threads / best / 1e9;
   };
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
     }
     sinks[t] = a + b + c + d;
   });
-  std::printf("{\"threads\": %d, \"copy_gbps\": %.2f, \"read_gbps\": %.2f, \"sink\": %llu}\n", threads,
-              copy, read, static_cast<unsigned long long>(sinks[0] & 1));
+  std::printf("{\"threads\": %d, \"copy_gbps\": %.2f, \"read_gbps\": %.2f, \"sink\": %llu}\n",
+              threads, copy, read, static_cast<unsigned long long>(sinks[0] & 1));
   return 0;
 }

@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < iters; ++i) {
       auto t0 = std::chrono::steady_clock::now();
       once();
-      us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      us.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     }
     std::sort(us.begin(), us.end());
     const double p50 = us[us.size() / 2], p99 = us[std::min(us.size() - 1, us.size() * 99 / 100)];
