@@ -47,6 +47,20 @@ std::vector<int32_t> promptIds(const Options& o, const LoadedModel& m) {
   return m.tokenizer->encode(o.prompt, /*add_special=*/true, /*parse_special=*/false);
 }
 
+// Weight bytes the whole cluster reads per decoded token: every rank's shard, except that a
+// token embedding that is not also the output head is read one row per token.
+uint64_t decodeWeightBytes(const LoadedModel& m) {
+  uint64_t total = 0;
+  for (int r = 0; r < m.plan.tp; ++r) total += m.plan.rankBytes(r);
+  const auto& meta = m.file->metadata();
+  const model::GgufTensorInfo* embd = meta.findTensor("token_embd.weight");
+  if (embd != nullptr && meta.findTensor("output.weight") != nullptr) {
+    total -= embd->n_bytes * static_cast<uint64_t>(m.plan.tp);
+    total += embd->n_bytes / embd->rows();
+  }
+  return total;
+}
+
 // Waits until the driver is ready; false if its loop ended first (the error is logged).
 bool waitReady(Driver& driver) {
   while (!driver.ready()) {
@@ -112,6 +126,7 @@ int generateOnce(Driver& driver, const Options& o, const LoadedModel& m) {
     j["text"] = text;
     j["prefill_tps"] = prefill_tps;
     j["decode_tps"] = decode_tps;
+    j["decode_weight_bytes"] = decodeWeightBytes(m);
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::printf("\n");
