@@ -236,6 +236,16 @@ bool Driver::formCluster() {
   }
   auto coll = collectives::CollectiveOptions::fromEnv();
   if (options_.wire_format != "f32") coll.wire = collectives::parseWireFormat(options_.wire_format);
+  auto algo = [](collectives::InterAlgo a) {
+    return a == collectives::InterAlgo::kDirect ? "direct"
+           : a == collectives::InterAlgo::kRing ? "ring"
+                                                : "auto";
+  };
+  spdlog::info(
+      "[collectives] local: CPU shared-memory group of {} rank(s){}; inter-node: TCP "
+      "mesh, {} (direct below {} bytes per slice, ring above), wire format {}",
+      options_.tp, options_.devices.empty() ? "" : " pinned to CPUs " + options_.devices,
+      algo(coll.algo), coll.crossover_bytes, options_.wire_format);
   session->group = collectives::NodeGroup::create(
       session->mesh.get(), options_.tp, coll, [this](const mesh::PeerEvent& e) {
         if (e.kind == mesh::PeerEventKind::kConnected) return;
