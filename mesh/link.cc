@@ -412,6 +412,21 @@ bool Link::test(RecvOp& op) {
   return op.state == RecvOp::State::kDone;
 }
 
+namespace {
+
+// Removes `op` from the intrusive list [head, tail] (linked through RecvOp::next) if it is there.
+void unlinkOp(RecvOp*& head, RecvOp*& tail, RecvOp& op) {
+  RecvOp* prev = nullptr;
+  for (RecvOp* cur = head; cur != nullptr; prev = cur, cur = cur->next) {
+    if (cur != &op) continue;
+    (prev != nullptr ? prev->next : head) = cur->next;
+    if (tail == cur) tail = prev;
+    return;
+  }
+}
+
+}  // namespace
+
 void Link::cancel(RecvOp& op) {
   std::unique_lock lock(mu_);
   if (op.state == RecvOp::State::kFilling) {
@@ -422,26 +437,9 @@ void Link::cancel(RecvOp& op) {
     }
     return;
   }
-  if (op.state == RecvOp::State::kClaiming) {
-    TagQueue& q = queues_[op.tag];
-    RecvOp* prev = nullptr;
-    for (RecvOp* cur = q.claim_head; cur != nullptr; prev = cur, cur = cur->next) {
-      if (cur != &op) continue;
-      (prev != nullptr ? prev->next : q.claim_head) = cur->next;
-      if (q.claim_tail == cur) q.claim_tail = prev;
-      break;
-    }
-  }
-  if (op.state == RecvOp::State::kPosted) {
-    TagQueue& q = queues_[op.tag];
-    RecvOp* prev = nullptr;
-    for (RecvOp* cur = q.posted_head; cur != nullptr; prev = cur, cur = cur->next) {
-      if (cur != &op) continue;
-      (prev != nullptr ? prev->next : q.posted_head) = cur->next;
-      if (q.posted_tail == cur) q.posted_tail = prev;
-      break;
-    }
-  }
+  TagQueue& q = queues_[op.tag];
+  if (op.state == RecvOp::State::kClaiming) unlinkOp(q.claim_head, q.claim_tail, op);
+  if (op.state == RecvOp::State::kPosted) unlinkOp(q.posted_head, q.posted_tail, op);
   op.state = RecvOp::State::kDone;
 }
 
