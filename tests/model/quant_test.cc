@@ -6,29 +6,14 @@
 
 #include "model/kernels/cpu/dot.h"
 #include "model/kernels/cpu/quantize.h"
+#include "tests/model/quant_rows.h"
 
 namespace tpnode::model::kernels {
 namespace {
 
-std::vector<float> randomRow(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0, scale);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
-std::vector<uint8_t> encode(TensorType t, const std::vector<float>& x) {
-  std::vector<uint8_t> b(rowBytes(t, x.size()));
-  quantizeRow(t, x.data(), b.data(), static_cast<int64_t>(x.size()));
-  return b;
-}
-
-std::vector<float> decode(TensorType t, const std::vector<uint8_t>& b, int64_t n) {
-  std::vector<float> y(static_cast<size_t>(n));
-  dequantizeRow(t, b.data(), y.data(), n);
-  return y;
-}
+using testing::decode;
+using testing::encode;
+using testing::randomRow;
 
 const TensorType kWeightTypes[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16,
                                    TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K,

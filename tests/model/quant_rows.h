@@ -1,0 +1,33 @@
+// Test helpers shared by the quantization tests: random rows, and one row encoded to / decoded
+// from a tensor type through the kernels' own quantizeRow / dequantizeRow.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "model/kernels/cpu/quantize.h"
+
+namespace tpnode::model::kernels::testing {
+
+inline std::vector<float> randomRow(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+inline std::vector<uint8_t> encode(TensorType t, const std::vector<float>& x) {
+  std::vector<uint8_t> b(rowBytes(t, x.size()));
+  quantizeRow(t, x.data(), b.data(), static_cast<int64_t>(x.size()));
+  return b;
+}
+
+inline std::vector<float> decode(TensorType t, const std::vector<uint8_t>& b, int64_t n) {
+  std::vector<float> y(static_cast<size_t>(n));
+  dequantizeRow(t, b.data(), y.data(), n);
+  return y;
+}
+
+}  // namespace tpnode::model::kernels::testing
