@@ -237,6 +237,23 @@ TEST(HandshakeTest, RefusalRoundTripsAndIsSanitized) {
   EXPECT_THROW(decodeRefusal(bytes), Error);
 }
 
+TEST(HandshakeTest, PeerCannotReportAnInternalErrorOfOurs) {
+  // Regression for a fuzzer crash: a REFUSE carrying kInternal used to leave the local handshake
+  // failed with kInternal, which means "a bug in tpnode" here.
+  auto bytes = encodeRefusal(Refusal{ErrorCode::kInternal, "boom"});
+  EXPECT_THROW(decodeRefusal(bytes), Error);
+  Handshake hs(config(0, -1), nonce(3));
+  hs.start();
+  try {
+    hs.onFrame(FrameType::kRefuse, bytes);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidData);
+    hs.abort(e);
+  }
+  EXPECT_EQ(hs.state(), Handshake::State::kFailed);
+  EXPECT_NE(hs.errorCode(), ErrorCode::kInternal);
+}
+
 TEST(FingerprintTest, DependsOnEveryItemAndOrder) {
   auto a = computeFingerprint({"peers=a:1", "tp=1"});
   EXPECT_EQ(a, computeFingerprint({"peers=a:1", "tp=1"}));

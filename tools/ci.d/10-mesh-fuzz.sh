@@ -14,7 +14,10 @@ for target in frame_fuzz handshake_fuzz; do
   corpus="$BUILD/corpus-$target"
   mkdir -p "$corpus"
   echo "[fuzz] $target for ${SECONDS_PER_TARGET}s"
+  # Inputs that once crashed a target are replayed first, then fuzzing goes on from them.
+  regressions="tests/mesh/fuzz/regressions/$target"
   "$BUILD/tests/mesh/fuzz/$target" -max_total_time="$SECONDS_PER_TARGET" -max_len=9000 \
-    -print_final_stats=1 -artifact_prefix="$BUILD/$target-" "$corpus" 2>&1 | tail -n 12
+    -print_final_stats=1 -artifact_prefix="$BUILD/$target-" "$corpus" "$regressions" 2>&1 |
+    tail -n 12
 done
 echo "[fuzz] no crash"
