@@ -103,6 +103,10 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
       ->group("Cluster");
   flag(app, "sockets-per-peer", o.sockets_per_peer, "Parallel TCP connections per node pair")
       ->group("Cluster");
+  flag(app, "head", o.head,
+       "Output head: vocab-parallel (split by vocabulary), replicated (rank 0 only) or auto")
+      ->check(CLI::IsMember({"auto", "vocab-parallel", "replicated"}))
+      ->group("Cluster");
   flag(app, "wire-format", o.wire_format, "Inter-node all-reduce payload: f32, bf16, q8_0")
       ->group("Cluster");
   flag(app, "mesh-hold", o.mesh_hold_s,

@@ -73,6 +73,7 @@ mesh::MeshOptions makeMeshOptions(const Options& o, const std::string& model_ide
     // Every node sizes its KV cache and decodes step commands with these.
     items.push_back("slots=" + std::to_string(o.parallel));
     items.push_back("ctx_size=" + std::to_string(o.ctx_size));
+    items.push_back("head=" + o.head);
   }
   m.fingerprint = mesh::computeFingerprint(items);
   m.fingerprint_text = mesh::fingerprintText(items);

@@ -24,6 +24,7 @@ struct Options {
   double liveness_timeout_s = 5;
   int sockets_per_peer = 1;
   std::string wire_format = "f32";  // inter-node all-reduce payload: f32, bf16, q8_0
+  std::string head = "auto";        // output head layout: auto, vocab-parallel, replicated
   double mesh_hold_s = 0;  // mesh-only mode: stay connected this long before the coordinated exit
   std::string cluster_secret_file;
   std::string tls_cert, tls_key, tls_ca;
