@@ -7,7 +7,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "model/kernels/cpu/dot.h"
+#include "model/kernels/cpu/matmul.h"
 #include "model/kernels/cpu/quantize.h"
 
 namespace tpnode::model {
@@ -58,19 +58,18 @@ class Loader {
     return m;
   }
 
-  // Rewrites a projection for the 4-row kernels when the CPU has them (not token_embd: its
-  // rows are looked up one at a time).
+  // Rewrites a projection into the CPU kernels' layout (kernels::packWeights); not
+  // token_embd: its rows are looked up one at a time. TPNODE_INTERLEAVE=0 keeps rows plain,
+  // =4 stops at the 4-row interleave.
   Matrix interleaved(Matrix m) {
-    if (m.empty() || m.rows % 4 != 0) return m;
-    if (!kernels::bestKernels().x4ForType(m.type)) return m;
-    static const bool disabled = [] {
+    static const kernels::WeightLayout layout = [] {
       const char* e = std::getenv("TPNODE_INTERLEAVE");
-      return e && std::string(e) == "0";
+      const std::string v = e ? e : "";
+      if (v == "0") return kernels::WeightLayout::kPlain;
+      if (v == "4") return kernels::WeightLayout::kRows4;
+      return kernels::WeightLayout::kAuto;
     }();
-    if (disabled) return m;
-    kernels::interleaveRows4(m.type, m.data.data(), m.rows, m.cols);
-    m.interleave = 4;
-    return m;
+    return kernels::packWeights(std::move(m), layout);
   }
 
   // A 1-D tensor as floats: the rank's slice when the plan splits it (biases), else whole.

@@ -21,10 +21,12 @@ struct Matrix {
   TensorType type = TensorType::kF32;
   int64_t rows = 0, cols = 0;
   size_t row_bytes = 0;
-  int interleave = 1;  // 4: groups of 4 rows stored block-interleaved (kernels::interleaveRows4)
-  HostBuffer data;     // anonymous memory, huge pages when large
+  // 4: groups of 4 rows stored block-interleaved (kernels::interleaveRows4); 16: Q4_K
+  // repacked 16 rows per group (kernels/cpu/q4k_x16.h), row_bytes is then the repacked size.
+  int interleave = 1;
+  HostBuffer data;  // anonymous memory, huge pages when large
   bool empty() const { return rows == 0; }
-  // Row r (interleave 1) or the start of the group holding row r (interleave 4).
+  // Row r (interleave 1) or the start of the group holding row r (r % interleave == 0).
   const uint8_t* row(int64_t r) const { return data.data() + static_cast<size_t>(r) * row_bytes; }
 };
 

@@ -2,14 +2,15 @@
 // has them).
 #define TP_X86_VNNI 1
 #include "model/kernels/cpu/dot_x86.inc"
+#include "model/kernels/cpu/dot_x86_q4k_x16.inc"
 #include "model/kernels/cpu/dot_x86_q5.inc"
 
 namespace tpnode::model::kernels {
 
 const DotKernels& avx512Table() {
-  static const DotKernels k{"avx512-vnni", dotF32,  dotF16,   dotBF16,  dotQ8_0, dotQ4_0,
-                            dotQ4K,        dotQ6K,  dot4Q8_0, dot4Q4_0, dot4Q4K, dot4Q6K,
-                            gemmQ8_0,      gemmQ4K, dotQ5_0,  dotQ5_1};
+  static const DotKernels k{"avx512-vnni", dotF32,  dotF16,   dotBF16,  dotQ8_0,  dotQ4_0,
+                            dotQ4K,        dotQ6K,  dot4Q8_0, dot4Q4_0, dot4Q4K,  dot4Q6K,
+                            gemmQ8_0,      gemmQ4K, dotQ5_0,  dotQ5_1,  dot16Q4K, gemm16Q4K};
   return k;
 }
 

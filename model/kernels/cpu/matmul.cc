@@ -4,12 +4,35 @@
 
 #include "common/check.h"
 #include "model/kernels/cpu/dot.h"
+#include "model/kernels/cpu/q4k_x16.h"
 #include "model/kernels/cpu/quantize.h"
 
 namespace tpnode::model::kernels {
 namespace {
 
 constexpr int kRowTile = 8;  // rows per dot call (activation reuse)
+
+// Q4_K repacked 16 rows per group: each thread takes whole groups; prefill runs 4 tokens per
+// tile so a group's weights are unpacked once for 4 tokens.
+void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, int64_t n_tokens, float* y,
+                    int64_t y_stride, ThreadPool& pool) {
+  const DotKernels& k = bestKernels();
+  TP_CHECK(w.type == TensorType::kQ4_K && k.x16_q4_k && k.gemm16_q4_k && w.rows % kQ4KGroup == 0);
+  pool.parallelFor(w.rows / kQ4KGroup, 1, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t r0 = g * kQ4KGroup;
+      if (n_tokens == 1) {
+        k.x16_q4_k(w.cols, w.row(r0), a, y + r0);
+        continue;
+      }
+      for (int64_t t = 0; t < n_tokens; t += 4) {
+        const int nt = static_cast<int>(std::min<int64_t>(4, n_tokens - t));
+        k.gemm16_q4_k(w.cols, w.row(r0), a + static_cast<size_t>(t) * a_bytes, a_bytes, nt,
+                      y + t * y_stride + r0, y_stride);
+      }
+    }
+  });
+}
 
 }  // namespace
 
@@ -31,12 +54,16 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
     });
     acts = q;
   }
+  const uint8_t* a = static_cast<const uint8_t*>(acts);
+  if (w.interleave == kQ4KGroup) {
+    matmulGroups16(w, a, a_bytes, n_tokens, y, y_stride, pool);
+    return;
+  }
   const DotFn dot = bestKernels().forType(w.type);
   const Dot4Fn dot4 = w.interleave == 4 ? bestKernels().x4ForType(w.type) : nullptr;
   const GemmTileFn gemm = w.interleave == 4 ? bestKernels().gemmForType(w.type) : nullptr;
   TP_CHECK(w.interleave == 1 || dot4, "interleaved {} without a 4-row kernel",
            tensorTypeName(w.type));
-  const uint8_t* a = static_cast<const uint8_t*>(acts);
   const int64_t tiles = (w.rows + kRowTile - 1) / kRowTile;
   pool.parallelFor(tiles, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
@@ -63,6 +90,25 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
       }
     }
   });
+}
+
+Matrix packWeights(Matrix m, WeightLayout layout) {
+  if (m.empty() || m.interleave != 1 || layout == WeightLayout::kPlain) return m;
+  const DotKernels& k = bestKernels();
+  const bool x16 = m.type == TensorType::kQ4_K && k.x16_q4_k && m.rows % kQ4KGroup == 0;
+  if (x16 && layout != WeightLayout::kRows4) {
+    const size_t row_bytes = q4kX16RowBytes(m.cols);
+    HostBuffer packed(row_bytes * static_cast<size_t>(m.rows));
+    repackQ4Kx16(m.data.data(), packed.data(), m.rows, m.cols);
+    m.data = std::move(packed);
+    m.row_bytes = row_bytes;
+    m.interleave = kQ4KGroup;
+    return m;
+  }
+  if (m.rows % 4 != 0 || !k.x4ForType(m.type)) return m;
+  interleaveRows4(m.type, m.data.data(), m.rows, m.cols);
+  m.interleave = 4;
+  return m;
 }
 
 void dequantizeMatrixRow(const Matrix& w, int64_t r, float* out) {

@@ -17,6 +17,19 @@ namespace tpnode::model::kernels {
 void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride,
             ThreadPool& pool, std::vector<uint8_t>& scratch);
 
+// Weight layouts the kernels read, chosen once at load time.
+//   kPlain   rows as in the file
+//   kRows4   groups of 4 rows block-interleaved (interleaveRows4), for the 4-row kernels
+//   kAuto    the fastest the best kernel table has: Q4_K with rows % 16 == 0 on AVX-512 is
+//            repacked 16 rows per group (q4k_x16.h, interleave 16), else kRows4 where a 4-row
+//            kernel exists, else plain
+enum class WeightLayout { kAuto, kPlain, kRows4 };
+
+// Returns m (a plain matrix) rewritten into `layout` where the kernels support it, otherwise
+// in the next one down (kAuto -> kRows4 -> kPlain). Token embeddings stay plain: their rows
+// are looked up one at a time (dequantizeMatrixRow).
+Matrix packWeights(Matrix m, WeightLayout layout = WeightLayout::kAuto);
+
 // Row r of w as floats (embedding lookup).
 void dequantizeMatrixRow(const Matrix& w, int64_t r, float* out);
 

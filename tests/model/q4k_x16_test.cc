@@ -1,0 +1,198 @@
+// The 16-row repacked Q4_K layout and its AVX-512 kernels (decode dot and prefill tiles) give
+// the scalar Q4_K dot product row by row: random rows, extreme blocks (every nibble 15, every
+// scale and min 63, activations at -128 / 127), odd block counts, and matmul on row counts with
+// and without a 16-row layout.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "model/kernels/cpu/dot.h"
+#include "model/kernels/cpu/matmul.h"
+#include "model/kernels/cpu/q4k_x16.h"
+#include "model/kernels/cpu/quantize.h"
+#include "tests/model/quant_rows.h"
+
+namespace tpnode::model::kernels {
+namespace {
+
+using testing::encode;
+using testing::randomRow;
+
+constexpr TensorType kQ4K = TensorType::kQ4_K;
+
+// `rows` plain Q4_K rows of n columns, quantized from random floats (row scales vary).
+std::vector<uint8_t> randomRows(int64_t rows, int64_t n, uint32_t seed) {
+  std::vector<uint8_t> w;
+  for (int64_t r = 0; r < rows; ++r) {
+    auto enc = encode(kQ4K, randomRow(n, seed + static_cast<uint32_t>(r), r % 3 ? 0.05f : 0.5f));
+    w.insert(w.end(), enc.begin(), enc.end());
+  }
+  return w;
+}
+
+// Q4_K blocks at the extremes of every field: all nibbles 15, all 6-bit scales and mins 63.
+std::vector<uint8_t> extremeRows(int64_t rows, int64_t n) {
+  std::vector<BlockQ4K> b(static_cast<size_t>(rows * n / kQKK));
+  for (BlockQ4K& x : b) {
+    x.d = f32ToFp16(1.0f);
+    x.dmin = f32ToFp16(0.5f);
+    std::memset(x.scales, 0xFF, sizeof x.scales);
+    std::memset(x.qs, 0xFF, sizeof x.qs);
+  }
+  std::vector<uint8_t> w(b.size() * sizeof(BlockQ4K));
+  std::memcpy(w.data(), b.data(), w.size());
+  return w;
+}
+
+// Q8_K activations with every value `v` (-128 or 127), bsums consistent.
+std::vector<uint8_t> constantActs(int64_t n, int8_t v) {
+  std::vector<BlockQ8K> b(static_cast<size_t>(n / kQKK));
+  for (BlockQ8K& y : b) {
+    y.d = 0.25f;
+    std::memset(y.qs, static_cast<uint8_t>(v), sizeof y.qs);
+    for (int16_t& s : y.bsums) s = static_cast<int16_t>(16 * v);
+  }
+  std::vector<uint8_t> a(b.size() * sizeof(BlockQ8K));
+  std::memcpy(a.data(), b.data(), a.size());
+  return a;
+}
+
+std::vector<float> scalarDots(const std::vector<uint8_t>& w, int64_t rows, int64_t n,
+                              const uint8_t* act) {
+  std::vector<float> out(static_cast<size_t>(rows));
+  scalarKernels().q4_k(n, w.data(), rowBytes(kQ4K, n), static_cast<int>(rows), act, out.data());
+  return out;
+}
+
+std::vector<uint8_t> repacked(const std::vector<uint8_t>& w, int64_t rows, int64_t n) {
+  std::vector<uint8_t> p(q4kX16RowBytes(n) * static_cast<size_t>(rows));
+  repackQ4Kx16(w.data(), p.data(), rows, n);
+  return p;
+}
+
+const DotKernels* x16Kernels() {
+  const DotKernels* k = avx512Kernels();
+  return k && k->x16_q4_k ? k : nullptr;
+}
+
+void expectClose(float got, float want, const char* what, int64_t n, int64_t r) {
+  EXPECT_NEAR(got, want, 1e-5 * (std::fabs(want) + 1)) << what << " n=" << n << " row " << r;
+}
+
+TEST(Q4KX16Test, RepackedDotMatchesScalarRows) {
+  const DotKernels* k = x16Kernels();
+  if (!k) GTEST_SKIP() << "no AVX-512 VNNI";
+  for (int64_t n : {256, 512, 1024, 2816}) {
+    const int64_t rows = 32;
+    auto w = randomRows(rows, n, static_cast<uint32_t>(n));
+    auto p = repacked(w, rows, n);
+    auto act = encode(TensorType::kQ8_K, randomRow(n, 3));
+    auto want = scalarDots(w, rows, n, act.data());
+    float got[rows];
+    for (int64_t g = 0; g < rows; g += kQ4KGroup) {
+      k->x16_q4_k(n, p.data() + g * q4kX16RowBytes(n), act.data(), got + g);
+    }
+    for (int64_t r = 0; r < rows; ++r) expectClose(got[r], want[r], "dot16", n, r);
+  }
+}
+
+TEST(Q4KX16Test, ExtremeBlocksStayExact) {
+  const DotKernels* k = x16Kernels();
+  if (!k) GTEST_SKIP() << "no AVX-512 VNNI";
+  const int64_t n = 2816, rows = 16;
+  auto w = extremeRows(rows, n);
+  auto p = repacked(w, rows, n);
+  for (int8_t v : {int8_t{-128}, int8_t{127}}) {
+    auto act = constantActs(n, v);
+    auto want = scalarDots(w, rows, n, act.data());
+    // Exact value: per block d * 63 * 15 * v * 256 - dmin * 63 * v * 256, times y.d.
+    const double exact = double(n / kQKK) * 0.25 * (63.0 * 15 * v * 256 - 0.5 * 63 * v * 256);
+    EXPECT_NEAR(want[0], exact, 1e-6 * std::fabs(exact));
+    float got[rows];
+    k->x16_q4_k(n, p.data(), act.data(), got);
+    for (int64_t r = 0; r < rows; ++r) expectClose(got[r], want[r], "extreme", n, r);
+    float tile[4 * rows];
+    std::vector<uint8_t> acts;
+    for (int t = 0; t < 4; ++t) acts.insert(acts.end(), act.begin(), act.end());
+    k->gemm16_q4_k(n, p.data(), acts.data(), act.size(), 4, tile, rows);
+    for (int64_t i = 0; i < 4 * rows; ++i) expectClose(tile[i], want[i % rows], "tile", n, i);
+  }
+}
+
+TEST(Q4KX16Test, PrefillTilesMatchDecodeDots) {
+  const DotKernels* k = x16Kernels();
+  if (!k) GTEST_SKIP() << "no AVX-512 VNNI";
+  const int64_t n = 768, rows = 16;
+  auto p = repacked(randomRows(rows, n, 50), rows, n);
+  const size_t ab = rowBytes(TensorType::kQ8_K, n);
+  std::vector<uint8_t> acts;
+  for (int t = 0; t < 4; ++t) {
+    auto enc = encode(TensorType::kQ8_K, randomRow(n, 70 + t));
+    acts.insert(acts.end(), enc.begin(), enc.end());
+  }
+  const int64_t stride = 20;  // wider than the tile: the tile writes only its 16 columns
+  for (int nt = 1; nt <= 4; ++nt) {
+    std::vector<float> tile(static_cast<size_t>(4 * stride), -7.f);
+    k->gemm16_q4_k(n, p.data(), acts.data(), ab, nt, tile.data(), stride);
+    for (int t = 0; t < 4; ++t) {
+      float ref[rows];
+      k->x16_q4_k(n, p.data(), acts.data() + t * ab, ref);
+      for (int64_t r = 0; r < stride; ++r) {
+        const float v = tile[static_cast<size_t>(t * stride + r)];
+        if (t < nt && r < rows) {
+          expectClose(v, ref[r], "tile", n, r);
+        } else {
+          EXPECT_EQ(v, -7.f) << "nt=" << nt << " wrote token " << t << " column " << r;
+        }
+      }
+    }
+  }
+}
+
+// matmul through packWeights: 48 rows take the 16-row layout, 20 rows the 4-row one, 18 rows
+// stay plain; every token of a batch (tails of the 4-token tiles included) matches scalar.
+TEST(Q4KX16Test, MatmulMatchesScalarForEveryLayout) {
+  ThreadPool pool(2);
+  std::vector<uint8_t> scratch;
+  const int64_t n = 512;
+  for (int64_t rows : {48, 20, 18}) {
+    auto w = randomRows(rows, n, static_cast<uint32_t>(100 + rows));
+    Matrix m;
+    m.type = kQ4K;
+    m.rows = rows;
+    m.cols = n;
+    m.row_bytes = rowBytes(kQ4K, n);
+    m.data = HostBuffer(w.size());
+    std::memcpy(m.data.data(), w.data(), w.size());
+    m = packWeights(std::move(m));
+    if (rows == 48 && x16Kernels()) {
+      EXPECT_EQ(m.interleave, kQ4KGroup);
+    }
+    if (rows == 18) {
+      EXPECT_EQ(m.interleave, 1);
+    }
+    for (int64_t n_tok : {1, 3, 6}) {
+      std::vector<float> x(static_cast<size_t>(n_tok * n));
+      for (int64_t t = 0; t < n_tok; ++t) {
+        auto row = randomRow(n, static_cast<uint32_t>(200 + t));
+        std::copy(row.begin(), row.end(), x.begin() + t * n);
+      }
+      std::vector<float> y(static_cast<size_t>(n_tok * rows));
+      matmul(m, x.data(), n_tok, y.data(), rows, pool, scratch);
+      for (int64_t t = 0; t < n_tok; ++t) {
+        auto act = encode(TensorType::kQ8_K,
+                          std::vector<float>(x.begin() + t * n, x.begin() + (t + 1) * n));
+        auto want = scalarDots(w, rows, n, act.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          expectClose(y[static_cast<size_t>(t * rows + r)], want[r], "matmul", rows, r);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tpnode::model::kernels

@@ -1,0 +1,159 @@
+// kernel_bench: A/B timing of the CPU matmul on random quantized weights in each weight
+// layout (kernels::WeightLayout and the 16-row Q4_K repack), on the projection shapes of one
+// Llama layer repeated `--layers` times (enough layers to stream from DRAM like decode does;
+// --layers 1 mostly fits in cache and measures the kernels' compute). Layouts run in turn
+// within every round so they see the same machine load; prints the median seconds per pass,
+// the plain weight bytes read per second and each layout's speed relative to the first.
+//
+//   kernel_bench [--type q4_k] [--layouts plain,rows4,auto] [--tokens 1] [--layers 16]
+//                [--dim 1024 --ffn 4096 --kv 256] [--threads 1] [--rounds 15]
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/log.h"
+#include "model/kernels/cpu/matmul.h"
+#include "model/kernels/cpu/quantize.h"
+
+using namespace tpnode::model;
+using tpnode::model::kernels::WeightLayout;
+
+namespace {
+
+// A matrix of random blocks: random bytes with every f16 scale field set to a small normal
+// value (the kernels' speed does not depend on the values).
+Matrix randomMatrix(TensorType type, int64_t rows, int64_t cols, std::mt19937& rng) {
+  Matrix m;
+  m.type = type;
+  m.rows = rows;
+  m.cols = cols;
+  m.row_bytes = rowBytes(type, static_cast<uint64_t>(cols));
+  m.data = HostBuffer(m.row_bytes * static_cast<size_t>(rows));
+  uint8_t* p = m.data.data();
+  for (size_t i = 0; i < m.data.size(); ++i) p[i] = static_cast<uint8_t>(rng());
+  const TensorTypeInfo& info = tensorTypeInfo(type);
+  const uint16_t half = 0x2000;  // ~0.0078
+  for (size_t b = 0; b < m.data.size(); b += info.type_size) {
+    if (type == TensorType::kQ4_K) {
+      std::memcpy(p + b, &half, 2);
+      std::memcpy(p + b + 2, &half, 2);
+    } else if (type == TensorType::kQ6_K) {
+      std::memcpy(p + b + info.type_size - 2, &half, 2);
+    } else {
+      std::memcpy(p + b, &half, 2);
+    }
+  }
+  return m;
+}
+
+WeightLayout parseLayout(const std::string& s) {
+  if (s == "plain") return WeightLayout::kPlain;
+  if (s == "rows4") return WeightLayout::kRows4;
+  if (s == "auto") return WeightLayout::kAuto;
+  throw CLI::ValidationError("--layouts", "unknown layout " + s);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string type_name = "q4_k", layouts_arg = "rows4,auto";
+  int64_t tokens = 1, layers = 16, dim = 1024, ffn = 4096, kv = 256;
+  int threads = 1, rounds = 15;
+  CLI::App app{"kernel_bench: CPU matmul per weight layout, A/B interleaved"};
+  app.add_option("--type", type_name)->capture_default_str();
+  app.add_option("--layouts", layouts_arg, "comma-separated: plain, rows4, auto")
+      ->capture_default_str();
+  app.add_option("--tokens", tokens, "activation rows per matmul (1 = decode)")
+      ->capture_default_str();
+  app.add_option("--layers", layers)->capture_default_str();
+  app.add_option("--dim", dim)->capture_default_str();
+  app.add_option("--ffn", ffn)->capture_default_str();
+  app.add_option("--kv", kv, "rows of attn_k / attn_v")->capture_default_str();
+  app.add_option("--threads", threads)->capture_default_str();
+  app.add_option("--rounds", rounds)->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  tpnode::initLogging("warn");
+
+  TensorType type = TensorType::kF32;
+  bool found = false;
+  for (TensorType tt :
+       {TensorType::kQ4_K, TensorType::kQ6_K, TensorType::kQ8_0, TensorType::kQ4_0}) {
+    std::string name(tensorTypeName(tt));
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (name == type_name) {
+      type = tt;
+      found = true;
+    }
+  }
+  if (!found) {
+    std::fprintf(stderr, "--type: one of q4_k, q6_k, q8_0, q4_0\n");
+    return 2;
+  }
+  std::vector<std::string> names;
+  for (size_t i = 0; i <= layouts_arg.size();) {
+    size_t j = layouts_arg.find(',', i);
+    if (j == std::string::npos) j = layouts_arg.size();
+    names.push_back(layouts_arg.substr(i, j - i));
+    i = j + 1;
+  }
+  // [rows, cols] of q, k, v, o, gate, up, down.
+  const int64_t shapes[7][2] = {{dim, dim}, {kv, dim},  {kv, dim}, {dim, dim},
+                                {ffn, dim}, {ffn, dim}, {dim, ffn}};
+  std::mt19937 rng(1);
+  std::vector<std::vector<Matrix>> sets(names.size());
+  std::vector<int> interleave(names.size());
+  double bytes = 0;
+  for (size_t v = 0; v < names.size(); ++v) {
+    const WeightLayout layout = parseLayout(names[v]);
+    for (int64_t l = 0; l < layers; ++l) {
+      for (const auto& s : shapes) {
+        Matrix m = randomMatrix(type, s[0], s[1], rng);
+        if (v == 0) bytes += static_cast<double>(m.data.size());
+        sets[v].push_back(kernels::packWeights(std::move(m), layout));
+      }
+    }
+    interleave[v] = sets[v].front().interleave;
+  }
+  kernels::ThreadPool pool(threads);
+  std::vector<uint8_t> scratch;
+  std::vector<float> x(static_cast<size_t>(tokens * std::max(dim, ffn)));
+  for (float& f : x) f = std::normal_distribution<float>(0, 1)(rng);
+  std::vector<float> y(static_cast<size_t>(tokens * std::max(dim, ffn)));
+  std::vector<std::vector<double>> secs(names.size());
+  for (int r = 0; r < rounds + 1; ++r) {  // round 0 warms up
+    for (size_t v = 0; v < names.size(); ++v) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (const Matrix& m : sets[v]) {
+        kernels::matmul(m, x.data(), tokens, y.data(), m.rows, pool, scratch);
+      }
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (r > 0) secs[v].push_back(s);
+    }
+  }
+  std::printf(
+      "%s, %lld layers of dim %lld / ffn %lld / kv %lld, %.1f MiB, %lld token(s), %d thread(s), "
+      "median of %d rounds\n",
+      type_name.c_str(), static_cast<long long>(layers), static_cast<long long>(dim),
+      static_cast<long long>(ffn), static_cast<long long>(kv), bytes / 1048576,
+      static_cast<long long>(tokens), threads, rounds);
+  const double base = median(secs[0]);
+  for (size_t v = 0; v < names.size(); ++v) {
+    const double s = median(secs[v]);
+    std::printf("  %-6s (interleave %2d): %8.3f ms  %6.2f GB/s  %7.1f tokens/s  %.2fx\n",
+                names[v].c_str(), interleave[v], s * 1e3, bytes / s / 1e9,
+                static_cast<double>(tokens) / s, base / s);
+  }
+  return 0;
+}
