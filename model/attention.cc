@@ -80,6 +80,7 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
   const int64_t window = config_.isSwa(l) ? config_.n_swa : 0;
   attn_.assign(static_cast<size_t>(n * nq), 0.f);
   const kernels::DotFn f32dot = kernels::bestKernels().f32;
+  const kernels::AxpyFn axpy = kernels::bestKernels().f32_axpy;
   const size_t kv_row_bytes = static_cast<size_t>(kv_.rowFloats()) * sizeof(float);
   pool_.parallelFor(n * heads, 1, [&](int64_t b, int64_t e) {
     std::vector<float> scores;
@@ -95,12 +96,9 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
              scores.data());
       for (float& s : scores) s *= scale;
       kernels::softmax(scores.data(), len);
-      float* out = attn_.data() + i * nq + h * hd;
-      for (int64_t p = 0; p < len; ++p) {
-        const float* v = kv_.v(l, t.slot, first + p) + kvh * hd;
-        const float s = scores[static_cast<size_t>(p)];
-        for (int64_t d = 0; d < hd; ++d) out[d] += s * v[d];
-      }
+      // out = sum over positions of p * V row, V rows one position apart like K.
+      axpy(hd, kv_.v(l, t.slot, first) + kvh * hd, kv_row_bytes, static_cast<int>(len),
+           scores.data(), attn_.data() + i * nq + h * hd);
     }
   });
 }

@@ -195,5 +195,29 @@ TEST(QuantTest, GemmTilesMatchFourRowKernels) {
   }
 }
 
+// out += sum of w[r] * row r, for every table: lengths with and without 8- and 64-float chunks,
+// rows a padded stride apart, zero rows; out's prior contents are kept.
+TEST(QuantTest, AxpyAddsWeightedRows) {
+  for (const DotKernels* k : {&scalarKernels(), avx2Kernels(), avx512Kernels()}) {
+    if (!k) continue;
+    for (int64_t n : {1, 7, 8, 64, 72, 130}) {
+      for (int nr : {0, 1, 5}) {
+        const size_t stride_floats = static_cast<size_t>(n) + 3;
+        auto rows = randomRow(static_cast<int64_t>(stride_floats) * std::max(nr, 1), 5);
+        auto w = randomRow(std::max(nr, 1), 6);
+        auto out = randomRow(n, 7);
+        std::vector<double> want(out.begin(), out.end());
+        for (int r = 0; r < nr; ++r) {
+          for (int64_t i = 0; i < n; ++i) want[i] += double(w[r]) * rows[r * stride_floats + i];
+        }
+        k->f32_axpy(n, rows.data(), stride_floats * sizeof(float), nr, w.data(), out.data());
+        for (int64_t i = 0; i < n; ++i) {
+          EXPECT_NEAR(out[i], want[i], 1e-5) << k->isa << " n=" << n << " nr=" << nr << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tpnode::model::kernels

@@ -24,6 +24,11 @@ using DotFn = void (*)(int64_t n, const void* w, size_t w_stride, int nr, const 
 // see interleaveRows4) with a. nullptr where a table has none (scalar, float types).
 using Dot4Fn = void (*)(int64_t n, const void* group, const void* a, float* out);
 
+// out[i] += sum over r < nr of w[r] * rows[r][i] for i < n, rows `stride` bytes apart, added in
+// row order (attention's probability-weighted sum of V rows).
+using AxpyFn = void (*)(int64_t n, const void* rows, size_t stride, int nr, const float* w,
+                        float* out);
+
 // Prefill tile: 4 interleaved rows x n_tok (1..4) activation rows `act_stride` bytes apart;
 // out[t * out_stride + r]. Same per-block arithmetic as Dot4Fn.
 using GemmTileFn = void (*)(int64_t n, const void* group, const void* acts, size_t act_stride,
@@ -39,6 +44,7 @@ struct DotKernels {
   // Same per-block arithmetic as dot / x4; nullptr where a table has none (all but AVX-512).
   Dot4Fn x16_q4_k = nullptr;
   GemmTileFn gemm16_q4_k = nullptr;
+  AxpyFn f32_axpy = nullptr;                        // every table has one
   GemmTileFn gemmForType(TensorType weight) const;  // nullptr when none
   DotFn forType(TensorType weight) const;           // TP_CHECK on an unsupported type
   Dot4Fn x4ForType(TensorType weight) const;        // nullptr when none

@@ -8,9 +8,25 @@
 namespace tpnode::model::kernels {
 
 const DotKernels& avx512Table() {
-  static const DotKernels k{"avx512-vnni", dotF32,  dotF16,   dotBF16,  dotQ8_0,  dotQ4_0,
-                            dotQ4K,        dotQ6K,  dot4Q8_0, dot4Q4_0, dot4Q4K,  dot4Q6K,
-                            gemmQ8_0,      gemmQ4K, dotQ5_0,  dotQ5_1,  dot16Q4K, gemm16Q4K};
+  static const DotKernels k{.isa = "avx512-vnni",
+                            .f32 = dotF32,
+                            .f16 = dotF16,
+                            .bf16 = dotBF16,
+                            .q8_0 = dotQ8_0,
+                            .q4_0 = dotQ4_0,
+                            .q4_k = dotQ4K,
+                            .q6_k = dotQ6K,
+                            .x4_q8_0 = dot4Q8_0,
+                            .x4_q4_0 = dot4Q4_0,
+                            .x4_q4_k = dot4Q4K,
+                            .x4_q6_k = dot4Q6K,
+                            .gemm_q8_0 = gemmQ8_0,
+                            .gemm_q4_k = gemmQ4K,
+                            .q5_0 = dotQ5_0,
+                            .q5_1 = dotQ5_1,
+                            .x16_q4_k = dot16Q4K,
+                            .gemm16_q4_k = gemm16Q4K,
+                            .f32_axpy = axpyF32};
   return k;
 }
 

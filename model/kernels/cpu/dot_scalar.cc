@@ -167,6 +167,13 @@ void dotQ5_1(int64_t n, const void* w, size_t stride, int nr, const void* a, flo
   });
 }
 
+void axpyF32(int64_t n, const void* rows, size_t stride, int nr, const float* w, float* out) {
+  for (int r = 0; r < nr; ++r) {
+    const float* x = reinterpret_cast<const float*>(static_cast<const uint8_t*>(rows) + r * stride);
+    for (int64_t i = 0; i < n; ++i) out[i] += w[r] * x[i];
+  }
+}
+
 }  // namespace
 
 const DotKernels& scalarKernels() {
@@ -179,7 +186,8 @@ const DotKernels& scalarKernels() {
                             .q4_k = dotQ4K,
                             .q6_k = dotQ6K,
                             .q5_0 = dotQ5_0,
-                            .q5_1 = dotQ5_1};
+                            .q5_1 = dotQ5_1,
+                            .f32_axpy = axpyF32};
   return k;
 }
 
