@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -214,6 +215,32 @@ TEST(QuantTest, AxpyAddsWeightedRows) {
         for (int64_t i = 0; i < n; ++i) {
           EXPECT_NEAR(out[i], want[i], 1e-5) << k->isa << " n=" << n << " nr=" << nr << " i=" << i;
         }
+      }
+    }
+  }
+}
+
+// Every table's Q8_K activation quantizer writes quantizeRowQ8K's bytes: random rows at several
+// scales, a zero block, a block whose largest magnitude appears as -a before +a, and values on
+// exact rounding ties.
+TEST(QuantTest, Q8KQuantizersMatchScalarBytes) {
+  const int64_t n = 6 * kQKK;
+  std::vector<std::vector<float>> rows;
+  for (uint32_t seed = 1; seed <= 4; ++seed) rows.push_back(randomRow(n, seed, seed * 0.3f));
+  std::vector<float> edge(n, 0.f);  // block 0 zero
+  for (int j = 0; j < kQKK; ++j) edge[kQKK + j] = (j % 7 - 3) * 0.5f;
+  edge[kQKK + 3] = -2.f;  // block 1: -2 first, +2 later: iscale from -2
+  edge[kQKK + 9] = 2.f;
+  for (int j = 0; j < kQKK; ++j) edge[2 * kQKK + j] = (j - 128) * (127.f / 254);  // x.5 ties
+  rows.push_back(edge);
+  for (const DotKernels* k : {&scalarKernels(), avx2Kernels(), avx512Kernels()}) {
+    if (!k) continue;
+    for (const auto& x : rows) {
+      std::vector<BlockQ8K> want(n / kQKK), got(n / kQKK);
+      quantizeRowQ8K(x.data(), want.data(), n);
+      k->quantize_q8_k(x.data(), got.data(), n);
+      for (size_t b = 0; b < want.size(); ++b) {
+        EXPECT_EQ(std::memcmp(&want[b], &got[b], sizeof(BlockQ8K)), 0) << k->isa << " block " << b;
       }
     }
   }

@@ -29,6 +29,10 @@ using Dot4Fn = void (*)(int64_t n, const void* group, const void* a, float* out)
 using AxpyFn = void (*)(int64_t n, const void* rows, size_t stride, int nr, const float* w,
                         float* out);
 
+// Activations of a row of n finite floats (n % 256 == 0) as Q8_K blocks, byte for byte what
+// quantizeRowQ8K writes.
+using QuantizeFn = void (*)(const float* x, void* y, int64_t n);
+
 // Prefill tile: 4 interleaved rows x n_tok (1..4) activation rows `act_stride` bytes apart;
 // out[t * out_stride + r]. Same per-block arithmetic as Dot4Fn.
 using GemmTileFn = void (*)(int64_t n, const void* group, const void* acts, size_t act_stride,
@@ -45,6 +49,7 @@ struct DotKernels {
   Dot4Fn x16_q4_k = nullptr;
   GemmTileFn gemm16_q4_k = nullptr;
   AxpyFn f32_axpy = nullptr;                        // every table has one
+  QuantizeFn quantize_q8_k = nullptr;               // every table has one
   GemmTileFn gemmForType(TensorType weight) const;  // nullptr when none
   DotFn forType(TensorType weight) const;           // TP_CHECK on an unsupported type
   Dot4Fn x4ForType(TensorType weight) const;        // nullptr when none

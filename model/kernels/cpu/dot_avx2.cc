@@ -22,7 +22,8 @@ const DotKernels& avx2Table() {
                             .gemm_q4_k = gemmQ4K,
                             .q5_0 = dotQ5_0,
                             .q5_1 = dotQ5_1,
-                            .f32_axpy = axpyF32};
+                            .f32_axpy = axpyF32,
+                            .quantize_q8_k = quantizeQ8K};
   return k;
 }
 

@@ -26,7 +26,8 @@ const DotKernels& avx512Table() {
                             .q5_1 = dotQ5_1,
                             .x16_q4_k = dot16Q4K,
                             .gemm16_q4_k = gemm16Q4K,
-                            .f32_axpy = axpyF32};
+                            .f32_axpy = axpyF32,
+                            .quantize_q8_k = quantizeQ8K};
   return k;
 }
 

@@ -3,6 +3,7 @@
 
 #include "model/kernels/cpu/blocks.h"
 #include "model/kernels/cpu/dot.h"
+#include "model/kernels/cpu/quantize.h"
 
 namespace tpnode::model::kernels {
 namespace {
@@ -174,6 +175,10 @@ void axpyF32(int64_t n, const void* rows, size_t stride, int nr, const float* w,
   }
 }
 
+void quantizeQ8K(const float* x, void* y, int64_t n) {
+  quantizeRowQ8K(x, static_cast<BlockQ8K*>(y), n);
+}
+
 }  // namespace
 
 const DotKernels& scalarKernels() {
@@ -187,7 +192,8 @@ const DotKernels& scalarKernels() {
                             .q6_k = dotQ6K,
                             .q5_0 = dotQ5_0,
                             .q5_1 = dotQ5_1,
-                            .f32_axpy = axpyF32};
+                            .f32_axpy = axpyF32,
+                            .quantize_q8_k = quantizeQ8K};
   return k;
 }
 

@@ -47,9 +47,14 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
       scratch.resize(a_bytes * static_cast<size_t>(n_tokens));
     }
     uint8_t* q = scratch.data();
+    const QuantizeFn quant_q8k = at == TensorType::kQ8_K ? bestKernels().quantize_q8_k : nullptr;
     pool.parallelFor(n_tokens, 4, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
-        quantizeRow(at, x + t * w.cols, q + static_cast<size_t>(t) * a_bytes, w.cols);
+        if (quant_q8k) {
+          quant_q8k(x + t * w.cols, q + static_cast<size_t>(t) * a_bytes, w.cols);
+        } else {
+          quantizeRow(at, x + t * w.cols, q + static_cast<size_t>(t) * a_bytes, w.cols);
+        }
       }
     });
     acts = q;
