@@ -62,6 +62,28 @@ void InterNode::allGather(const void* in, void* out, size_t bytes) {
   }
 }
 
+void InterNode::gather(const void* in, void* out, size_t bytes, int root) {
+  if (bytes == 0) return;
+  const uint32_t tag = this->tag(InterOp::kGatherToRoot);
+  if (node_ != root) {
+    mesh_.send(root, tag, asBytes(in, bytes));
+    return;
+  }
+  auto* blocks = static_cast<std::byte*>(out);
+  std::byte* own = blocks + static_cast<size_t>(node_) * bytes;
+  if (own != in) std::memcpy(own, in, bytes);
+  requests_.clear();
+  for (int j = 0; j < nodes_; ++j) {
+    if (j == node_) continue;
+    requests_.push_back(
+        mesh_.irecv(j, tag, asWritableBytes(blocks + static_cast<size_t>(j) * bytes, bytes)));
+  }
+  size_t r = 0;
+  for (int j = 0; j < nodes_; ++j) {
+    if (j != node_) checkReceived(requests_[r++]->wait(), bytes, j);
+  }
+}
+
 void InterNode::broadcast(void* data, size_t bytes, int root) {
   if (nodes_ == 1 || bytes == 0) return;
   const uint32_t tag = this->tag(InterOp::kBroadcast);

@@ -79,10 +79,9 @@ void LlamaRank::head(std::span<const BatchToken> batch, std::vector<float>& logi
   const int64_t dim = config_.n_embd;
   const int64_t local = weights_.vocab_end - weights_.vocab_begin;
   const int64_t vocab = config_.n_vocab;
-  if (local == vocab && comm_.rank() != 0) {  // replicated head: rank 0 alone computes logits
-    logits.clear();
-    return;
-  }
+  const bool root = comm_.rank() == 0;  // only global rank 0 (the driver's sampler) gets logits
+  logits.clear();
+  if (local == vocab && !root) return;  // replicated head: rank 0 alone computes logits
   int64_t n_out = 0;
   h_.resize(x_.size());
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -91,20 +90,22 @@ void LlamaRank::head(std::span<const BatchToken> batch, std::vector<float>& logi
                      h_.data() + n_out * dim, dim, config_.rms_eps);
     ++n_out;
   }
-  logits.resize(static_cast<size_t>(n_out * vocab));
   if (n_out == 0) return;
   const Matrix& w = weights_.head();
   if (local == vocab) {  // replicated head, on rank 0
+    logits.resize(static_cast<size_t>(n_out * vocab));
     kernels::matmul(w, h_.data(), n_out, logits.data(), vocab, pool_, quant_scratch_);
     return;
   }
-  // Vocab-parallel: this rank's rows of the head (of token_embd when tied), then all-gather.
+  // Vocab-parallel: this rank's rows of the head (of token_embd when tied), gathered to rank 0.
   const Matrix* part = head_slice_.empty() ? &w : &head_slice_;
   logits_local_.resize(static_cast<size_t>(n_out * local));
   kernels::matmul(*part, h_.data(), n_out, logits_local_.data(), local, pool_, quant_scratch_);
   gathered_.resize(static_cast<size_t>(n_out * vocab));
-  comm_.allGather(logits_local_.data(), gathered_.data(), logits_local_.size(),
-                  collectives::DType::kF32);
+  comm_.gather(logits_local_.data(), gathered_.data(), logits_local_.size(),
+               collectives::DType::kF32, 0);
+  if (!root) return;
+  logits.resize(static_cast<size_t>(n_out * vocab));
   const int tp = comm_.size();
   for (int r = 0; r < tp; ++r) {
     for (int64_t i = 0; i < n_out; ++i) {
