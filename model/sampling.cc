@@ -45,12 +45,6 @@ Sampler::Sampler(const SamplingParams& p, int32_t n_vocab)
   if (n_vocab <= 0) fail(ErrorCode::kInvalidArgument, "sampler needs n_vocab > 0, got {}", n_vocab);
   checkSamplingParams(p);
   params_.top_logprobs = std::min(p.top_logprobs, n_vocab);
-  const auto n = static_cast<size_t>(n_vocab);
-  work_.resize(n);
-  cand_.reserve(n);
-  window_count_.assign(n, 0);
-  generated_count_.assign(n, 0);
-  in_seen_.assign(n, 0);
   if (p.repeat_last_n > 0) window_.assign(static_cast<size_t>(p.repeat_last_n), -1);
   top_.reserve(static_cast<size_t>(params_.top_logprobs));
 }
@@ -63,20 +57,16 @@ void Sampler::record(TokenId id, bool generated) {
   if (params_.repeat_last_n != 0) {
     if (!window_.empty()) {
       if (window_size_ == window_.size()) {
-        --window_count_[window_[window_next_]];  // the oldest leaves the window
+        --counts_[window_[window_next_]].window;  // the oldest leaves the window
       } else {
         ++window_size_;
       }
       window_[window_next_] = id;
       window_next_ = (window_next_ + 1) % window_.size();
     }
-    ++window_count_[id];
+    ++counts_[id].window;
   }
-  if (generated) ++generated_count_[id];
-  if (!in_seen_[id]) {
-    in_seen_[id] = 1;
-    seen_.push_back(id);
-  }
+  if (generated) ++counts_[id].generated;
 }
 
 void Sampler::acceptPrompt(std::span<const TokenId> ids) {
@@ -91,24 +81,21 @@ const float* Sampler::applyPenalties(std::span<const float> logits) {
   const SamplingParams& p = params_;
   const bool repeat = p.repeat_penalty != 1.0f;
   const bool openai = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
-  if ((!repeat && !openai) || seen_.empty()) return logits.data();
-  std::copy(logits.begin(), logits.end(), work_.begin());
-  size_t kept = 0;
-  for (const TokenId id : seen_) {
-    const int32_t wc = window_count_[id];
-    const int32_t gc = generated_count_[id];
-    if (wc == 0 && gc == 0) {  // left the window and never generated: drop from the list
-      in_seen_[id] = 0;
+  if ((!repeat && !openai) || counts_.empty()) return logits.data();
+  work_.assign(logits.begin(), logits.end());
+  for (auto it = counts_.begin(); it != counts_.end();) {
+    const auto [id, counts] = *it;
+    if (counts.window == 0 && counts.generated == 0) {  // left the window, never generated
+      it = counts_.erase(it);
       continue;
     }
-    seen_[kept++] = id;
-    float& l = work_[id];
-    if (repeat && wc > 0) l = l <= 0 ? l * p.repeat_penalty : l / p.repeat_penalty;
-    if (openai && gc > 0) {
-      l -= static_cast<float>(gc) * p.frequency_penalty + p.presence_penalty;
+    ++it;
+    float& l = work_[static_cast<size_t>(id)];
+    if (repeat && counts.window > 0) l = l <= 0 ? l * p.repeat_penalty : l / p.repeat_penalty;
+    if (openai && counts.generated > 0) {
+      l -= static_cast<float>(counts.generated) * p.frequency_penalty + p.presence_penalty;
     }
   }
-  seen_.resize(kept);
   return work_.data();
 }
 
@@ -129,6 +116,7 @@ TokenId Sampler::sample(std::span<const float> logits) {
     }
   } else {
     cand_.clear();
+    cand_.reserve(static_cast<size_t>(n_vocab_));
     for (TokenId i = 0; i < n_vocab_; ++i) cand_.push_back(Candidate{l[i], i, 0.0f});
     if (params_.top_k > 0) truncateTopK(static_cast<size_t>(params_.top_k));
     if (params_.top_p < 1.0f) truncateTopP();
