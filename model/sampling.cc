@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "common/error.h"
@@ -114,6 +115,8 @@ TokenId Sampler::sample(std::span<const float> logits) {
         chosen = i;
       }
     }
+  } else if (!truncating()) {
+    chosen = drawAll(l);
   } else {
     cand_.clear();
     cand_.reserve(static_cast<size_t>(n_vocab_));
@@ -132,7 +135,71 @@ TokenId Sampler::sample(std::span<const float> logits) {
 
 void Sampler::lastCandidates(std::vector<TokenId>& out) const {
   out.clear();
+  if (!truncating()) {  // drawAll() draws from the whole vocabulary
+    for (TokenId i = 0; i < n_vocab_; ++i) out.push_back(i);
+    return;
+  }
   for (const Candidate& c : cand_) out.push_back(c.id);
+}
+
+bool Sampler::truncating() const {
+  return (params_.top_k > 0 && params_.top_k < n_vocab_) || params_.top_p < 1.0f ||
+         params_.min_p > 0.0f;
+}
+
+// Softmax of logit / temperature over the whole row, then one uniform draw; the common case
+// (OpenAI's defaults: temperature only) without building the candidate list. Probabilities
+// are computed 4 lanes at a time into probs_ with per-block sums in double (a fixed order);
+// the draw finds the block where the running sum passes the target, then the token inside it.
+TokenId Sampler::drawAll(const float* l) {
+  constexpr size_t kBlock = 1024;
+  const size_t n = static_cast<size_t>(n_vocab_);
+  const float max_logit = maxOf(l, n);
+  TokenId best = 0;
+  while (l[best] != max_logit && static_cast<size_t>(best) + 1 < n) ++best;
+  if (!std::isfinite(max_logit)) return best;  // every logit is -inf (or NaN)
+  const float inv_t = 1.0f / params_.temperature;
+  probs_.resize(n);
+  block_sums_.clear();
+  double sum = 0;
+  for (size_t b = 0; b < n; b += kBlock) {
+    const size_t end = std::min(n, b + kBlock);
+    Float4 lane{};
+    size_t i = b;
+    for (; i + 4 <= end; i += 4) {
+      const Float4 p = expNonPositive4((load4(l + i) - max_logit) * inv_t);
+      std::memcpy(probs_.data() + i, &p, sizeof(p));
+      lane += p;
+    }
+    double block = 0;
+    for (int j = 0; j < 4; ++j) block += lane[j];
+    for (; i < end; ++i) {
+      probs_[i] = expNonPositive((l[i] - max_logit) * inv_t);
+      block += probs_[i];
+    }
+    block_sums_.push_back(block);
+    sum += block;
+  }
+  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;  // [0, 1)
+  double target = u * sum;
+  for (size_t k = 0; k < block_sums_.size(); ++k) {
+    if (target >= block_sums_[k] && k + 1 < block_sums_.size()) {
+      target -= block_sums_[k];
+      continue;
+    }
+    double cum = 0;
+    const size_t end = std::min(n, (k + 1) * kBlock);
+    size_t last = n;  // the block's last token with p > 0
+    for (size_t i = k * kBlock; i < end; ++i) {
+      if (probs_[i] <= 0) continue;
+      cum += probs_[i];
+      last = i;
+      if (target < cum) return static_cast<TokenId>(i);
+    }
+    // Rounding: the sequential sum fell just short of the block sum.
+    return last < n ? static_cast<TokenId>(last) : best;
+  }
+  return best;
 }
 
 void Sampler::truncateTopK(size_t k) {

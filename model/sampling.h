@@ -86,6 +86,8 @@ class Sampler {
   void record(TokenId id, bool generated);
   const float* applyPenalties(std::span<const float> logits);
   TokenId draw();
+  bool truncating() const;  // top-k, top-p or min-p cut the candidate set
+  TokenId drawAll(const float* logits);
   void computeLogprobs(std::span<const float> logits, TokenId chosen);
   void truncateTopK(size_t k);
   void truncateTopP();
@@ -101,9 +103,11 @@ class Sampler {
     int32_t window = 0;     // occurrences in the repeat window
     int32_t generated = 0;  // times generated
   };
-  std::vector<float> work_;      // penalised logits
-  std::vector<Candidate> cand_;  // the candidate set of the current step
-  std::vector<TokenId> window_;  // ring buffer of the repeat window
+  std::vector<float> work_;         // penalised logits
+  std::vector<Candidate> cand_;     // the candidate set of the current step
+  std::vector<float> probs_;        // drawAll(): unnormalised probabilities of the whole row
+  std::vector<double> block_sums_;  // drawAll(): their sums per block of 1024
+  std::vector<TokenId> window_;     // ring buffer of the repeat window
   size_t window_next_ = 0;
   size_t window_size_ = 0;
   // Tokens with a nonzero count (entries that drop to zero are erased at the next penalty pass).
