@@ -86,41 +86,31 @@ void rankBody(collectives::Communicator& comm, const TopoOptions& o, Shared& sh,
   }
 }
 
-}  // namespace
-
-AllReduceResult runAllReduceCheck(mesh::Mesh* mesh, const TopoOptions& o,
-                                  const collectives::CollectiveOptions& coll,
-                                  const std::vector<int>& cpu_of_rank) {
-  AllReduceResult result;
-  const int nodes = mesh != nullptr ? mesh->nodeCount() : 1;
-  const int tp = o.node.tp;
-  result.ranks = nodes * tp;
-  if (result.ranks == 1) return result;  // not run: skipped
-  result.ran = true;
-  Shared sh;
+// The sizes, and what the collectives will choose for each (before anything runs).
+void planResult(AllReduceResult& result, Shared& sh, int nodes,
+                const collectives::CollectiveOptions& coll) {
+  auto hier = [&](size_t bytes) -> std::string {
+    if (nodes == 1) return "local";
+    return std::string(collectives::hierModeName(collectives::chooseHierMode(coll, bytes)));
+  };
   sh.mismatches.assign(std::size(kCaseCounts), "");
   for (size_t count : kCaseCounts) {
     const size_t bytes = count * sizeof(float);
-    result.cases.push_back({bytes,
-                            std::string(collectives::hierModeName(
-                                nodes == 1 ? collectives::HierMode::kLeader
-                                           : collectives::chooseHierMode(coll, bytes))),
-                            interName(coll, nodes, bytes), false, ""});
+    result.cases.push_back({bytes, hier(bytes), interName(coll, nodes, bytes), false, ""});
   }
   for (size_t count : kBenchCounts) {
-    const size_t bytes = count * sizeof(float);
     AllReduceBench r;
-    r.bytes = bytes;
-    r.hier =
-        nodes == 1 ? "local" : collectives::hierModeName(collectives::chooseHierMode(coll, bytes));
-    r.inter = interName(coll, nodes, bytes);
+    r.bytes = count * sizeof(float);
+    r.hier = hier(r.bytes);
+    r.inter = interName(coll, nodes, r.bytes);
     sh.bench.push_back(r);
   }
-  if (nodes == 1) {
-    for (auto& c : result.cases) c.hier = "local";
-  }
-  spdlog::info("[tptopo] hierarchical all-reduce: {} node(s) x {} rank(s), {} sizes checked", nodes,
-               tp, std::size(kCaseCounts));
+}
+
+// Runs every local rank as a thread; the first error of any rank ends up in sh.error.
+void runRanks(mesh::Mesh* mesh, const TopoOptions& o, const collectives::CollectiveOptions& coll,
+              const std::vector<int>& cpu_of_rank, Shared& sh) {
+  const int tp = o.node.tp;
   try {
     auto group = collectives::NodeGroup::create(mesh, tp, coll);
     std::vector<std::thread> threads;
@@ -132,7 +122,7 @@ AllReduceResult runAllReduceCheck(mesh::Mesh* mesh, const TopoOptions& o,
         try {
           auto comm = group->communicator(r);
           rankBody(*comm, o, sh, r == 0);
-        } catch (const Error& e) {
+        } catch (const std::exception& e) {
           std::lock_guard lock(sh.mu);
           if (sh.error.empty()) sh.error = e.what();
         }
@@ -142,11 +132,27 @@ AllReduceResult runAllReduceCheck(mesh::Mesh* mesh, const TopoOptions& o,
   } catch (const Error& e) {
     sh.error = e.what();
   }
+}
+
+}  // namespace
+
+AllReduceResult runAllReduceCheck(mesh::Mesh* mesh, const TopoOptions& o,
+                                  const collectives::CollectiveOptions& coll,
+                                  const std::vector<int>& cpu_of_rank) {
+  AllReduceResult result;
+  const int nodes = mesh != nullptr ? mesh->nodeCount() : 1;
+  result.ranks = nodes * o.node.tp;
+  if (result.ranks == 1) return result;  // not run: skipped
+  result.ran = true;
+  Shared sh;
+  planResult(result, sh, nodes, coll);
+  spdlog::info("[tptopo] hierarchical all-reduce: {} node(s) x {} rank(s), {} sizes checked", nodes,
+               o.node.tp, std::size(kCaseCounts));
+  runRanks(mesh, o, coll, cpu_of_rank, sh);
   result.verdict = Verdict::kOk;
   if (!sh.error.empty()) {
     result.error = sh.error;
     result.verdict = Verdict::kFailed;
-    result.bench.clear();
     for (auto& c : result.cases) c.detail = "not completed";
   } else {
     for (size_t c = 0; c < result.cases.size(); ++c) {

@@ -16,7 +16,12 @@ namespace tpnode::tptopo::gpu {
 namespace {
 
 void checkNcclCall(ncclResult_t r, const char* call) {
-  if (r != ncclSuccess) throw CudaFailure{fmt::format("{}: {}", call, ncclGetErrorString(r))};
+  if (r != ncclSuccess) {
+    const char* last = ncclGetLastError(nullptr);
+    throw CudaFailure{fmt::format("{}: {}{}{}", call, ncclGetErrorString(r),
+                                  last != nullptr && *last != '\0' ? " - " : "",
+                                  last != nullptr ? last : "")};
+  }
 }
 
 // The communicators of ncclCommInitAll, destroyed together.
