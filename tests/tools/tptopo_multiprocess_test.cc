@@ -3,11 +3,14 @@
 // killed or stopped mid-test fails its links within the liveness timeout instead of hanging.
 // Every JSON report is checked against the schema in docs/tptopo.md.
 #include <signal.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include "tests/mesh/free_ports.h"
@@ -320,6 +323,63 @@ TEST_F(TptopoCluster, TptopoAndTpnodeDoNotMix) {
   // The refusal names the differing fingerprint key.
   EXPECT_NE(topo->log().find("tool: node 0 has 'tptopo'"), std::string::npos) << topo->log();
   tpnode.wait(30s);
+}
+
+// The same YAML config tpnode reads (nodes, secret file, timeouts), on every node.
+class TptopoConfig : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/tptopo_config_" + std::to_string(::getpid());
+    std::filesystem::create_directories(dir_);
+    writeSecret("secret", "s3cret-of-the-cluster");
+    writeSecret("other", "another-secret");
+    std::ofstream yaml(dir_ + "/cluster.yaml");
+    yaml << "nodes:\n"
+         << "  - {host: 127.0.0.1, port: " << mesh::test::freePort("127.0.0.1") << ", tp: 1}\n"
+         << "  - {host: 127.0.0.2, port: " << mesh::test::freePort("127.0.0.2") << ", tp: 1}\n"
+         << "cluster:\n  secret_file: secret\n  connect_timeout_s: 5\n"
+         << "  liveness_timeout_s: 5\n";
+  }
+  void writeSecret(const std::string& name, const std::string& text) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path) << text << "\n";
+    std::filesystem::permissions(
+        path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  }
+  std::unique_ptr<Process> node(int id, const std::string& name,
+                                std::vector<std::string> extra = {}) {
+    std::vector<std::string> a = {"--json", "--config", dir_ + "/cluster.yaml", "--node-id",
+                                  std::to_string(id)};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return start(quick(a), name);
+  }
+  std::string dir_;
+};
+
+TEST_F(TptopoConfig, ConfigFileAndSecret) {
+  auto n1 = node(1, "config_n1");
+  auto n0 = node(0, "config_n0");
+  const int c0 = n0->wait(120s);
+  EXPECT_NE(n1->wait(30s), -1);
+  json j = reportOf(*n0);
+  expectHealthyCluster(j, 2);
+  EXPECT_EQ(c0, exitCodeFor(j));
+}
+
+TEST_F(TptopoConfig, WrongSecretFailsTheMesh) {
+  auto n1 = node(1, "secret_n1", {"--cluster-secret-file", dir_ + "/other"});
+  auto n0 = node(0, "secret_n0");
+  const int c0 = n0->wait(60s);
+  const int c1 = n1->wait(60s);
+  json j = reportOf(*n0);
+  expectSchema(j);
+  const json* mesh = findCheck(j, "mesh", "node 0");
+  ASSERT_NE(mesh, nullptr) << n0->log();
+  EXPECT_EQ(mesh->at("verdict"), "failed");
+  EXPECT_NE(mesh->at("detail").get<std::string>().find("node 1"), std::string::npos)
+      << mesh->dump();
+  EXPECT_EQ(c0, 1);
+  EXPECT_EQ(c1, 1);
 }
 
 // Node `victim` gets `sig` once it has reached the bandwidth phase of its link with node 0

@@ -18,6 +18,8 @@
 namespace tpnode::tptopo {
 namespace {
 
+constexpr size_t kMaxMemBytes = size_t{4} << 30;
+
 std::string cpuModel() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -88,9 +90,12 @@ void runCpuChecks(const TopoOptions& t, HostReport& host) {
   }
 
   const int threads = std::max(1, cpu.allowed_cores);
+  // Two buffers per thread; at most kMaxMemBytes in all, however many cores.
+  const size_t per_thread = std::min(static_cast<size_t>(t.mem_mib) << 20,
+                                     kMaxMemBytes / 2 / static_cast<size_t>(threads));
   spdlog::info("[tptopo] measuring memory bandwidth: {} thread(s) x {} MiB, best of {}", threads,
-               t.mem_mib, t.mem_reps);
-  auto bw = tools::measureMemBandwidth(static_cast<size_t>(t.mem_mib) << 20, threads, t.mem_reps);
+               per_thread >> 20, t.mem_reps);
+  auto bw = tools::measureMemBandwidth(per_thread, threads, t.mem_reps);
   cpu.mem_copy_gbps = bw.copy_gbps;
   cpu.mem_read_gbps = bw.read_gbps;
   host.checks.push_back({"cpu.memory", scope, Verdict::kOk,
