@@ -3,6 +3,7 @@
 // i, so every element of the result is n(n+1)/2 * (i % 7 + 1), exact in f32.
 #include <nccl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <vector>
@@ -24,18 +25,94 @@ void checkNcclCall(ncclResult_t r, const char* call) {
   }
 }
 
-// The communicators of ncclCommInitAll, destroyed together.
-struct Comms {
-  std::vector<ncclComm_t> comms;
-  ~Comms() {
-    for (ncclComm_t c : comms) {
+// One communicator, buffer and stream per local device (ncclCommInitAll), released together.
+class LocalNccl {
+ public:
+  LocalNccl(int devices, size_t count) : n_(devices), count_(count) {
+    comms_.assign(static_cast<size_t>(n_), nullptr);
+    std::vector<int> ids(static_cast<size_t>(n_));
+    for (int d = 0; d < n_; ++d) ids[static_cast<size_t>(d)] = d;
+    checkNcclCall(ncclCommInitAll(comms_.data(), n_, ids.data()), "ncclCommInitAll");
+    for (int d = 0; d < n_; ++d) {
+      bufs_.push_back(std::make_unique<DeviceBuffer>(d, count_ * sizeof(float)));
+      streams_.push_back(std::make_unique<Stream>(d));
+    }
+  }
+  ~LocalNccl() {
+    for (ncclComm_t c : comms_) {
       if (c != nullptr) ncclCommDestroy(c);
     }
   }
+  LocalNccl(const LocalNccl&) = delete;
+  LocalNccl& operator=(const LocalNccl&) = delete;
+
+  // Device d holds (d + 1) * (i % 7 + 1).
+  void fill() {
+    std::vector<float> h(count_);
+    for (int d = 0; d < n_; ++d) {
+      for (size_t i = 0; i < count_; ++i) {
+        h[i] = static_cast<float>((d + 1) * static_cast<int>(i % 7 + 1));
+      }
+      check(cudaMemcpy(buf(d), h.data(), count_ * sizeof(float), cudaMemcpyHostToDevice),
+            "cudaMemcpy");
+    }
+  }
+
+  // In place, every device at once; returns when every stream is done.
+  void allReduce() {
+    checkNcclCall(ncclGroupStart(), "ncclGroupStart");
+    for (int d = 0; d < n_; ++d) {
+      checkNcclCall(ncclAllReduce(buf(d), buf(d), count_, ncclFloat, ncclSum,
+                                  comms_[static_cast<size_t>(d)], stream(d)),
+                    "ncclAllReduce");
+    }
+    checkNcclCall(ncclGroupEnd(), "ncclGroupEnd");
+    for (int d = 0; d < n_; ++d) {
+      check(cudaSetDevice(d), "cudaSetDevice");
+      check(cudaStreamSynchronize(stream(d)), "cudaStreamSynchronize");
+    }
+  }
+
+  // "" when every element on every device is n(n+1)/2 * (i % 7 + 1), else the first wrong one.
+  std::string verify() const {
+    std::vector<float> h(count_);
+    const float sum = static_cast<float>(n_ * (n_ + 1) / 2);
+    for (int d = 0; d < n_; ++d) {
+      check(cudaSetDevice(d), "cudaSetDevice");
+      check(cudaMemcpy(h.data(), buf(d), count_ * sizeof(float), cudaMemcpyDeviceToHost),
+            "cudaMemcpy");
+      for (size_t i = 0; i < count_; ++i) {
+        const float want = sum * static_cast<float>(i % 7 + 1);
+        if (h[i] != want) {
+          return fmt::format("device {} element {}: {} where {} was expected", d, i, h[i], want);
+        }
+      }
+    }
+    return "";
+  }
+
+ private:
+  void* buf(int d) const { return bufs_[static_cast<size_t>(d)]->get(); }
+  cudaStream_t stream(int d) const { return streams_[static_cast<size_t>(d)]->get(); }
+
+  const int n_;
+  const size_t count_;
+  std::vector<ncclComm_t> comms_;
+  std::vector<std::unique_ptr<DeviceBuffer>> bufs_;
+  std::vector<std::unique_ptr<Stream>> streams_;
 };
 
-float expected(int n, size_t i) {
-  return static_cast<float>(n * (n + 1) / 2) * static_cast<float>(i % 7 + 1);
+// The median of `reps` timed all-reduces, in microseconds.
+double timeAllReduce(LocalNccl& nccl, int reps) {
+  std::vector<double> us;
+  for (int it = 0; it < reps; ++it) {
+    auto t0 = std::chrono::steady_clock::now();
+    nccl.allReduce();  // sums again: the values grow, the timing does not care
+    us.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
 }
 
 }  // namespace
@@ -57,63 +134,13 @@ void checkNccl(const TopoOptions& o, HostReport& host) {
   r.bytes = count * sizeof(float);
   spdlog::info("[tptopo] NCCL all-reduce over {} device(s), {} MiB", n, o.gpu_mib);
   try {
-    Comms comms;
-    comms.comms.assign(static_cast<size_t>(n), nullptr);
-    std::vector<int> devs(static_cast<size_t>(n));
-    for (int d = 0; d < n; ++d) devs[static_cast<size_t>(d)] = d;
-    checkNcclCall(ncclCommInitAll(comms.comms.data(), n, devs.data()), "ncclCommInitAll");
-    std::vector<std::unique_ptr<DeviceBuffer>> bufs;
-    std::vector<std::unique_ptr<Stream>> streams;
-    std::vector<float> h(count);
-    for (int d = 0; d < n; ++d) {
-      for (size_t i = 0; i < count; ++i)
-        h[i] = static_cast<float>((d + 1) * static_cast<int>(i % 7 + 1));
-      bufs.push_back(std::make_unique<DeviceBuffer>(d, r.bytes));
-      streams.push_back(std::make_unique<Stream>(d));
-      check(cudaMemcpy(bufs.back()->get(), h.data(), r.bytes, cudaMemcpyHostToDevice),
-            "cudaMemcpy");
-    }
-    auto allReduce = [&] {
-      checkNcclCall(ncclGroupStart(), "ncclGroupStart");
-      for (int d = 0; d < n; ++d) {
-        auto k = static_cast<size_t>(d);
-        checkNcclCall(ncclAllReduce(bufs[k]->get(), bufs[k]->get(), count, ncclFloat, ncclSum,
-                                    comms.comms[k], streams[k]->get()),
-                      "ncclAllReduce");
-      }
-      checkNcclCall(ncclGroupEnd(), "ncclGroupEnd");
-      for (int d = 0; d < n; ++d) {
-        check(cudaSetDevice(d), "cudaSetDevice");
-        check(cudaStreamSynchronize(streams[static_cast<size_t>(d)]->get()),
-              "cudaStreamSynchronize");
-      }
-    };
-    allReduce();
-    r.ok = true;
-    for (int d = 0; d < n && r.ok; ++d) {
-      check(cudaSetDevice(d), "cudaSetDevice");
-      check(cudaMemcpy(h.data(), bufs[static_cast<size_t>(d)]->get(), r.bytes,
-                       cudaMemcpyDeviceToHost),
-            "cudaMemcpy");
-      for (size_t i = 0; i < count; ++i) {
-        if (h[i] != expected(n, i)) {
-          r.ok = false;
-          r.error = fmt::format("device {} element {}: {} where {} was expected", d, i, h[i],
-                                expected(n, i));
-          break;
-        }
-      }
-    }
-    std::vector<double> us;
-    for (int it = 0; it < 10 && r.ok; ++it) {
-      auto t0 = std::chrono::steady_clock::now();
-      allReduce();  // sums again: the values grow, the timing does not care
-      us.push_back(
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-    }
-    if (!us.empty()) {
-      std::sort(us.begin(), us.end());
-      r.time_us = us[us.size() / 2];
+    LocalNccl nccl(n, count);
+    nccl.fill();
+    nccl.allReduce();
+    r.error = nccl.verify();
+    r.ok = r.error.empty();
+    if (r.ok) {
+      r.time_us = timeAllReduce(nccl, 10);
       r.algbw_gbps = static_cast<double>(r.bytes) / r.time_us / 1e3;
       r.busbw_gbps = r.algbw_gbps * 2.0 * (n - 1) / n;
     }
@@ -121,16 +148,16 @@ void checkNccl(const TopoOptions& o, HostReport& host) {
     r.ok = false;
     r.error = f.what;
   }
-  if (r.ok) {
-    host.checks.push_back(
-        {"gpu.nccl", scope, Verdict::kOk,
-         fmt::format("all-reduce of {} MiB over {} device(s) correct; {:.0f} us, "
-                     "algbw {:.1f} GB/s, busbw {:.1f} GB/s (NCCL {})",
-                     o.gpu_mib, n, r.time_us, r.algbw_gbps, r.busbw_gbps, host.cuda.nccl_version)});
-  } else {
+  if (!r.ok) {
     host.checks.push_back(
         {"gpu.nccl", scope, Verdict::kFailed, "NCCL all-reduce failed: " + r.error});
+    return;
   }
+  host.checks.push_back(
+      {"gpu.nccl", scope, Verdict::kOk,
+       fmt::format("all-reduce of {} MiB over {} device(s) correct; {:.0f} us, "
+                   "algbw {:.1f} GB/s, busbw {:.1f} GB/s (NCCL {})",
+                   o.gpu_mib, n, r.time_us, r.algbw_gbps, r.busbw_gbps, host.cuda.nccl_version)});
 }
 
 }  // namespace tpnode::tptopo::gpu

@@ -98,8 +98,7 @@ void mergeAllReduce(Report& r, const std::vector<std::optional<NodeReport>>& rep
   }
 }
 
-Report clusterReport(const TopoOptions& t, Report r, const NodeReport& own,
-                     const std::vector<node::Gathered>& gathered) {
+Report clusterReport(Report r, const NodeReport& own, const std::vector<node::Gathered>& gathered) {
   std::vector<std::optional<NodeReport>> reports(static_cast<size_t>(r.nodes));
   reports[0] = own;
   for (int p = 1; p < r.nodes; ++p) {
@@ -123,7 +122,6 @@ Report clusterReport(const TopoOptions& t, Report r, const NodeReport& own,
   }
   mergeLinks(r, reports);
   mergeAllReduce(r, reports);
-  (void)t;
   return r;
 }
 
@@ -181,7 +179,7 @@ Report runTopo(const TopoOptions& t) {
     finish(r);
     return r;
   }
-  r = clusterReport(t, std::move(r), own, gathered);
+  r = clusterReport(std::move(r), own, gathered);
   finish(r);
   return r;
 }
