@@ -28,6 +28,9 @@ void addClusterFlags(CLI::App& app, Options& o, std::string& tp_layout) {
   flag("config", o.config_file, "YAML cluster config (flags override it)")->group("Cluster");
   flag("node-id", o.node_id, "This node's index in --peers")->group("Cluster");
   flag("peers", o.peers, "host:port of every node, in node-id order")->group("Cluster");
+  flag("mesh-listen", o.mesh_listen,
+       "host:port to bind instead of this node's --peers entry (NAT, containers, a proxy)")
+      ->group("Cluster");
   flag("tp", o.tp, "Local tensor-parallel ranks in this process")->group("Cluster");
   flag("tp-layout", tp_layout, "tp of every node, e.g. 2,1 (default: --tp on every node)")
       ->group("Cluster");

@@ -22,9 +22,9 @@ CLI::Option* addFlag(CLI::App& app, const std::string& name, T& value, const std
       ->capture_default_str();
 }
 
-// --config, --node-id, --peers, --tp, --tp-layout (into `tp_layout`), --devices, --backend,
-// --connect-timeout, --liveness-timeout, --sockets-per-peer, --wire-format and the Security
-// flags. `tp_layout` must outlive the parse.
+// --config, --node-id, --peers, --mesh-listen, --tp, --tp-layout (into `tp_layout`), --devices,
+// --backend, --connect-timeout, --liveness-timeout, --sockets-per-peer, --wire-format and the
+// Security flags. `tp_layout` must outlive the parse.
 void addClusterFlags(CLI::App& app, Options& options, std::string& tp_layout);
 
 // After app.parse(): parses --tp-layout, applies the --config file to every flag the command

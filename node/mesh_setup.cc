@@ -46,6 +46,13 @@ mesh::MeshOptions makeMeshOptions(const Options& o, const std::string& model_ide
   mesh::MeshOptions m;
   m.node_id = o.node_id;
   m.peers = mesh::parsePeerList(o.peers);
+  if (!o.mesh_listen.empty()) {
+    auto listen = mesh::parsePeerList(o.mesh_listen);
+    if (listen.size() != 1) {
+      fail(ErrorCode::kInvalidArgument, "--mesh-listen '{}' must be one host:port", o.mesh_listen);
+    }
+    m.listen = listen[0];
+  }
   if (o.connect_timeout_s <= 0 || o.liveness_timeout_s <= 0) {
     fail(ErrorCode::kInvalidArgument, "--connect-timeout and --liveness-timeout must be > 0");
   }

@@ -14,7 +14,8 @@ struct Options {
   // Cluster
   std::string config_file;
   int node_id = 0;
-  std::string peers;  // "host:port,host:port"
+  std::string peers;        // "host:port,host:port"
+  std::string mesh_listen;  // "host:port" to bind instead of this node's --peers entry
   int tp = 1;
   std::vector<int> tp_layout;  // tp of every node, index = node id (default: --tp everywhere)
   std::string devices;         // "0,2"

@@ -12,6 +12,7 @@
 #include "tests/mesh/free_ports.h"
 #include "tests/mesh/process.h"
 #include "tests/model/shared_dir.h"
+#include "tools/test_model.h"
 
 namespace tpnode::node {
 namespace {
@@ -143,6 +144,29 @@ TEST(ClusterRefusalTest, ShapesThatDoNotDivideAreRefusedByName) {
     EXPECT_NE(run.logs[n].find("tp"), std::string::npos) << run.logs[n];
   }
   EXPECT_NE(run.logs[0].find("attn_q"), std::string::npos) << run.logs[0];
+}
+
+// The reference models' shapes do not divide by 3, so 3 nodes run a generated model whose
+// heads (6), KV heads (3), FFN (384) and vocabulary (510) do, against one node on the same file.
+TEST(ClusterThreeNodeTest, ThreeNodesProduceTheTokensOfOne) {
+  tools::TestModelShape shape;
+  shape.dim = 192;
+  shape.heads = 6;
+  shape.kv_heads = 3;
+  shape.ffn = 384;
+  shape.vocab = 510;
+  shape.type = model::TensorType::kQ8_0;
+  std::string path = ::testing::TempDir() + "/three_nodes_q8.gguf";
+  tools::writeTestModel(shape, path);
+  std::vector<std::string> args = {"--prompt", "a b ab ba", "-n", "24", "--json"};
+  ClusterRun one = runCluster(path, 1, 1, args, "three_ref");
+  ClusterRun three = runCluster(path, 3, 1, args, "three");
+  ASSERT_EQ(one.node_rc[0], 0) << one.logs[0];
+  for (size_t n = 0; n < 3; ++n) ASSERT_EQ(three.node_rc[n], 0) << three.logs[n];
+  ASSERT_TRUE(one.output.is_object()) << one.logs[0];
+  ASSERT_TRUE(three.output.is_object()) << three.logs[0];
+  EXPECT_EQ(one.output["ids"].size(), 24u);
+  EXPECT_EQ(three.output["ids"], one.output["ids"]) << three.logs[0];
 }
 
 TEST(ClusterRefusalTest, MixedLayoutIsRefusedClearly) {
