@@ -305,6 +305,33 @@ TEST_F(TptopoCluster, ThreeNodesTwoRanksEach) {
   EXPECT_EQ(c0, exitCodeFor(j)) << nodes[0]->log();
 }
 
+TEST_F(TptopoCluster, SlowLinksAreDegradedWithExitCodeFour) {
+  // No loopback link reaches 1e6 GB/s: every link is degraded, nothing failed.
+  auto nodes = startCluster(2, "degraded", {"--min-link-gbps", "1000000"});
+  const int c0 = nodes[0]->wait(120s);
+  EXPECT_NE(nodes[1]->wait(30s), -1);
+  json j = reportOf(*nodes[0]);
+  expectSchema(j);
+  ASSERT_EQ(j.at("links").size(), 1u);
+  EXPECT_EQ(j.at("links").at(0).at("verdict"), "degraded");
+  EXPECT_NE(j.at("links").at(0).at("error").get<std::string>().find("--min-link-gbps"),
+            std::string::npos);
+  EXPECT_EQ(j.at("verdict"), "degraded");
+  EXPECT_EQ(c0, 4) << nodes[0]->log();
+}
+
+TEST_F(TptopoCluster, WatchdogEndsARunThatCannotFinish) {
+  // Node 1 never comes and the connect timeout is long: --timeout ends the run with code 3.
+  peers_ = mesh::test::loopbackPeers(2);
+  auto p = start(
+      quick({"--node-id", "0", "--peers", peers_, "--connect-timeout", "60", "--timeout", "2"}),
+      "watchdog");
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(p->wait(30s), 3) << p->log();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+  EXPECT_NE(p->log().find("did not finish within 2 s"), std::string::npos) << p->log();
+}
+
 TEST_F(TptopoCluster, TptopoAndTpnodeDoNotMix) {
   // A tpnode mesh smoke test on node 1's port: the fingerprints differ, so node 0 refuses it
   // and reports the mesh as failed when the connect timeout passes.
