@@ -52,11 +52,11 @@ class DeviceBuffer {
   void* ptr_ = nullptr;
 };
 
-// Pinned (page-locked) host memory, freed on destruction.
+// Pinned (page-locked) host memory, usable with every device (portable), freed on destruction.
 class PinnedBuffer {
  public:
   explicit PinnedBuffer(size_t bytes) : bytes_(bytes) {
-    check(cudaMallocHost(&ptr_, bytes), "cudaMallocHost");
+    check(cudaHostAlloc(&ptr_, bytes, cudaHostAllocPortable), "cudaHostAlloc");
   }
   ~PinnedBuffer() {
     if (ptr_ != nullptr) cudaFreeHost(ptr_);
@@ -94,7 +94,8 @@ class Stream {
 };
 
 // Times `body` (which enqueues work on `stream`) `reps` times with CUDA events after one
-// warm-up run; the median in microseconds.
+// warm-up run; the median in microseconds. The current device must be the stream's (events
+// are created on the current device, and recording one on another device's stream fails).
 template <typename Body>
 double medianUs(cudaStream_t stream, int reps, Body&& body) {
   struct Events {

@@ -38,6 +38,7 @@ void measurePair(const TopoOptions& o, P2pPair& p) {
   check(cudaSetDevice(p.dst), "cudaSetDevice");
   check(cudaMemcpy(host_out.get(), b.get(), bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
   p.roundtrip_ok = std::memcmp(host_in.get(), host_out.get(), bytes) == 0;
+  check(cudaSetDevice(p.src), "cudaSetDevice");  // the stream's device, for the events
   const double us = medianUs(stream.get(), 5, [&] {
     check(cudaMemcpyPeerAsync(b.get(), p.dst, a.get(), p.src, bytes, stream.get()),
           "cudaMemcpyPeerAsync");

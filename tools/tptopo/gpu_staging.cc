@@ -19,7 +19,7 @@ void checkStaging(const TopoOptions& o, HostReport& host) {
     const std::string scope = fmt::format("node {} gpu {}", host.node, dev.index);
     try {
       DeviceBuffer buf(dev.index, bytes);
-      Stream stream(dev.index);
+      Stream stream(dev.index);  // also makes dev.index current, for the events
       double h2d = medianUs(stream.get(), 5, [&] {
         check(cudaMemcpyAsync(buf.get(), pinned.get(), bytes, cudaMemcpyHostToDevice, stream.get()),
               "cudaMemcpyAsync H2D");
