@@ -4,8 +4,10 @@
 #
 #   tools/gpu-check.sh bundle [DIR]   here (a machine with the CUDA toolkit and the deps): builds
 #                                     tptopo with CUDA into build-gpu/ and copies it, stripped,
-#                                     with its shared libraries (not libc, libcuda or NCCL) into
-#                                     DIR (default gpu-bundle/, ignored by git; ~15 MB)
+#                                     with its shared libraries (not libc, libstdc++, libcuda or
+#                                     NCCL: the GPU host's own are used) into
+#                                     DIR (default gpu-bundle/, ignored by git; ~8 MB).
+#                                     TPNODE_BUILD_DIR=build reuses a CUDA-enabled build folder
 #   tools/gpu-check.sh run [OUTDIR]   there: runs tptopo's checks with the bundle (or, without
 #                                     one, builds tptopo there) and writes into OUTDIR (default
 #                                     $OUT, else gpu-check-out/): machine.txt (nvidia-smi, topo),
@@ -36,7 +38,7 @@ bundle() {
   ldd "$build/tools/tptopo/tptopo" | awk '/=> \// {print $3}' | while read -r lib; do
     case "$(basename "$lib")" in
       libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | ld-linux* | libcuda.so* | \
-        libnccl.so*) ;;
+        libnccl.so* | libstdc++.so* | libgcc_s.so*) ;; # the GPU host's own (newer) ones
       *) cp -L "$lib" "$dir/lib/" ;;
     esac
   done

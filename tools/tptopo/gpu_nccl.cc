@@ -53,6 +53,7 @@ class LocalNccl {
       for (size_t i = 0; i < count_; ++i) {
         h[i] = static_cast<float>((d + 1) * static_cast<int>(i % 7 + 1));
       }
+      check(cudaSetDevice(d), "cudaSetDevice");
       check(cudaMemcpy(buf(d), h.data(), count_ * sizeof(float), cudaMemcpyHostToDevice),
             "cudaMemcpy");
     }
