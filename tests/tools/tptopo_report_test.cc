@@ -133,6 +133,14 @@ TEST(TptopoReport, TableShowsMatricesAndFailedLinks) {
   EXPECT_NE(t.find("failed"), std::string::npos);
   EXPECT_NE(t.find("?"), std::string::npos);  // link 1-2 unknown
   EXPECT_NE(t.find("verdict: failed (exit code 1)"), std::string::npos);
+
+  Report slow = twoNodes();
+  slow.links[0].verdict = Verdict::kDegraded;
+  finish(slow);
+  const std::string ts = formatReport(slow);
+  EXPECT_NE(ts.find("40/90*"), std::string::npos) << ts;
+  EXPECT_NE(ts.find("2.50*"), std::string::npos) << ts;
+  EXPECT_NE(ts.find("verdict: degraded (exit code 4)"), std::string::npos) << ts;
 }
 
 }  // namespace

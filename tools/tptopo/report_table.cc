@@ -77,19 +77,21 @@ void matrix(const Report& r, const std::string& title, Cell&& cell, std::string&
 
 void links(const Report& r, std::string& out) {
   if (r.nodes < 2) return;
-  auto failed = [](const LinkResult& l) { return l.verdict == Verdict::kFailed; };
+  // A failed link shows "failed"; a degraded one its figures with a '*'.
+  auto cell = [](const LinkResult& l, std::string figures) {
+    if (l.verdict == Verdict::kFailed) return std::string("failed");
+    return l.verdict == Verdict::kDegraded ? figures + "*" : figures;
+  };
   matrix(
-      r, "Link round trips, 64-byte messages, p50 / p99 (microseconds)",
+      r, "Link round trips, 64-byte messages, p50 / p99 (microseconds; * degraded)",
       [&](const LinkResult& l, int) {
-        return failed(l) ? std::string("failed")
-                         : fmt::format("{:.0f}/{:.0f}", l.rtt_us_p50, l.rtt_us_p99);
+        return cell(l, fmt::format("{:.0f}/{:.0f}", l.rtt_us_p50, l.rtt_us_p99));
       },
       out);
   matrix(
-      r, "Link bandwidth, row -> column (GB/s)",
+      r, "Link bandwidth, row -> column (GB/s; * degraded)",
       [&](const LinkResult& l, int from) {
-        return failed(l) ? std::string("failed")
-                         : fmt::format("{:.2f}", from == l.a ? l.gbps_ab : l.gbps_ba);
+        return cell(l, fmt::format("{:.2f}", from == l.a ? l.gbps_ab : l.gbps_ba));
       },
       out);
 }
