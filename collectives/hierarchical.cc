@@ -70,11 +70,7 @@ class HierarchicalCommunicator final : public Communicator {
   void allReduceImpl(void* data, size_t count, DType dtype) {
     if (inter_ == nullptr) return local_->allReduceSum(data, count, dtype);
     const size_t bytes = count * dtypeSize(dtype);
-    HierMode mode = group_->options().hier;
-    if (mode == HierMode::kAuto) {
-      mode = bytes <= group_->options().leader_max_bytes ? HierMode::kLeader : HierMode::kSliced;
-    }
-    if (mode == HierMode::kLeader) {
+    if (chooseHierMode(group_->options(), bytes) == HierMode::kLeader) {
       local_->allReduceSum(data, count, dtype);
       if (leader()) inter_->allReduceSum(data, count, dtype, bytes);
       local_->broadcast(data, count, dtype, 0);

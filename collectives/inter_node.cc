@@ -33,11 +33,8 @@ void InterNode::checkReceived(size_t got, size_t want, int peer) const {
 
 void InterNode::allReduceSum(void* data, size_t count, DType dtype, size_t decide_bytes) {
   if (nodes_ == 1 || count == 0) return;
-  InterAlgo algo = options_.algo;
-  if (algo == InterAlgo::kAuto) {
-    algo = decide_bytes < options_.crossover_bytes ? InterAlgo::kDirect : InterAlgo::kRing;
-  }
-  if (algo == InterAlgo::kDirect) return allReduceDirect(data, count, dtype);
+  if (chooseInterAlgo(options_, decide_bytes) == InterAlgo::kDirect)
+    return allReduceDirect(data, count, dtype);
   allReduceRing(data, count, dtype);
 }
 
