@@ -22,6 +22,8 @@ const DotKernels& avx2Table() {
                             .gemm_q4_k = gemmQ4K,
                             .q5_0 = dotQ5_0,
                             .q5_1 = dotQ5_1,
+                            .x4_q5_0 = dot4Q5_0,
+                            .gemm_q5_0 = gemmQ5_0,
                             .f32_axpy = axpyF32,
                             .quantize_q8_k = quantizeQ8K};
   return k;

@@ -24,6 +24,8 @@ const DotKernels& avx512Table() {
                             .gemm_q4_k = gemmQ4K,
                             .q5_0 = dotQ5_0,
                             .q5_1 = dotQ5_1,
+                            .x4_q5_0 = dot4Q5_0,
+                            .gemm_q5_0 = gemmQ5_0,
                             .x16_q4_k = dot16Q4K,
                             .gemm16_q4_k = gemm16Q4K,
                             .f32_axpy = axpyF32,
