@@ -1,5 +1,7 @@
 #include "model/kernels/cpu/thread_pool.h"
 
+#include "common/check.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -8,6 +10,7 @@ namespace tpnode::model::kernels {
 namespace {
 
 constexpr int kSpins = 20000;
+constexpr int64_t kMaxTasks = 0x7fff;  // the claim word's 16-bit count and index
 
 inline void pause() {
 #if defined(__x86_64__)
@@ -29,28 +32,40 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::drain() {
+  uint64_t c = claim_.load(std::memory_order_acquire);
   for (;;) {
-    int64_t c = next_.fetch_add(1, std::memory_order_relaxed);
-    if (c >= n_tasks_) return;
-    task_.call(task_.ctx, c);
+    const uint64_t count = (c >> 16) & 0xffff, index = c & 0xffff;
+    if (index >= count) return;
+    if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel,
+                                      std::memory_order_acquire)) {
+      continue;  // c reloaded: another thread claimed, or a new run started
+    }
+    task_.call(task_.ctx, static_cast<int64_t>(index));
+    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<int64_t>(count)) {
+      done_.notify_one();
+    }
+    c = claim_.load(std::memory_order_acquire);
   }
 }
 
 void ThreadPool::run(int64_t n_tasks, Task task) {
+  TP_CHECK(n_tasks > 0 && n_tasks <= kMaxTasks, "{} tasks in one run", n_tasks);
+  // No task of the previous run is claimable any more (all were claimed and finished), so
+  // nothing reads task_ while it is replaced.
   task_ = task;
-  n_tasks_ = n_tasks;
-  next_.store(0, std::memory_order_relaxed);
-  busy_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  const uint64_t run_no = (claim_.load(std::memory_order_relaxed) >> 32) + 1;
+  claim_.store(run_no << 32 | static_cast<uint64_t>(n_tasks) << 16, std::memory_order_release);
   generation_.fetch_add(1, std::memory_order_release);
   generation_.notify_all();
   drain();
-  // Wait for the workers to finish their last task.
-  for (int spin = 0; busy_.load(std::memory_order_acquire) != 0; ++spin) {
+  for (int spin = 0;; ++spin) {
+    const int64_t d = done_.load(std::memory_order_acquire);
+    if (d == n_tasks) return;
     if (spin < kSpins) {
       pause();
     } else {
-      int b = busy_.load(std::memory_order_acquire);
-      if (b != 0) busy_.wait(b, std::memory_order_acquire);
+      done_.wait(d, std::memory_order_acquire);
     }
   }
 }
@@ -70,7 +85,6 @@ void ThreadPool::workerLoop() {
     seen = g;
     if (stop_.load()) return;
     drain();
-    if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) busy_.notify_one();
   }
 }
 

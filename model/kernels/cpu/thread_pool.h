@@ -3,8 +3,10 @@
 //
 // Contract
 // - run() is called by one thread at a time (the owning rank's thread); it returns when every
-//   task has finished. Tasks must not throw (kernels don't); a throwing task is a bug (TP_CHECK
-//   aborts via std::terminate in a worker).
+//   task has finished, without waiting for workers that took no task (a worker the OS has not
+//   scheduled yet does not hold up a run: the caller and the running workers take its share). Tasks
+//   must not throw (kernels don't); a throwing task is a bug (TP_CHECK aborts via std::terminate in
+//   a worker).
 // - Workers spin briefly after a run (decode issues many small runs back to back), then sleep
 //   on a futex (std::atomic::wait); no thread is created per call.
 #pragma once
@@ -45,14 +47,19 @@ class ThreadPool {
   };
   void run(int64_t n_tasks, Task task);
   void workerLoop();
+  // Claims and runs tasks of the current run until none is left.
   void drain();
 
+  // Claim word: run number (32 bits) | task count (16) | next task index (16). A thread runs
+  // task i only after its CAS moved the index from i < count; run() returns only when `done_`
+  // reaches the count, so task_ stays valid for every claimed task, and a thread that finds
+  // index >= count touches nothing else. So run() never waits for a worker that has not
+  // claimed a task (one the OS has not scheduled yet, on a busy machine), only for tasks.
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<int64_t> done_{0};  // tasks of the current run finished
+  Task task_{};                   // written by run() while no task is claimable
   std::vector<std::thread> workers_;
-  Task task_{};
-  int64_t n_tasks_ = 0;
-  std::atomic<int64_t> next_{0};
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> busy_{0};
+  std::atomic<uint64_t> generation_{0};  // bumped per run: wakes sleeping workers
   std::atomic<bool> stop_{false};
 };
 
