@@ -1,5 +1,6 @@
 #include "node/driver.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -8,6 +9,7 @@
 #include "common/error.h"
 #include "model/chat_template.h"
 #include "node/mesh_setup.h"
+#include "model/tensor_read.h"
 #include "node/step_command.h"
 
 namespace tpnode::node {
@@ -54,6 +56,9 @@ struct Driver::Active {
   bool final_sent = false;  // the one event with finished == true has gone out  // all_logits: the
                             // last token is fed for its row, not sampled
   int64_t sampled = 0;
+  std::vector<TapResult> taps;  // one per requested tap, filled during the prompt
+  bool state_taps = false;      // a residual / attn_out / mlp_out tap
+  bool logits_tap = false;
 };
 
 Driver::Driver(const Options& options, const LoadedModel& model, DriverOptions driver_options)
@@ -81,6 +86,8 @@ ModelInfo Driver::modelInfo() const {
   info.id = model_.name;
   info.context_length = driver_options_.scheduler.ctx_size;
   info.n_vocab = static_cast<int>(model_.config.n_vocab);
+  info.n_layer = static_cast<int>(model_.config.n_layer);
+  info.n_embd = static_cast<int>(model_.config.n_embd);
   info.has_chat_template = model_.has_chat_template;  // renderChat() has a fallback anyway
   return info;
 }
@@ -200,6 +207,7 @@ void Driver::loop() {
       if (fault_) fail(ErrorCode::kPeerLost, "a node of the cluster was lost");
       admitIncoming();
       runStep();
+      serveTensorRead();
     } catch (const Error& e) {
       spdlog::error("[driver] cluster fault: {}", e.what());
       {
@@ -312,9 +320,17 @@ void Driver::failAll(const std::string& reason) {
   active_.clear();
   scheduler_->drainAll();
   std::deque<Incoming> pending;
+  std::deque<PendingRead> reads;
   {
     std::lock_guard lock(mu_);
     pending.swap(incoming_);
+    reads.swap(reads_);
+  }
+  for (auto& r : reads) {
+    TensorReadResult res;
+    res.error_code = static_cast<int>(ErrorCode::kPeerLost);
+    res.error = reason;
+    r.done(std::move(res));
   }
   for (auto& in : pending) {
     TokenEvent e;
@@ -331,7 +347,7 @@ void Driver::admitIncoming() {
   std::vector<uint64_t> cancels;
   {
     std::unique_lock lock(mu_);
-    if (incoming_.empty() && cancels_.empty() && active_.empty()) {
+    if (incoming_.empty() && cancels_.empty() && active_.empty() && reads_.empty()) {
       wake_.wait_for(lock, std::chrono::milliseconds(200));
     }
     pending.swap(incoming_);
@@ -346,7 +362,15 @@ void Driver::admitIncoming() {
     a->sampler = std::make_unique<model::Sampler>(p, static_cast<int32_t>(model_.config.n_vocab));
     a->sampler->acceptPrompt(in.request.prompt_ids);
     a->request = std::move(in.request);
-    if (a->request.max_tokens == 0 && !a->all_logits) {  // nothing to evaluate: report at once
+    for (const model::TapSpec& spec : a->request.taps) {
+      TapResult r;
+      r.spec = spec;
+      const bool logits = spec.point == model::TapPoint::kLogits;
+      r.cols = logits ? model_.config.n_vocab : model_.config.n_embd;
+      (logits ? a->logits_tap : a->state_taps) = true;
+      a->taps.push_back(std::move(r));
+    }
+    if (a->request.max_tokens == 0 && !a->all_logits && a->taps.empty()) {  // nothing to evaluate: report at once
       TokenEvent e;
       e.finished = true;
       e.finish_reason = "length";
@@ -355,7 +379,7 @@ void Driver::admitIncoming() {
       continue;
     }
     a->seq = scheduler_->add(a->id, a->request.prompt_ids, a->request.max_tokens);
-    a->seq->all_logits = a->all_logits;
+    a->seq->all_logits = a->all_logits || a->logits_tap;
     a->feeding_last = a->request.max_tokens == 0;  // -n 0: rows of the prompt only
     active_[a->id] = std::move(a);
   }
@@ -376,6 +400,7 @@ void Driver::finishSequence(Active& a, const std::string& reason) {
   e.finish_reason = reason;
   e.prompt_tokens = static_cast<int>(a.request.prompt_ids.size());
   e.completion_tokens = static_cast<int>(a.sampled);
+  e.taps = std::move(a.taps);
   if (driver_options_.record_timings || a.all_logits) {
     std::lock_guard lock(mu_);
     RequestTiming& t = timings_[a.id];
@@ -401,6 +426,7 @@ void Driver::sampleInto(Active& a, const float* row) {
     e.id = id;
     e.text = model_.tokenizer->tokenToPiece(id, /*special=*/false);
     e.logprob = a.sampler->chosenLogprob();
+    if (a.sampled == 1) e.taps = std::move(a.taps);  // the prompt is done: taps are complete
     for (const auto& t : a.sampler->topLogprobs()) {
       e.top.push_back({t.id, model_.tokenizer->tokenToPiece(t.id, false), t.logprob});
     }
@@ -444,7 +470,10 @@ void Driver::runStep() {
           {c.tokens[j], static_cast<int32_t>(c.start_pos + j), static_cast<int32_t>(c.slot), want});
     }
   }
-  session_->ranks->run(batch_, logits_);
+  model::TapSink sink;
+  markTaps(step, sink);
+  session_->ranks->run(batch_, logits_, sink.specs.empty() ? nullptr : &sink);
+  collectTaps(step, sink);
   scheduler_->commit(step);
   ++steps_;
   last_step_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -474,6 +503,150 @@ void Driver::runStep() {
     }
     row += rows;
   }
+}
+
+}  // namespace tpnode::node
+
+namespace tpnode::node {
+
+// ---- Taps (loop thread) -------------------------------------------------------------------
+
+void Driver::markTaps(const PlannedStep& step, model::TapSink& sink) {
+  size_t at = 0;
+  for (size_t i = 0; i < step.command.seqs.size(); ++i) {
+    const SeqChunk& c = step.command.seqs[i];
+    const Active& a = *active_.at(step.participants[i]->id);
+    const size_t n_prompt = a.request.prompt_ids.size();
+    for (size_t j = 0; j < c.tokens.size(); ++j) {
+      batch_[at + j].tap = a.state_taps && c.start_pos + j < n_prompt;
+    }
+    at += c.tokens.size();
+    if (!a.state_taps || c.start_pos >= n_prompt) continue;
+    for (const TapResult& t : a.taps) {
+      if (t.spec.point == model::TapPoint::kLogits) continue;
+      if (std::find(sink.specs.begin(), sink.specs.end(), t.spec) == sink.specs.end()) {
+        sink.specs.push_back(t.spec);
+      }
+    }
+  }
+}
+
+void Driver::collectTaps(const PlannedStep& step, const model::TapSink& sink) {
+  const int64_t dim = model_.config.n_embd, vocab = model_.config.n_vocab;
+  size_t at = 0, tapped = 0, row = 0;
+  for (size_t i = 0; i < step.command.seqs.size(); ++i) {
+    const SeqChunk& c = step.command.seqs[i];
+    Active& a = *active_.at(step.participants[i]->id);
+    const size_t n_prompt = a.request.prompt_ids.size();
+    const size_t rows = (c.flags & kLogitsAll) ? c.tokens.size() : ((c.flags & kLogitsLast) ? 1 : 0);
+    for (size_t j = 0; j < c.tokens.size(); ++j) {
+      const bool in_prompt = c.start_pos + j < n_prompt;
+      for (TapResult& t : a.taps) {
+        const float* src = nullptr;
+        int64_t width = dim;
+        if (t.spec.point == model::TapPoint::kLogits) {
+          if (!in_prompt || !(c.flags & kLogitsAll)) continue;
+          src = logits_.data() + (row + j) * static_cast<size_t>(vocab);
+          width = vocab;
+        } else if (batch_[at + j].tap) {
+          size_t s = static_cast<size_t>(
+              std::find(sink.specs.begin(), sink.specs.end(), t.spec) - sink.specs.begin());
+          src = sink.rows[s].data() + tapped * static_cast<size_t>(dim);
+        } else {
+          continue;
+        }
+        t.data.insert(t.data.end(), src, src + width);
+        ++t.rows;
+      }
+      if (batch_[at + j].tap) ++tapped;
+    }
+    at += c.tokens.size();
+    row += rows;
+  }
+}
+
+// ---- Tensor reads ---------------------------------------------------------------------------
+
+TensorListing Driver::listing(size_t index) const {
+  const model::TensorShard& s = model_.plan.shards[index];
+  const model::GgufTensorInfo& info = model_.file->metadata().tensors[index];
+  TensorListing l;
+  l.name = s.tensor.name;
+  l.type = std::string(model::tensorTypeName(s.tensor.type));
+  l.type_id = s.tensor.type;
+  l.ne.assign(info.ne, info.ne + std::max<uint32_t>(1, std::min<uint32_t>(info.n_dims, 4)));
+  l.shape = model::numpyShape(info);
+  l.pieces = s.pieces;
+  l.ranks = model_.plan.tp;
+  l.bytes = s.bytesFor(0, 1);
+  switch (s.kind) {
+    case model::ShardKind::kReplicate:
+      l.sharding = "replicate";
+      break;
+    case model::ShardKind::kSplitRows:  // a bias (1-D) splits its only axis
+      l.sharding = "split_rows";
+      l.numpy_axis = s.tensor.rows == 1 ? static_cast<int>(l.shape.size()) - 1 : 0;
+      break;
+    case model::ShardKind::kSplitCols:
+      l.sharding = "split_cols";
+      l.numpy_axis = static_cast<int>(l.shape.size()) - 1;
+      break;
+  }
+  return l;
+}
+
+std::vector<TensorListing> Driver::listTensors() const {
+  std::vector<TensorListing> out;
+  for (size_t i = 0; i < model_.plan.shards.size(); ++i) out.push_back(listing(i));
+  return out;
+}
+
+void Driver::readTensor(const std::string& name, std::function<void(TensorReadResult)> done) {
+  size_t index = model_.plan.shards.size();
+  for (size_t i = 0; i < model_.plan.shards.size(); ++i) {
+    if (model_.plan.shards[i].tensor.name == name) index = i;
+  }
+  if (index == model_.plan.shards.size()) {
+    fail(ErrorCode::kInvalidArgument, "the model has no tensor named '{}'", name);
+  }
+  if (!ready_) fail(ErrorCode::kPeerLost, "the cluster is not ready: {}", notReadyReason());
+  std::lock_guard lock(mu_);
+  reads_.push_back({index, std::move(done)});
+  wake_.notify_all();
+}
+
+void Driver::serveTensorRead() {
+  PendingRead read;
+  {
+    std::lock_guard lock(mu_);
+    if (reads_.empty()) return;
+    read = std::move(reads_.front());
+    reads_.pop_front();
+  }
+  TensorReadResult res;
+  res.info = listing(read.index);
+  const model::TensorShard& shard = model_.plan.shards[read.index];
+  // Refused before any rank takes part: a refusal is the caller's error, not a fault.
+  if (std::string why = session_->ranks->readRefusal(shard); !why.empty()) {
+    res.error_code = static_cast<int>(ErrorCode::kUnsupported);
+    res.error = why;
+    read.done(std::move(res));
+    return;
+  }
+  StepCommand cmd;
+  cmd.kind = StepKind::kReadTensor;
+  cmd.tensor = static_cast<uint32_t>(read.index);
+  try {
+    broadcastCommand(cmd);
+    res.raw = session_->ranks->gatherTensor(shard);
+    res.ok = true;
+  } catch (const Error& e) {
+    res.error_code = static_cast<int>(e.code());
+    res.error = e.what();
+    read.done(std::move(res));
+    throw;  // a failed collective is a cluster fault
+  }
+  read.done(std::move(res));
 }
 
 }  // namespace tpnode::node

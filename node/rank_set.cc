@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "model/kernels/cpu/thread_pool.h"
+#include "model/tensor_read.h"
 #include "model/weights.h"
 #include "node/placement.h"
 
@@ -91,16 +92,49 @@ uint64_t RankSet::rankKvBytes(int r) const {
   return ranks_[static_cast<size_t>(r)]->model->kvBytes();
 }
 
-void RankSet::run(std::span<const model::BatchToken> batch, std::vector<float>& logits) {
+void RankSet::run(std::span<const model::BatchToken> batch, std::vector<float>& logits,
+                  model::TapSink* taps) {
   std::unique_lock lock(mu_);
   if (error_) std::rethrow_exception(error_);
   batch_ = batch;
   logits_ = &logits;
+  taps_ = taps;
+  read_ = nullptr;
+  dispatchLocked(lock);
+}
+
+std::vector<uint8_t> RankSet::gatherTensor(const model::TensorShard& shard) {
+  std::vector<uint8_t> out;
+  std::unique_lock lock(mu_);
+  if (error_) std::rethrow_exception(error_);
+  read_ = &shard;
+  read_out_ = &out;
+  dispatchLocked(lock);
+  return out;
+}
+
+std::string RankSet::readRefusal(const model::TensorShard& shard) const {
+  return model::readRefusal(ranks_.front()->model->weights(), shard);
+}
+
+void RankSet::dispatchLocked(std::unique_lock<std::mutex>& lock) {
   pending_ = static_cast<int>(ranks_.size());
   ++generation_;
   work_cv_.notify_all();
   done_cv_.wait(lock, [&] { return pending_ == 0; });
+  read_ = nullptr;
+  taps_ = nullptr;
   if (error_) std::rethrow_exception(error_);
+}
+
+void RankSet::rankRead(Rank& rank, const model::TensorShard& shard, std::vector<uint8_t>* out) {
+  std::vector<uint8_t> mine = model::shardBytes(rank.model->weights(), shard);
+  const size_t stride = (mine.size() + 1) & ~size_t{1};  // gathered as 16-bit units
+  mine.resize(stride);
+  const int tp = rank.comm->size();
+  std::vector<uint8_t> all(stride * static_cast<size_t>(tp));
+  rank.comm->allGather(mine.data(), all.data(), stride / 2, collectives::DType::kF16);
+  if (out != nullptr) *out = model::assembleTensor(shard, tp, all.data(), stride);
 }
 
 void RankSet::rankLoop(Rank& rank) {
@@ -111,6 +145,9 @@ void RankSet::rankLoop(Rank& rank) {
   for (;;) {
     std::span<const model::BatchToken> batch;
     std::vector<float>* out = nullptr;
+    model::TapSink* taps = nullptr;
+    const model::TensorShard* read = nullptr;
+    std::vector<uint8_t>* read_out = nullptr;
     {
       std::unique_lock lock(mu_);
       work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
@@ -118,10 +155,17 @@ void RankSet::rankLoop(Rank& rank) {
       seen = generation_;
       batch = batch_;
       out = rank.local_rank == 0 ? logits_ : &rank.scratch_logits;
+      taps = rank.local_rank == 0 ? taps_ : nullptr;
+      read = read_;
+      read_out = rank.local_rank == 0 ? read_out_ : nullptr;
     }
     std::exception_ptr failure;
     try {
-      rank.model->forward(batch, *out);
+      if (read != nullptr) {
+        rankRead(rank, *read, read_out);
+      } else {
+        rank.model->forward(batch, *out, taps);
+      }
     } catch (const Error& e) {
       failure = std::current_exception();
       group_->abort(e.code(), e.what());

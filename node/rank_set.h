@@ -12,6 +12,11 @@
 //   RankSet is dead: every later run() throws (the cluster is re-formed from scratch).
 // - Logits: rows for the batch tokens marked `logits`, in batch order, full vocabulary
 //   (global rank 0's copy; every rank holds the same after the vocab-parallel all-gather).
+// - Taps: run(..., taps) hands the sink to local rank 0 only (model/taps.h).
+// - Tensor reads: gatherTensor() is a collective like a step: every rank of every node must
+//   call it for the same tensor between the same steps. Each local rank turns its slice into
+//   GGUF bytes and all-gathers them; local rank 0 assembles the full tensor (tp=1 order,
+//   model/tensor_read.h). Memory: every local rank holds one full copy during the call.
 #pragma once
 
 #include <condition_variable>
@@ -47,7 +52,14 @@ class RankSet {
   RankSet(const RankSet&) = delete;
   RankSet& operator=(const RankSet&) = delete;
 
-  void run(std::span<const model::BatchToken> batch, std::vector<float>& logits);
+  void run(std::span<const model::BatchToken> batch, std::vector<float>& logits,
+           model::TapSink* taps = nullptr);
+
+  // Collective (see the contract). Returns the full tensor's GGUF bytes.
+  std::vector<uint8_t> gatherTensor(const model::TensorShard& shard);
+  // Why gatherTensor(shard) would fail on this node ("" when it can be read). Not collective;
+  // call it before asking the other nodes to take part.
+  std::string readRefusal(const model::TensorShard& shard) const;
 
   int localRanks() const { return static_cast<int>(ranks_.size()); }
   uint64_t rankWeightBytes(int local_rank) const;
@@ -56,6 +68,8 @@ class RankSet {
  private:
   struct Rank;
   void rankLoop(Rank& rank);
+  void rankRead(Rank& rank, const model::TensorShard& shard, std::vector<uint8_t>* out);
+  void dispatchLocked(std::unique_lock<std::mutex>& lock);
 
   std::vector<int> cpu_of_rank_;
   std::shared_ptr<collectives::NodeGroup> group_;
@@ -70,6 +84,9 @@ class RankSet {
   std::exception_ptr error_;                  // GUARDED_BY(mu_)
   std::span<const model::BatchToken> batch_;  // GUARDED_BY(mu_) for the step
   std::vector<float>* logits_ = nullptr;      // rank 0 writes it during the step
+  model::TapSink* taps_ = nullptr;            // rank 0 fills it during the step
+  const model::TensorShard* read_ = nullptr;  // set: the job is a tensor read, not a step
+  std::vector<uint8_t>* read_out_ = nullptr;  // rank 0 writes it during the read
 };
 
 }  // namespace tpnode::node

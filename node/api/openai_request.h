@@ -31,6 +31,7 @@ struct OpenAiRequest {
   bool logprobs = false;       // report logprobs of the chosen tokens
   int top_logprobs = 0;        // alternatives per token (0..20)
   bool ignore_eos = false;     // vLLM / llama.cpp extension
+  std::vector<model::TapSpec> taps;  // tpnode extension (docs/inspection.md); not with stream
 };
 
 // Parses `body` (the raw HTTP body). Throws ApiError.

@@ -119,4 +119,22 @@ json finalResponse(const ResponseMeta& meta, const std::string& text, const json
   return out;
 }
 
+nlohmann::json tapsJson(const std::vector<TapResult>& taps) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const TapResult& t : taps) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (int64_t r = 0; r < t.rows; ++r) {
+      const float* row = t.data.data() + r * t.cols;
+      rows.push_back(std::vector<float>(row, row + t.cols));
+    }
+    nlohmann::json layer = nullptr;
+    if (t.spec.point != model::TapPoint::kLogits) layer = t.spec.layer;
+    out.push_back({{"layer", layer},
+                   {"point", std::string(model::tapPointName(t.spec.point))},
+                   {"shape", {t.rows, t.cols}},
+                   {"data", std::move(rows)}});
+  }
+  return out;
+}
+
 }  // namespace tpnode::node::api
