@@ -36,7 +36,8 @@ void writeNpy(const std::string& path, const float* data, int64_t rows, int64_t 
 std::string npyBytes(const float* data, const std::vector<uint64_t>& shape) {
   uint64_t n = 1;
   for (uint64_t d : shape) n *= d;
-  std::string dims = shape.size() == 1 ? fmt::format("{},", shape[0]) : fmt::format("{}", fmt::join(shape, ", "));
+  std::string dims =
+      shape.size() == 1 ? fmt::format("{},", shape[0]) : fmt::format("{}", fmt::join(shape, ", "));
   std::string header =
       fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}", dims);
   size_t total = 10 + header.size() + 1;

@@ -1,8 +1,8 @@
 // Cluster mode (--model with --peers, or a config): node 0 drives, the other nodes work.
 // Also the single-node serving path (one node, no mesh).
+#include <fmt/ranges.h>
 #include <csignal>
 #include <cstdio>
-#include <fmt/ranges.h>
 #include <future>
 #include <memory>
 #include <thread>
@@ -144,11 +144,9 @@ int generateOnce(Driver& driver, const Options& o, const LoadedModel& m) {
 }
 
 nlohmann::json listingJson(const TensorListing& t) {
-  return {{"name", t.name},         {"type", t.type},
-          {"ne", t.ne},             {"shape", t.shape},
-          {"sharding", t.sharding}, {"numpy_axis", t.numpy_axis},
-          {"pieces", t.pieces},     {"ranks", t.ranks},
-          {"bytes", t.bytes}};
+  return {{"name", t.name},     {"type", t.type},         {"ne", t.ne},
+          {"shape", t.shape},   {"sharding", t.sharding}, {"numpy_axis", t.numpy_axis},
+          {"pieces", t.pieces}, {"ranks", t.ranks},       {"bytes", t.bytes}};
 }
 
 // `tpnode dump-tensor`: the same read as GET /v1/tensors/{name}, written to a file or stdout.

@@ -8,8 +8,8 @@
 
 #include "common/error.h"
 #include "model/chat_template.h"
-#include "node/mesh_setup.h"
 #include "model/tensor_read.h"
+#include "node/mesh_setup.h"
 #include "node/step_command.h"
 
 namespace tpnode::node {
@@ -370,7 +370,8 @@ void Driver::admitIncoming() {
       (logits ? a->logits_tap : a->state_taps) = true;
       a->taps.push_back(std::move(r));
     }
-    if (a->request.max_tokens == 0 && !a->all_logits && a->taps.empty()) {  // nothing to evaluate: report at once
+    if (a->request.max_tokens == 0 && !a->all_logits &&
+        a->taps.empty()) {  // nothing to evaluate: report at once
       TokenEvent e;
       e.finished = true;
       e.finish_reason = "length";
@@ -538,7 +539,8 @@ void Driver::collectTaps(const PlannedStep& step, const model::TapSink& sink) {
     const SeqChunk& c = step.command.seqs[i];
     Active& a = *active_.at(step.participants[i]->id);
     const size_t n_prompt = a.request.prompt_ids.size();
-    const size_t rows = (c.flags & kLogitsAll) ? c.tokens.size() : ((c.flags & kLogitsLast) ? 1 : 0);
+    const size_t rows =
+        (c.flags & kLogitsAll) ? c.tokens.size() : ((c.flags & kLogitsLast) ? 1 : 0);
     for (size_t j = 0; j < c.tokens.size(); ++j) {
       const bool in_prompt = c.start_pos + j < n_prompt;
       for (TapResult& t : a.taps) {
@@ -549,8 +551,8 @@ void Driver::collectTaps(const PlannedStep& step, const model::TapSink& sink) {
           src = logits_.data() + (row + j) * static_cast<size_t>(vocab);
           width = vocab;
         } else if (batch_[at + j].tap) {
-          size_t s = static_cast<size_t>(
-              std::find(sink.specs.begin(), sink.specs.end(), t.spec) - sink.specs.begin());
+          size_t s = static_cast<size_t>(std::find(sink.specs.begin(), sink.specs.end(), t.spec) -
+                                         sink.specs.begin());
           src = sink.rows[s].data() + tapped * static_cast<size_t>(dim);
         } else {
           continue;

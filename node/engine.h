@@ -86,15 +86,15 @@ struct TokenEvent {
 // A tensor of the model file as the cluster holds it (GET /v1/tensors).
 struct TensorListing {
   std::string name;
-  std::string type;              // GGUF type name (F32, Q8_0, ...)
+  std::string type;  // GGUF type name (F32, Q8_0, ...)
   model::TensorType type_id = model::TensorType::kF32;
-  std::vector<uint64_t> ne;      // ggml dims, ne[0] = row length
-  std::vector<uint64_t> shape;   // numpy shape as gguf-py gives it (ne reversed)
-  std::string sharding;          // "replicate", "split_rows", "split_cols"
-  int numpy_axis = -1;           // the split axis of `shape` (-1: replicated)
-  int pieces = 1;                // distinct slices (< ranks: slices replicated, e.g. KV heads)
-  int ranks = 1;                 // tensor-parallel ranks of the cluster
-  uint64_t bytes = 0;            // GGUF bytes of the whole tensor
+  std::vector<uint64_t> ne;     // ggml dims, ne[0] = row length
+  std::vector<uint64_t> shape;  // numpy shape as gguf-py gives it (ne reversed)
+  std::string sharding;         // "replicate", "split_rows", "split_cols"
+  int numpy_axis = -1;          // the split axis of `shape` (-1: replicated)
+  int pieces = 1;               // distinct slices (< ranks: slices replicated, e.g. KV heads)
+  int ranks = 1;                // tensor-parallel ranks of the cluster
+  uint64_t bytes = 0;           // GGUF bytes of the whole tensor
 };
 
 // The result of a tensor read: the whole tensor's GGUF bytes (tp=1 order), or an error.
@@ -150,8 +150,7 @@ class Engine {
     fail(ErrorCode::kUnsupported, "this engine does not offer tensor reads");
   }
   virtual void readTensor(const std::string& name, std::function<void(TensorReadResult)>) {
-    fail(ErrorCode::kUnsupported, "this engine does not offer tensor reads (asked for '{}')",
-         name);
+    fail(ErrorCode::kUnsupported, "this engine does not offer tensor reads (asked for '{}')", name);
   }
   virtual int layerCount() const { return 0; }
 };

@@ -52,7 +52,7 @@ struct Options {
   size_t api_max_body = 1 << 20;  // bytes; larger request bodies get 413
   // `tpnode dump-tensor NAME` (node 0): read one tensor from the cluster, write it, exit.
   bool dump_tensor = false;
-  std::string dump_tensor_name;  // empty with --list
+  std::string dump_tensor_name;     // empty with --list
   std::string dump_format = "npy";  // npy or raw
   std::string dump_output;          // file; "-" or empty: stdout
   bool dump_list = false;           // print the tensor listing as JSON instead

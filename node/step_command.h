@@ -18,9 +18,9 @@
 namespace tpnode::node {
 
 enum class StepKind : uint16_t {
-  kStep = 1,      // run the forward on `seqs` (after clearing `clear_slots`)
-  kShutdown = 2,  // exit cleanly
-  kReset = 3,     // clear every KV slot (after a fault, when the cluster re-forms)
+  kStep = 1,        // run the forward on `seqs` (after clearing `clear_slots`)
+  kShutdown = 2,    // exit cleanly
+  kReset = 3,       // clear every KV slot (after a fault, when the cluster re-forms)
   kReadTensor = 4,  // all-gather the slices of one tensor (RankSet::gatherTensor), no forward
 };
 

@@ -71,7 +71,8 @@ Outcome awaitDriver(mesh::Mesh& mesh, const StepLimits& limits) {
   for (;;) {
     size_t n = mesh.recv(0, kTagControl, buffer);
     StepCommand cmd = decodeStepCommand(std::span(buffer.data(), n), limits);
-    if (cmd.kind == StepKind::kStep || cmd.kind == StepKind::kReadTensor) continue;  // sent before the fault
+    if (cmd.kind == StepKind::kStep || cmd.kind == StepKind::kReadTensor)
+      continue;  // sent before the fault
     mesh.send(0, kTagControlAck, ack);
     return cmd.kind == StepKind::kShutdown ? Outcome::kShutdown : Outcome::kReform;
   }

@@ -197,8 +197,8 @@ net::awaitable<GenerationResult> handleGeneration(ServerContext& ctx, Connection
   Submission sub(ctx, events, id, prompt_tokens);
   conn.watchReadable(events);
 
-  ResponseMeta meta{endpoint, newResponseId(endpoint), 0, model.id, req.logprobs, req.top_logprobs,
-                    !req.taps.empty()};
+  ResponseMeta meta{endpoint,         newResponseId(endpoint), 0, model.id, req.logprobs,
+                    req.top_logprobs, !req.taps.empty()};
   meta.created = std::chrono::duration_cast<std::chrono::seconds>(
                      std::chrono::system_clock::now().time_since_epoch())
                      .count();

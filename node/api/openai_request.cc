@@ -246,8 +246,9 @@ void parseTaps(const json& body, OpenAiRequest& r) {
     r.taps.push_back(spec);
   }
   if (!r.taps.empty() && r.stream) {
-    badRequest("taps", "'taps' is answered in the whole (non-streamed) response; set 'stream' "
-                       "to false");
+    badRequest("taps",
+               "'taps' is answered in the whole (non-streamed) response; set 'stream' "
+               "to false");
   }
 }
 
@@ -355,9 +356,9 @@ GenerationRequest prepareGeneration(const OpenAiRequest& r, const Engine& engine
                  fmt::format("'taps[{}].layer' must be in [0, {}], got {}", i, model.n_layer - 1,
                              t.layer));
     }
-    tap_floats += static_cast<uint64_t>(n_prompt) *
-                  static_cast<uint64_t>(t.point == model::TapPoint::kLogits ? model.n_vocab
-                                                                             : model.n_embd);
+    tap_floats +=
+        static_cast<uint64_t>(n_prompt) *
+        static_cast<uint64_t>(t.point == model::TapPoint::kLogits ? model.n_vocab : model.n_embd);
   }
   if (tap_floats > kMaxTapFloats) {
     badRequest("taps", fmt::format("the taps ask for {} values ({} prompt tokens); at most {} "

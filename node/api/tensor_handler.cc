@@ -22,11 +22,9 @@ using nlohmann::json;
 constexpr std::string_view kPrefix = "/v1/tensors/";
 
 json listingJson(const TensorListing& t) {
-  return {{"name", t.name},         {"type", t.type},
-          {"ne", t.ne},             {"shape", t.shape},
-          {"sharding", t.sharding}, {"numpy_axis", t.numpy_axis},
-          {"pieces", t.pieces},     {"ranks", t.ranks},
-          {"bytes", t.bytes}};
+  return {{"name", t.name},     {"type", t.type},         {"ne", t.ne},
+          {"shape", t.shape},   {"sharding", t.sharding}, {"numpy_axis", t.numpy_axis},
+          {"pieces", t.pieces}, {"ranks", t.ranks},       {"bytes", t.bytes}};
 }
 
 // Hands the engine's one TensorReadResult to the waiting coroutine (the shape of
@@ -67,9 +65,9 @@ class ReadWaiter : public std::enable_shared_from_this<ReadWaiter> {
 
  private:
   std::mutex mu_;
-  std::optional<TensorReadResult> result_;       // guarded by mu_
+  std::optional<TensorReadResult> result_;      // guarded by mu_
   std::optional<net::any_io_executor> strand_;  // guarded by mu_
-  net::steady_timer* waiting_ = nullptr;         // strand only
+  net::steady_timer* waiting_ = nullptr;        // strand only
 };
 
 struct Detach {
@@ -172,10 +170,9 @@ net::awaitable<GenerationResult> handleTensors(ServerContext& ctx, Connection& c
   bool known = false;
   for (const TensorListing& t : all) known |= t.name == *name;
   if (!known) {
-    throw ApiError(404,
-                   fmt::format("the model has no tensor named '{}'; GET /v1/tensors lists them",
-                               *name),
-                   "not_found_error", "name");
+    throw ApiError(
+        404, fmt::format("the model has no tensor named '{}'; GET /v1/tensors lists them", *name),
+        "not_found_error", "name");
   }
   if (!ctx.engine.ready()) {
     throw ApiError(503, "the cluster is not ready: " + ctx.engine.notReadyReason(),

@@ -69,8 +69,7 @@ TEST(TensorReadTest, ReferenceModelsEveryTensorEveryTp) {
   const std::string shared = testing_support::sharedDir();
   if (shared.empty()) GTEST_SKIP() << "skipped: ../shared/reference not found";
   int tensors = 0;
-  for (const auto& e :
-       std::filesystem::directory_iterator(shared + "/reference/models")) {
+  for (const auto& e : std::filesystem::directory_iterator(shared + "/reference/models")) {
     if (e.path().extension() != ".gguf") continue;
     for (int tp : {1, 2, 4}) {
       try {
@@ -90,14 +89,12 @@ TEST(TensorReadTest, GeneratedModelsCoverQuantsTiedHeadsAndKvReplication) {
     bool tied;
     const char* arch;
   };
-  const Case cases[] = {{"q4_k", 1024, 1024, 8, 2, false, "llama"},
-                        {"q6_k", 1024, 1024, 8, 2, false, "llama"},
-                        {"f16", 256, 512, 4, 2, true, "qwen2"},
-                        {"bf16", 256, 512, 8, 4, false, "llama"},
-                        {"q8_0", 256, 512, 4, 1, false, "qwen3"},
-                        {"q4_0", 256, 512, 8, 8, true, "llama"}};
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("tpnode_tensor_read_" + std::to_string(::getpid()));
+  const Case cases[] = {
+      {"q4_k", 1024, 1024, 8, 2, false, "llama"}, {"q6_k", 1024, 1024, 8, 2, false, "llama"},
+      {"f16", 256, 512, 4, 2, true, "qwen2"},     {"bf16", 256, 512, 8, 4, false, "llama"},
+      {"q8_0", 256, 512, 4, 1, false, "qwen3"},   {"q4_0", 256, 512, 8, 8, true, "llama"}};
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tpnode_tensor_read_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   for (const Case& c : cases) {
     tools::TestModelShape s;
