@@ -103,12 +103,12 @@ void RankSet::run(std::span<const model::BatchToken> batch, std::vector<float>& 
   dispatchLocked(lock);
 }
 
-std::vector<uint8_t> RankSet::gatherTensor(const model::TensorShard& shard) {
+std::vector<uint8_t> RankSet::gatherTensor(const model::TensorShard& shard, bool assemble) {
   std::vector<uint8_t> out;
   std::unique_lock lock(mu_);
   if (error_) std::rethrow_exception(error_);
   read_ = &shard;
-  read_out_ = &out;
+  read_out_ = assemble ? &out : nullptr;
   dispatchLocked(lock);
   return out;
 }

@@ -55,8 +55,9 @@ class RankSet {
   void run(std::span<const model::BatchToken> batch, std::vector<float>& logits,
            model::TapSink* taps = nullptr);
 
-  // Collective (see the contract). Returns the full tensor's GGUF bytes.
-  std::vector<uint8_t> gatherTensor(const model::TensorShard& shard);
+  // Collective (see the contract). Returns the full tensor's GGUF bytes when `assemble`
+  // (node 0), else nothing (a worker only contributes its slices).
+  std::vector<uint8_t> gatherTensor(const model::TensorShard& shard, bool assemble = true);
   // Why gatherTensor(shard) would fail on this node ("" when it can be read). Not collective;
   // call it before asking the other nodes to take part.
   std::string readRefusal(const model::TensorShard& shard) const;
@@ -86,7 +87,7 @@ class RankSet {
   std::vector<float>* logits_ = nullptr;      // rank 0 writes it during the step
   model::TapSink* taps_ = nullptr;            // rank 0 fills it during the step
   const model::TensorShard* read_ = nullptr;  // set: the job is a tensor read, not a step
-  std::vector<uint8_t>* read_out_ = nullptr;  // rank 0 writes it during the read
+  std::vector<uint8_t>* read_out_ = nullptr;  // rank 0 writes it during the read (if set)
 };
 
 }  // namespace tpnode::node

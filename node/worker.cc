@@ -48,7 +48,7 @@ Outcome serve(mesh::Mesh& mesh, RankSet& ranks, const Options& o, const LoadedMo
       return Outcome::kReform;
     }
     if (cmd.kind == StepKind::kReadTensor) {  // node 0 keeps the result; ours is dropped
-      ranks.gatherTensor(m.plan.shards[cmd.tensor]);
+      ranks.gatherTensor(m.plan.shards[cmd.tensor], /*assemble=*/false);
       continue;
     }
     batch.clear();
