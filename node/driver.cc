@@ -135,6 +135,12 @@ uint64_t Driver::submit(GenerationRequest request,
   if (request.max_tokens < 0) {
     fail(ErrorCode::kInvalidArgument, "max_tokens {} must be >= 0", request.max_tokens);
   }
+  for (const model::TapSpec& t : request.taps) {
+    if (t.point != model::TapPoint::kLogits && (t.layer < 0 || t.layer >= model_.config.n_layer)) {
+      fail(ErrorCode::kInvalidArgument, "tap layer {} is outside the model's layers 0..{}", t.layer,
+           model_.config.n_layer - 1);
+    }
+  }
   // Validate sampling parameters now, on the caller's thread (the error names the field).
   model::checkSamplingParams(samplingParams(request));
   if (!ready_) {

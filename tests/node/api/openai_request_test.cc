@@ -126,6 +126,47 @@ TEST(OpenAiRequestTest, RefusesBodiesThatAreNotJsonObjects) {
   }
 }
 
+TEST(OpenAiRequestTest, TapsAreParsedAndCheckedNamingTheField) {
+  const Endpoint c = Endpoint::kCompletions;
+  OpenAiRequest r = parseOpenAiRequest(
+      c,
+      json{{"prompt", "x"}, {"taps", {{{"layer", 1}, {"point", "mlp_out"}}, {{"point", "logits"}}}}}
+          .dump());
+  ASSERT_EQ(r.taps.size(), 2u);
+  EXPECT_EQ(r.taps[0].layer, 1);
+  EXPECT_EQ(r.taps[0].point, model::TapPoint::kMlpOut);
+  EXPECT_EQ(r.taps[1].point, model::TapPoint::kLogits);
+  expectRefused(c, {{"prompt", "x"}, {"taps", 3}}, "taps");
+  expectRefused(c, {{"prompt", "x"}, {"taps", {7}}}, "taps[0]");
+  expectRefused(c, {{"prompt", "x"}, {"taps", {{{"layer", 0}, {"point", "qkv"}}}}},
+                "taps[0].point");
+  expectRefused(c, {{"prompt", "x"}, {"taps", {{{"point", "residual"}}}}}, "taps[0].layer");
+  expectRefused(c, {{"prompt", "x"}, {"taps", {{{"layer", -1}, {"point", "residual"}}}}},
+                "taps[0].layer");
+  expectRefused(c, {{"prompt", "x"}, {"taps", {{{"layer", "0"}, {"point", "residual"}}}}},
+                "taps[0].layer");
+  expectRefused(c, {{"prompt", "x"}, {"stream", true}, {"taps", {{{"point", "logits"}}}}}, "taps");
+  json many = json::array();
+  for (int i = 0; i < 65; ++i) many.push_back({{"layer", 0}, {"point", "residual"}});
+  expectRefused(c, {{"prompt", "x"}, {"taps", many}}, "taps");
+  // The layer is checked against the model when the request is prepared.
+  testing::FakeEngine engine({"fake", 32, {}});
+  ModelInfo info = engine.modelInfo();
+  info.n_layer = 2;
+  info.n_embd = 8;
+  auto prepared = [&](const json& taps) {
+    return prepareGeneration(
+        parseOpenAiRequest(c, json{{"prompt", "Hello"}, {"taps", taps}}.dump()), engine, info);
+  };
+  EXPECT_EQ(prepared({{{"layer", 1}, {"point", "residual"}}}).taps.size(), 1u);
+  try {
+    prepared({{{"layer", 2}, {"point", "residual"}}});
+    ADD_FAILURE();
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.body()["error"]["param"], "taps[0].layer");
+  }
+}
+
 TEST(OpenAiRequestTest, PrepareChecksModelContextAndVocabulary) {
   testing::FakeEngine engine({"fake", 32, {}});
   ModelInfo info = engine.modelInfo();
