@@ -196,6 +196,12 @@ std::string Driver::metricsText() const {
   metric("tpnode_cluster_faults_total", "counter", "Cluster faults (a node lost)",
          static_cast<double>(faults_));
   metric("tpnode_step_ms", "gauge", "Duration of the last forward step (ms)", last_step_ms_);
+  metric("tpnode_tensor_reads_total", "counter", "Tensors gathered for GET /v1/tensors/{name}",
+         static_cast<double>(tensor_reads_));
+  metric("tpnode_tensor_read_ms", "gauge", "Duration of the last tensor gather (ms)",
+         last_read_ms_);
+  metric("tpnode_tap_requests_total", "counter", "Requests that asked for activation taps",
+         static_cast<double>(tap_requests_));
   metric("tpnode_sequences_running", "gauge", "Sequences in the running batch",
          static_cast<double>(running_));
   metric("tpnode_sequences_waiting", "gauge", "Sequences waiting for a slot",
@@ -376,6 +382,7 @@ void Driver::admitIncoming() {
       (logits ? a->logits_tap : a->state_taps) = true;
       a->taps.push_back(std::move(r));
     }
+    if (!a->taps.empty()) ++tap_requests_;
     if (a->request.max_tokens == 0 && !a->all_logits &&
         a->taps.empty()) {  // nothing to evaluate: report at once
       TokenEvent e;
@@ -644,10 +651,13 @@ void Driver::serveTensorRead() {
   StepCommand cmd;
   cmd.kind = StepKind::kReadTensor;
   cmd.tensor = static_cast<uint32_t>(read.index);
+  const auto t0 = Clock::now();
   try {
     broadcastCommand(cmd);
     res.raw = session_->ranks->gatherTensor(shard);
     res.ok = true;
+    ++tensor_reads_;
+    last_read_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   } catch (const Error& e) {
     res.error_code = static_cast<int>(e.code());
     res.error = e.what();

@@ -143,6 +143,8 @@ class Driver final : public Engine {
   // Metrics (atomics: read by /metrics from HTTP threads).
   std::atomic<uint64_t> steps_{0}, tokens_generated_{0}, prompt_tokens_{0};
   std::atomic<uint64_t> requests_failed_{0}, faults_{0};
+  std::atomic<uint64_t> tensor_reads_{0}, tap_requests_{0};
+  std::atomic<double> last_read_ms_{0};
   std::atomic<double> last_step_ms_{0};
   std::atomic<uint64_t> running_{0}, waiting_{0};
 };
