@@ -142,7 +142,8 @@ void Driver::serveTensorRead() {
   cmd.tensor = static_cast<uint32_t>(read.index);
   const auto t0 = Clock::now();
   try {
-    broadcastCommand(cmd);
+    // Replicated tensors pass through (node 0's copy): no collective, workers not involved.
+    if (shard.kind != model::ShardKind::kReplicate) broadcastCommand(cmd);
     res.raw = session_->ranks->gatherTensor(shard);
     res.ok = true;
     ++tensor_reads_;

@@ -107,6 +107,10 @@ std::vector<uint8_t> RankSet::gatherTensor(const model::TensorShard& shard, bool
   std::vector<uint8_t> out;
   std::unique_lock lock(mu_);
   if (error_) std::rethrow_exception(error_);
+  if (shard.kind == model::ShardKind::kReplicate) {  // passes through: local rank 0's copy
+    if (assemble) out = model::shardBytes(ranks_.front()->model->weights(), shard);
+    return out;
+  }
   read_ = &shard;
   read_out_ = assemble ? &out : nullptr;
   dispatchLocked(lock);

@@ -13,10 +13,12 @@
 // - Logits: rows for the batch tokens marked `logits`, in batch order, full vocabulary
 //   (global rank 0's copy; every rank holds the same after the vocab-parallel all-gather).
 // - Taps: run(..., taps) hands the sink to local rank 0 only (model/taps.h).
-// - Tensor reads: gatherTensor() is a collective like a step: every rank of every node must
-//   call it for the same tensor between the same steps. Each local rank turns its slice into
-//   GGUF bytes and all-gathers them; local rank 0 assembles the full tensor (tp=1 order,
-//   model/tensor_read.h). Memory: every local rank holds one full copy during the call.
+// - Tensor reads: gatherTensor() of a split tensor is a collective like a step: every rank of
+//   every node must call it for the same tensor between the same steps. Each local rank turns
+//   its slice into GGUF bytes and all-gathers them; local rank 0 assembles the full tensor
+//   (tp=1 order, model/tensor_read.h). Memory: every local rank holds one full copy during the
+//   call. A replicated tensor passes through: local rank 0's copy, no collective (the caller
+//   reads it between steps, on its own thread; the weights are immutable).
 #pragma once
 
 #include <condition_variable>
