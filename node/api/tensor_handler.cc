@@ -102,7 +102,7 @@ Response tensorBody(const TensorReadResult& r, bool npy, bool keep_alive) {
 
 }  // namespace
 
-std::optional<std::string> percentDecode(std::string_view in) {
+std::optional<std::string> percentDecode(std::string_view in, bool plus_is_space) {
   auto hex = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -118,7 +118,7 @@ std::optional<std::string> percentDecode(std::string_view in) {
       if (hi < 0 || lo < 0) return std::nullopt;
       c = static_cast<char>(hi * 16 + lo);
       i += 2;
-    } else if (c == '+') {
+    } else if (c == '+' && plus_is_space) {
       c = ' ';
     }
     if (c == '\0') return std::nullopt;
@@ -135,7 +135,7 @@ std::optional<std::string> queryValue(std::string_view query, std::string_view k
     size_t eq = pair.find('=');
     if (pair.substr(0, eq) != key) continue;
     std::string_view raw = eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
-    std::optional<std::string> v = percentDecode(raw);
+    std::optional<std::string> v = percentDecode(raw, /*plus_is_space=*/true);
     if (!v) badRequest(std::string(key), fmt::format("'{}' is not a valid URL-encoded value", key));
     return v;
   }

@@ -7,6 +7,10 @@
 // an unknown name, 503 when the cluster is not ready or the read failed.
 #pragma once
 
+#include <optional>
+#include <string>
+#include <string_view>
+
 #include "node/api/connection.h"
 #include "node/api/generation_handler.h"
 #include "node/api/server_context.h"
@@ -18,9 +22,9 @@ net::awaitable<GenerationResult> handleTensors(ServerContext& ctx, Connection& c
                                                const Request& request, std::string_view path,
                                                std::string_view query);
 
-// Percent-decoding of a URL path segment or query value; nullopt on a malformed escape or a
-// NUL byte (received bytes are hostile).
-std::optional<std::string> percentDecode(std::string_view in);
+// Percent-decoding of a URL path segment, or of a query value (plus_is_space: '+' means ' ');
+// nullopt on a malformed escape or a NUL byte (received bytes are hostile).
+std::optional<std::string> percentDecode(std::string_view in, bool plus_is_space = false);
 
 // The value of `key` in an application/x-www-form-urlencoded query, nullopt when absent.
 // Throws ApiError(400) naming the key when its value is malformed.

@@ -8,7 +8,8 @@ namespace {
 TEST(TensorHandlerTest, PercentDecodingIsStrict) {
   EXPECT_EQ(percentDecode("blk.0.attn_q.weight"), "blk.0.attn_q.weight");
   EXPECT_EQ(percentDecode("a%2Eb%2fc"), "a.b/c");
-  EXPECT_EQ(percentDecode("a+b"), "a b");
+  EXPECT_EQ(percentDecode("a+b"), "a+b");  // a path keeps '+'
+  EXPECT_EQ(percentDecode("a+b", /*plus_is_space=*/true), "a b");
   EXPECT_EQ(percentDecode("%"), std::nullopt);
   EXPECT_EQ(percentDecode("%4"), std::nullopt);
   EXPECT_EQ(percentDecode("ab%"), std::nullopt);
