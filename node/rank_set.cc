@@ -1,6 +1,8 @@
 #include "node/rank_set.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include <spdlog/spdlog.h>
 
@@ -25,7 +27,9 @@ struct RankSet::Rank {
 RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
                  const model::ShardPlan& plan, std::shared_ptr<collectives::NodeGroup> group,
                  const RankSetOptions& options)
-    : cpu_of_rank_(options.cpu_of_rank), group_(std::move(group)) {
+    : cpu_of_rank_(options.cpu_of_rank),
+      read_chunk_(std::max<size_t>(2, options.read_chunk_bytes & ~size_t{1})),
+      group_(std::move(group)) {
   const int tp = group_->localSize();
   const int first = group_->nodeId() * tp;
   auto t0 = std::chrono::steady_clock::now();
@@ -135,10 +139,17 @@ void RankSet::rankRead(Rank& rank, const model::TensorShard& shard, std::vector<
   std::vector<uint8_t> mine = model::shardBytes(rank.model->weights(), shard);
   const size_t stride = (mine.size() + 1) & ~size_t{1};  // gathered as 16-bit units
   mine.resize(stride);
-  const int tp = rank.comm->size();
-  std::vector<uint8_t> all(stride * static_cast<size_t>(tp));
-  rank.comm->allGather(mine.data(), all.data(), stride / 2, collectives::DType::kF16);
-  if (out != nullptr) *out = model::assembleTensor(shard, tp, all.data(), stride);
+  const size_t tp = static_cast<size_t>(rank.comm->size());
+  std::vector<uint8_t> all(stride * tp), part;
+  // In chunks of the slice (every rank has the same stride, so the same number of calls).
+  for (size_t off = 0; off < stride; off += read_chunk_) {
+    const size_t n = std::min(read_chunk_, stride - off);
+    part.resize(n * tp);
+    rank.comm->allGather(mine.data() + off, part.data(), n / 2, collectives::DType::kF16);
+    for (size_t r = 0; r < tp; ++r)
+      std::memcpy(all.data() + r * stride + off, part.data() + r * n, n);
+  }
+  if (out != nullptr) *out = model::assembleTensor(shard, static_cast<int>(tp), all.data(), stride);
 }
 
 void RankSet::rankLoop(Rank& rank) {

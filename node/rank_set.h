@@ -42,6 +42,10 @@ struct RankSetOptions {
   int slots = 1;                 // KV slots (sequences) per rank
   int ctx = 2048;                // positions per slot
   std::vector<int> cpu_of_rank;  // pin local rank r's thread to this CPU (empty: no pinning)
+  // gatherTensor all-gathers at most this many bytes of each rank's slice at a time, so that
+  // no message exceeds the mesh's frame limit (1 GiB) for any local tp. Must be the same on
+  // every node (it fixes the number of collectives per read); tests lower it.
+  size_t read_chunk_bytes = size_t{64} << 20;
 };
 
 class RankSet {
@@ -75,6 +79,7 @@ class RankSet {
   void dispatchLocked(std::unique_lock<std::mutex>& lock);
 
   std::vector<int> cpu_of_rank_;
+  const size_t read_chunk_;  // even, >= 2
   std::shared_ptr<collectives::NodeGroup> group_;
   std::vector<std::unique_ptr<Rank>> ranks_;
 
