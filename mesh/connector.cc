@@ -277,7 +277,7 @@ void Connector::acceptLoop(int listen_fd) {
 void Connector::run() {
   const int me = o_.node_id;
   Fd listener;
-  if (me < n_ - 1) listener = listenOn(o_.peers[static_cast<size_t>(me)]);
+  if (me < n_ - 1) listener = listenOn(o_.listen ? *o_.listen : o_.peers[static_cast<size_t>(me)]);
   std::vector<std::thread> threads;
   for (int peer = 0; peer < me; ++peer) {
     for (int lane = 0; lane < lanes_; ++lane) {

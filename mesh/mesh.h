@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -72,6 +73,9 @@ std::string fingerprintHex(const Fingerprint& fingerprint);
 struct MeshOptions {
   int node_id = 0;
   std::vector<PeerAddress> peers;  // index = node id; node_id listens on peers[node_id]
+  // Where this node binds instead of peers[node_id] (not part of the fingerprint): for hosts
+  // whose advertised address differs from a local one (NAT, containers, a proxy in front).
+  std::optional<PeerAddress> listen;
   std::chrono::milliseconds connect_timeout{120'000};
   std::chrono::milliseconds liveness_timeout{5'000};
   std::chrono::milliseconds heartbeat_interval{500};

@@ -98,6 +98,12 @@ void LlamaRank::forward(std::span<const BatchToken> batch, std::vector<float>& l
 
 void LlamaRank::head(std::span<const BatchToken> batch, std::vector<float>& logits) {
   const int64_t dim = config_.n_embd;
+  const int64_t local = weights_.vocab_end - weights_.vocab_begin;
+  const int64_t vocab = config_.n_vocab;
+  if (local == vocab && comm_.rank() != 0) {  // replicated head: rank 0 alone computes logits
+    logits.clear();
+    return;
+  }
   int64_t n_out = 0;
   h_.resize(x_.size());
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -106,12 +112,10 @@ void LlamaRank::head(std::span<const BatchToken> batch, std::vector<float>& logi
                      h_.data() + n_out * dim, dim, config_.rms_eps);
     ++n_out;
   }
-  const int64_t vocab = config_.n_vocab;
   logits.resize(static_cast<size_t>(n_out * vocab));
   if (n_out == 0) return;
   const Matrix& w = weights_.head();
-  const int64_t local = weights_.vocab_end - weights_.vocab_begin;
-  if (local == vocab) {  // replicated head: every rank computes all logits
+  if (local == vocab) {  // replicated head, on rank 0
     kernels::matmul(w, h_.data(), n_out, logits.data(), vocab, pool_, quant_scratch_);
     return;
   }

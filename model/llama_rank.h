@@ -37,8 +37,9 @@ class LlamaRank {
   LlamaRank(const ModelConfig& config, RankWeights weights, collectives::Communicator& comm,
             kernels::ThreadPool& pool, int64_t n_slots, int64_t n_ctx);
 
-  // Runs the batch. `logits` receives [tokens with logits=true][n_vocab] (full vocabulary on
-  // every rank). Throws Error(kInvalidArgument) for a bad token id, slot or position.
+  // Runs the batch. `logits` receives [tokens with logits=true][n_vocab] (full vocabulary) on
+  // every rank with a vocab-parallel head, on global rank 0 alone with a replicated head (the
+  // other ranks get it empty). Throws Error(kInvalidArgument) for a bad token id, slot or position.
   // `taps` (may be null; only one rank needs to pass one): rows of the tokens marked `tap` at
   // the sink's points, copied during the pass (no collective, the values are replicated).
   void forward(std::span<const BatchToken> batch, std::vector<float>& logits,

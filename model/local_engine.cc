@@ -91,7 +91,8 @@ void LocalEngine::runRank(Rank& r, const GenerationRequest& req, const TokenPick
     if (req.all_logits) out->logits = logits;
   }
   const int64_t rows = static_cast<int64_t>(logits.size()) / vocab;
-  std::vector<float> last(logits.end() - vocab, logits.end());
+  std::vector<float> last;  // empty on ranks that do not compute logits (replicated head)
+  if (rows > 0) last.assign(logits.end() - vocab, logits.end());
   int32_t pos = static_cast<int32_t>(req.prompt.size());
   double decode = 0;
   int64_t steps = 0;

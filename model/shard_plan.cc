@@ -21,7 +21,8 @@ std::string role(const std::string& name) {
 }
 
 // Why `tp` cannot split this tensor, or "" when it can.
-std::string refusal(const ModelConfig& c, const TensorDesc& t, int tp, TensorShard& out) {
+std::string refusal(const ModelConfig& c, const TensorDesc& t, int tp, TensorShard& out,
+                    HeadLayout head = HeadLayout::kAuto) {
   out.tensor = t;
   out.kind = ShardKind::kReplicate;
   out.pieces = 1;
@@ -59,7 +60,7 @@ std::string refusal(const ModelConfig& c, const TensorDesc& t, int tp, TensorSha
     }
     return {};
   }
-  if (t.name == "output.weight" && c.n_vocab % tp == 0) {
+  if (t.name == "output.weight" && c.n_vocab % tp == 0 && head != HeadLayout::kReplicated) {
     out.kind = ShardKind::kSplitRows;  // vocab-parallel head
     out.pieces = tp;
   }
@@ -109,7 +110,11 @@ const TensorShard& ShardPlan::find(const std::string& name) const {
 
 uint64_t ShardPlan::rankBytes(int rank) const {
   uint64_t b = 0;
-  for (const TensorShard& s : shards) b += s.bytesFor(rank, tp);
+  for (const TensorShard& s : shards) {
+    // A replicated untied head lives on rank 0 only (see HeadLayout).
+    if (s.tensor.name == "output.weight" && !vocab_parallel_head && rank != 0) continue;
+    b += s.bytesFor(rank, tp);
+  }
   return b;
 }
 
@@ -143,6 +148,9 @@ std::string ShardPlan::describe() const {
                            ? fmt::format(" ({} pieces, replicated x{})", s->pieces, tp / s->pieces)
                            : "");
   }
+  out += fmt::format("  output head: {}\n",
+                     vocab_parallel_head ? "vocab-parallel (logits all-gathered)"
+                                         : "replicated (global rank 0 computes every logit)");
   for (int r = 0; r < tp; ++r) {
     out += fmt::format("  rank {}: {} of {} ({:.1f}%)\n", r, humanBytes(rankBytes(r)),
                        humanBytes(totalBytes()), 100.0 * rankBytes(r) / double(totalBytes()));
@@ -156,13 +164,28 @@ std::vector<TensorDesc> tensorDescs(const GgufMetadata& meta) {
   return out;
 }
 
-ShardPlan planShards(const ModelConfig& c, const std::vector<TensorDesc>& tensors, int tp) {
+HeadLayout parseHeadLayout(const std::string& text) {
+  if (text == "auto") return HeadLayout::kAuto;
+  if (text == "vocab-parallel") return HeadLayout::kVocabParallel;
+  if (text == "replicated") return HeadLayout::kReplicated;
+  fail(ErrorCode::kInvalidArgument, "--head '{}' is not one of auto, vocab-parallel, replicated",
+       text);
+}
+
+ShardPlan planShards(const ModelConfig& c, const std::vector<TensorDesc>& tensors, int tp,
+                     HeadLayout head) {
   if (tp < 1) fail(ErrorCode::kInvalidArgument, "--tp {} must be at least 1", tp);
+  if (head == HeadLayout::kVocabParallel && tp > 1 && c.n_vocab % tp != 0) {
+    fail(ErrorCode::kInvalidArgument,
+         "--head vocab-parallel: the vocabulary of {} tokens does not divide by tp={}; use "
+         "--head replicated (or auto)",
+         c.n_vocab, tp);
+  }
   ShardPlan plan;
   plan.tp = tp;
   for (const TensorDesc& t : tensors) {
     TensorShard s;
-    std::string why = refusal(c, t, tp, s);
+    std::string why = refusal(c, t, tp, s, head);
     if (!why.empty()) {
       std::vector<int> ok = workingTpDegrees(c, tensors, 64);
       fail(ErrorCode::kInvalidArgument,
@@ -173,7 +196,9 @@ ShardPlan planShards(const ModelConfig& c, const std::vector<TensorDesc>& tensor
     if (t.name == "output.weight") plan.vocab_parallel_head = s.kind == ShardKind::kSplitRows;
     plan.shards.push_back(std::move(s));
   }
-  if (c.tied_output) plan.vocab_parallel_head = c.n_vocab % tp == 0;  // rows of token_embd
+  if (c.tied_output) {  // rows of token_embd
+    plan.vocab_parallel_head = c.n_vocab % tp == 0 && head != HeadLayout::kReplicated;
+  }
   return plan;
 }
 

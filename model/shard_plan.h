@@ -44,6 +44,20 @@ struct TensorShard {
   uint64_t bytesFor(int rank, int tp) const;
 };
 
+// How the output head (output.weight, or token_embd when tied) is laid out over the ranks:
+// - kVocabParallel: rows split by vocabulary; every rank computes its slice of the logits and
+//   they are all-gathered (no rank holds the whole head). Refused when the vocabulary does not
+//   divide by tp.
+// - kReplicated: global rank 0 alone computes every logit from the whole head; the other ranks
+//   skip the head and do not load an untied output.weight (a tied head is token_embd, which every
+//   rank holds for the embedding anyway).
+// - kAuto: vocab-parallel when the vocabulary divides by tp, else replicated (see docs/models.md
+//   "Output head" for the measurement behind this default).
+enum class HeadLayout { kAuto, kVocabParallel, kReplicated };
+
+// "auto", "vocab-parallel", "replicated"; Error(kInvalidArgument) naming --head otherwise.
+HeadLayout parseHeadLayout(const std::string& text);
+
 struct ShardPlan {
   int tp = 1;
   bool vocab_parallel_head = false;                        // output rows split, logits all-gathered
@@ -56,8 +70,10 @@ struct ShardPlan {
 
 std::vector<TensorDesc> tensorDescs(const GgufMetadata& meta);
 
-// Throws Error(kInvalidArgument) when the model cannot be split over tp.
-ShardPlan planShards(const ModelConfig& config, const std::vector<TensorDesc>& tensors, int tp);
+// Throws Error(kInvalidArgument) when the model cannot be split over tp, or when `head` is
+// kVocabParallel and the vocabulary does not divide by tp.
+ShardPlan planShards(const ModelConfig& config, const std::vector<TensorDesc>& tensors, int tp,
+                     HeadLayout head = HeadLayout::kAuto);
 
 // The tp degrees in [1, max_tp] that planShards accepts.
 std::vector<int> workingTpDegrees(const ModelConfig& config, const std::vector<TensorDesc>& tensors,

@@ -124,7 +124,7 @@ RankWeights loadRankWeights(const GgufFile& file, const ModelConfig& c, const Sh
   const uint64_t dim = static_cast<uint64_t>(c.n_embd);
   w.token_embd = L.matrix("token_embd.weight", dim, static_cast<uint64_t>(c.n_vocab));
   w.output_norm = L.vector("output_norm.weight", dim);
-  if (!c.tied_output) {
+  if (!c.tied_output && (plan.vocab_parallel_head || rank == 0)) {
     w.output = L.interleaved(L.matrix("output.weight", dim, static_cast<uint64_t>(c.n_vocab)));
   }
   const int64_t vocab_part = plan.vocab_parallel_head ? c.n_vocab / plan.tp : c.n_vocab;

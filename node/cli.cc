@@ -86,6 +86,9 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
   flag(app, "config", o.config_file, "YAML cluster config (flags override it)")->group("Cluster");
   flag(app, "node-id", o.node_id, "This node's index in --peers")->group("Cluster");
   flag(app, "peers", o.peers, "host:port of every node, in node-id order")->group("Cluster");
+  flag(app, "mesh-listen", o.mesh_listen,
+       "host:port to bind instead of this node's --peers entry (NAT, containers, a proxy)")
+      ->group("Cluster");
   flag(app, "tp", o.tp, "Local tensor-parallel ranks in this process")->group("Cluster");
   std::string tp_layout;
   flag(app, "tp-layout", tp_layout, "tp of every node, e.g. 2,1 (default: --tp on every node)")
@@ -99,6 +102,10 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
   flag(app, "liveness-timeout", o.liveness_timeout_s, "Seconds of silence before a peer is lost")
       ->group("Cluster");
   flag(app, "sockets-per-peer", o.sockets_per_peer, "Parallel TCP connections per node pair")
+      ->group("Cluster");
+  flag(app, "head", o.head,
+       "Output head: vocab-parallel (split by vocabulary), replicated (rank 0 only) or auto")
+      ->check(CLI::IsMember({"auto", "vocab-parallel", "replicated"}))
       ->group("Cluster");
   flag(app, "wire-format", o.wire_format, "Inter-node all-reduce payload: f32, bf16, q8_0")
       ->group("Cluster");

@@ -99,7 +99,7 @@ NodeSpec parseNode(const Ctx& ctx, const std::string& path, const YAML::Node& n)
 void parseCluster(const Ctx& ctx, const YAML::Node& c, ClusterConfig& out) {
   checkKeys(ctx, "cluster", c,
             {"model", "secret_file", "connect_timeout_s", "liveness_timeout_s", "sockets_per_peer",
-             "wire_format", "backend", "threads", "ctx_size"});
+             "wire_format", "backend", "threads", "ctx_size", "head"});
   if (c["model"]) out.model = scalarAs<std::string>(ctx, "cluster.model", c["model"], "a path");
   if (c["secret_file"]) {
     out.secret_file = scalarAs<std::string>(ctx, "cluster.secret_file", c["secret_file"], "a path");
@@ -119,6 +119,13 @@ void parseCluster(const Ctx& ctx, const YAML::Node& c, ClusterConfig& out) {
       ctx.bad("cluster.wire_format", c["wire_format"], "'" + w + "' is not f32, bf16 or q8_0");
     }
     out.wire_format = w;
+  }
+  if (c["head"]) {
+    std::string h = scalarAs<std::string>(ctx, "cluster.head", c["head"], "a name");
+    if (h != "auto" && h != "vocab-parallel" && h != "replicated") {
+      ctx.bad("cluster.head", c["head"], "'" + h + "' is not auto, vocab-parallel or replicated");
+    }
+    out.head = h;
   }
   if (c["backend"]) {
     std::string b = scalarAs<std::string>(ctx, "cluster.backend", c["backend"], "a name");
@@ -246,6 +253,7 @@ void applyClusterConfig(const ClusterConfig& c, const std::set<std::string>& giv
   if (c.sockets_per_peer && unset("sockets-per-peer")) o.sockets_per_peer = *c.sockets_per_peer;
   if (c.wire_format && unset("wire-format")) o.wire_format = *c.wire_format;
   if (c.backend && unset("backend")) o.backend = *c.backend;
+  if (c.head && unset("head")) o.head = *c.head;
   if (c.threads && unset("threads")) o.threads = *c.threads;
   if (c.ctx_size && unset("ctx-size")) o.ctx_size = *c.ctx_size;
   if (c.api_host && unset("host")) o.host = *c.api_host;

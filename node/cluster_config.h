@@ -34,6 +34,7 @@ struct ClusterConfig {
   std::optional<double> liveness_timeout_s;
   std::optional<int> sockets_per_peer;
   std::optional<std::string> wire_format;  // f32 (default), bf16, q8_0
+  std::optional<std::string> head;         // auto (default), vocab-parallel, replicated
   std::optional<std::string> backend;
   std::optional<int> threads;
   std::optional<int> ctx_size;

@@ -34,7 +34,8 @@ std::unique_ptr<LoadedModel> loadModel(const Options& o) {
            fmt::join(o.tp_layout, ","), o.tp_layout[0]);
     }
   }
-  m->plan = model::planShards(m->config, model::tensorDescs(meta), global_tp);
+  m->plan = model::planShards(m->config, model::tensorDescs(meta), global_tp,
+                              model::parseHeadLayout(o.head));
   spdlog::info("[model] {} ({}), {}", m->name, m->config.summary(), m->identity);
   spdlog::info("[model] shard plan for {} ranks ({} nodes x {} local):\n{}", global_tp,
                o.tp_layout.size(), o.tp, m->plan.describe());

@@ -45,6 +45,13 @@ mesh::MeshOptions makeMeshOptions(const Options& o, const std::string& model_ide
   mesh::MeshOptions m;
   m.node_id = o.node_id;
   m.peers = mesh::parsePeerList(o.peers);
+  if (!o.mesh_listen.empty()) {
+    auto listen = mesh::parsePeerList(o.mesh_listen);
+    if (listen.size() != 1) {
+      fail(ErrorCode::kInvalidArgument, "--mesh-listen '{}' must be one host:port", o.mesh_listen);
+    }
+    m.listen = listen[0];
+  }
   if (o.connect_timeout_s <= 0 || o.liveness_timeout_s <= 0) {
     fail(ErrorCode::kInvalidArgument, "--connect-timeout and --liveness-timeout must be > 0");
   }
@@ -66,6 +73,7 @@ mesh::MeshOptions makeMeshOptions(const Options& o, const std::string& model_ide
     // Every node sizes its KV cache and decodes step commands with these.
     items.push_back("slots=" + std::to_string(o.parallel));
     items.push_back("ctx_size=" + std::to_string(o.ctx_size));
+    items.push_back("head=" + o.head);
   }
   m.fingerprint = mesh::computeFingerprint(items);
   m.fingerprint_text = mesh::fingerprintText(items);

@@ -14,7 +14,8 @@ struct Options {
   // Cluster
   std::string config_file;
   int node_id = 0;
-  std::string peers;  // "host:port,host:port"
+  std::string peers;        // "host:port,host:port"
+  std::string mesh_listen;  // "host:port" to bind instead of this node's --peers entry
   int tp = 1;
   std::vector<int> tp_layout;  // tp of every node, index = node id (default: --tp everywhere)
   std::string devices;         // "0,2"
@@ -23,6 +24,7 @@ struct Options {
   double liveness_timeout_s = 5;
   int sockets_per_peer = 1;
   std::string wire_format = "f32";  // inter-node all-reduce payload: f32, bf16, q8_0
+  std::string head = "auto";        // output head layout: auto, vocab-parallel, replicated
   double mesh_hold_s = 0;  // mesh-only mode: stay connected this long before the coordinated exit
   std::string cluster_secret_file;
   std::string tls_cert, tls_key, tls_ca;

@@ -45,10 +45,11 @@ struct RunOutput {
   std::vector<int32_t> ids;
 };
 inline RunOutput runModel(const std::string& path, int tp, const std::vector<int32_t>& prompt,
-                          const std::vector<int32_t>& forced, int n_predict, int threads = 1) {
+                          const std::vector<int32_t>& forced, int n_predict, int threads = 1,
+                          model::HeadLayout head = model::HeadLayout::kAuto) {
   auto file = model::GgufFile::open(path);
   model::ModelConfig cfg = model::readModelConfig(file->metadata());
-  model::ShardPlan plan = model::planShards(cfg, model::tensorDescs(file->metadata()), tp);
+  model::ShardPlan plan = model::planShards(cfg, model::tensorDescs(file->metadata()), tp, head);
   auto group = collectives::LocalGroup::create(tp);
   std::vector<std::unique_ptr<collectives::Communicator>> members;
   std::vector<collectives::Communicator*> comms;

@@ -139,3 +139,46 @@ TEST(ShardPlanTest, WorkingDegreesAndPerRankBytes) {
 
 }  // namespace
 }  // namespace tpnode::model
+
+namespace tpnode::model {
+namespace {
+
+TEST(ShardPlanTest, HeadLayoutFlag) {
+  ModelConfig c = config(256, 8, 4, 768, 1024);
+  auto ts = tensors(c, TensorType::kF32);
+  ShardPlan autop = planShards(c, ts, 2);
+  EXPECT_TRUE(autop.vocab_parallel_head);
+  EXPECT_EQ(autop.find("output.weight").kind, ShardKind::kSplitRows);
+
+  ShardPlan rep = planShards(c, ts, 2, HeadLayout::kReplicated);
+  EXPECT_FALSE(rep.vocab_parallel_head);
+  EXPECT_EQ(rep.find("output.weight").kind, ShardKind::kReplicate);
+  // The untied head lives on rank 0 only: rank 1 holds exactly the head's bytes less.
+  const uint64_t head_bytes = rep.find("output.weight").bytesFor(0, 2);
+  EXPECT_EQ(rep.rankBytes(0) - rep.rankBytes(1), head_bytes);
+  EXPECT_NE(rep.describe().find("replicated (global rank 0"), std::string::npos);
+
+  // vocab-parallel where the vocabulary does not divide: refused, naming the flag and the fix.
+  ModelConfig odd = config(256, 8, 4, 768, 1023);
+  auto odd_ts = tensors(odd, TensorType::kF32);
+  EXPECT_FALSE(planShards(odd, odd_ts, 2).vocab_parallel_head);  // auto: replicated
+  try {
+    planShards(odd, odd_ts, 2, HeadLayout::kVocabParallel);
+    FAIL() << "expected a refusal";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    std::string m = e.what();
+    EXPECT_NE(m.find("--head vocab-parallel"), std::string::npos) << m;
+    EXPECT_NE(m.find("1023"), std::string::npos) << m;
+    EXPECT_NE(m.find("--head replicated"), std::string::npos) << m;
+  }
+  EXPECT_NO_THROW(planShards(odd, odd_ts, 1, HeadLayout::kVocabParallel));  // tp=1: nothing to cut
+
+  EXPECT_EQ(parseHeadLayout("replicated"), HeadLayout::kReplicated);
+  EXPECT_EQ(parseHeadLayout("vocab-parallel"), HeadLayout::kVocabParallel);
+  EXPECT_EQ(parseHeadLayout("auto"), HeadLayout::kAuto);
+  EXPECT_THROW(parseHeadLayout("both"), Error);
+}
+
+}  // namespace
+}  // namespace tpnode::model

@@ -24,6 +24,7 @@ struct Case {
   std::string name;
   tools::TestModelShape shape;
   std::vector<int> tps;
+  model::HeadLayout head = model::HeadLayout::kAuto;
 };
 
 std::vector<Case> cases() {
@@ -51,6 +52,11 @@ std::vector<Case> cases() {
   add("llama_bf16", "llama", "bf16", 256, 512, 8, 4, false, {2, 4});
   add("llama_f32_kv1", "llama", "f32", 256, 512, 8, 1, false, {2, 4, 8});
   add("llama_q4_0_tied", "llama", "q4_0", 256, 512, 8, 8, true, {2, 4, 8});
+  // --head replicated: rank 0 alone computes the logits from the whole head (untied and tied).
+  add("llama_q8_0_head_replicated", "llama", "q8_0", 256, 512, 8, 4, false, {2, 4});
+  out.back().head = model::HeadLayout::kReplicated;
+  add("qwen2_f16_tied_head_replicated", "qwen2", "f16", 256, 512, 4, 2, true, {2, 4});
+  out.back().head = model::HeadLayout::kReplicated;
   return out;
 }
 
@@ -73,8 +79,8 @@ TEST_P(TpParity, LogitsAndGreedyIdsMatchTp1) {
   const int64_t vocab = c.shape.vocab;
   const bool f32 = c.shape.type == model::TensorType::kF32;
   for (int tp : c.tps) {
-    RunOutput forced = runModel(path, tp, prompt, base.ids, n);
-    RunOutput free = runModel(path, tp, prompt, {}, n);
+    RunOutput forced = runModel(path, tp, prompt, base.ids, n, 1, c.head);
+    RunOutput free = runModel(path, tp, prompt, {}, n, 1, c.head);
     const int64_t rows = static_cast<int64_t>(base_forced.logits.size()) / vocab;
     ASSERT_EQ(forced.logits.size(), base_forced.logits.size());
     std::vector<double> diffs;

@@ -12,6 +12,7 @@
 #include "tests/mesh/free_ports.h"
 #include "tests/mesh/process.h"
 #include "tests/model/shared_dir.h"
+#include "tools/test_model.h"
 
 namespace tpnode::node {
 namespace {
@@ -32,10 +33,11 @@ struct ClusterRun {
   nlohmann::json output;  // node 0's --json line
 };
 
-// Starts `nodes` processes with `tp` local ranks each; node 0 generates from `args`.
+// Starts `nodes` processes with `tp` local ranks each; node 0 generates from `args`; every
+// node also gets `all_args`.
 ClusterRun runCluster(const std::string& model, int nodes, int tp,
                       const std::vector<std::string>& args, const std::string& tag,
-                      std::vector<int> tps = {}) {
+                      std::vector<int> tps = {}, const std::vector<std::string>& all_args = {}) {
   std::string peers = mesh::test::loopbackPeers(nodes);
   if (tps.empty()) tps.assign(static_cast<size_t>(nodes), tp);
   std::string layout;
@@ -57,6 +59,7 @@ ClusterRun runCluster(const std::string& model, int nodes, int tp,
                                   "30",
                                   "--log-level",
                                   "warn"};
+    a.insert(a.end(), all_args.begin(), all_args.end());
     if (n == 0) a.insert(a.end(), args.begin(), args.end());
     procs.push_back(std::make_unique<Process>(a, std::vector<std::string>{},
                                               dir + "/" + tag + "_n" + std::to_string(n) + ".log"));
@@ -77,15 +80,17 @@ struct Case {
   std::string model;   // stem in reference/models
   std::string prompt;  // stem in reference/prompts
   int nodes, tp;
+  std::string head = "auto";  // --head on every node
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.model << "/" << c.prompt << " " << c.nodes << "x" << c.tp;
+  *os << c.model << "/" << c.prompt << " " << c.nodes << "x" << c.tp << " head " << c.head;
 }
 
 std::string caseName(const ::testing::TestParamInfo<Case>& info) {
   std::string s = info.param.model + "_" + info.param.prompt + "_" +
-                  std::to_string(info.param.nodes) + "x" + std::to_string(info.param.tp);
+                  std::to_string(info.param.nodes) + "x" + std::to_string(info.param.tp) +
+                  (info.param.head == "auto" ? "" : "_" + info.param.head);
   for (char& c : s) {
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   }
@@ -104,7 +109,7 @@ TEST_P(ClusterParityTest, GreedyTokensMatchLlamaCpp) {
   ClusterRun run =
       runCluster(ref + "models/" + c.model + ".gguf", c.nodes, c.tp,
                  {"--prompt", readFile(ref + "prompts/" + c.prompt + ".txt"), "-n", "32", "--json"},
-                 caseName({c, 0}));
+                 caseName({c, 0}), {}, {"--head", c.head});
   for (size_t n = 0; n < run.node_rc.size(); ++n) {
     ASSERT_EQ(run.node_rc[n], 0) << "node " << n << " log:\n" << run.logs[n];
   }
@@ -127,6 +132,9 @@ std::vector<Case> parityCases() {
   cases.push_back({"llama-tiny-kv1-f32", "en_sentence", 2, 2});  // KV heads replicated
   cases.push_back({"qwen2-tiny-f32", "unicode", 2, 1});
   cases.push_back({"qwen2-tiny-f32", "en_sentence", 2, 2});  // KV heads replicated
+  // The output head on global rank 0 alone, across nodes.
+  cases.push_back({"llama-tiny-f32", "en_sentence", 2, 2, "replicated"});
+  cases.push_back({"llama-tiny-q8_0", "paragraph", 2, 1, "replicated"});
   return cases;
 }
 
@@ -143,6 +151,29 @@ TEST(ClusterRefusalTest, ShapesThatDoNotDivideAreRefusedByName) {
     EXPECT_NE(run.logs[n].find("tp"), std::string::npos) << run.logs[n];
   }
   EXPECT_NE(run.logs[0].find("attn_q"), std::string::npos) << run.logs[0];
+}
+
+// The reference models' shapes do not divide by 3, so 3 nodes run a generated model whose
+// heads (6), KV heads (3), FFN (384) and vocabulary (510) do, against one node on the same file.
+TEST(ClusterThreeNodeTest, ThreeNodesProduceTheTokensOfOne) {
+  tools::TestModelShape shape;
+  shape.dim = 192;
+  shape.heads = 6;
+  shape.kv_heads = 3;
+  shape.ffn = 384;
+  shape.vocab = 510;
+  shape.type = model::TensorType::kQ8_0;
+  std::string path = ::testing::TempDir() + "/three_nodes_q8.gguf";
+  tools::writeTestModel(shape, path);
+  std::vector<std::string> args = {"--prompt", "a b ab ba", "-n", "24", "--json"};
+  ClusterRun one = runCluster(path, 1, 1, args, "three_ref");
+  ClusterRun three = runCluster(path, 3, 1, args, "three");
+  ASSERT_EQ(one.node_rc[0], 0) << one.logs[0];
+  for (size_t n = 0; n < 3; ++n) ASSERT_EQ(three.node_rc[n], 0) << three.logs[n];
+  ASSERT_TRUE(one.output.is_object()) << one.logs[0];
+  ASSERT_TRUE(three.output.is_object()) << three.logs[0];
+  EXPECT_EQ(one.output["ids"].size(), 24u);
+  EXPECT_EQ(three.output["ids"], one.output["ids"]) << three.logs[0];
 }
 
 TEST(ClusterRefusalTest, MixedLayoutIsRefusedClearly) {

@@ -3,7 +3,10 @@
 # and removed here; traffic never leaves them). Checks, with node 0 in tpns0 and node 1 in
 # tpns1:
 #   1. generation across the link equals the same generation on one node (greedy);
-#   2. with `tc netem delay 1ms` on both ends (when the kernel has netem) it still does;
+#   2. with 1 ms of one-way latency on the link it still does: `tc netem delay 1ms` on both
+#      ends when the kernel has netem, else tools/delay-proxy.py in front of node 0 (node 0's
+#      mesh binds elsewhere with --mesh-listen, so node 1's connection crosses the proxy); the
+#      round trip node 0 measures must show the added delay;
 #   3. `ip link set down` on the link is detected by node 0 within the liveness timeout and
 #      reported (/health 503, log "node 1 lost"), and the worker, cut off from its driver,
 #      exits non-zero naming node 0.
@@ -38,22 +41,43 @@ expected=$("$BIN" --model "$MODEL" --tp 1 --prompt "$PROMPT" -n 16 --json 2>/dev
            python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])')
 [ -n "$expected" ] || fail "one-node reference run failed"
 
-generate() {  # $1: label
-  ip netns exec "$NS1" "$BIN" "${COMMON[@]}" --node-id 1 > "$LOG/w_$1.log" 2>&1 & P1=$!
-  got=$(ip netns exec "$NS0" timeout 60 "$BIN" "${COMMON[@]}" --node-id 0 --prompt "$PROMPT" -n 16 \
-        --json 2> "$LOG/d_$1.log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])')
+generate() {  # $1: label, then extra flags for node 0
+  local label=$1; shift
+  ip netns exec "$NS1" "$BIN" "${COMMON[@]}" --node-id 1 > "$LOG/w_$label.log" 2>&1 & P1=$!
+  got=$(ip netns exec "$NS0" timeout 60 "$BIN" "${COMMON[@]}" --node-id 0 "$@" --prompt "$PROMPT" \
+        -n 16 --json 2> "$LOG/d_$label.log" |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])')
   wait "$P1"; rc1=$?; P1=
-  [ "$got" = "$expected" ] || fail "$1: ids $got != one-node $expected"
-  [ "$rc1" = 0 ] || fail "$1: worker exit $rc1"
-  echo "ok: $1: 2 nodes across the veth link produce the one-node tokens"
+  [ "$got" = "$expected" ] || fail "$label: ids $got != one-node $expected"
+  [ "$rc1" = 0 ] || fail "$label: worker exit $rc1"
+  echo "ok: $label: 2 nodes across the veth link produce the one-node tokens"
 }
 generate "veth"
 
 if ip netns exec "$NS0" tc qdisc add dev "$V0" root netem delay 1ms 2>/dev/null &&
    ip netns exec "$NS1" tc qdisc add dev "$V1" root netem delay 1ms 2>/dev/null; then
   generate "netem-1ms"
+  ip netns exec "$NS0" tc qdisc del dev "$V0" root; ip netns exec "$NS1" tc qdisc del dev "$V1" root
 else
-  echo "note: tc netem is not available in this kernel; the 1 ms latency case did not run"
+  echo "note: tc netem is not available in this kernel; 1 ms latency comes from tools/delay-proxy.py"
+  SRC=${TPNODE_SOURCE_DIR:-$(cd "$(dirname "$0")/../../.." && pwd)}
+  ip netns exec "$NS0" python3 "$SRC/tools/delay-proxy.py" --listen 10.231.7.1:9500 \
+    --target 10.231.7.1:9501 --delay-ms 1 --max-seconds 120 > "$LOG/proxy.log" 2>&1 & PX=$!
+  for i in $(seq 1 50); do grep -q ready "$LOG/proxy.log" && break; sleep 0.1; done
+  grep -q ready "$LOG/proxy.log" || fail "delay proxy did not start"
+  # The link's round trip as node 0 measures it (mesh-only mode): at least 2 x 1 ms.
+  ip netns exec "$NS1" "$BIN" --peers "$PEERS" --node-id 1 --connect-timeout 30 \
+    > "$LOG/w_rtt.log" 2>&1 & P1=$!
+  ip netns exec "$NS0" timeout 60 "$BIN" --peers "$PEERS" --node-id 0 --connect-timeout 30 \
+    --mesh-listen 10.231.7.1:9501 > "$LOG/d_rtt.log" 2>&1 || fail "mesh-only run through the proxy"
+  wait "$P1"; P1=
+  rtt=$(awk '$1 == "node" && $2 == "0" && $3 == "-" { print $4 }' "$LOG/d_rtt.log" | tail -1)
+  [ -n "$rtt" ] || fail "no round-trip table from node 0"
+  python3 -c "import sys; sys.exit(0 if float('$rtt') >= 2000 else 1)" ||
+    fail "round trip through the 1 ms proxy is $rtt us, expected >= 2000"
+  echo "ok: node 0 measures a $rtt us round trip through the 1 ms delay proxy"
+  generate "proxy-1ms" --mesh-listen 10.231.7.1:9501
+  kill "$PX" 2>/dev/null; wait "$PX" 2>/dev/null
 fi
 
 # Link cut while serving.
