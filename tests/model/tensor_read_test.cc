@@ -22,10 +22,10 @@ namespace tpnode::model {
 namespace {
 
 // Checks every tensor of `path` under tp; returns the number of tensors checked.
-int checkModel(const std::string& path, int tp) {
+int checkModel(const std::string& path, int tp, HeadLayout head = HeadLayout::kAuto) {
   auto file = GgufFile::open(path);
   const ModelConfig config = readModelConfig(file->metadata());
-  const ShardPlan plan = planShards(config, tensorDescs(file->metadata()), tp);
+  const ShardPlan plan = planShards(config, tensorDescs(file->metadata()), tp, head);
   std::vector<RankWeights> ranks;
   for (int r = 0; r < tp; ++r) ranks.push_back(loadRankWeights(*file, config, plan, r));
   int checked = 0;
@@ -34,9 +34,13 @@ int checkModel(const std::string& path, int tp) {
     const GgufTensorInfo& info = file->metadata().tensors[i];
     EXPECT_EQ(info.name, shard.tensor.name);
     EXPECT_EQ(readRefusal(ranks[0], shard), "") << shard.tensor.name;
-    // The all-gather: equal slices, padded to an even size, in rank order.
+    // The all-gather: equal slices, padded to an even size, in rank order. A replicated tensor
+    // passes through from rank 0 (a replicated head lives there alone).
     std::vector<std::vector<uint8_t>> slices;
-    for (int r = 0; r < tp; ++r) slices.push_back(shardBytes(ranks[static_cast<size_t>(r)], shard));
+    for (int r = 0; r < tp; ++r) {
+      const bool own = shard.kind != ShardKind::kReplicate || r == 0;
+      slices.push_back(shardBytes(ranks[static_cast<size_t>(own ? r : 0)], shard));
+    }
     const size_t stride = (slices[0].size() + 1) & ~size_t{1};
     std::vector<uint8_t> gathered(stride * static_cast<size_t>(tp), 0xAB);
     for (int r = 0; r < tp; ++r) {
@@ -112,6 +116,7 @@ TEST(TensorReadTest, GeneratedModelsCoverQuantsTiedHeadsAndKvReplication) {
     for (int tp : {2, 4}) {
       SCOPED_TRACE(std::string(c.type) + " tp=" + std::to_string(tp));
       EXPECT_GT(checkModel(path, tp), 10);
+      EXPECT_GT(checkModel(path, tp, HeadLayout::kReplicated), 10);  // --head replicated
     }
   }
   std::filesystem::remove_all(dir);
