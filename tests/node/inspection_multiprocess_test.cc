@@ -298,6 +298,26 @@ TEST_F(InspectionTest, ReadsAndTapsDuringGenerationNeitherBlockNorChangeIt) {
   }
 }
 
+// A 600-token prompt is prefilled in several steps (chunks of 256): the taps have a row per
+// position, in order, and the first 100 equal those of the 100-token prefix alone.
+TEST_F(InspectionTest, TapsCoverLongPromptsPrefilledInChunks) {
+  Cluster c(modelPath("llama-tiny-f32"), 1, 2, "long_prompt");
+  ASSERT_TRUE(c.ready()) << c.log(0);
+  std::vector<int32_t> prompt = {1};
+  for (int i = 1; i < 600; ++i) prompt.push_back(3 + (i * 37) % 1000);
+  Taps all = requestTaps(c, prompt, 2);
+  Taps prefix = requestTaps(c, std::vector<int32_t>(prompt.begin(), prompt.begin() + 100), 2);
+  ASSERT_EQ(all.each.size(), kTapList.size());
+  ASSERT_EQ(prefix.each.size(), kTapList.size());
+  for (size_t i = 0; i < kTapList.size(); ++i) {
+    const size_t width = all.each[i].size() / prompt.size();
+    ASSERT_EQ(prefix.each[i].size(), 100 * width);
+    std::vector<float> head(all.each[i].begin(),
+                            all.each[i].begin() + static_cast<long>(100 * width));
+    EXPECT_LE(maxAbsDiff(head, prefix.each[i]), 1e-4) << kTapList[i].dump();
+  }
+}
+
 TEST_F(InspectionTest, BadRequestsNameTheField) {
   Cluster c(modelPath("llama-tiny-f32"), 1, 2, "errors");
   ASSERT_TRUE(c.ready()) << c.log(0);
