@@ -14,6 +14,7 @@ Needs numpy. Llama-family models (RMSNorm, untied or tied head); gemma's embeddi
 logit soft-capping are applied when --softcap is given.
 """
 import argparse
+import base64
 import io
 import json
 import sys
@@ -66,9 +67,14 @@ def main():
     prompt = [int(x) for x in a.prompt_ids.split(",")] if a.prompt_ids else a.prompt
     taps = [{"layer": L, "point": "residual"} for L in range(n_layer)] + [{"point": "logits"}]
     answer = post(a.base, "/v1/completions",
-                  {"prompt": prompt, "max_tokens": 1, "temperature": 0, "taps": taps}, a.key)
-    got = answer["taps"]
-    logits = np.asarray(got[-1]["data"], dtype=np.float32)  # [positions, vocab]
+                  {"prompt": prompt, "max_tokens": 1, "temperature": 0, "taps": taps,
+                   "tap_encoding": "base64"}, a.key)
+
+    def rows(tap):  # base64 of little-endian f32, row-major [positions, width]
+        return np.frombuffer(base64.b64decode(tap["data"]), dtype="<f4").reshape(tap["shape"])
+
+    got = [rows(t) for t in answer["taps"]]
+    logits = got[-1]  # [positions, vocab]
 
     def lens(h):  # RMSNorm with the final norm's weight, then the head (f32, like the model)
         h = np.asarray(h, dtype=np.float32)
@@ -81,7 +87,7 @@ def main():
     print("top tokens at the last prompt position, layer by layer:")
     last = None
     for L in range(n_layer):
-        z = lens(got[L]["data"])
+        z = lens(got[L])
         top = np.argsort(-z[-1])[: a.top]
         print(f"  layer {L:3d}: " + ", ".join(f"{t} ({z[-1][t]:.2f})" for t in top))
         last = z

@@ -167,7 +167,7 @@ net::awaitable<GenerationResult> wholeAnswer(ServerContext& ctx, Connection& con
   int64_t offset = 0;
   json body = finalResponse(meta, text, logprobsJson(meta, logprobs, offset), out.finishReason(),
                             out.promptTokens(), out.completionTokens());
-  if (meta.taps) body["taps"] = tapsJson(out.taps());
+  if (meta.taps) body["taps"] = tapsJson(out.taps(), meta.taps_base64);
   bool ok = co_await conn.write(jsonResponse(200, body, keep_alive));
   co_return GenerationResult{ok, 200};
 }
@@ -197,8 +197,9 @@ net::awaitable<GenerationResult> handleGeneration(ServerContext& ctx, Connection
   Submission sub(ctx, events, id, prompt_tokens);
   conn.watchReadable(events);
 
-  ResponseMeta meta{endpoint,         newResponseId(endpoint), 0, model.id, req.logprobs,
-                    req.top_logprobs, !req.taps.empty()};
+  ResponseMeta meta{
+      endpoint,          newResponseId(endpoint), 0, model.id, req.logprobs, req.top_logprobs,
+      !req.taps.empty(), req.taps_base64};
   meta.created = std::chrono::duration_cast<std::chrono::seconds>(
                      std::chrono::system_clock::now().time_since_epoch())
                      .count();

@@ -17,7 +17,8 @@ using nlohmann::json;
 constexpr int kMaxLogprobs = 20;
 constexpr size_t kMaxStops = 16;
 constexpr size_t kMaxTaps = 64;
-constexpr uint64_t kMaxTapFloats = uint64_t{1} << 22;
+constexpr uint64_t kMaxTapFloats = uint64_t{1} << 22;        // as JSON numbers (~10 bytes each)
+constexpr uint64_t kMaxTapFloatsBase64 = uint64_t{1} << 25;  // as base64 f32 (128 MiB)
 
 [[noreturn]] void wrongValue(const std::string& field, const json& value, const char* expected) {
   badRequest(field, fmt::format("'{}' must be {}, got {}", field, expected, describeValue(value)));
@@ -212,6 +213,12 @@ void parseLogprobs(const json& body, OpenAiRequest& r) {
 // "taps": [{"layer": L, "point": "residual|attn_out|mlp_out|logits"}] (tpnode extension).
 // The layer is checked against the model in prepareGeneration.
 void parseTaps(const json& body, OpenAiRequest& r) {
+  if (const json* enc = field(body, "tap_encoding")) {
+    if (!enc->is_string() || (*enc != "json" && *enc != "base64")) {
+      wrongValue("tap_encoding", *enc, "\"json\" or \"base64\"");
+    }
+    r.taps_base64 = *enc == "base64";
+  }
   const json* v = field(body, "taps");
   if (!v) return;
   if (!v->is_array() || v->size() > kMaxTaps) {
@@ -360,10 +367,12 @@ GenerationRequest prepareGeneration(const OpenAiRequest& r, const Engine& engine
         static_cast<uint64_t>(n_prompt) *
         static_cast<uint64_t>(t.point == model::TapPoint::kLogits ? model.n_vocab : model.n_embd);
   }
-  if (tap_floats > kMaxTapFloats) {
+  const uint64_t cap = r.taps_base64 ? kMaxTapFloatsBase64 : kMaxTapFloats;
+  if (tap_floats > cap) {
     badRequest("taps", fmt::format("the taps ask for {} values ({} prompt tokens); at most {} "
-                                   "fit in one response",
-                                   tap_floats, n_prompt, kMaxTapFloats));
+                                   "fit in one response with tap_encoding \"{}\"{}",
+                                   tap_floats, n_prompt, cap, r.taps_base64 ? "base64" : "json",
+                                   r.taps_base64 ? "" : " (base64 allows 8x more)"));
   }
   g.taps = r.taps;
   return g;

@@ -32,6 +32,7 @@ struct OpenAiRequest {
   int top_logprobs = 0;              // alternatives per token (0..20)
   bool ignore_eos = false;           // vLLM / llama.cpp extension
   std::vector<model::TapSpec> taps;  // tpnode extension (docs/inspection.md); not with stream
+  bool taps_base64 = false;          // "tap_encoding": "base64" (f32 little endian)
 };
 
 // Parses `body` (the raw HTTP body). Throws ApiError.

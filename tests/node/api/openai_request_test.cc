@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <openssl/evp.h>
+
+#include <cstring>
+
 #include "node/api/api_error.h"
+#include "node/api/openai_response.h"
 #include "tests/node/api/fake_engine.h"
 
 namespace tpnode::node::api {
@@ -165,6 +170,42 @@ TEST(OpenAiRequestTest, TapsAreParsedAndCheckedNamingTheField) {
   } catch (const ApiError& e) {
     EXPECT_EQ(e.body()["error"]["param"], "taps[0].layer");
   }
+}
+
+TEST(OpenAiRequestTest, TapsAreAnsweredAsJsonNumbersOrBase64F32) {
+  TapResult t;
+  t.spec = {3, model::TapPoint::kResidual};
+  t.rows = 2;
+  t.cols = 3;
+  t.data = {1.5f, -2.25f, 3.0e-7f, 0.1f, 1e30f, -0.0f};
+  json j = tapsJson({t});
+  EXPECT_EQ(j[0]["layer"], 3);
+  EXPECT_EQ(j[0]["point"], "residual");
+  EXPECT_EQ(j[0]["shape"], json({2, 3}));
+  // Parsed back, every float is bit-identical (printed to round-trip).
+  json back = json::parse(j.dump());
+  for (int r = 0; r < 2; ++r) {
+    for (int c = 0; c < 3; ++c) {
+      float v = back[0]["data"][r][c].get<float>();
+      EXPECT_EQ(std::memcmp(&v, &t.data[static_cast<size_t>(r * 3 + c)], 4), 0) << r << c;
+    }
+  }
+  t.spec = {-1, model::TapPoint::kLogits};
+  json b = tapsJson({t}, /*base64=*/true);
+  EXPECT_TRUE(b[0]["layer"].is_null());
+  EXPECT_EQ(b[0]["encoding"], "base64");
+  EXPECT_EQ(b[0]["dtype"], "<f4");
+  const std::string text = b[0]["data"];
+  std::vector<unsigned char> raw(text.size());
+  int n = EVP_DecodeBlock(raw.data(), reinterpret_cast<const unsigned char*>(text.data()),
+                          static_cast<int>(text.size()));
+  ASSERT_GE(n, 24);  // padding decodes to extra zero bytes
+  EXPECT_EQ(std::memcmp(raw.data(), t.data.data(), 24), 0);
+  OpenAiRequest r = parseOpenAiRequest(
+      Endpoint::kCompletions,
+      json{{"prompt", "x"}, {"taps", {{{"point", "logits"}}}}, {"tap_encoding", "base64"}}.dump());
+  EXPECT_TRUE(r.taps_base64);
+  expectRefused(Endpoint::kCompletions, {{"prompt", "x"}, {"tap_encoding", "npy"}}, "tap_encoding");
 }
 
 TEST(OpenAiRequestTest, PrepareChecksModelContextAndVocabulary) {
