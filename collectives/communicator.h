@@ -46,6 +46,16 @@ class Communicator {
   virtual void allGather(const void* in, void* out, size_t count, DType dtype) = 0;
   // data on `root` is copied to every rank.
   virtual void broadcast(void* data, size_t count, DType dtype, int root) = 0;
+  // out on `root` = concat over ranks (in rank order) of each rank's `count` elements of `in`,
+  // as allGather, but only `root` needs the result: `out` holds size() * count elements on
+  // every rank (implementations may use it as scratch) and is defined only on `root` on
+  // return. Every rank must call it. The default is allGather; the hierarchical group sends
+  // each node's block to root's node alone (half the network bytes of an all-gather for 2
+  // nodes, and no broadcast back).
+  virtual void gather(const void* in, void* out, size_t count, DType dtype, int root) {
+    (void)root;
+    allGather(in, out, count, dtype);
+  }
   virtual void barrier() = 0;
 };
 

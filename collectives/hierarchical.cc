@@ -24,6 +24,12 @@ class HierarchicalCommunicator final : public Communicator {
   void allGather(const void* in, void* out, size_t count, DType dtype) override {
     guarded([&] { allGatherImpl(in, out, count, dtype); });
   }
+  void gather(const void* in, void* out, size_t count, DType dtype, int root) override {
+    if (root < 0 || root >= size()) {
+      fail(ErrorCode::kInvalidArgument, "gather root {} outside the group of {}", root, size());
+    }
+    guarded([&] { gatherImpl(in, out, count, dtype, root); });
+  }
   void broadcast(void* data, size_t count, DType dtype, int root) override {
     // A bad argument is refused before any communication; it does not abort the group.
     if (root < 0 || root >= size()) {
@@ -64,11 +70,7 @@ class HierarchicalCommunicator final : public Communicator {
   void allReduceImpl(void* data, size_t count, DType dtype) {
     if (inter_ == nullptr) return local_->allReduceSum(data, count, dtype);
     const size_t bytes = count * dtypeSize(dtype);
-    HierMode mode = group_->options().hier;
-    if (mode == HierMode::kAuto) {
-      mode = bytes <= group_->options().leader_max_bytes ? HierMode::kLeader : HierMode::kSliced;
-    }
-    if (mode == HierMode::kLeader) {
+    if (chooseHierMode(group_->options(), bytes) == HierMode::kLeader) {
       local_->allReduceSum(data, count, dtype);
       if (leader()) inter_->allReduceSum(data, count, dtype, bytes);
       local_->broadcast(data, count, dtype, 0);
@@ -89,6 +91,25 @@ class HierarchicalCommunicator final : public Communicator {
     if (inter_ == nullptr) return;
     if (leader()) inter_->allGather(node_block, out, node_elems * es);
     local_->broadcast(out, node_elems * group_->nodeCount(), dtype, 0);
+  }
+
+  // Local all-gather of the node's block (shared memory), then only the leaders of the other
+  // nodes send it to root's node; root's node has it on every local rank, root included.
+  void gatherImpl(const void* in, void* out, size_t count, DType dtype, int root) {
+    const size_t es = dtypeSize(dtype);
+    const size_t node_elems = static_cast<size_t>(local_->localSize()) * count;
+    const int root_node = root / local_->localSize();
+    auto* node_block = static_cast<std::byte*>(out) + group_->nodeId() * node_elems * es;
+    local_->allGather(in, node_block, count, dtype);
+    if (inter_ == nullptr) return;
+    if (root % local_->localSize() != 0) {
+      // Root is not its node's leader: the leaders exchange as in allGather, then root's node
+      // shares the blocks locally.
+      if (leader()) inter_->allGather(node_block, out, node_elems * es);
+      local_->broadcast(out, node_elems * group_->nodeCount(), dtype, 0);
+      return;
+    }
+    if (leader()) inter_->gather(node_block, out, node_elems * es, root_node);
   }
 
   void broadcastImpl(void* data, size_t count, DType dtype, int root) {

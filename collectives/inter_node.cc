@@ -33,11 +33,8 @@ void InterNode::checkReceived(size_t got, size_t want, int peer) const {
 
 void InterNode::allReduceSum(void* data, size_t count, DType dtype, size_t decide_bytes) {
   if (nodes_ == 1 || count == 0) return;
-  InterAlgo algo = options_.algo;
-  if (algo == InterAlgo::kAuto) {
-    algo = decide_bytes < options_.crossover_bytes ? InterAlgo::kDirect : InterAlgo::kRing;
-  }
-  if (algo == InterAlgo::kDirect) return allReduceDirect(data, count, dtype);
+  if (chooseInterAlgo(options_, decide_bytes) == InterAlgo::kDirect)
+    return allReduceDirect(data, count, dtype);
   allReduceRing(data, count, dtype);
 }
 
@@ -55,6 +52,28 @@ void InterNode::allGather(const void* in, void* out, size_t bytes) {
   }
   for (int j = 0; j < nodes_; ++j) {
     if (j != node_) mesh_.send(j, tag, asBytes(own, bytes));
+  }
+  size_t r = 0;
+  for (int j = 0; j < nodes_; ++j) {
+    if (j != node_) checkReceived(requests_[r++]->wait(), bytes, j);
+  }
+}
+
+void InterNode::gather(const void* in, void* out, size_t bytes, int root) {
+  if (bytes == 0) return;
+  const uint32_t tag = this->tag(InterOp::kGatherToRoot);
+  if (node_ != root) {
+    mesh_.send(root, tag, asBytes(in, bytes));
+    return;
+  }
+  auto* blocks = static_cast<std::byte*>(out);
+  std::byte* own = blocks + static_cast<size_t>(node_) * bytes;
+  if (own != in) std::memcpy(own, in, bytes);
+  requests_.clear();
+  for (int j = 0; j < nodes_; ++j) {
+    if (j == node_) continue;
+    requests_.push_back(
+        mesh_.irecv(j, tag, asWritableBytes(blocks + static_cast<size_t>(j) * bytes, bytes)));
   }
   size_t r = 0;
   for (int j = 0; j < nodes_; ++j) {

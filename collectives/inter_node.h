@@ -52,8 +52,9 @@ enum class InterOp : uint32_t {
   kBroadcast = 4,
   kBarrier = 5,
   kSetup = 6,
+  kGatherToRoot = 7,
 };
-inline constexpr uint32_t kInterOpCount = 7;
+inline constexpr uint32_t kInterOpCount = 8;
 
 inline uint32_t interTag(InterOp op, int lane, uint32_t slot = 0) {
   return mesh::kFirstUserTag +
@@ -78,6 +79,9 @@ class InterNode {
 
   // out = concat over nodes of each node's `bytes` bytes of `in` (in may alias its block).
   void allGather(const void* in, void* out, size_t bytes);
+  // On node `root`: out = concat over nodes of each node's `bytes` bytes of `in` (in may alias
+  // its block); the other nodes only send theirs (their `out` is not touched).
+  void gather(const void* in, void* out, size_t bytes, int root);
   // `bytes` of data on node `root` are copied to every node.
   void broadcast(void* data, size_t bytes, int root);
   void barrier();

@@ -44,6 +44,52 @@ WireFormat parseWireFormat(std::string_view text) {
   fail(ErrorCode::kInvalidArgument, "wire format '{}': use native, bf16 or q8_0", text);
 }
 
+std::string_view interAlgoName(InterAlgo algo) {
+  switch (algo) {
+    case InterAlgo::kDirect:
+      return "direct";
+    case InterAlgo::kRing:
+      return "ring";
+    case InterAlgo::kAuto:
+      break;
+  }
+  return "auto";
+}
+
+std::string_view hierModeName(HierMode mode) {
+  switch (mode) {
+    case HierMode::kSliced:
+      return "sliced";
+    case HierMode::kLeader:
+      return "leader";
+    case HierMode::kAuto:
+      break;
+  }
+  return "auto";
+}
+
+std::string_view wireFormatName(WireFormat wire) {
+  switch (wire) {
+    case WireFormat::kBF16:
+      return "bf16";
+    case WireFormat::kQ8_0:
+      return "q8_0";
+    case WireFormat::kNative:
+      break;
+  }
+  return "native";
+}
+
+HierMode chooseHierMode(const CollectiveOptions& o, size_t bytes) {
+  if (o.hier != HierMode::kAuto) return o.hier;
+  return bytes <= o.leader_max_bytes ? HierMode::kLeader : HierMode::kSliced;
+}
+
+InterAlgo chooseInterAlgo(const CollectiveOptions& o, size_t bytes) {
+  if (o.algo != InterAlgo::kAuto) return o.algo;
+  return bytes < o.crossover_bytes ? InterAlgo::kDirect : InterAlgo::kRing;
+}
+
 CollectiveOptions CollectiveOptions::fromEnv() {
   CollectiveOptions o;
   o.spin = std::chrono::microseconds(envSize("TPNODE_COLL_SPIN_US", o.spin.count()));

@@ -42,5 +42,14 @@ struct CollectiveOptions {
 InterAlgo parseInterAlgo(std::string_view text);
 HierMode parseHierMode(std::string_view text);
 WireFormat parseWireFormat(std::string_view text);
+std::string_view interAlgoName(InterAlgo algo);    // "auto", "direct", "ring"
+std::string_view hierModeName(HierMode mode);      // "auto", "sliced", "leader"
+std::string_view wireFormatName(WireFormat wire);  // "native", "bf16", "q8_0"
+
+// The choices the collectives make for an all-reduce of `bytes` bytes (the whole message):
+// never kAuto. The hierarchical all-reduce and the inter-node exchange call these, and so do
+// tools that report what the runtime would do (tools/tptopo).
+HierMode chooseHierMode(const CollectiveOptions& options, size_t bytes);
+InterAlgo chooseInterAlgo(const CollectiveOptions& options, size_t bytes);
 
 }  // namespace tpnode::collectives

@@ -120,8 +120,10 @@ struct LinkStats {
   uint64_t frames_sent = 0;
   uint64_t frames_received = 0;
   double rtt_us_median = 0;  // measured by linkStats()
+  double rtt_us_p99 = 0;
   double rtt_us_min = 0;
   double rtt_us_max = 0;
+  std::string error;  // non-empty: measuring this link failed (the peer was lost); no RTTs
 };
 
 // Tags below kFirstUserTag are reserved for the mesh itself (linkStats uses tag 1).
@@ -160,7 +162,9 @@ class Mesh {
 
   // Measures `rounds` round trips of a 64-byte message with every peer and returns one entry
   // per peer (index = node id; this node's own entry has peer = -1). Collective: every node
-  // must call it with the same `rounds`; do not run other traffic on tag 1 meanwhile.
+  // must call it with the same `rounds`; do not run other traffic on tag 1 meanwhile. A link
+  // that fails (its peer is lost, within the liveness timeout) does not throw: its entry says
+  // why in `error` and the other links are still measured.
   virtual std::vector<LinkStats> linkStats(int rounds = 20) = 0;
 
   // Says GOODBYE on every link, waits (bounded, ~2 s) for the peers' GOODBYE and closes every

@@ -223,19 +223,24 @@ std::vector<LinkStats> TcpMesh::linkStats(int rounds) {
     if (peer == node_id_) continue;
     Link& link = linkFor(peer, kPingTag, false);
     std::vector<double> rtts;
-    for (int r = 0; r < rounds; ++r) {
-      if (node_id_ < peer) {
-        auto t0 = Clock::now();
-        link.send(kPingTag, ping);
-        link.recv(kPingTag, ping);
-        rtts.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-      } else {
-        link.recv(kPingTag, ping);
-        link.send(kPingTag, ping);
-      }
-    }
     LinkStats s;
     s.peer = peer;
+    try {
+      for (int r = 0; r < rounds; ++r) {
+        if (node_id_ < peer) {
+          auto t0 = Clock::now();
+          link.send(kPingTag, ping);
+          link.recv(kPingTag, ping);
+          rtts.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+        } else {
+          link.recv(kPingTag, ping);
+          link.send(kPingTag, ping);
+        }
+      }
+    } catch (const Error& e) {
+      s.error = e.what();
+      rtts.clear();
+    }
     for (const auto& l : links_[static_cast<size_t>(peer)]) {
       LinkStats ls = l->stats();
       s.bytes_sent += ls.bytes_sent;
@@ -246,6 +251,7 @@ std::vector<LinkStats> TcpMesh::linkStats(int rounds) {
     if (!rtts.empty()) {
       std::sort(rtts.begin(), rtts.end());
       s.rtt_us_median = rtts[rtts.size() / 2];
+      s.rtt_us_p99 = rtts[std::min(rtts.size() - 1, rtts.size() * 99 / 100)];
       s.rtt_us_min = rtts.front();
       s.rtt_us_max = rtts.back();
     }

@@ -3,7 +3,7 @@
 // Contract
 // - Every rank of the group calls forward() with the same batch, in the same order; the ranks
 //   meet in two all-reduces per layer (after attn_output and after ffn_down) and one
-//   all-gather of the logits (vocab-parallel head) through their Communicator.
+//   gather of the logits to global rank 0 (vocab-parallel head) through their Communicator.
 // - One thread (the rank's) calls forward(); compute fans out to the rank's ThreadPool.
 // - The KV cache has `n_slots` independent sequences; a token at position p of slot s attends
 //   to positions [0, p] of slot s, which must have been fed before or in the same batch.
@@ -37,9 +37,9 @@ class LlamaRank {
   LlamaRank(const ModelConfig& config, RankWeights weights, collectives::Communicator& comm,
             kernels::ThreadPool& pool, int64_t n_slots, int64_t n_ctx);
 
-  // Runs the batch. `logits` receives [tokens with logits=true][n_vocab] (full vocabulary) on
-  // every rank with a vocab-parallel head, on global rank 0 alone with a replicated head (the
-  // other ranks get it empty). Throws Error(kInvalidArgument) for a bad token id, slot or position.
+  // Runs the batch. On global rank 0, `logits` receives [tokens with logits=true][n_vocab]
+  // (full vocabulary; a vocab-parallel head gathers the slices to rank 0); the other ranks get
+  // it empty. Throws Error(kInvalidArgument) for a bad token id, slot or position.
   // `taps` (may be null; only one rank needs to pass one): rows of the tokens marked `tap` at
   // the sink's points, copied during the pass (no collective, the values are replicated).
   void forward(std::span<const BatchToken> batch, std::vector<float>& logits,

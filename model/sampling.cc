@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "common/error.h"
@@ -45,12 +46,6 @@ Sampler::Sampler(const SamplingParams& p, int32_t n_vocab)
   if (n_vocab <= 0) fail(ErrorCode::kInvalidArgument, "sampler needs n_vocab > 0, got {}", n_vocab);
   checkSamplingParams(p);
   params_.top_logprobs = std::min(p.top_logprobs, n_vocab);
-  const auto n = static_cast<size_t>(n_vocab);
-  work_.resize(n);
-  cand_.reserve(n);
-  window_count_.assign(n, 0);
-  generated_count_.assign(n, 0);
-  in_seen_.assign(n, 0);
   if (p.repeat_last_n > 0) window_.assign(static_cast<size_t>(p.repeat_last_n), -1);
   top_.reserve(static_cast<size_t>(params_.top_logprobs));
 }
@@ -63,20 +58,16 @@ void Sampler::record(TokenId id, bool generated) {
   if (params_.repeat_last_n != 0) {
     if (!window_.empty()) {
       if (window_size_ == window_.size()) {
-        --window_count_[window_[window_next_]];  // the oldest leaves the window
+        --counts_[window_[window_next_]].window;  // the oldest leaves the window
       } else {
         ++window_size_;
       }
       window_[window_next_] = id;
       window_next_ = (window_next_ + 1) % window_.size();
     }
-    ++window_count_[id];
+    ++counts_[id].window;
   }
-  if (generated) ++generated_count_[id];
-  if (!in_seen_[id]) {
-    in_seen_[id] = 1;
-    seen_.push_back(id);
-  }
+  if (generated) ++counts_[id].generated;
 }
 
 void Sampler::acceptPrompt(std::span<const TokenId> ids) {
@@ -91,24 +82,21 @@ const float* Sampler::applyPenalties(std::span<const float> logits) {
   const SamplingParams& p = params_;
   const bool repeat = p.repeat_penalty != 1.0f;
   const bool openai = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
-  if ((!repeat && !openai) || seen_.empty()) return logits.data();
-  std::copy(logits.begin(), logits.end(), work_.begin());
-  size_t kept = 0;
-  for (const TokenId id : seen_) {
-    const int32_t wc = window_count_[id];
-    const int32_t gc = generated_count_[id];
-    if (wc == 0 && gc == 0) {  // left the window and never generated: drop from the list
-      in_seen_[id] = 0;
+  if ((!repeat && !openai) || counts_.empty()) return logits.data();
+  work_.assign(logits.begin(), logits.end());
+  for (auto it = counts_.begin(); it != counts_.end();) {
+    const auto [id, counts] = *it;
+    if (counts.window == 0 && counts.generated == 0) {  // left the window, never generated
+      it = counts_.erase(it);
       continue;
     }
-    seen_[kept++] = id;
-    float& l = work_[id];
-    if (repeat && wc > 0) l = l <= 0 ? l * p.repeat_penalty : l / p.repeat_penalty;
-    if (openai && gc > 0) {
-      l -= static_cast<float>(gc) * p.frequency_penalty + p.presence_penalty;
+    ++it;
+    float& l = work_[static_cast<size_t>(id)];
+    if (repeat && counts.window > 0) l = l <= 0 ? l * p.repeat_penalty : l / p.repeat_penalty;
+    if (openai && counts.generated > 0) {
+      l -= static_cast<float>(counts.generated) * p.frequency_penalty + p.presence_penalty;
     }
   }
-  seen_.resize(kept);
   return work_.data();
 }
 
@@ -127,8 +115,11 @@ TokenId Sampler::sample(std::span<const float> logits) {
         chosen = i;
       }
     }
+  } else if (!truncating()) {
+    chosen = drawAll(l);
   } else {
     cand_.clear();
+    cand_.reserve(static_cast<size_t>(n_vocab_));
     for (TokenId i = 0; i < n_vocab_; ++i) cand_.push_back(Candidate{l[i], i, 0.0f});
     if (params_.top_k > 0) truncateTopK(static_cast<size_t>(params_.top_k));
     if (params_.top_p < 1.0f) truncateTopP();
@@ -144,7 +135,71 @@ TokenId Sampler::sample(std::span<const float> logits) {
 
 void Sampler::lastCandidates(std::vector<TokenId>& out) const {
   out.clear();
+  if (!truncating()) {  // drawAll() draws from the whole vocabulary
+    for (TokenId i = 0; i < n_vocab_; ++i) out.push_back(i);
+    return;
+  }
   for (const Candidate& c : cand_) out.push_back(c.id);
+}
+
+bool Sampler::truncating() const {
+  return (params_.top_k > 0 && params_.top_k < n_vocab_) || params_.top_p < 1.0f ||
+         params_.min_p > 0.0f;
+}
+
+// Softmax of logit / temperature over the whole row, then one uniform draw; the common case
+// (OpenAI's defaults: temperature only) without building the candidate list. Probabilities
+// are computed 4 lanes at a time into probs_ with per-block sums in double (a fixed order);
+// the draw finds the block where the running sum passes the target, then the token inside it.
+TokenId Sampler::drawAll(const float* l) {
+  constexpr size_t kBlock = 1024;
+  const size_t n = static_cast<size_t>(n_vocab_);
+  const float max_logit = maxOf(l, n);
+  TokenId best = 0;
+  while (l[best] != max_logit && static_cast<size_t>(best) + 1 < n) ++best;
+  if (!std::isfinite(max_logit)) return best;  // every logit is -inf (or NaN)
+  const float inv_t = 1.0f / params_.temperature;
+  probs_.resize(n);
+  block_sums_.clear();
+  double sum = 0;
+  for (size_t b = 0; b < n; b += kBlock) {
+    const size_t end = std::min(n, b + kBlock);
+    Float4 lane{};
+    size_t i = b;
+    for (; i + 4 <= end; i += 4) {
+      const Float4 p = expNonPositive4((load4(l + i) - max_logit) * inv_t);
+      std::memcpy(probs_.data() + i, &p, sizeof(p));
+      lane += p;
+    }
+    double block = 0;
+    for (int j = 0; j < 4; ++j) block += lane[j];
+    for (; i < end; ++i) {
+      probs_[i] = expNonPositive((l[i] - max_logit) * inv_t);
+      block += probs_[i];
+    }
+    block_sums_.push_back(block);
+    sum += block;
+  }
+  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;  // [0, 1)
+  double target = u * sum;
+  for (size_t k = 0; k < block_sums_.size(); ++k) {
+    if (target >= block_sums_[k] && k + 1 < block_sums_.size()) {
+      target -= block_sums_[k];
+      continue;
+    }
+    double cum = 0;
+    const size_t end = std::min(n, (k + 1) * kBlock);
+    size_t last = n;  // the block's last token with p > 0
+    for (size_t i = k * kBlock; i < end; ++i) {
+      if (probs_[i] <= 0) continue;
+      cum += probs_[i];
+      last = i;
+      if (target < cum) return static_cast<TokenId>(i);
+    }
+    // Rounding: the sequential sum fell just short of the block sum.
+    return last < n ? static_cast<TokenId>(last) : best;
+  }
+  return best;
 }
 
 void Sampler::truncateTopK(size_t k) {

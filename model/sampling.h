@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "model/vocab.h"
@@ -85,6 +86,8 @@ class Sampler {
   void record(TokenId id, bool generated);
   const float* applyPenalties(std::span<const float> logits);
   TokenId draw();
+  bool truncating() const;  // top-k, top-p or min-p cut the candidate set
+  TokenId drawAll(const float* logits);
   void computeLogprobs(std::span<const float> logits, TokenId chosen);
   void truncateTopK(size_t k);
   void truncateTopP();
@@ -93,16 +96,22 @@ class Sampler {
   SamplingParams params_;
   int32_t n_vocab_;
   std::mt19937_64 rng_;
-  std::vector<float> work_;            // penalised logits
-  std::vector<Candidate> cand_;        // the candidate set of the current step
-  std::vector<int32_t> window_count_;  // per token: occurrences in the repeat window
-  std::vector<TokenId> window_;        // ring buffer of the repeat window
+  // Memory: a sampler is made per request when it is admitted, queued ones included, so it
+  // holds O(prompt + generated) state; the vocabulary-sized scratch (work_, cand_) is
+  // allocated at the first sample().
+  struct Counts {
+    int32_t window = 0;     // occurrences in the repeat window
+    int32_t generated = 0;  // times generated
+  };
+  std::vector<float> work_;         // penalised logits
+  std::vector<Candidate> cand_;     // the candidate set of the current step
+  std::vector<float> probs_;        // drawAll(): unnormalised probabilities of the whole row
+  std::vector<double> block_sums_;  // drawAll(): their sums per block of 1024
+  std::vector<TokenId> window_;     // ring buffer of the repeat window
   size_t window_next_ = 0;
   size_t window_size_ = 0;
-  std::vector<int32_t> generated_count_;  // per token: times generated
-  std::vector<TokenId> seen_;             // ids with a nonzero count, each once (stale
-                                          // ids are dropped at the next penalty pass)
-  std::vector<uint8_t> in_seen_;          // per token: listed in seen_
+  // Tokens with a nonzero count (entries that drop to zero are erased at the next penalty pass).
+  std::unordered_map<TokenId, Counts> counts_;
   float chosen_logprob_ = 0.0f;
   std::vector<TokenLogprob> top_;
 };

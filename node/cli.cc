@@ -8,22 +8,66 @@
 
 #include "common/error.h"
 #include "common/version.h"
+#include "node/cli_flags.h"
 #include "node/cluster_config.h"
 #include "node/options.h"
 
 namespace tpnode::node {
-namespace {
 
 // Every flag is also read from TPNODE_<FLAG> (upper case, '-' -> '_').
-std::string envName(const std::string& flag) {
+std::string flagEnvName(const std::string& flag) {
   std::string env = "TPNODE_";
   for (char c : flag) env += (c == '-') ? '_' : static_cast<char>(std::toupper(c));
   return env;
 }
 
+void addClusterFlags(CLI::App& app, Options& o, std::string& tp_layout) {
+  auto flag = [&app](const std::string& name, auto& value, const std::string& help) {
+    return addFlag(app, name, value, help);
+  };
+  flag("config", o.config_file, "YAML cluster config (flags override it)")->group("Cluster");
+  flag("node-id", o.node_id, "This node's index in --peers")->group("Cluster");
+  flag("peers", o.peers, "host:port of every node, in node-id order")->group("Cluster");
+  flag("mesh-listen", o.mesh_listen,
+       "host:port to bind instead of this node's --peers entry (NAT, containers, a proxy)")
+      ->group("Cluster");
+  flag("tp", o.tp, "Local tensor-parallel ranks in this process")->group("Cluster");
+  flag("tp-layout", tp_layout, "tp of every node, e.g. 2,1 (default: --tp on every node)")
+      ->group("Cluster");
+  flag("devices", o.devices, "Device of each local rank, e.g. 0,2")
+      ->envname("TPNODE_TP_DEVICES")
+      ->group("Cluster");
+  flag("backend", o.backend, "auto, cpu or cuda")->group("Cluster");
+  flag("connect-timeout", o.connect_timeout_s, "Seconds to wait for all peers")->group("Cluster");
+  flag("liveness-timeout", o.liveness_timeout_s, "Seconds of silence before a peer is lost")
+      ->group("Cluster");
+  flag("sockets-per-peer", o.sockets_per_peer, "Parallel TCP connections per node pair")
+      ->group("Cluster");
+  flag("wire-format", o.wire_format, "Inter-node all-reduce payload: f32, bf16, q8_0")
+      ->group("Cluster");
+  flag("cluster-secret-file", o.cluster_secret_file,
+       "File holding the shared secret (or env TPNODE_CLUSTER_SECRET)")
+      ->group("Security");
+  flag("tls-cert", o.tls_cert, "PEM certificate for mutual TLS")->group("Security");
+  flag("tls-key", o.tls_key, "PEM private key for mutual TLS")->group("Security");
+  flag("tls-ca", o.tls_ca, "PEM CA for mutual TLS")->group("Security");
+}
+
+void finishClusterFlags(const CLI::App& app, const std::string& tp_layout, Options& o) {
+  std::set<std::string> given;
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt->count() > 0 && !opt->get_lnames().empty()) given.insert(opt->get_lnames().front());
+  }
+  if (!tp_layout.empty()) o.tp_layout = parseIntList("--tp-layout", tp_layout);
+  if (!o.config_file.empty()) applyClusterConfig(loadClusterConfig(o.config_file), given, o);
+  finishLayout(o);
+}
+
+namespace {
+
 template <typename T>
 CLI::Option* flag(CLI::App& app, const std::string& name, T& value, const std::string& help) {
-  return app.add_option("--" + name, value, help)->envname(envName(name))->capture_default_str();
+  return addFlag(app, name, value, help);
 }
 
 }  // namespace
@@ -83,41 +127,15 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
                        std::string("tpnode ") + TPNODE_VERSION + " (" + TPNODE_GIT_COMMIT + ")");
   app.get_formatter()->column_width(34);
 
-  flag(app, "config", o.config_file, "YAML cluster config (flags override it)")->group("Cluster");
-  flag(app, "node-id", o.node_id, "This node's index in --peers")->group("Cluster");
-  flag(app, "peers", o.peers, "host:port of every node, in node-id order")->group("Cluster");
-  flag(app, "mesh-listen", o.mesh_listen,
-       "host:port to bind instead of this node's --peers entry (NAT, containers, a proxy)")
-      ->group("Cluster");
-  flag(app, "tp", o.tp, "Local tensor-parallel ranks in this process")->group("Cluster");
   std::string tp_layout;
-  flag(app, "tp-layout", tp_layout, "tp of every node, e.g. 2,1 (default: --tp on every node)")
-      ->group("Cluster");
-  flag(app, "devices", o.devices, "Device of each local rank, e.g. 0,2")
-      ->envname("TPNODE_TP_DEVICES")
-      ->group("Cluster");
-  flag(app, "backend", o.backend, "auto, cpu or cuda")->group("Cluster");
-  flag(app, "connect-timeout", o.connect_timeout_s, "Seconds to wait for all peers")
-      ->group("Cluster");
-  flag(app, "liveness-timeout", o.liveness_timeout_s, "Seconds of silence before a peer is lost")
-      ->group("Cluster");
-  flag(app, "sockets-per-peer", o.sockets_per_peer, "Parallel TCP connections per node pair")
-      ->group("Cluster");
+  addClusterFlags(app, o, tp_layout);
   flag(app, "head", o.head,
        "Output head: vocab-parallel (split by vocabulary), replicated (rank 0 only) or auto")
       ->check(CLI::IsMember({"auto", "vocab-parallel", "replicated"}))
       ->group("Cluster");
-  flag(app, "wire-format", o.wire_format, "Inter-node all-reduce payload: f32, bf16, q8_0")
-      ->group("Cluster");
   flag(app, "mesh-hold", o.mesh_hold_s,
        "Mesh smoke test (no --model): stay connected this many seconds before exiting")
       ->group("Cluster");
-  flag(app, "cluster-secret-file", o.cluster_secret_file,
-       "File holding the shared secret (or env TPNODE_CLUSTER_SECRET)")
-      ->group("Security");
-  flag(app, "tls-cert", o.tls_cert, "PEM certificate for mutual TLS")->group("Security");
-  flag(app, "tls-key", o.tls_key, "PEM private key for mutual TLS")->group("Security");
-  flag(app, "tls-ca", o.tls_ca, "PEM CA for mutual TLS")->group("Security");
 
   flag(app, "model", o.model, "GGUF model file")->group("Model");
   auto* prompt = flag(app, "prompt", o.prompt, "Generate from this prompt, then exit");
@@ -189,14 +207,8 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
     return ParseResult::kExitError;
   }
 
-  std::set<std::string> given;
-  for (const CLI::Option* opt : app.get_options()) {
-    if (opt->count() > 0 && !opt->get_lnames().empty()) given.insert(opt->get_lnames().front());
-  }
   try {
-    if (!tp_layout.empty()) o.tp_layout = parseIntList("--tp-layout", tp_layout);
-    if (!o.config_file.empty()) applyClusterConfig(loadClusterConfig(o.config_file), given, o);
-    finishLayout(o);
+    finishClusterFlags(app, tp_layout, o);
   } catch (const Error& e) {
     std::fprintf(stderr, "tpnode: %s\n", e.what());
     exit_code = 2;

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "model/chat_template.h"
+#include "node/collective_setup.h"
 #include "node/driver_state.h"
 #include "node/mesh_setup.h"
 #include "node/step_command.h"
@@ -229,18 +230,8 @@ bool Driver::formCluster() {
     mo.cancel = &stop_;
     session->mesh = mesh::Mesh::connect(mo);
   }
-  auto coll = collectives::CollectiveOptions::fromEnv();
-  if (options_.wire_format != "f32") coll.wire = collectives::parseWireFormat(options_.wire_format);
-  auto algo = [](collectives::InterAlgo a) {
-    return a == collectives::InterAlgo::kDirect ? "direct"
-           : a == collectives::InterAlgo::kRing ? "ring"
-                                                : "auto";
-  };
-  spdlog::info(
-      "[collectives] local: CPU shared-memory group of {} rank(s){}; inter-node: TCP "
-      "mesh, {} (direct below {} bytes per slice, ring above), wire format {}",
-      options_.tp, options_.devices.empty() ? "" : " pinned to CPUs " + options_.devices,
-      algo(coll.algo), coll.crossover_bytes, options_.wire_format);
+  auto coll = collectiveOptionsFor(options_);
+  spdlog::info("[collectives] {}", describeTransports(options_, coll));
   session->group = collectives::NodeGroup::create(
       session->mesh.get(), options_.tp, coll, [this](const mesh::PeerEvent& e) {
         if (e.kind == mesh::PeerEventKind::kConnected) return;

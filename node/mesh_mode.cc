@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -14,6 +15,7 @@
 
 #include "common/error.h"
 #include "mesh/mesh.h"
+#include "node/mesh_gather.h"
 #include "node/mesh_setup.h"
 #include "node/modes.h"
 
@@ -29,21 +31,23 @@ constexpr uint32_t kTagBye = mesh::kFirstUserTag + 2;
 void gatherAndPrintTable(mesh::Mesh& mesh, const std::vector<mesh::LinkStats>& own) {
   const int n = mesh.nodeCount();
   std::vector<double> row(static_cast<size_t>(n), 0.0);
-  for (int p = 0; p < n; ++p)
-    row[static_cast<size_t>(p)] = own[static_cast<size_t>(p)].rtt_us_median;
-  auto bytes = std::as_writable_bytes(std::span(row));
-  if (mesh.nodeId() != 0) {
-    mesh.send(0, kTagStats, bytes);
-    return;
+  for (int p = 0; p < n; ++p) {
+    const mesh::LinkStats& s = own[static_cast<size_t>(p)];
+    if (!s.error.empty()) fail(ErrorCode::kPeerLost, "link to node {}: {}", p, s.error);
+    row[static_cast<size_t>(p)] = s.rtt_us_median;
   }
+  auto bytes = std::as_bytes(std::span(row));
+  std::vector<Gathered> rows = gatherOnNode0(mesh, kTagStats, bytes, bytes.size());
+  if (mesh.nodeId() != 0) return;
   std::vector<std::vector<double>> table(static_cast<size_t>(n));
-  table[0] = row;
-  for (int p = 1; p < n; ++p) {
-    std::vector<double> r(static_cast<size_t>(n));
-    if (mesh.recv(p, kTagStats, std::as_writable_bytes(std::span(r))) != bytes.size()) {
+  for (int p = 0; p < n; ++p) {
+    const Gathered& g = rows[static_cast<size_t>(p)];
+    if (!g.ok) fail(ErrorCode::kPeerLost, "node {} sent no link table row: {}", p, g.error);
+    if (g.bytes.size() != bytes.size()) {
       fail(ErrorCode::kInvalidData, "node {} sent a malformed link table row", p);
     }
-    table[static_cast<size_t>(p)] = r;
+    table[static_cast<size_t>(p)].resize(static_cast<size_t>(n));
+    std::memcpy(table[static_cast<size_t>(p)].data(), g.bytes.data(), g.bytes.size());
   }
   // A pair is measured by its lower node; show it in both cells.
   std::string out = "link round trips, 64-byte messages, median of 20 (microseconds):\n      ";
@@ -60,18 +64,6 @@ void gatherAndPrintTable(mesh::Mesh& mesh, const std::vector<mesh::LinkStats>& o
   }
   std::fputs(out.c_str(), stdout);
   std::fflush(stdout);
-}
-
-// Every node tells node 0 it is done; node 0 then tells everyone to leave.
-void coordinatedExit(mesh::Mesh& mesh) {
-  std::byte token[1] = {std::byte{1}};
-  if (mesh.nodeId() == 0) {
-    for (int p = 1; p < mesh.nodeCount(); ++p) mesh.recv(p, kTagDone, token);
-    for (int p = 1; p < mesh.nodeCount(); ++p) mesh.send(p, kTagBye, token);
-  } else {
-    mesh.send(0, kTagDone, token);
-    mesh.recv(0, kTagBye, token);
-  }
 }
 
 }  // namespace
@@ -102,7 +94,9 @@ int runMeshOnly(const Options& options) {
            mo.peers[static_cast<size_t>(e.peer)].toString(), e.reason);
     }
   }
-  coordinatedExit(*mesh);
+  if (!coordinatedExit(*mesh, kTagDone, kTagBye)) {
+    fail(ErrorCode::kPeerLost, "a node was lost before the coordinated exit");
+  }
   mesh->shutdown();
   spdlog::info("[mesh] node {} done", mo.node_id);
   return 0;

@@ -41,7 +41,8 @@ std::string readClusterSecret(const Options& o) {
   return env != nullptr ? env : "";
 }
 
-mesh::MeshOptions makeMeshOptions(const Options& o, const std::string& model_identity) {
+mesh::MeshOptions makeMeshOptions(const Options& o, const std::string& model_identity,
+                                  const std::vector<std::string>& extra_items) {
   mesh::MeshOptions m;
   m.node_id = o.node_id;
   m.peers = mesh::parsePeerList(o.peers);
@@ -75,6 +76,7 @@ mesh::MeshOptions makeMeshOptions(const Options& o, const std::string& model_ide
     items.push_back("ctx_size=" + std::to_string(o.ctx_size));
     items.push_back("head=" + o.head);
   }
+  items.insert(items.end(), extra_items.begin(), extra_items.end());
   m.fingerprint = mesh::computeFingerprint(items);
   m.fingerprint_text = mesh::fingerprintText(items);
   if (m.cluster_secret.empty() && !m.tls.enabled()) {

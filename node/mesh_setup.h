@@ -18,7 +18,10 @@ inline constexpr uint32_t kTagControlAck = 0x100001;  // worker -> driver: ackno
 std::string readClusterSecret(const Options& options);
 
 // `model_identity` is model::modelIdentity() of the loaded file, or "none" for a mesh without
-// a model. The fingerprint covers the peer list, the tp of every node and the model identity.
-mesh::MeshOptions makeMeshOptions(const Options& options, const std::string& model_identity);
+// a model. The fingerprint covers the peer list, the tp of every node and the model identity,
+// plus `extra_items` ("key=value"): a tool that joins a mesh of its own (tools/tptopo passes
+// "tool=tptopo") can never be mixed up with tpnode processes on the same ports.
+mesh::MeshOptions makeMeshOptions(const Options& options, const std::string& model_identity,
+                                  const std::vector<std::string>& extra_items = {});
 
 }  // namespace tpnode::node

@@ -5,6 +5,7 @@
 #include "collectives/hierarchical.h"
 #include "common/error.h"
 #include "mesh/mesh.h"
+#include "node/collective_setup.h"
 #include "node/mesh_setup.h"
 #include "node/rank_set.h"
 #include "node/step_command.h"
@@ -88,9 +89,7 @@ int runWorker(const Options& o, const LoadedModel& m, const Placement& placement
   ro.cpu_of_rank = placement.cpu_of_rank;
   for (;;) {
     std::unique_ptr<mesh::Mesh> mesh = mesh::Mesh::connect(makeMeshOptions(o, m.identity));
-    auto coll = collectives::CollectiveOptions::fromEnv();
-    if (o.wire_format != "f32") coll.wire = collectives::parseWireFormat(o.wire_format);
-    auto group = collectives::NodeGroup::create(mesh.get(), o.tp, coll, nullptr);
+    auto group = collectives::NodeGroup::create(mesh.get(), o.tp, collectiveOptionsFor(o), nullptr);
     Outcome outcome = Outcome::kReform;
     try {
       RankSet ranks(*m.file, m.config, m.plan, group, ro);

@@ -41,6 +41,38 @@ TEST(HierarchicalOpsTest, AllGatherInGlobalRankOrder) {
   }
 }
 
+TEST(HierarchicalOpsTest, GatherToEveryRootInGlobalRankOrder) {
+  for (int nodes : {1, 2, 3}) {
+    for (int locals : {1, 2}) {
+      const size_t count = 1000;
+      const DType dtype = DType::kF32;
+      const int size = nodes * locals;
+      const size_t total = static_cast<size_t>(size) * rankData(0, count, dtype).size();
+      // Every root in turn, several rounds back to back (the senders do not wait for the
+      // root, so consecutive gathers must not mix).
+      for (int root = 0; root < size; ++root) {
+        std::vector<Bytes> out(static_cast<size_t>(size), Bytes(total));
+        testing::runCluster(nodes, locals, testing::testOptions(InterAlgo::kAuto, HierMode::kAuto),
+                            [&](Communicator& comm, int, int) {
+                              for (int round = 0; round < 3; ++round) {
+                                const Bytes in = rankData(comm.rank() + round * 100, count, dtype);
+                                comm.gather(in.data(), out[comm.rank()].data(), count, dtype, root);
+                                if (comm.rank() != root) continue;
+                                Bytes want;
+                                for (int g = 0; g < size; ++g) {
+                                  Bytes b = rankData(g + round * 100, count, dtype);
+                                  want.insert(want.end(), b.begin(), b.end());
+                                }
+                                EXPECT_EQ(out[comm.rank()], want)
+                                    << nodes << "x" << locals << " root " << root;
+                              }
+                              EXPECT_THROW(comm.gather(nullptr, nullptr, 0, dtype, size), Error);
+                            });
+      }
+    }
+  }
+}
+
 TEST(HierarchicalOpsTest, BroadcastFromEveryRoot) {
   const int nodes = 3, locals = 2, size = 6;
   const size_t count = 1001;

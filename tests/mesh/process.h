@@ -1,5 +1,5 @@
-// Test helper: runs a tpnode process with its output in a file, waits for it with a deadline,
-// and kills it if the test ends first.
+// Test helper: runs a tpnode process (or, given `bin`, another executable such as tptopo) with
+// its output in a file, waits for it with a deadline, and kills it if the test ends first.
 #pragma once
 
 #include <fcntl.h>
@@ -23,9 +23,10 @@ namespace tpnode::mesh::test {
 
 class Process {
  public:
-  Process(std::vector<std::string> args, std::vector<std::string> env, std::string log_path)
+  Process(std::vector<std::string> args, std::vector<std::string> env, std::string log_path,
+          const std::string& executable = {})
       : log_path_(std::move(log_path)) {
-    const char* bin = std::getenv("TPNODE_BIN");
+    const char* bin = executable.empty() ? std::getenv("TPNODE_BIN") : executable.c_str();
     if (bin == nullptr) throw std::runtime_error("TPNODE_BIN is not set (run through ctest)");
     args.insert(args.begin(), bin);
     std::vector<char*> argv;
@@ -43,7 +44,7 @@ class Process {
                                      0644);
     posix_spawn_file_actions_adddup2(&actions, 1, 2);
     if (posix_spawn(&pid_, bin, &actions, nullptr, argv.data(), envp.data()) != 0) {
-      throw std::runtime_error("cannot start tpnode");
+      throw std::runtime_error(std::string("cannot start ") + bin);
     }
     posix_spawn_file_actions_destroy(&actions);
   }

@@ -69,6 +69,48 @@ TEST(SamplingTest, TemperatureSharpensAndFlattens) {
   }
 }
 
+// The untruncated draw works in blocks of 1024 tokens: a vocabulary of several blocks, with the
+// mass in different blocks, a block's first and last token, the vocabulary's last token and a
+// long tail of small probabilities, and tokens at -inf that must never be drawn.
+TEST(SamplingTest, WholeVocabularyDrawFollowsSoftmaxAcrossBlocks) {
+  const size_t n = 5000;
+  std::vector<double> probs(n, 0.0);
+  probs[3] = 0.3;
+  probs[1023] = 0.2;
+  probs[1024] = 0.1;
+  probs[2500] = 0.15;
+  probs[n - 1] = 0.05;
+  const double tail = 0.2 / 1900;  // tokens 100..999 and 3000..3999; 4000..4998 stay at 0
+  for (size_t i = 100; i < 1000; ++i) probs[i] = tail;
+  for (size_t i = 3000; i < 4000; ++i) probs[i] = tail;
+  double z = 0;
+  for (double p : probs) z += p;
+  for (double& p : probs) p /= z;
+  for (const float temp : {1.0f, 0.8f}) {
+    std::vector<double> expect;
+    double zt = 0;
+    for (double p : probs) zt += p > 0 ? std::pow(p, 1.0 / temp) : 0;
+    for (double p : probs) expect.push_back(p > 0 ? std::pow(p, 1.0 / temp) / zt : 0);
+    SamplingParams params = plain(11);
+    params.temperature = temp;
+    Sampler s(params, static_cast<int32_t>(n));
+    std::vector<int> count(n, 0);
+    const int draws = 20000;
+    const std::vector<float> logits = logitsOf(probs);
+    for (int i = 0; i < draws; ++i) ++count[static_cast<size_t>(s.sample(logits))];
+    for (size_t t : {size_t{3}, size_t{1023}, size_t{1024}, size_t{2500}, n - 1}) {
+      const double mean = draws * expect[t];
+      const double sd = std::sqrt(draws * expect[t] * (1 - expect[t]));
+      EXPECT_NEAR(count[t], mean, 5 * sd) << "token " << t << " temperature " << temp;
+    }
+    for (size_t t = 0; t < n; ++t) {
+      if (probs[t] == 0) {
+        EXPECT_EQ(count[t], 0) << "token " << t << " has probability 0";
+      }
+    }
+  }
+}
+
 TEST(SamplingTest, TopKTopPMinPTruncate) {
   const std::vector<double> probs = {0.05, 0.5, 0.15, 0.3};
   SamplingParams k = plain(2);

@@ -52,6 +52,8 @@ Dot4Fn DotKernels::x4ForType(TensorType weight) const {
       return x4_q4_k;
     case TensorType::kQ6_K:
       return x4_q6_k;
+    case TensorType::kQ5_0:
+      return x4_q5_0;
     default:
       return nullptr;
   }
@@ -63,6 +65,8 @@ GemmTileFn DotKernels::gemmForType(TensorType weight) const {
       return gemm_q8_0;
     case TensorType::kQ4_K:
       return gemm_q4_k;
+    case TensorType::kQ5_0:
+      return gemm_q5_0;
     default:
       return nullptr;
   }

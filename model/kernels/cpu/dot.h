@@ -34,7 +34,9 @@ struct DotKernels {
   DotFn f32, f16, bf16, q8_0, q4_0, q4_k, q6_k;
   Dot4Fn x4_q8_0 = nullptr, x4_q4_0 = nullptr, x4_q4_k = nullptr, x4_q6_k = nullptr;
   GemmTileFn gemm_q8_0 = nullptr, gemm_q4_k = nullptr;
-  DotFn q5_0 = nullptr, q5_1 = nullptr;             // vec_dot_q5_0_q8_0, vec_dot_q5_1_q8_1
+  DotFn q5_0 = nullptr, q5_1 = nullptr;  // vec_dot_q5_0_q8_0, vec_dot_q5_1_q8_1
+  Dot4Fn x4_q5_0 = nullptr;
+  GemmTileFn gemm_q5_0 = nullptr;
   GemmTileFn gemmForType(TensorType weight) const;  // nullptr when none
   DotFn forType(TensorType weight) const;           // TP_CHECK on an unsupported type
   Dot4Fn x4ForType(TensorType weight) const;        // nullptr when none

@@ -1,0 +1,39 @@
+// What tptopo is told: the cluster flags it shares with tpnode (node/cli_flags.h: --node-id,
+// --peers, --config, --tp, secrets, timeouts; also TPNODE_<FLAG>) and its own measuring knobs.
+#pragma once
+
+#include <string>
+
+#include "node/options.h"
+
+namespace tpnode::tptopo {
+
+struct TopoOptions {
+  node::Options node;  // cluster, security and placement flags, as tpnode reads them
+  bool json = false;
+  std::string log_level = "info";
+  // CPU
+  int mem_mib = 64;  // per thread
+  int mem_reps = 3;
+  // GPU
+  bool skip_gpu = false;
+  int gpu_mib = 64;  // P2P, staging and NCCL message size
+  // Links
+  int rtt_rounds = 200;
+  int bw_mib = 8;                // per message
+  int bw_rounds = 8;             // messages per direction
+  double min_link_gbps = 0.5;    // below: degraded
+  double max_rtt_p99_us = 5000;  // above: degraded
+  // All-reduce
+  int allreduce_iters = 20;
+  // The whole run: 0 = connect timeout + 300 s.
+  double timeout_s = 0;
+};
+
+enum class ParseOutcome { kRun, kExit };
+
+// Parses argv and TPNODE_* variables (and --config). Prints help, version and errors itself;
+// on kExit, `exit_code` says how to leave (0 after --help, 2 on an error).
+ParseOutcome parseTopoCommandLine(int argc, char** argv, TopoOptions& options, int& exit_code);
+
+}  // namespace tpnode::tptopo
