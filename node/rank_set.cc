@@ -140,16 +140,21 @@ void RankSet::rankRead(Rank& rank, const model::TensorShard& shard, std::vector<
   const size_t stride = (mine.size() + 1) & ~size_t{1};  // gathered as 16-bit units
   mine.resize(stride);
   const size_t tp = static_cast<size_t>(rank.comm->size());
-  std::vector<uint8_t> all(stride * tp), part;
+  const bool root = rank.comm->rank() == 0;  // global rank 0 (node 0's local rank 0) keeps it
+  std::vector<uint8_t> all(root ? stride * tp : 0), part;
   // In chunks of the slice (every rank has the same stride, so the same number of calls).
   for (size_t off = 0; off < stride; off += read_chunk_) {
     const size_t n = std::min(read_chunk_, stride - off);
-    part.resize(n * tp);
-    rank.comm->allGather(mine.data() + off, part.data(), n / 2, collectives::DType::kF16);
-    for (size_t r = 0; r < tp; ++r)
+    part.resize(n * tp);  // gather() may use it as scratch on every rank
+    rank.comm->gather(mine.data() + off, part.data(), n / 2, collectives::DType::kF16, 0);
+    if (!root) continue;
+    for (size_t r = 0; r < tp; ++r) {
       std::memcpy(all.data() + r * stride + off, part.data() + r * n, n);
+    }
   }
-  if (out != nullptr) *out = model::assembleTensor(shard, static_cast<int>(tp), all.data(), stride);
+  if (out != nullptr && root) {
+    *out = model::assembleTensor(shard, static_cast<int>(tp), all.data(), stride);
+  }
 }
 
 void RankSet::rankLoop(Rank& rank) {

@@ -15,10 +15,12 @@
 // - Taps: run(..., taps) hands the sink to local rank 0 only (model/taps.h).
 // - Tensor reads: gatherTensor() of a split tensor is a collective like a step: every rank of
 //   every node must call it for the same tensor between the same steps. Each local rank turns
-//   its slice into GGUF bytes and all-gathers them; local rank 0 assembles the full tensor
-//   (tp=1 order, model/tensor_read.h). Memory: every local rank holds one full copy during the
-//   call. A replicated tensor passes through: local rank 0's copy, no collective (the caller
-//   reads it between steps, on its own thread; the weights are immutable).
+//   its slice into GGUF bytes and gathers them to global rank 0 (Communicator::gather, in
+//   chunks of read_chunk_bytes), which assembles the full tensor (tp=1 order,
+//   model/tensor_read.h). Memory: global rank 0 holds the gathered slices and the tensor; every
+//   rank its slice and a chunk buffer. A replicated tensor passes through: local rank 0's
+//   copy, no collective (the caller reads it between steps, on its own thread; the weights are
+//   immutable).
 #pragma once
 
 #include <condition_variable>
@@ -61,8 +63,8 @@ class RankSet {
   void run(std::span<const model::BatchToken> batch, std::vector<float>& logits,
            model::TapSink* taps = nullptr);
 
-  // Collective (see the contract). Returns the full tensor's GGUF bytes when `assemble`
-  // (node 0), else nothing (a worker only contributes its slices).
+  // Collective (see the contract). Returns the full tensor's GGUF bytes when `assemble` on
+  // node 0 (global rank 0 is its local rank 0), else nothing (a worker only contributes).
   std::vector<uint8_t> gatherTensor(const model::TensorShard& shard, bool assemble = true);
   // Why gatherTensor(shard) would fail on this node ("" when it can be read). Not collective;
   // call it before asking the other nodes to take part.
