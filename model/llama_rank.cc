@@ -49,7 +49,22 @@ void LlamaRank::allReduce(float* data, size_t count) {
   if (comm_.size() > 1) comm_.allReduceSum(data, count, collectives::DType::kF32);
 }
 
-void LlamaRank::forward(std::span<const BatchToken> batch, std::vector<float>& logits) {
+void LlamaRank::tap(TapSink* sink, int64_t layer, TapPoint point, const std::vector<float>& rows,
+                    std::span<const BatchToken> batch) const {
+  if (sink == nullptr) return;
+  const int64_t dim = config_.n_embd;
+  for (size_t s = 0; s < sink->specs.size(); ++s) {
+    if (sink->specs[s].layer != layer || sink->specs[s].point != point) continue;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!batch[i].tap) continue;
+      const float* row = rows.data() + static_cast<int64_t>(i) * dim;
+      sink->rows[s].insert(sink->rows[s].end(), row, row + dim);
+    }
+  }
+}
+
+void LlamaRank::forward(std::span<const BatchToken> batch, std::vector<float>& logits,
+                        TapSink* taps) {
   const int64_t n = static_cast<int64_t>(batch.size());
   const int64_t dim = config_.n_embd;
   for (const BatchToken& t : batch) {
@@ -72,9 +87,15 @@ void LlamaRank::forward(std::span<const BatchToken> batch, std::vector<float>& l
   if (config_.embd_scale > 0) {  // gemma3: embeddings * sqrt(n_embd)
     for (float& v : x_) v *= config_.embd_scale;
   }
+  if (taps != nullptr) {
+    taps->rows.assign(taps->specs.size(), {});
+  }
   for (int64_t l = 0; l < config_.n_layer; ++l) {
     attentionBlock(l, batch);
+    tap(taps, l, TapPoint::kAttnOut, o_, batch);  // o_: the block's all-reduced output
     ffnBlock(l, n);
+    tap(taps, l, TapPoint::kMlpOut, o_, batch);
+    tap(taps, l, TapPoint::kResidual, x_, batch);
   }
   head(batch, logits);
   if (config_.logit_softcap > 0) {  // final logit softcapping (gemma)

@@ -18,6 +18,7 @@
 #include "model/config.h"
 #include "model/kernels/cpu/thread_pool.h"
 #include "model/kv_cache.h"
+#include "model/taps.h"
 #include "model/weights.h"
 
 namespace tpnode::model {
@@ -27,6 +28,7 @@ struct BatchToken {
   int32_t pos = 0;
   int32_t slot = 0;
   bool logits = false;  // produce a logits row for this token
+  bool tap = false;     // copy its activations into the TapSink (model/taps.h), if one is given
 };
 
 class LlamaRank {
@@ -38,7 +40,10 @@ class LlamaRank {
   // Runs the batch. On global rank 0, `logits` receives [tokens with logits=true][n_vocab]
   // (full vocabulary; a vocab-parallel head gathers the slices to rank 0); the other ranks get
   // it empty. Throws Error(kInvalidArgument) for a bad token id, slot or position.
-  void forward(std::span<const BatchToken> batch, std::vector<float>& logits);
+  // `taps` (may be null; only one rank needs to pass one): rows of the tokens marked `tap` at
+  // the sink's points, copied during the pass (no collective, the values are replicated).
+  void forward(std::span<const BatchToken> batch, std::vector<float>& logits,
+               TapSink* taps = nullptr);
 
   const ModelConfig& config() const { return config_; }
   const RankWeights& weights() const { return weights_; }
@@ -51,6 +56,8 @@ class LlamaRank {
   void head(std::span<const BatchToken> batch, std::vector<float>& logits);
   void matmul(const Matrix& w, const float* x, int64_t n, float* y);
   void allReduce(float* data, size_t count);
+  void tap(TapSink* sink, int64_t layer, TapPoint point, const std::vector<float>& rows,
+           std::span<const BatchToken> batch) const;
 
   ModelConfig config_;
   RankWeights weights_;

@@ -1,6 +1,7 @@
 #include "model/npy.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <cstring>
@@ -30,6 +31,24 @@ void writeNpy(const std::string& path, const float* data, int64_t rows, int64_t 
       std::fwrite(data, 4, n, f.get()) != n) {
     fail(ErrorCode::kIo, "cannot write '{}'", path);
   }
+}
+
+std::string npyBytes(const float* data, const std::vector<uint64_t>& shape) {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;
+  std::string dims =
+      shape.size() == 1 ? fmt::format("{},", shape[0]) : fmt::format("{}", fmt::join(shape, ", "));
+  std::string header =
+      fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}", dims);
+  size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  std::string out("\x93NUMPY\x01\x00", 8);
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>(header.size() >> 8);
+  out += header;
+  out.append(reinterpret_cast<const char*>(data), n * 4);
+  return out;
 }
 
 NpyMatrix readNpy(const std::string& path) {

@@ -1,5 +1,6 @@
-// Minimal .npy (format 1.0) for float32 C-order 2-D arrays: the logits dumps and the
-// reference cases. Reading treats the file as hostile (Error(kInvalidData) on any mismatch).
+// Minimal .npy (format 1.0) for float32 C-order arrays: the logits dumps, the reference cases
+// and tensor reads (npyBytes, any shape). Reading treats the file as hostile (Error(kInvalidData)
+// on any mismatch).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,8 @@ struct NpyMatrix {
 };
 
 void writeNpy(const std::string& path, const float* data, int64_t rows, int64_t cols);
+// The bytes of a float32 C-order .npy of any shape (n elements = the shape's product).
+std::string npyBytes(const float* data, const std::vector<uint64_t>& shape);
 NpyMatrix readNpy(const std::string& path);
 
 }  // namespace tpnode::model

@@ -173,6 +173,19 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
 
   flag(app, "log-level", o.log_level, "trace, debug, info, warn, error")->group("Misc");
 
+  // tpnode dump-tensor NAME [--format npy|raw] [-o FILE] [--list] plus the cluster flags.
+  CLI::App* dump = app.add_subcommand(
+      "dump-tensor",
+      "Node 0: read one tensor gathered from every rank of the cluster (tp=1 order) and write "
+      "it as .npy (f32, dequantised) or raw GGUF bytes; the other nodes run as usual");
+  dump->fallthrough();
+  dump->add_option("name", o.dump_tensor_name, "Tensor name (see --list)");
+  dump->add_option("--format", o.dump_format, "npy (f32, gguf-py's shape) or raw (GGUF bytes)")
+      ->check(CLI::IsMember({"npy", "raw"}))
+      ->capture_default_str();
+  dump->add_option("-o,--output", o.dump_output, "Output file (default: stdout)");
+  dump->add_flag("--list", o.dump_list, "Print every tensor's name, shape, type and sharding");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -180,6 +193,19 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
     return exit_code == 0 ? ParseResult::kExitOk : ParseResult::kExitError;
   }
   o.prompt_given = prompt->count() > 0 || !o.prompt_ids.empty();
+  o.dump_tensor = dump->parsed();
+  if (o.dump_tensor && o.dump_tensor_name.empty() && !o.dump_list) {
+    std::fprintf(stderr, "tpnode dump-tensor: give a tensor name or --list\n");
+    exit_code = 2;
+    return ParseResult::kExitError;
+  }
+  if (o.dump_tensor && (o.model.empty() || o.node_id != 0 || o.prompt_given)) {
+    std::fprintf(stderr,
+                 "tpnode dump-tensor: runs on node 0 with --model (and the cluster flags), "
+                 "without --prompt\n");
+    exit_code = 2;
+    return ParseResult::kExitError;
+  }
 
   try {
     finishClusterFlags(app, tp_layout, o);

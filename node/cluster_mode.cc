@@ -1,8 +1,10 @@
 // Cluster mode (--model with --peers, or a config): node 0 drives, the other nodes work.
 // Also the single-node serving path (one node, no mesh).
+#include <fmt/ranges.h>
 #include <csignal>
 #include <cstdio>
 #include <future>
+#include <memory>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -10,6 +12,7 @@
 
 #include "common/error.h"
 #include "model/npy.h"
+#include "model/tensor_read.h"
 #include "node/api/api_server.h"
 #include "node/driver.h"
 #include "node/loaded_model.h"
@@ -140,6 +143,58 @@ int generateOnce(Driver& driver, const Options& o, const LoadedModel& m) {
   return 0;
 }
 
+nlohmann::json listingJson(const TensorListing& t) {
+  return {{"name", t.name},     {"type", t.type},         {"ne", t.ne},
+          {"shape", t.shape},   {"sharding", t.sharding}, {"numpy_axis", t.numpy_axis},
+          {"pieces", t.pieces}, {"ranks", t.ranks},       {"bytes", t.bytes}};
+}
+
+// `tpnode dump-tensor`: the same read as GET /v1/tensors/{name}, written to a file or stdout.
+int dumpTensor(Driver& driver, const Options& o) {
+  if (!waitReady(driver)) {
+    spdlog::error("[driver] the cluster did not come up: {}", driver.lastError());
+    return 1;
+  }
+  std::string out;
+  if (o.dump_list) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const TensorListing& t : driver.listTensors()) list.push_back(listingJson(t));
+    out = list.dump(1) + "\n";
+  } else {
+    std::promise<TensorReadResult> promise;
+    auto future = promise.get_future();
+    driver.readTensor(o.dump_tensor_name,
+                      [&promise](TensorReadResult r) { promise.set_value(std::move(r)); });
+    TensorReadResult r = future.get();
+    if (!r.ok) {
+      spdlog::error("[driver] reading '{}' failed: {}", o.dump_tensor_name, r.error);
+      return 1;
+    }
+    if (o.dump_format == "raw") {
+      out.assign(reinterpret_cast<const char*>(r.raw.data()), r.raw.size());
+    } else {
+      uint64_t cols = r.info.ne.empty() ? 1 : r.info.ne[0], rows = 1;
+      for (size_t i = 1; i < r.info.ne.size(); ++i) rows *= r.info.ne[i];
+      std::vector<float> f = model::dequantizeTensor(r.info.type_id, r.raw.data(), rows, cols);
+      out = model::npyBytes(f.data(), r.info.shape);
+    }
+    spdlog::info("[driver] '{}': {} {} [{}], {}, gathered from {} rank(s): {} bytes written",
+                 r.info.name, r.info.type, o.dump_format, fmt::join(r.info.shape, ", "),
+                 r.info.sharding, r.info.ranks, out.size());
+  }
+  if (o.dump_output.empty() || o.dump_output == "-") {
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    std::fflush(stdout);
+    return 0;
+  }
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(o.dump_output.c_str(), "wb"), &std::fclose);
+  if (!f || std::fwrite(out.data(), 1, out.size(), f.get()) != out.size()) {
+    spdlog::error("[driver] cannot write '{}'", o.dump_output);
+    return 1;
+  }
+  return 0;
+}
+
 int serve(Driver& driver, const Options& o) {
   api::ApiServer server(driver, api::apiOptionsFrom(o));
   server.start();
@@ -163,11 +218,13 @@ int runCluster(const Options& o) {
   std::signal(SIGTERM, onSignal);
 
   DriverOptions d = driverOptions(o, placement);
-  d.reform_on_fault = !o.prompt_given;
+  d.reform_on_fault = !o.prompt_given && !o.dump_tensor;
   d.record_timings = o.prompt_given;
   Driver driver(o, *model, d);
   driver.start();
-  int rc = o.prompt_given ? generateOnce(driver, o, *model) : serve(driver, o);
+  int rc = o.prompt_given  ? generateOnce(driver, o, *model)
+           : o.dump_tensor ? dumpTensor(driver, o)
+                           : serve(driver, o);
   driver.shutdown();
   return rc;
 }

@@ -1,5 +1,6 @@
 #include "node/driver.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -8,6 +9,7 @@
 #include "common/error.h"
 #include "model/chat_template.h"
 #include "node/collective_setup.h"
+#include "node/driver_state.h"
 #include "node/mesh_setup.h"
 #include "node/step_command.h"
 
@@ -35,28 +37,6 @@ model::SamplingParams samplingParams(const GenerationRequest& r) {
 
 }  // namespace
 
-struct Driver::Session {
-  std::unique_ptr<mesh::Mesh> mesh;  // null for a single node
-  std::shared_ptr<collectives::NodeGroup> group;
-  std::unique_ptr<RankSet> ranks;
-};
-
-struct Driver::Active {
-  uint64_t id = 0;
-  GenerationRequest request;
-  std::function<void(const TokenEvent&)> on_event;
-  std::unique_ptr<model::Sampler> sampler;
-  Sequence* seq = nullptr;  // owned by the scheduler
-  bool all_logits = false;
-  std::vector<float> logits;  // kept rows when all_logits
-  Clock::time_point first_step{}, first_token{}, last_token{};
-  bool started = false;
-  bool feeding_last = false;
-  bool final_sent = false;  // the one event with finished == true has gone out  // all_logits: the
-                            // last token is fed for its row, not sampled
-  int64_t sampled = 0;
-};
-
 Driver::Driver(const Options& options, const LoadedModel& model, DriverOptions driver_options)
     : options_(options), model_(model), driver_options_(driver_options) {
   std::lock_guard lock(mu_);
@@ -82,6 +62,8 @@ ModelInfo Driver::modelInfo() const {
   info.id = model_.name;
   info.context_length = driver_options_.scheduler.ctx_size;
   info.n_vocab = static_cast<int>(model_.config.n_vocab);
+  info.n_layer = static_cast<int>(model_.config.n_layer);
+  info.n_embd = static_cast<int>(model_.config.n_embd);
   info.has_chat_template = model_.has_chat_template;  // renderChat() has a fallback anyway
   return info;
 }
@@ -128,6 +110,12 @@ uint64_t Driver::submit(GenerationRequest request,
   }
   if (request.max_tokens < 0) {
     fail(ErrorCode::kInvalidArgument, "max_tokens {} must be >= 0", request.max_tokens);
+  }
+  for (const model::TapSpec& t : request.taps) {
+    if (t.point != model::TapPoint::kLogits && (t.layer < 0 || t.layer >= model_.config.n_layer)) {
+      fail(ErrorCode::kInvalidArgument, "tap layer {} is outside the model's layers 0..{}", t.layer,
+           model_.config.n_layer - 1);
+    }
   }
   // Validate sampling parameters now, on the caller's thread (the error names the field).
   model::checkSamplingParams(samplingParams(request));
@@ -184,6 +172,12 @@ std::string Driver::metricsText() const {
   metric("tpnode_cluster_faults_total", "counter", "Cluster faults (a node lost)",
          static_cast<double>(faults_));
   metric("tpnode_step_ms", "gauge", "Duration of the last forward step (ms)", last_step_ms_);
+  metric("tpnode_tensor_reads_total", "counter", "Tensors gathered for GET /v1/tensors/{name}",
+         static_cast<double>(tensor_reads_));
+  metric("tpnode_tensor_read_ms", "gauge", "Duration of the last tensor gather (ms)",
+         last_read_ms_);
+  metric("tpnode_tap_requests_total", "counter", "Requests that asked for activation taps",
+         static_cast<double>(tap_requests_));
   metric("tpnode_sequences_running", "gauge", "Sequences in the running batch",
          static_cast<double>(running_));
   metric("tpnode_sequences_waiting", "gauge", "Sequences waiting for a slot",
@@ -201,6 +195,7 @@ void Driver::loop() {
       if (fault_) fail(ErrorCode::kPeerLost, "a node of the cluster was lost");
       admitIncoming();
       runStep();
+      serveTensorRead();
     } catch (const Error& e) {
       spdlog::error("[driver] cluster fault: {}", e.what());
       {
@@ -303,9 +298,17 @@ void Driver::failAll(const std::string& reason) {
   active_.clear();
   scheduler_->drainAll();
   std::deque<Incoming> pending;
+  std::deque<PendingRead> reads;
   {
     std::lock_guard lock(mu_);
     pending.swap(incoming_);
+    reads.swap(reads_);
+  }
+  for (auto& r : reads) {
+    TensorReadResult res;
+    res.error_code = static_cast<int>(ErrorCode::kPeerLost);
+    res.error = reason;
+    r.done(std::move(res));
   }
   for (auto& in : pending) {
     TokenEvent e;
@@ -322,7 +325,7 @@ void Driver::admitIncoming() {
   std::vector<uint64_t> cancels;
   {
     std::unique_lock lock(mu_);
-    if (incoming_.empty() && cancels_.empty() && active_.empty()) {
+    if (incoming_.empty() && cancels_.empty() && active_.empty() && reads_.empty()) {
       wake_.wait_for(lock, std::chrono::milliseconds(200));
     }
     pending.swap(incoming_);
@@ -337,7 +340,17 @@ void Driver::admitIncoming() {
     a->sampler = std::make_unique<model::Sampler>(p, static_cast<int32_t>(model_.config.n_vocab));
     a->sampler->acceptPrompt(in.request.prompt_ids);
     a->request = std::move(in.request);
-    if (a->request.max_tokens == 0 && !a->all_logits) {  // nothing to evaluate: report at once
+    for (const model::TapSpec& spec : a->request.taps) {
+      TapResult r;
+      r.spec = spec;
+      const bool logits = spec.point == model::TapPoint::kLogits;
+      r.cols = logits ? model_.config.n_vocab : model_.config.n_embd;
+      (logits ? a->logits_tap : a->state_taps) = true;
+      a->taps.push_back(std::move(r));
+    }
+    if (!a->taps.empty()) ++tap_requests_;
+    if (a->request.max_tokens == 0 && !a->all_logits &&
+        a->taps.empty()) {  // nothing to evaluate: report at once
       TokenEvent e;
       e.finished = true;
       e.finish_reason = "length";
@@ -346,7 +359,7 @@ void Driver::admitIncoming() {
       continue;
     }
     a->seq = scheduler_->add(a->id, a->request.prompt_ids, a->request.max_tokens);
-    a->seq->all_logits = a->all_logits;
+    a->seq->all_logits = a->all_logits || a->logits_tap;
     a->feeding_last = a->request.max_tokens == 0;  // -n 0: rows of the prompt only
     active_[a->id] = std::move(a);
   }
@@ -367,6 +380,7 @@ void Driver::finishSequence(Active& a, const std::string& reason) {
   e.finish_reason = reason;
   e.prompt_tokens = static_cast<int>(a.request.prompt_ids.size());
   e.completion_tokens = static_cast<int>(a.sampled);
+  e.taps = std::move(a.taps);
   if (driver_options_.record_timings || a.all_logits) {
     std::lock_guard lock(mu_);
     RequestTiming& t = timings_[a.id];
@@ -392,6 +406,7 @@ void Driver::sampleInto(Active& a, const float* row) {
     e.id = id;
     e.text = model_.tokenizer->tokenToPiece(id, /*special=*/false);
     e.logprob = a.sampler->chosenLogprob();
+    if (a.sampled == 1) e.taps = std::move(a.taps);  // the prompt is done: taps are complete
     for (const auto& t : a.sampler->topLogprobs()) {
       e.top.push_back({t.id, model_.tokenizer->tokenToPiece(t.id, false), t.logprob});
     }
@@ -435,7 +450,10 @@ void Driver::runStep() {
           {c.tokens[j], static_cast<int32_t>(c.start_pos + j), static_cast<int32_t>(c.slot), want});
     }
   }
-  session_->ranks->run(batch_, logits_);
+  model::TapSink sink;
+  markTaps(step, sink);
+  session_->ranks->run(batch_, logits_, sink.specs.empty() ? nullptr : &sink);
+  collectTaps(step, sink);
   scheduler_->commit(step);
   ++steps_;
   last_step_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();

@@ -9,6 +9,12 @@
 //   in-flight request with finish_reason "error" and the cause, makes ready() false, tells the
 //   surviving workers to re-form (kReset), and re-forms the cluster (waiting for the lost node
 //   to come back) unless options.reform_on_fault is false. Nothing is dropped silently.
+// - Tensor reads (readTensor) queue like requests; the loop serves at most one between two
+//   steps (kReadTensor to every worker, then RankSet::gatherTensor), so a running batch waits
+//   at most one read per step and its tokens do not change (no KV or sampler state is touched).
+// - Taps (GenerationRequest::taps): prompt positions are marked `tap` in the batch; global
+//   rank 0 copies the rows (model/taps.h); a "logits" tap asks for every prompt row
+//   (kLogitsAll). They are returned on the final event.
 // - shutdown() stops the loop: workers receive kShutdown and exit 0.
 #pragma once
 
@@ -63,6 +69,9 @@ class Driver final : public Engine {
                   std::function<void(const TokenEvent&)> on_event) override;
   void cancel(uint64_t request_id) override;
   std::string metricsText() const override;
+  std::vector<TensorListing> listTensors() const override;
+  void readTensor(const std::string& name, std::function<void(TensorReadResult)> done) override;
+  int layerCount() const override { return static_cast<int>(model_.config.n_layer); }
 
   // For --dump-logits: the next submitted request keeps a logits row for every position.
   void keepAllLogitsOfNextRequest() { keep_all_logits_next_ = true; }
@@ -86,6 +95,10 @@ class Driver final : public Engine {
   void finishSequence(Active& a, const std::string& reason);
   void sampleInto(Active& a, const float* row);
   void broadcastCommand(const StepCommand& command);
+  void serveTensorRead();
+  void markTaps(const PlannedStep& step, model::TapSink& sink);
+  void collectTaps(const PlannedStep& step, const model::TapSink& sink);
+  TensorListing listing(size_t index) const;
 
   const Options options_;
   const LoadedModel& model_;
@@ -113,6 +126,11 @@ class Driver final : public Engine {
   std::vector<uint64_t> cancels_;                       // GUARDED_BY(mu_)
   std::map<uint64_t, std::vector<float>> kept_logits_;  // GUARDED_BY(mu_)
   std::map<uint64_t, RequestTiming> timings_;           // GUARDED_BY(mu_)
+  struct PendingRead {
+    size_t index;  // in model_.plan.shards
+    std::function<void(TensorReadResult)> done;
+  };
+  std::deque<PendingRead> reads_;  // GUARDED_BY(mu_)
 
   // Loop thread only:
   std::unique_ptr<Session> session_;
@@ -125,6 +143,8 @@ class Driver final : public Engine {
   // Metrics (atomics: read by /metrics from HTTP threads).
   std::atomic<uint64_t> steps_{0}, tokens_generated_{0}, prompt_tokens_{0};
   std::atomic<uint64_t> requests_failed_{0}, faults_{0};
+  std::atomic<uint64_t> tensor_reads_{0}, tap_requests_{0};
+  std::atomic<double> last_read_ms_{0};
   std::atomic<double> last_step_ms_{0};
   std::atomic<uint64_t> running_{0}, waiting_{0};
 };

@@ -22,6 +22,10 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
+#include "model/taps.h"
+#include "model/tensor_type.h"
+
 namespace tpnode::node {
 
 struct ChatMessage {
@@ -47,6 +51,15 @@ struct GenerationRequest {
   bool logprobs = false;  // report the chosen token's logprob (costs a pass over the vocab)
   int top_logprobs = 0;   // alternatives per token (0..20); implies logprobs
   bool ignore_eos = false;
+  // Activations to copy for every prompt position (model/taps.h); see TokenEvent::taps.
+  std::vector<model::TapSpec> taps;
+};
+
+// One tap's activations: rows = prompt positions, cols = n_embd (n_vocab for logits).
+struct TapResult {
+  model::TapSpec spec;
+  int64_t rows = 0, cols = 0;
+  std::vector<float> data;  // row-major
 };
 
 struct TokenLogprob {
@@ -65,12 +78,40 @@ struct TokenEvent {
   std::string error;          // set when finish_reason == "error"
   int prompt_tokens = 0;      // on the final event
   int completion_tokens = 0;  // on the final event
+  // The request's taps, in request order, once: on the first event after the prompt (the
+  // first token's, or the final event when no token comes).
+  std::vector<TapResult> taps;
+};
+
+// A tensor of the model file as the cluster holds it (GET /v1/tensors).
+struct TensorListing {
+  std::string name;
+  std::string type;  // GGUF type name (F32, Q8_0, ...)
+  model::TensorType type_id = model::TensorType::kF32;
+  std::vector<uint64_t> ne;     // ggml dims, ne[0] = row length
+  std::vector<uint64_t> shape;  // numpy shape as gguf-py gives it (ne reversed)
+  std::string sharding;         // "replicate", "split_rows", "split_cols"
+  int numpy_axis = -1;          // the split axis of `shape` (-1: replicated)
+  int pieces = 1;               // distinct slices (< ranks: slices replicated, e.g. KV heads)
+  int ranks = 1;                // tensor-parallel ranks of the cluster
+  uint64_t bytes = 0;           // GGUF bytes of the whole tensor
+};
+
+// The result of a tensor read: the whole tensor's GGUF bytes (tp=1 order), or an error.
+struct TensorReadResult {
+  TensorListing info;
+  std::vector<uint8_t> raw;
+  bool ok = false;
+  int error_code = 0;  // tpnode::ErrorCode when !ok
+  std::string error;
 };
 
 struct ModelInfo {
   std::string id;          // model name reported by /v1/models
   int context_length = 0;  // per slot
   int n_vocab = 0;
+  int n_layer = 0;  // for taps
+  int n_embd = 0;
   bool has_chat_template = false;  // the file carries tokenizer.chat_template
   int64_t created_unix = 0;
 };
@@ -99,6 +140,19 @@ class Engine {
 
   // Prometheus text lines for engine-side metrics (steps, tokens, all-reduce, liveness).
   virtual std::string metricsText() const = 0;
+
+  // Inspection (docs/inspection.md). listTensors() is thread-safe and does not enter the step
+  // loop. readTensor() returns at once; the engine runs the read as a collective between two
+  // steps and calls `done` exactly once from its loop thread (must not block). Throws
+  // Error(kInvalidArgument) for a name the model does not have, Error(kPeerLost) when the
+  // cluster is not ready. The defaults refuse (an engine without inspection).
+  virtual std::vector<TensorListing> listTensors() const {
+    fail(ErrorCode::kUnsupported, "this engine does not offer tensor reads");
+  }
+  virtual void readTensor(const std::string& name, std::function<void(TensorReadResult)>) {
+    fail(ErrorCode::kUnsupported, "this engine does not offer tensor reads (asked for '{}')", name);
+  }
+  virtual int layerCount() const { return 0; }
 };
 
 }  // namespace tpnode::node

@@ -52,6 +52,12 @@ struct Options {
   // API over HTTPS (node/api/): both or neither.
   std::string api_tls_cert, api_tls_key;
   size_t api_max_body = 1 << 20;  // bytes; larger request bodies get 413
+  // `tpnode dump-tensor NAME` (node 0): read one tensor from the cluster, write it, exit.
+  bool dump_tensor = false;
+  std::string dump_tensor_name;     // empty with --list
+  std::string dump_format = "npy";  // npy or raw
+  std::string dump_output;          // file; "-" or empty: stdout
+  bool dump_list = false;           // print the tensor listing as JSON instead
   // Misc
   std::string log_level = "info";
 };

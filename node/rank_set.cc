@@ -1,11 +1,14 @@
 #include "node/rank_set.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
 #include "model/kernels/cpu/thread_pool.h"
+#include "model/tensor_read.h"
 #include "model/weights.h"
 #include "node/placement.h"
 
@@ -24,7 +27,9 @@ struct RankSet::Rank {
 RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
                  const model::ShardPlan& plan, std::shared_ptr<collectives::NodeGroup> group,
                  const RankSetOptions& options)
-    : cpu_of_rank_(options.cpu_of_rank), group_(std::move(group)) {
+    : cpu_of_rank_(options.cpu_of_rank),
+      read_chunk_(std::max<size_t>(2, options.read_chunk_bytes & ~size_t{1})),
+      group_(std::move(group)) {
   const int tp = group_->localSize();
   const int first = group_->nodeId() * tp;
   auto t0 = std::chrono::steady_clock::now();
@@ -91,16 +96,65 @@ uint64_t RankSet::rankKvBytes(int r) const {
   return ranks_[static_cast<size_t>(r)]->model->kvBytes();
 }
 
-void RankSet::run(std::span<const model::BatchToken> batch, std::vector<float>& logits) {
+void RankSet::run(std::span<const model::BatchToken> batch, std::vector<float>& logits,
+                  model::TapSink* taps) {
   std::unique_lock lock(mu_);
   if (error_) std::rethrow_exception(error_);
   batch_ = batch;
   logits_ = &logits;
+  taps_ = taps;
+  read_ = nullptr;
+  dispatchLocked(lock);
+}
+
+std::vector<uint8_t> RankSet::gatherTensor(const model::TensorShard& shard, bool assemble) {
+  std::vector<uint8_t> out;
+  std::unique_lock lock(mu_);
+  if (error_) std::rethrow_exception(error_);
+  if (shard.kind == model::ShardKind::kReplicate) {  // passes through: local rank 0's copy
+    if (assemble) out = model::shardBytes(ranks_.front()->model->weights(), shard);
+    return out;
+  }
+  read_ = &shard;
+  read_out_ = assemble ? &out : nullptr;
+  dispatchLocked(lock);
+  return out;
+}
+
+std::string RankSet::readRefusal(const model::TensorShard& shard) const {
+  return model::readRefusal(ranks_.front()->model->weights(), shard);
+}
+
+void RankSet::dispatchLocked(std::unique_lock<std::mutex>& lock) {
   pending_ = static_cast<int>(ranks_.size());
   ++generation_;
   work_cv_.notify_all();
   done_cv_.wait(lock, [&] { return pending_ == 0; });
+  read_ = nullptr;
+  taps_ = nullptr;
   if (error_) std::rethrow_exception(error_);
+}
+
+void RankSet::rankRead(Rank& rank, const model::TensorShard& shard, std::vector<uint8_t>* out) {
+  std::vector<uint8_t> mine = model::shardBytes(rank.model->weights(), shard);
+  const size_t stride = (mine.size() + 1) & ~size_t{1};  // gathered as 16-bit units
+  mine.resize(stride);
+  const size_t tp = static_cast<size_t>(rank.comm->size());
+  const bool root = rank.comm->rank() == 0;  // global rank 0 (node 0's local rank 0) keeps it
+  std::vector<uint8_t> all(root ? stride * tp : 0), part;
+  // In chunks of the slice (every rank has the same stride, so the same number of calls).
+  for (size_t off = 0; off < stride; off += read_chunk_) {
+    const size_t n = std::min(read_chunk_, stride - off);
+    part.resize(n * tp);  // gather() may use it as scratch on every rank
+    rank.comm->gather(mine.data() + off, part.data(), n / 2, collectives::DType::kF16, 0);
+    if (!root) continue;
+    for (size_t r = 0; r < tp; ++r) {
+      std::memcpy(all.data() + r * stride + off, part.data() + r * n, n);
+    }
+  }
+  if (out != nullptr && root) {
+    *out = model::assembleTensor(shard, static_cast<int>(tp), all.data(), stride);
+  }
 }
 
 void RankSet::rankLoop(Rank& rank) {
@@ -111,6 +165,9 @@ void RankSet::rankLoop(Rank& rank) {
   for (;;) {
     std::span<const model::BatchToken> batch;
     std::vector<float>* out = nullptr;
+    model::TapSink* taps = nullptr;
+    const model::TensorShard* read = nullptr;
+    std::vector<uint8_t>* read_out = nullptr;
     {
       std::unique_lock lock(mu_);
       work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
@@ -118,10 +175,17 @@ void RankSet::rankLoop(Rank& rank) {
       seen = generation_;
       batch = batch_;
       out = rank.local_rank == 0 ? logits_ : &rank.scratch_logits;
+      taps = rank.local_rank == 0 ? taps_ : nullptr;
+      read = read_;
+      read_out = rank.local_rank == 0 ? read_out_ : nullptr;
     }
     std::exception_ptr failure;
     try {
-      rank.model->forward(batch, *out);
+      if (read != nullptr) {
+        rankRead(rank, *read, read_out);
+      } else {
+        rank.model->forward(batch, *out, taps);
+      }
     } catch (const Error& e) {
       failure = std::current_exception();
       group_->abort(e.code(), e.what());

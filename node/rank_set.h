@@ -12,6 +12,15 @@
 //   RankSet is dead: every later run() throws (the cluster is re-formed from scratch).
 // - Logits: rows for the batch tokens marked `logits`, in batch order, full vocabulary
 //   (global rank 0's copy; every rank holds the same after the vocab-parallel all-gather).
+// - Taps: run(..., taps) hands the sink to local rank 0 only (model/taps.h).
+// - Tensor reads: gatherTensor() of a split tensor is a collective like a step: every rank of
+//   every node must call it for the same tensor between the same steps. Each local rank turns
+//   its slice into GGUF bytes and gathers them to global rank 0 (Communicator::gather, in
+//   chunks of read_chunk_bytes), which assembles the full tensor (tp=1 order,
+//   model/tensor_read.h). Memory: global rank 0 holds the gathered slices and the tensor; every
+//   rank its slice and a chunk buffer. A replicated tensor passes through: local rank 0's
+//   copy, no collective (the caller reads it between steps, on its own thread; the weights are
+//   immutable).
 #pragma once
 
 #include <condition_variable>
@@ -35,6 +44,10 @@ struct RankSetOptions {
   int slots = 1;                 // KV slots (sequences) per rank
   int ctx = 2048;                // positions per slot
   std::vector<int> cpu_of_rank;  // pin local rank r's thread to this CPU (empty: no pinning)
+  // gatherTensor all-gathers at most this many bytes of each rank's slice at a time, so that
+  // no message exceeds the mesh's frame limit (1 GiB) for any local tp. Must be the same on
+  // every node (it fixes the number of collectives per read); tests lower it.
+  size_t read_chunk_bytes = size_t{64} << 20;
 };
 
 class RankSet {
@@ -47,7 +60,15 @@ class RankSet {
   RankSet(const RankSet&) = delete;
   RankSet& operator=(const RankSet&) = delete;
 
-  void run(std::span<const model::BatchToken> batch, std::vector<float>& logits);
+  void run(std::span<const model::BatchToken> batch, std::vector<float>& logits,
+           model::TapSink* taps = nullptr);
+
+  // Collective (see the contract). Returns the full tensor's GGUF bytes when `assemble` on
+  // node 0 (global rank 0 is its local rank 0), else nothing (a worker only contributes).
+  std::vector<uint8_t> gatherTensor(const model::TensorShard& shard, bool assemble = true);
+  // Why gatherTensor(shard) would fail on this node ("" when it can be read). Not collective;
+  // call it before asking the other nodes to take part.
+  std::string readRefusal(const model::TensorShard& shard) const;
 
   int localRanks() const { return static_cast<int>(ranks_.size()); }
   uint64_t rankWeightBytes(int local_rank) const;
@@ -56,8 +77,11 @@ class RankSet {
  private:
   struct Rank;
   void rankLoop(Rank& rank);
+  void rankRead(Rank& rank, const model::TensorShard& shard, std::vector<uint8_t>* out);
+  void dispatchLocked(std::unique_lock<std::mutex>& lock);
 
   std::vector<int> cpu_of_rank_;
+  const size_t read_chunk_;  // even, >= 2
   std::shared_ptr<collectives::NodeGroup> group_;
   std::vector<std::unique_ptr<Rank>> ranks_;
 
@@ -70,6 +94,9 @@ class RankSet {
   std::exception_ptr error_;                  // GUARDED_BY(mu_)
   std::span<const model::BatchToken> batch_;  // GUARDED_BY(mu_) for the step
   std::vector<float>* logits_ = nullptr;      // rank 0 writes it during the step
+  model::TapSink* taps_ = nullptr;            // rank 0 fills it during the step
+  const model::TensorShard* read_ = nullptr;  // set: the job is a tensor read, not a step
+  std::vector<uint8_t>* read_out_ = nullptr;  // rank 0 writes it during the read (if set)
 };
 
 }  // namespace tpnode::node

@@ -80,6 +80,7 @@ void encodeStepCommand(const StepCommand& c, std::vector<std::byte>& out) {
     w.u32(static_cast<uint32_t>(s.tokens.size()));
     for (int32_t t : s.tokens) w.u32(static_cast<uint32_t>(t));
   }
+  if (c.kind == StepKind::kReadTensor) w.u32(c.tensor);
 }
 
 StepCommand decodeStepCommand(std::span<const std::byte> bytes, const StepLimits& limits) {
@@ -96,7 +97,7 @@ StepCommand decodeStepCommand(std::span<const std::byte> bytes, const StepLimits
   }
   StepCommand c;
   uint16_t kind = r.u16("kind");
-  if (kind < 1 || kind > 3) fail(ErrorCode::kInvalidData, "step command kind {} is unknown", kind);
+  if (kind < 1 || kind > 4) fail(ErrorCode::kInvalidData, "step command kind {} is unknown", kind);
   c.kind = static_cast<StepKind>(kind);
   c.step_id = r.u64("step_id");
   uint32_t n_seqs = r.u32("n_seqs");
@@ -134,6 +135,17 @@ StepCommand decodeStepCommand(std::span<const std::byte> bytes, const StepLimits
         fail(ErrorCode::kInvalidData, "step command token id {} is outside the vocabulary 0..{}", t,
              limits.n_vocab - 1);
       }
+    }
+  }
+  if (c.kind == StepKind::kReadTensor) {
+    if (n_seqs != 0 || n_clear != 0) {
+      fail(ErrorCode::kInvalidData, "read-tensor command carries {} seqs and {} clears, expected 0",
+           n_seqs, n_clear);
+    }
+    c.tensor = r.u32("tensor");
+    if (c.tensor >= limits.n_tensors) {
+      fail(ErrorCode::kInvalidData, "read-tensor command tensor {} is outside the {} tensors",
+           c.tensor, limits.n_tensors);
     }
   }
   if (r.remaining() != 0) {

@@ -5,6 +5,7 @@
 //   u32 magic 'TPSC' | u16 version | u16 kind | u64 step_id | u32 n_seqs | u32 n_clear
 //   n_clear x u32 slot                         (KV slots to clear before the step)
 //   n_seqs  x { u32 slot | u32 start_pos | u32 flags | u32 n_tokens | n_tokens x i32 token }
+//   kind kReadTensor only: n_seqs = n_clear = 0, then u32 tensor (index in the shard plan)
 // decode() treats the bytes as hostile: every count is checked against the remaining bytes
 // and the limits before anything is allocated.
 #pragma once
@@ -17,9 +18,10 @@
 namespace tpnode::node {
 
 enum class StepKind : uint16_t {
-  kStep = 1,      // run the forward on `seqs` (after clearing `clear_slots`)
-  kShutdown = 2,  // exit cleanly
-  kReset = 3,     // clear every KV slot (after a fault, when the cluster re-forms)
+  kStep = 1,        // run the forward on `seqs` (after clearing `clear_slots`)
+  kShutdown = 2,    // exit cleanly
+  kReset = 3,       // clear every KV slot (after a fault, when the cluster re-forms)
+  kReadTensor = 4,  // all-gather the slices of one tensor (RankSet::gatherTensor), no forward
 };
 
 // SeqChunk flags: which of its tokens produce a logits row (every rank must agree, since the
@@ -39,6 +41,7 @@ struct StepCommand {
   uint64_t step_id = 0;
   std::vector<uint32_t> clear_slots;
   std::vector<SeqChunk> seqs;
+  uint32_t tensor = 0;  // kReadTensor: index of the tensor in the shard plan
 };
 
 struct StepLimits {
@@ -46,6 +49,7 @@ struct StepLimits {
   uint32_t max_tokens = 1u << 20;  // over all sequences
   uint32_t max_slot = 1u << 16;
   int32_t n_vocab = INT32_MAX;
+  uint32_t n_tensors = UINT32_MAX;  // kReadTensor: tensor < n_tensors
 };
 
 inline constexpr uint32_t kStepMagic = 0x43535054;  // "TPSC"

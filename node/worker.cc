@@ -21,6 +21,7 @@ StepLimits stepLimits(const Options& o, const LoadedModel& m) {
   limits.n_vocab = static_cast<int32_t>(m.config.n_vocab);
   limits.max_tokens = static_cast<uint32_t>(std::max(1, o.parallel)) *
                       static_cast<uint32_t>(std::max(1, o.ctx_size));
+  limits.n_tensors = static_cast<uint32_t>(m.plan.shards.size());
   return limits;
 }
 
@@ -47,6 +48,10 @@ Outcome serve(mesh::Mesh& mesh, RankSet& ranks, const Options& o, const LoadedMo
       mesh.send(0, kTagControlAck, ack);
       return Outcome::kReform;
     }
+    if (cmd.kind == StepKind::kReadTensor) {  // node 0 keeps the result; ours is dropped
+      ranks.gatherTensor(m.plan.shards[cmd.tensor], /*assemble=*/false);
+      continue;
+    }
     batch.clear();
     for (const SeqChunk& c : cmd.seqs) {
       for (size_t j = 0; j < c.tokens.size(); ++j) {
@@ -67,7 +72,8 @@ Outcome awaitDriver(mesh::Mesh& mesh, const StepLimits& limits) {
   for (;;) {
     size_t n = mesh.recv(0, kTagControl, buffer);
     StepCommand cmd = decodeStepCommand(std::span(buffer.data(), n), limits);
-    if (cmd.kind == StepKind::kStep) continue;  // a step sent before the fault: drop it
+    if (cmd.kind == StepKind::kStep || cmd.kind == StepKind::kReadTensor)
+      continue;  // sent before the fault
     mesh.send(0, kTagControlAck, ack);
     return cmd.kind == StepKind::kShutdown ? Outcome::kShutdown : Outcome::kReform;
   }

@@ -33,7 +33,7 @@ fi
 # ${TPNODE_VENV:-$HOME/.cache/tpnode/venv}. tools/venv-python.sh runs python from it.
 #   openai    the official client, for tests/node/api/test_openai_client.py
 #   selenium  drives Debian's chromium + chromedriver for tests/node/api/test_chat_ui.py
-PIP_PACKAGES=(openai selenium)
+PIP_PACKAGES=(openai selenium numpy gguf)
 VENV=${TPNODE_VENV:-$HOME/.cache/tpnode/venv}
 if [ ! -x "$VENV/bin/python3" ]; then
   echo "[deps] creating python venv $VENV"

@@ -1,5 +1,12 @@
 #include "node/api/generation_handler.h"
 
+// GCC 12 reports -Wmismatched-new-delete inside Asio's awaitable frame allocator when a
+// coroutine frame grows past an inlining threshold: a false positive (the frame is allocated
+// and freed by the same awaitable_frame_base operators).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
 #include <chrono>
 
 #include "common/log.h"
@@ -160,6 +167,7 @@ net::awaitable<GenerationResult> wholeAnswer(ServerContext& ctx, Connection& con
   int64_t offset = 0;
   json body = finalResponse(meta, text, logprobsJson(meta, logprobs, offset), out.finishReason(),
                             out.promptTokens(), out.completionTokens());
+  if (meta.taps) body["taps"] = tapsJson(out.taps(), meta.taps_base64);
   bool ok = co_await conn.write(jsonResponse(200, body, keep_alive));
   co_return GenerationResult{ok, 200};
 }
@@ -189,7 +197,9 @@ net::awaitable<GenerationResult> handleGeneration(ServerContext& ctx, Connection
   Submission sub(ctx, events, id, prompt_tokens);
   conn.watchReadable(events);
 
-  ResponseMeta meta{endpoint, newResponseId(endpoint), 0, model.id, req.logprobs, req.top_logprobs};
+  ResponseMeta meta{
+      endpoint,          newResponseId(endpoint), 0, model.id, req.logprobs, req.top_logprobs,
+      !req.taps.empty(), req.taps_base64};
   meta.created = std::chrono::duration_cast<std::chrono::seconds>(
                      std::chrono::system_clock::now().time_since_epoch())
                      .count();

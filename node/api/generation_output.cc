@@ -12,6 +12,7 @@ std::string GenerationOutput::pass(std::string_view piece) {
 
 Delta GenerationOutput::onEvent(const TokenEvent& event) {
   Delta delta;
+  if (!event.taps.empty()) taps_ = event.taps;
   if (finished_) return delta;
   if (event.id >= 0) {
     ++completion_tokens_;

@@ -43,6 +43,8 @@ class GenerationOutput {
   int promptTokens() const { return prompt_tokens_; }
   int completionTokens() const { return completion_tokens_; }
   bool anyToken() const { return completion_tokens_ > 0; }
+  // The request's taps (TokenEvent::taps), once they arrived; empty before.
+  const std::vector<TapResult>& taps() const { return taps_; }
 
  private:
   std::string pass(std::string_view piece);
@@ -55,6 +57,7 @@ class GenerationOutput {
   bool finished_ = false;
   std::string finish_reason_;
   std::string error_;
+  std::vector<TapResult> taps_;
 };
 
 }  // namespace tpnode::node::api

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,9 @@ using nlohmann::json;
 
 constexpr int kMaxLogprobs = 20;
 constexpr size_t kMaxStops = 16;
+constexpr size_t kMaxTaps = 64;
+constexpr uint64_t kMaxTapFloats = uint64_t{1} << 22;        // as JSON numbers (~10 bytes each)
+constexpr uint64_t kMaxTapFloatsBase64 = uint64_t{1} << 25;  // as base64 f32 (128 MiB)
 
 [[noreturn]] void wrongValue(const std::string& field, const json& value, const char* expected) {
   badRequest(field, fmt::format("'{}' must be {}, got {}", field, expected, describeValue(value)));
@@ -206,6 +210,55 @@ void parseLogprobs(const json& body, OpenAiRequest& r) {
   }
 }
 
+// "taps": [{"layer": L, "point": "residual|attn_out|mlp_out|logits"}] (tpnode extension).
+// The layer is checked against the model in prepareGeneration.
+void parseTaps(const json& body, OpenAiRequest& r) {
+  if (const json* enc = field(body, "tap_encoding")) {
+    if (!enc->is_string() || (*enc != "json" && *enc != "base64")) {
+      wrongValue("tap_encoding", *enc, "\"json\" or \"base64\"");
+    }
+    r.taps_base64 = *enc == "base64";
+  }
+  const json* v = field(body, "taps");
+  if (!v) return;
+  if (!v->is_array() || v->size() > kMaxTaps) {
+    wrongValue("taps", *v, "an array of at most 64 objects {\"layer\": int, \"point\": string}");
+  }
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& t = (*v)[i];
+    const std::string name = fmt::format("taps[{}]", i);
+    if (!t.is_object()) wrongValue(name, t, "an object {\"layer\": int, \"point\": string}");
+    const json* point = field(t, "point");
+    std::optional<model::TapPoint> p;
+    if (point && point->is_string()) p = model::parseTapPoint(point->get<std::string>());
+    if (!p) {
+      wrongValue(name + ".point", point ? *point : json(nullptr),
+                 "one of \"residual\", \"attn_out\", \"mlp_out\", \"logits\"");
+    }
+    model::TapSpec spec;
+    spec.point = *p;
+    // "logits" is the head's output: its layer is optional and ignored.
+    const bool need_layer = *p != model::TapPoint::kLogits;
+    const json* layer = field(t, "layer");
+    if (layer) {
+      if (!layer->is_number_integer() || layer->get<int64_t>() < 0 ||
+          layer->get<int64_t>() > (1 << 20)) {
+        wrongValue(name + ".layer", *layer, "a non-negative integer (a layer index)");
+      }
+      spec.layer = static_cast<int>(layer->get<int64_t>());
+    } else if (need_layer) {
+      wrongValue(name + ".layer", json(nullptr), "a non-negative integer (a layer index)");
+    }
+    if (!need_layer) spec.layer = -1;
+    r.taps.push_back(spec);
+  }
+  if (!r.taps.empty() && r.stream) {
+    badRequest("taps",
+               "'taps' is answered in the whole (non-streamed) response; set 'stream' "
+               "to false");
+  }
+}
+
 }  // namespace
 
 OpenAiRequest parseOpenAiRequest(Endpoint endpoint, const std::string& body_text) {
@@ -246,6 +299,7 @@ OpenAiRequest parseOpenAiRequest(Endpoint endpoint, const std::string& body_text
   }
   parseLogprobs(body, r);
   r.ignore_eos = boolean(body, "ignore_eos", false);
+  parseTaps(body, r);
   return r;
 }
 
@@ -301,6 +355,26 @@ GenerationRequest prepareGeneration(const OpenAiRequest& r, const Engine& engine
   g.top_logprobs = r.top_logprobs;
   g.logprobs = r.logprobs || r.top_logprobs > 0;
   g.ignore_eos = r.ignore_eos;
+  uint64_t tap_floats = 0;
+  for (size_t i = 0; i < r.taps.size(); ++i) {
+    const model::TapSpec& t = r.taps[i];
+    if (t.point != model::TapPoint::kLogits && t.layer >= model.n_layer) {
+      badRequest(fmt::format("taps[{}].layer", i),
+                 fmt::format("'taps[{}].layer' must be in [0, {}], got {}", i, model.n_layer - 1,
+                             t.layer));
+    }
+    tap_floats +=
+        static_cast<uint64_t>(n_prompt) *
+        static_cast<uint64_t>(t.point == model::TapPoint::kLogits ? model.n_vocab : model.n_embd);
+  }
+  const uint64_t cap = r.taps_base64 ? kMaxTapFloatsBase64 : kMaxTapFloats;
+  if (tap_floats > cap) {
+    badRequest("taps", fmt::format("the taps ask for {} values ({} prompt tokens); at most {} "
+                                   "fit in one response with tap_encoding \"{}\"{}",
+                                   tap_floats, n_prompt, cap, r.taps_base64 ? "base64" : "json",
+                                   r.taps_base64 ? "" : " (base64 allows 8x more)"));
+  }
+  g.taps = r.taps;
   return g;
 }
 

@@ -27,10 +27,12 @@ struct OpenAiRequest {
   SamplingOptions sampling;
   std::vector<std::string> stop;
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
-  bool logprobs = false;       // report logprobs of the chosen tokens
-  int top_logprobs = 0;        // alternatives per token (0..20)
-  bool ignore_eos = false;     // vLLM / llama.cpp extension
+  bool include_usage = false;        // stream_options.include_usage
+  bool logprobs = false;             // report logprobs of the chosen tokens
+  int top_logprobs = 0;              // alternatives per token (0..20)
+  bool ignore_eos = false;           // vLLM / llama.cpp extension
+  std::vector<model::TapSpec> taps;  // tpnode extension (docs/inspection.md); not with stream
+  bool taps_base64 = false;          // "tap_encoding": "base64" (f32 little endian)
 };
 
 // Parses `body` (the raw HTTP body). Throws ApiError.

@@ -1,8 +1,10 @@
 #include "node/api/openai_response.h"
 
+#include <bit>
 #include <random>
 
 #include <fmt/format.h>
+#include <openssl/evp.h>
 
 namespace tpnode::node::api {
 namespace {
@@ -116,6 +118,38 @@ json finalResponse(const ResponseMeta& meta, const std::string& text, const json
   }
   out["choices"] = json::array({choice});
   out["usage"] = usage(prompt_tokens, completion_tokens);
+  return out;
+}
+
+nlohmann::json tapsJson(const std::vector<TapResult>& taps, bool base64) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const TapResult& t : taps) {
+    nlohmann::json layer = nullptr;
+    if (t.spec.point != model::TapPoint::kLogits) layer = t.spec.layer;
+    nlohmann::json entry = {{"layer", layer},
+                            {"point", std::string(model::tapPointName(t.spec.point))},
+                            {"shape", {t.rows, t.cols}}};
+    if (base64) {
+      static_assert(std::endian::native == std::endian::little, "f32 bytes are sent as stored");
+      const size_t n = t.data.size() * sizeof(float);
+      std::string text(4 * ((n + 2) / 3), '\0');
+      const int written = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(text.data()),
+                                          reinterpret_cast<const unsigned char*>(t.data.data()),
+                                          static_cast<int>(n));
+      text.resize(static_cast<size_t>(written));
+      entry["encoding"] = "base64";
+      entry["dtype"] = "<f4";
+      entry["data"] = std::move(text);
+    } else {
+      nlohmann::json rows = nlohmann::json::array();
+      for (int64_t r = 0; r < t.rows; ++r) {
+        const float* row = t.data.data() + r * t.cols;
+        rows.push_back(std::vector<float>(row, row + t.cols));
+      }
+      entry["data"] = std::move(rows);
+    }
+    out.push_back(std::move(entry));
+  }
   return out;
 }
 

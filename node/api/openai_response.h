@@ -21,6 +21,8 @@ struct ResponseMeta {
   std::string model;
   bool logprobs = false;
   int top_logprobs = 0;
+  bool taps = false;  // the request asked for taps: the whole answer carries "taps"
+  bool taps_base64 = false;
 };
 
 // A fresh id with the endpoint's prefix and 24 random hex digits.
@@ -39,6 +41,12 @@ nlohmann::json streamChunk(const ResponseMeta& meta, const std::string& text,
 
 // The last chunk when stream_options.include_usage: no choices, the usage.
 nlohmann::json usageChunk(const ResponseMeta& meta, int prompt_tokens, int completion_tokens);
+
+// The "taps" value (tpnode extension): one object per tap, in request order:
+// {"layer": L (null for logits), "point": "...", "shape": [rows, cols], "data": [[...], ...]};
+// with `base64`: "encoding": "base64", "dtype": "<f4" and "data" the base64 of the rows as
+// little-endian f32, row-major.
+nlohmann::json tapsJson(const std::vector<TapResult>& taps, bool base64 = false);
 
 // The whole answer of a non-streamed request.
 nlohmann::json finalResponse(const ResponseMeta& meta, const std::string& text,

@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "node/api/chat_ui.h"
 #include "node/api/generation_handler.h"
+#include "node/api/tensor_handler.h"
 
 namespace tpnode::node::api {
 namespace {
@@ -59,9 +60,15 @@ constexpr Route kRoutes[] = {
     {"/v1/models", http::verb::get, true},
     {"/v1/completions", http::verb::post, true},
     {"/v1/chat/completions", http::verb::post, true},
+    {"/v1/tensors", http::verb::get, true},
+    {"/v1/tensors/{name}", http::verb::get, true},
 };
 
 const Route* findRoute(std::string_view path) {
+  constexpr std::string_view kTensor = "/v1/tensors/";
+  if (path.size() > kTensor.size() && path.substr(0, kTensor.size()) == kTensor) {
+    return &kRoutes[std::size(kRoutes) - 1];
+  }
   for (const Route& r : kRoutes) {
     if (path == r.path) return &r;
   }
@@ -120,6 +127,10 @@ net::awaitable<bool> handleRequest(ServerContext& ctx, Connection& conn, const R
     if (path == "/v1/completions" || path == "/v1/chat/completions") {
       Endpoint ep = path == "/v1/completions" ? Endpoint::kCompletions : Endpoint::kChat;
       result = co_await handleGeneration(ctx, conn, request, ep);
+    } else if (route_label.rfind("/v1/tensors", 0) == 0) {
+      std::string_view query =
+          target.size() > path.size() ? target.substr(path.size() + 1) : std::string_view{};
+      result = co_await handleTensors(ctx, conn, request, path, query);
     } else {
       Response res = simpleAnswer(ctx, path, keep_alive);
       result.status = res.result_int();

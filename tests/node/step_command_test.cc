@@ -65,5 +65,40 @@ TEST(StepCommandTest, HostileFieldsAreRefusedByName) {
   expectMessage(bytes, slots, "slot 3");
 }
 
+TEST(StepCommandTest, ReadTensorRoundTripsAndIsChecked) {
+  StepCommand c;
+  c.kind = StepKind::kReadTensor;
+  c.step_id = 7;
+  c.tensor = 12;
+  std::vector<std::byte> bytes;
+  encodeStepCommand(c, bytes);
+  EXPECT_EQ(bytes.size(), 28u);
+  StepLimits lim;
+  lim.n_tensors = 13;
+  StepCommand d = decodeStepCommand(bytes, lim);
+  EXPECT_EQ(d.kind, StepKind::kReadTensor);
+  EXPECT_EQ(d.tensor, 12u);
+  EXPECT_TRUE(d.seqs.empty());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_THROW(decodeStepCommand(std::span(bytes.data(), n), lim), Error) << n;
+  }
+  lim.n_tensors = 12;  // index out of range
+  EXPECT_THROW(decodeStepCommand(bytes, lim), Error);
+  try {
+    decodeStepCommand(bytes, lim);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 12"), std::string::npos) << e.what();
+  }
+  // A read-tensor command may not carry sequences or clears.
+  StepCommand mixed = sample();
+  mixed.kind = StepKind::kReadTensor;
+  encodeStepCommand(mixed, bytes);
+  EXPECT_THROW(decodeStepCommand(bytes, {}), Error);
+  // An unknown kind is refused.
+  encodeStepCommand(c, bytes);
+  storeLE16(reinterpret_cast<uint8_t*>(bytes.data()) + 6, 5);
+  EXPECT_THROW(decodeStepCommand(bytes, {}), Error);
+}
+
 }  // namespace
 }  // namespace tpnode::node

@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <openssl/evp.h>
+
+#include <cstring>
+
 #include "node/api/api_error.h"
+#include "node/api/openai_response.h"
 #include "tests/node/api/fake_engine.h"
 
 namespace tpnode::node::api {
@@ -124,6 +129,83 @@ TEST(OpenAiRequestTest, RefusesBodiesThatAreNotJsonObjects) {
       EXPECT_EQ(e.status(), 400);
     }
   }
+}
+
+TEST(OpenAiRequestTest, TapsAreParsedAndCheckedNamingTheField) {
+  const Endpoint c = Endpoint::kCompletions;
+  OpenAiRequest r = parseOpenAiRequest(
+      c,
+      json{{"prompt", "x"}, {"taps", {{{"layer", 1}, {"point", "mlp_out"}}, {{"point", "logits"}}}}}
+          .dump());
+  ASSERT_EQ(r.taps.size(), 2u);
+  EXPECT_EQ(r.taps[0].layer, 1);
+  EXPECT_EQ(r.taps[0].point, model::TapPoint::kMlpOut);
+  EXPECT_EQ(r.taps[1].point, model::TapPoint::kLogits);
+  expectRefused(c, {{"prompt", "x"}, {"taps", 3}}, "taps");
+  expectRefused(c, {{"prompt", "x"}, {"taps", {7}}}, "taps[0]");
+  expectRefused(c, {{"prompt", "x"}, {"taps", {{{"layer", 0}, {"point", "qkv"}}}}},
+                "taps[0].point");
+  expectRefused(c, {{"prompt", "x"}, {"taps", {{{"point", "residual"}}}}}, "taps[0].layer");
+  expectRefused(c, {{"prompt", "x"}, {"taps", {{{"layer", -1}, {"point", "residual"}}}}},
+                "taps[0].layer");
+  expectRefused(c, {{"prompt", "x"}, {"taps", {{{"layer", "0"}, {"point", "residual"}}}}},
+                "taps[0].layer");
+  expectRefused(c, {{"prompt", "x"}, {"stream", true}, {"taps", {{{"point", "logits"}}}}}, "taps");
+  json many = json::array();
+  for (int i = 0; i < 65; ++i) many.push_back({{"layer", 0}, {"point", "residual"}});
+  expectRefused(c, {{"prompt", "x"}, {"taps", many}}, "taps");
+  // The layer is checked against the model when the request is prepared.
+  testing::FakeEngine engine({"fake", 32, {}});
+  ModelInfo info = engine.modelInfo();
+  info.n_layer = 2;
+  info.n_embd = 8;
+  auto prepared = [&](const json& taps) {
+    return prepareGeneration(
+        parseOpenAiRequest(c, json{{"prompt", "Hello"}, {"taps", taps}}.dump()), engine, info);
+  };
+  EXPECT_EQ(prepared({{{"layer", 1}, {"point", "residual"}}}).taps.size(), 1u);
+  try {
+    prepared({{{"layer", 2}, {"point", "residual"}}});
+    ADD_FAILURE();
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.body()["error"]["param"], "taps[0].layer");
+  }
+}
+
+TEST(OpenAiRequestTest, TapsAreAnsweredAsJsonNumbersOrBase64F32) {
+  TapResult t;
+  t.spec = {3, model::TapPoint::kResidual};
+  t.rows = 2;
+  t.cols = 3;
+  t.data = {1.5f, -2.25f, 3.0e-7f, 0.1f, 1e30f, -0.0f};
+  json j = tapsJson({t});
+  EXPECT_EQ(j[0]["layer"], 3);
+  EXPECT_EQ(j[0]["point"], "residual");
+  EXPECT_EQ(j[0]["shape"], json({2, 3}));
+  // Parsed back, every float is bit-identical (printed to round-trip).
+  json back = json::parse(j.dump());
+  for (int r = 0; r < 2; ++r) {
+    for (int c = 0; c < 3; ++c) {
+      float v = back[0]["data"][r][c].get<float>();
+      EXPECT_EQ(std::memcmp(&v, &t.data[static_cast<size_t>(r * 3 + c)], 4), 0) << r << c;
+    }
+  }
+  t.spec = {-1, model::TapPoint::kLogits};
+  json b = tapsJson({t}, /*base64=*/true);
+  EXPECT_TRUE(b[0]["layer"].is_null());
+  EXPECT_EQ(b[0]["encoding"], "base64");
+  EXPECT_EQ(b[0]["dtype"], "<f4");
+  const std::string text = b[0]["data"];
+  std::vector<unsigned char> raw(text.size());
+  int n = EVP_DecodeBlock(raw.data(), reinterpret_cast<const unsigned char*>(text.data()),
+                          static_cast<int>(text.size()));
+  ASSERT_GE(n, 24);  // padding decodes to extra zero bytes
+  EXPECT_EQ(std::memcmp(raw.data(), t.data.data(), 24), 0);
+  OpenAiRequest r = parseOpenAiRequest(
+      Endpoint::kCompletions,
+      json{{"prompt", "x"}, {"taps", {{{"point", "logits"}}}}, {"tap_encoding", "base64"}}.dump());
+  EXPECT_TRUE(r.taps_base64);
+  expectRefused(Endpoint::kCompletions, {{"prompt", "x"}, {"tap_encoding", "npy"}}, "tap_encoding");
 }
 
 TEST(OpenAiRequestTest, PrepareChecksModelContextAndVocabulary) {
