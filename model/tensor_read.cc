@@ -7,6 +7,7 @@
 #include "common/check.h"
 #include "common/error.h"
 #include "model/kernels/cpu/blocks.h"
+#include "model/kernels/cpu/q4k_x16.h"
 #include "model/kernels/cpu/quantize.h"
 
 namespace tpnode::model {
@@ -67,6 +68,12 @@ void deinterleaveGroup(const uint8_t* group, uint8_t* out, size_t row_bytes, siz
 }
 
 std::vector<uint8_t> matrixBytes(const Matrix& m) {
+  if (m.interleave == kernels::kQ4KGroup) {  // Q4_K repacked for the VNNI kernels
+    std::vector<uint8_t> out(rowBytes(m.type, static_cast<uint64_t>(m.cols)) *
+                             static_cast<size_t>(m.rows));
+    kernels::unpackQ4Kx16(m.data.data(), out.data(), m.rows, m.cols);
+    return out;
+  }
   std::vector<uint8_t> out(m.row_bytes * static_cast<size_t>(m.rows));
   if (m.interleave == 1) {
     if (!out.empty()) std::memcpy(out.data(), m.data.data(), out.size());

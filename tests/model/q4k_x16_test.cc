@@ -99,6 +99,20 @@ TEST(Q4KX16Test, RepackedDotMatchesScalarRows) {
   }
 }
 
+// Tensor reads undo the repack: random bytes (every scale/min bit pattern is a valid Q4_K
+// block) come back identical.
+TEST(Q4KX16Test, UnpackRestoresTheFileBytes) {
+  const int64_t rows = 32, cols = 512;
+  const size_t bytes = rowBytes(TensorType::kQ4_K, cols) * rows;
+  std::vector<uint8_t> src(bytes);
+  std::mt19937 rng(5);
+  for (uint8_t& b : src) b = static_cast<uint8_t>(rng());
+  std::vector<uint8_t> packed(q4kX16RowBytes(cols) * rows), back(bytes);
+  repackQ4Kx16(src.data(), packed.data(), rows, cols);
+  unpackQ4Kx16(packed.data(), back.data(), rows, cols);
+  EXPECT_EQ(back, src);
+}
+
 TEST(Q4KX16Test, ExtremeBlocksStayExact) {
   const DotKernels* k = x16Kernels();
   if (!k) GTEST_SKIP() << "no AVX-512 VNNI";

@@ -41,4 +41,8 @@ constexpr size_t q4kX16RowBytes(int64_t cols) {
 // contiguous) into `dst` (rows * q4kX16RowBytes(cols) bytes, not overlapping src).
 void repackQ4Kx16(const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols);
 
+// The inverse: `rows` plain Q4_K rows (the file's bytes, 6-bit scales and mins packed back into
+// ggml's 12-byte form) from the repacked `src`. For tensor reads (model/tensor_read.cc).
+void unpackQ4Kx16(const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols);
+
 }  // namespace tpnode::model::kernels
