@@ -1,5 +1,6 @@
 // tpnode: one process per host. Dispatches to the mode the flags ask for.
 #include <cstdio>
+#include <string>
 
 #include <spdlog/spdlog.h>
 
@@ -21,7 +22,9 @@ int main(int argc, char** argv) {
       break;
   }
   try {
-    initLogging(options.log_level, "n" + std::to_string(options.node_id));
+    std::string tag = "n";  // (not "n" + to_string: GCC 12 -O3 warns -Wrestrict on that)
+    tag += std::to_string(options.node_id);
+    initLogging(options.log_level, tag);
     if (!options.model.empty()) return node::runCluster(options);
     if (options.model.empty() && !options.peers.empty()) return node::runMeshOnly(options);
     spdlog::error(
