@@ -4,32 +4,17 @@
 #include "model/kernels/cpu/dot_x86.inc"
 #include "model/kernels/cpu/dot_x86_q4k_x16.inc"
 #include "model/kernels/cpu/dot_x86_q5.inc"
+#include "model/kernels/cpu/dot_x86_table.inc"
 
 namespace tpnode::model::kernels {
 
 const DotKernels& avx512Table() {
-  static const DotKernels k{.isa = "avx512-vnni",
-                            .f32 = dotF32,
-                            .f16 = dotF16,
-                            .bf16 = dotBF16,
-                            .q8_0 = dotQ8_0,
-                            .q4_0 = dotQ4_0,
-                            .q4_k = dotQ4K,
-                            .q6_k = dotQ6K,
-                            .x4_q8_0 = dot4Q8_0,
-                            .x4_q4_0 = dot4Q4_0,
-                            .x4_q4_k = dot4Q4K,
-                            .x4_q6_k = dot4Q6K,
-                            .gemm_q8_0 = gemmQ8_0,
-                            .gemm_q4_k = gemmQ4K,
-                            .q5_0 = dotQ5_0,
-                            .q5_1 = dotQ5_1,
-                            .x4_q5_0 = dot4Q5_0,
-                            .gemm_q5_0 = gemmQ5_0,
-                            .x16_q4_k = dot16Q4K,
-                            .gemm16_q4_k = gemm16Q4K,
-                            .f32_axpy = axpyF32,
-                            .quantize_q8_k = quantizeQ8K};
+  static const DotKernels k = [] {
+    DotKernels t = x86Table("avx512-vnni");
+    t.x16_q4_k = dot16Q4K;  // the 16-row Q4_K layout (q4k_x16.h) needs VNNI
+    t.gemm16_q4_k = gemm16Q4K;
+    return t;
+  }();
   return k;
 }
 
