@@ -7,7 +7,6 @@
 
 #include "common/check.h"
 #include "common/error.h"
-#include "model/kernels/cpu/dot.h"
 #include "model/kernels/cpu/matmul.h"
 #include "model/kernels/cpu/ops.h"
 
@@ -31,13 +30,10 @@ LlamaRank::LlamaRank(const ModelConfig& config, RankWeights weights,
     head_slice_.row_bytes = w.row_bytes;
     head_slice_.data = HostBuffer(static_cast<size_t>(local) * w.row_bytes);
     std::memcpy(head_slice_.data.data(), w.row(weights_.vocab_begin), head_slice_.data.size());
-    // The copy is the head's alone, so it can take the 4-row layout of the projections: a
-    // batch of logits rows (serving: one per running sequence) then runs on the GEMM tiles
-    // instead of one dot product per row and token.
-    if (local % 4 == 0 && kernels::bestKernels().x4ForType(w.type)) {
-      kernels::interleaveRows4(w.type, head_slice_.data.data(), local, w.cols);
-      head_slice_.interleave = 4;
-    }
+    // The copy is the head's alone, so it can take the projections' kernel layout: a batch of
+    // logits rows (serving: one per running sequence) then runs on the GEMM tiles instead of
+    // one dot product per row and token.
+    head_slice_ = kernels::packWeights(std::move(head_slice_));
   }
 }
 
