@@ -16,6 +16,7 @@ namespace {
 using testing::decode;
 using testing::encode;
 using testing::randomRow;
+using testing::referenceDot;
 
 TEST(QuantQ5Test, TypeTableAndActivationTypes) {
   EXPECT_EQ(tensorTypeInfo(TensorType::kQ5_0).type_size, 22u);
@@ -101,11 +102,7 @@ TEST(QuantQ5Test, DotProductsMatchScalarAndDecodedReference) {
         float out[nr];
         k->forType(t)(n, w.data(), rowBytes(t, n), nr, xa.data(), out);
         for (int r = 0; r < nr; ++r) {
-          double ref = 0, mag = 0;
-          for (int64_t i = 0; i < n; ++i) {
-            ref += double(wrows[r][i]) * xd[i];
-            mag += std::fabs(double(wrows[r][i]) * xd[i]);
-          }
+          const auto [ref, mag] = referenceDot(wrows[r], xd);
           // Q5_1's offset term uses s = f16(d * sum q): one f16 rounding per block.
           const double tol = (t == TensorType::kQ5_1 ? 2e-3 : 2e-6) * mag + 1e-6;
           EXPECT_NEAR(out[r], ref, tol) << k->isa << " " << tensorTypeName(t) << " n=" << n;

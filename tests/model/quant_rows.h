@@ -2,6 +2,7 @@
 // from a tensor type through the kernels' own quantizeRow / dequantizeRow.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -22,6 +23,20 @@ inline std::vector<uint8_t> encode(TensorType t, const std::vector<float>& x) {
   std::vector<uint8_t> b(rowBytes(t, x.size()));
   quantizeRow(t, x.data(), b.data(), static_cast<int64_t>(x.size()));
   return b;
+}
+
+// The dot product of two decoded rows in double, and the sum of the products' magnitudes (the
+// scale of the rounding a kernel may add).
+struct RefDot {
+  double value = 0, magnitude = 0;
+};
+inline RefDot referenceDot(const std::vector<float>& w, const std::vector<float>& x) {
+  RefDot d;
+  for (size_t i = 0; i < w.size(); ++i) {
+    d.value += double(w[i]) * x[i];
+    d.magnitude += std::fabs(double(w[i]) * x[i]);
+  }
+  return d;
 }
 
 inline std::vector<float> decode(TensorType t, const std::vector<uint8_t>& b, int64_t n) {

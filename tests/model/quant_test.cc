@@ -15,6 +15,7 @@ namespace {
 using testing::decode;
 using testing::encode;
 using testing::randomRow;
+using testing::referenceDot;
 
 const TensorType kWeightTypes[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16,
                                    TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K,
@@ -120,11 +121,7 @@ TEST(QuantTest, DotProductsMatchTheDecodedReference) {
         float out[nr];
         k->forType(t)(n, w.data(), rowBytes(t, n), nr, xa.data(), out);
         for (int r = 0; r < nr; ++r) {
-          double ref = 0, mag = 0;
-          for (int64_t i = 0; i < n; ++i) {
-            ref += double(wrows[r][i]) * xd[i];
-            mag += std::fabs(double(wrows[r][i]) * xd[i]);
-          }
+          const auto [ref, mag] = referenceDot(wrows[r], xd);
           EXPECT_NEAR(out[r], ref, 2e-6 * mag + 1e-6)
               << k->isa << " " << tensorTypeName(t) << " n=" << n << " row " << r;
         }

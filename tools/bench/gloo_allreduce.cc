@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "allreduce_report.h"
+
 int main(int argc, char** argv) {
   if (argc != 7) return 2;
   const int rank = std::stoi(argv[1]), size = std::stoi(argv[2]);
@@ -54,16 +56,7 @@ int main(int argc, char** argv) {
       us.push_back(
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     }
-    std::sort(us.begin(), us.end());
-    const double p50 = us[us.size() / 2], p99 = us[std::min(us.size() - 1, us.size() * 99 / 100)];
-    const double algbw = bytes / (p50 * 1e-6) / 1e9;
-    char line[256];
-    std::snprintf(line, sizeof line,
-                  "%s{\"bytes\":%zu,\"p50_us\":%.2f,\"p99_us\":%.2f,\"algbw_GBps\":%.4f,"
-                  "\"busbw_GBps\":%.4f}",
-                  json.size() > 1 ? "," : "", bytes, p50, p99, algbw,
-                  algbw * 2.0 * (size - 1) / size);
-    json += line;
+    appendAllReduceResult(json, bytes, us, size);
   }
   if (rank == 0) std::printf("%s]\n", json.c_str());
   return 0;

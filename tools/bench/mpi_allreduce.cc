@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "allreduce_report.h"
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0, size = 1;
@@ -34,16 +36,7 @@ int main(int argc, char** argv) {
       MPI_Allreduce(MPI_IN_PLACE, buf.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       us.push_back((MPI_Wtime() - t0) * 1e6);
     }
-    std::sort(us.begin(), us.end());
-    const double p50 = us[us.size() / 2], p99 = us[std::min(us.size() - 1, us.size() * 99 / 100)];
-    const double algbw = bytes / (p50 * 1e-6) / 1e9;
-    char line[256];
-    std::snprintf(line, sizeof line,
-                  "%s{\"bytes\":%zu,\"p50_us\":%.2f,\"p99_us\":%.2f,\"algbw_GBps\":%.4f,"
-                  "\"busbw_GBps\":%.4f}",
-                  json.size() > 1 ? "," : "", bytes, p50, p99, algbw,
-                  algbw * 2.0 * (size - 1) / size);
-    json += line;
+    appendAllReduceResult(json, bytes, us, size);
   }
   if (rank == 0) std::printf("%s]\n", json.c_str());
   MPI_Finalize();
