@@ -37,6 +37,9 @@ DriverOptions driverOptions(const Options& o, const Placement& placement) {
   d.ranks.slots = d.scheduler.slots;
   d.ranks.ctx = o.ctx_size;
   d.ranks.cpu_of_rank = placement.cpu_of_rank;
+  d.ranks.gpu_of_rank = placement.gpu_of_rank;
+  d.ranks.local_transport = o.local_transport;
+  d.ranks.cuda_graphs = o.cuda_graphs != "off";
   return d;
 }
 
