@@ -55,7 +55,6 @@ class RankModel {
 };
 
 // Checks a batch against the rank's limits (the message names the token, slot or position).
-void checkBatch(std::span<const BatchToken> batch, int64_t n_vocab, int64_t n_slots,
-                int64_t n_ctx);
+void checkBatch(std::span<const BatchToken> batch, int64_t n_vocab, int64_t n_slots, int64_t n_ctx);
 
 }  // namespace tpnode::model

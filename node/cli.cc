@@ -153,6 +153,9 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
       ->envname("TPNODE_N_PREDICT")
       ->capture_default_str()
       ->group("Generation");
+  app.add_flag("--ignore-eos", o.ignore_eos,
+               "One-shot generation: keep going past end-of-generation tokens (benchmarks)")
+      ->group("Generation");
   flag(app, "temp", o.temperature, "Sampling temperature (0 = greedy)")->group("Generation");
   flag(app, "top-k", o.top_k, "Top-k (0 = off)")->group("Generation");
   flag(app, "top-p", o.top_p, "Top-p")->group("Generation");

@@ -57,8 +57,8 @@ Placement resolvePlacement(const Options& o) {
       p.gpu_of_rank = parseIntList("--devices", o.devices);
       if (static_cast<int>(p.gpu_of_rank.size()) != o.tp) {
         fail(ErrorCode::kInvalidArgument,
-             "--devices '{}' lists {} device(s) but --tp is {}; give one per local rank",
-             o.devices, p.gpu_of_rank.size(), o.tp);
+             "--devices '{}' lists {} device(s) but --tp is {}; give one per local rank", o.devices,
+             p.gpu_of_rank.size(), o.tp);
       }
       for (int d : p.gpu_of_rank) {
         if (d < 0 || d >= visible) {
@@ -69,24 +69,26 @@ Placement resolvePlacement(const Options& o) {
         }
       }
     }
-    if (o.local_transport != "auto" && o.local_transport != "nccl" &&
-        o.local_transport != "p2p" && o.local_transport != "host") {
-      fail(ErrorCode::kInvalidArgument,
-           "--local-transport '{}' is not auto, nccl, p2p or host", o.local_transport);
+    if (o.local_transport != "auto" && o.local_transport != "nccl" && o.local_transport != "p2p" &&
+        o.local_transport != "host") {
+      fail(ErrorCode::kInvalidArgument, "--local-transport '{}' is not auto, nccl, p2p or host",
+           o.local_transport);
     }
-    if (o.cuda_graphs != "on" && o.cuda_graphs != "off") {
+    if (o.cuda_graphs != "on" && o.cuda_graphs != "off" && o.cuda_graphs != "1" &&
+        o.cuda_graphs != "0") {
       fail(ErrorCode::kInvalidArgument, "--cuda-graphs '{}' is not on or off", o.cuda_graphs);
     }
     std::string list;
     for (int d : p.gpu_of_rank) list += (list.empty() ? "" : ",") + std::to_string(d);
-    spdlog::info("[node] GPU ranks: {} local rank(s) on CUDA device(s) {} ({} visible)", o.tp,
-                 list, visible);
+    spdlog::info("[node] GPU ranks: {} local rank(s) on CUDA device(s) {} ({} visible)", o.tp, list,
+                 visible);
     return p;
   }
   if (p.gpus_present > 0) {
-    spdlog::warn("[node] this host has {} NVIDIA GPU(s) but runs CPU ranks ({}): the {} local "
-                 "rank(s) use the CPU",
-                 p.gpus_present, o.backend == "cpu" ? "--backend cpu" : why, o.tp);
+    spdlog::warn(
+        "[node] this host has {} NVIDIA GPU(s) but runs CPU ranks ({}): the {} local "
+        "rank(s) use the CPU",
+        p.gpus_present, o.backend == "cpu" ? "--backend cpu" : why, o.tp);
   }
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (o.devices.empty() && o.tp > cores) {

@@ -44,7 +44,8 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
     for (int r = 0; r < tp; ++r) {
       loaders.emplace_back([&, r] {
         try {
-          weights[static_cast<size_t>(r)] = model::loadRankWeights(file, config, plan, first + r, /*pack=*/!gpu);
+          weights[static_cast<size_t>(r)] =
+              model::loadRankWeights(file, config, plan, first + r, /*pack=*/!gpu);
         } catch (...) {
           errors[static_cast<size_t>(r)] = std::current_exception();
         }
@@ -124,7 +125,9 @@ std::string RankSet::rankBackend(int r) const {
   return ranks_[static_cast<size_t>(r)]->model->backend();
 }
 
-std::string RankSet::gpuTransport() const { return gpu_ ? gpu_->transportName() : ""; }
+std::string RankSet::gpuTransport() const {
+  return gpu_ ? gpu_->transportName() : "";
+}
 
 void RankSet::run(std::span<const model::BatchToken> batch, std::vector<float>& logits,
                   model::TapSink* taps) {

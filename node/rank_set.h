@@ -33,8 +33,8 @@
 
 #include "collectives/hierarchical.h"
 #include "model/config.h"
-#include "model/gguf.h"
 #include "model/cuda/gpu_node.h"
+#include "model/gguf.h"
 #include "model/llama_rank.h"
 #include "model/shard_plan.h"
 
@@ -79,8 +79,8 @@ class RankSet {
   uint64_t rankWeightBytes(int local_rank) const;
   uint64_t rankKvBytes(int local_rank) const;
   uint64_t rankDeviceBytes(int local_rank) const;  // 0 for CPU ranks
-  std::string rankBackend(int local_rank) const;    // "cpu" or "cuda:<device>"
-  std::string gpuTransport() const;                 // "" for CPU ranks
+  std::string rankBackend(int local_rank) const;   // "cpu" or "cuda:<device>"
+  std::string gpuTransport() const;                // "" for CPU ranks
 
  private:
   struct Rank;

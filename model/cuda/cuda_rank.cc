@@ -12,7 +12,6 @@
 
 namespace tpnode::model::cuda {
 
-
 // Runs a pass in one of three modes:
 //   direct   every step's kernels are enqueued as they come;
 //   capture  the steps of each segment are recorded into a graph, which is then launched;
@@ -39,9 +38,8 @@ class CudaRank::Runner {
   void allReduce(float* data, size_t count) {
     collectives::cuda::DeviceComm* comm = rank_.device_comm_;
     if (comm == nullptr || comm->size() == 1) return;
-    const size_t piece = rank_.options_.max_allreduce_floats > 0
-                             ? rank_.options_.max_allreduce_floats
-                             : count;
+    const size_t piece =
+        rank_.options_.max_allreduce_floats > 0 ? rank_.options_.max_allreduce_floats : count;
     auto reduce = [&] {
       for (size_t off = 0; off < count; off += piece) {
         comm->allReduceSum(data + off, std::min(piece, count - off), rank_.stream_);

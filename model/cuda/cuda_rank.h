@@ -121,7 +121,7 @@ class CudaRank final : public RankModel {
   // Per-step state, sized for the largest batch so far (capacity_ tokens).
   int64_t capacity_ = 0;
   DeviceArray<float> x_, h_, q_, k_, v_, attn_, o_, gate_, up_, hx_, logits_local_;
-  DeviceArray<int32_t> meta_;     // [4][capacity]: tokens, positions, slots, logits rows
+  DeviceArray<int32_t> meta_;  // [4][capacity]: tokens, positions, slots, logits rows
   PinnedArray<int32_t> meta_host_;
   PinnedArray<float> logits_host_;
   DeviceArray<uint8_t> workspace_;

@@ -12,8 +12,10 @@ namespace {
 
 void checkPlain(const Matrix& m, const char* what) {
   if (m.interleave != 1) {
-    fail(ErrorCode::kInternal, "{} was loaded in a CPU kernel layout (interleave {}); GPU ranks "
-         "need loadRankWeights(..., pack=false)", what, m.interleave);
+    fail(ErrorCode::kInternal,
+         "{} was loaded in a CPU kernel layout (interleave {}); GPU ranks "
+         "need loadRankWeights(..., pack=false)",
+         what, m.interleave);
   }
   if (!supportsType(m.type)) {
     fail(ErrorCode::kUnsupported,
@@ -26,8 +28,8 @@ void checkPlain(const Matrix& m, const char* what) {
 }  // namespace
 
 CudaRank::CudaRank(const ModelConfig& config, RankWeights weights,
-                   collectives::Communicator& host_comm,
-                   collectives::cuda::DeviceComm* device_comm, const CudaRankOptions& options)
+                   collectives::Communicator& host_comm, collectives::cuda::DeviceComm* device_comm,
+                   const CudaRankOptions& options)
     : config_(config),
       weights_(std::move(weights)),
       host_comm_(host_comm),
@@ -58,8 +60,8 @@ uint64_t CudaRank::deviceBytes() const {
     }
   }
   b += output_norm_.bytes() + rope_freqs_.bytes() + k_cache_.bytes() + v_cache_.bytes();
-  for (const DeviceArray<float>* a : {&x_, &h_, &q_, &k_, &v_, &attn_, &o_, &gate_, &up_, &hx_,
-                                      &logits_local_}) {
+  for (const DeviceArray<float>* a :
+       {&x_, &h_, &q_, &k_, &v_, &attn_, &o_, &gate_, &up_, &hx_, &logits_local_}) {
     b += a->bytes();
   }
   return b + meta_.bytes() + workspace_.bytes();

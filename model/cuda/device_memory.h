@@ -19,7 +19,8 @@ class CudaArray {
   CudaArray() = default;
   explicit CudaArray(size_t n) { resize(n); }
   ~CudaArray() { release(); }
-  CudaArray(CudaArray&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  CudaArray(CudaArray&& o) noexcept
+      : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
   CudaArray& operator=(CudaArray&& o) noexcept {
     if (this != &o) {
       release();

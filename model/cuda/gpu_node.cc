@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "collectives/cuda/device_comm.h"
@@ -13,7 +14,9 @@
 
 namespace tpnode::model {
 
-bool gpuBackendBuilt() { return true; }
+bool gpuBackendBuilt() {
+  return true;
+}
 
 int visibleCudaDevices(std::string* why) {
   int count = 0;
@@ -38,13 +41,16 @@ class CudaGpuNode final : public GpuNode {
       : host_comms_(std::move(host_comms)), options_(options) {
     const collectives::cuda::Transport t =
         collectives::cuda::parseTransport(options_.transport, "--local-transport");
+    // At least 256 KiB per call, so the transports' 16 KiB self-test always fits.
+    options_.max_allreduce_floats = std::max<size_t>(options_.max_allreduce_floats, 1 << 16);
     group_ = collectives::cuda::DeviceGroup::create(host_comms_, options_.devices, t,
                                                     options_.max_allreduce_floats);
     const auto& rep = group_->report();
     spdlog::info("[gpu] device all-reduce: {} ({})", collectives::cuda::transportName(rep.chosen),
                  rep.reason);
     for (const std::string& d : rep.demoted) spdlog::warn("[gpu] demoted: {}", d);
-    for (size_t r = 0; r < host_comms_.size(); ++r) comms_.push_back(group_->communicator(static_cast<int>(r)));
+    for (size_t r = 0; r < host_comms_.size(); ++r)
+      comms_.push_back(group_->communicator(static_cast<int>(r)));
   }
 
   std::unique_ptr<RankModel> makeRank(int r, const ModelConfig& config, RankWeights weights,

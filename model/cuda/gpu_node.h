@@ -32,10 +32,10 @@ bool gpuBackendBuilt();
 int visibleCudaDevices(std::string* why);
 
 struct GpuNodeOptions {
-  std::vector<int> devices;          // CUDA device of each local rank (may repeat)
-  std::string transport = "auto";    // auto | nccl | p2p | host (--local-transport)
-  size_t max_allreduce_floats = 0;   // largest all-reduce the ranks will issue
-  bool graphs = true;                // CUDA graphs for decode steps (--cuda-graphs)
+  std::vector<int> devices;         // CUDA device of each local rank (may repeat)
+  std::string transport = "auto";   // auto | nccl | p2p | host (--local-transport)
+  size_t max_allreduce_floats = 0;  // largest all-reduce the ranks will issue
+  bool graphs = true;               // CUDA graphs for decode steps (--cuda-graphs)
 };
 
 class GpuNode {

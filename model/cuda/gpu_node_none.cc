@@ -4,7 +4,9 @@
 
 namespace tpnode::model {
 
-bool gpuBackendBuilt() { return false; }
+bool gpuBackendBuilt() {
+  return false;
+}
 
 int visibleCudaDevices(std::string* why) {
   if (why != nullptr) {

@@ -124,14 +124,14 @@ TEST_P(GpuReference, LogitsMatchLlamaCppAndTp2MatchesTp1) {
   std::vector<double> sorted = diffs;
   std::sort(sorted.begin(), sorted.end());
   EXPECT_LE(sorted[sorted.size() / 2], f32 ? 1e-4 : 0.5) << "median row difference";
-  std::printf("[ gpu ] %s tp=1 vs llama.cpp: max %.3g median %.3g\n", c.name.c_str(),
-              sorted.back(), sorted[sorted.size() / 2]);
+  std::printf("[ gpu ] %s tp=1 vs llama.cpp: max %.3g median %.3g\n", c.name.c_str(), sorted.back(),
+              sorted[sorted.size() / 2]);
 
   // Graphs off: the same kernels in the same order, so the same bits.
   RunOutput nograph = runGpu(c.model_file, {1, "auto", false}, c.prompt_ids, c.generated_ids, n);
   ASSERT_EQ(nograph.logits.size(), gpu1.logits.size());
-  EXPECT_EQ(0, std::memcmp(nograph.logits.data(), gpu1.logits.data(),
-                           gpu1.logits.size() * sizeof(float)))
+  EXPECT_EQ(
+      0, std::memcmp(nograph.logits.data(), gpu1.logits.data(), gpu1.logits.size() * sizeof(float)))
       << "CUDA graphs changed the logits";
 
   // tp=2 on one device, both transports that allow it.
@@ -171,8 +171,8 @@ TEST_P(GpuReference, GreedyIdsMatchLlamaCpp) {
         << c.name << " step " << j;
     ++compared;
   }
-  std::printf("[ gpu greedy ] %s tp=2: %d of %d ids compared and equal\n", c.name.c_str(),
-              compared, n);
+  std::printf("[ gpu greedy ] %s tp=2: %d of %d ids compared and equal\n", c.name.c_str(), compared,
+              n);
 }
 
 std::vector<Param> referenceParams() {
