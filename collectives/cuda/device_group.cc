@@ -122,7 +122,7 @@ void runLocalRanks(const std::vector<int>& devices, const std::function<void(int
 
 // Everything the self-tests share between the rank threads of create().
 struct Probe {
-  Probe(int ranks) : barrier(ranks, std::chrono::microseconds(200)) {}
+  explicit Probe(int ranks) : barrier(ranks, std::chrono::microseconds(200)) {}
   SpinBarrier barrier;
   std::shared_ptr<LocalGroup> cpu_group;  // host-stage probes: local ranks only
   std::vector<std::unique_ptr<Communicator>> cpu_comms;

@@ -12,6 +12,7 @@ void waitStream(cudaStream_t stream, const char* what, std::chrono::milliseconds
     const cudaError_t err = cudaStreamQuery(stream);
     if (err == cudaSuccess) return;
     if (err != cudaErrorNotReady) cudaFail(err, "cudaStreamQuery", __FILE__, __LINE__);
+    (void)cudaGetLastError();  // "not ready" is no error: keep it out of the next check
     if (spins >= 1000) {
       if (std::chrono::steady_clock::now() - start > timeout) {
         fail(ErrorCode::kTimeout, "[coll] {} did not finish within {} ms", what, timeout.count());
