@@ -114,9 +114,14 @@ void runTransport(Transport t, int ranks, const Args& args) {
   try {
     group = DeviceGroup::create(ptrs, devices, t, max_count);
   } catch (const Error& e) {
+    std::string what;  // JSON string escaping of the message
+    for (char c : std::string(e.what())) {
+      if (c == '"' || c == '\\') what += '\\';
+      what += c == '\n' ? ' ' : c;
+    }
     std::printf(
         "{\"bench\":\"device_allreduce\",\"transport\":\"%s\",\"ranks\":%d,\"error\":\"%s\"}\n",
-        std::string(transportName(t)).c_str(), ranks, e.what());
+        std::string(transportName(t)).c_str(), ranks, what.c_str());
     return;
   }
   std::vector<std::thread> threads;
