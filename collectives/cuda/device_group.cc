@@ -243,7 +243,10 @@ void probeRank(Probe& probe, const std::vector<int>& devices, int r) {
       failure = verifyLocal(*stage, r, ranks, buf.get(), probe.max_count, stream.get());
     } catch (const std::exception& e) {
       failure = fmt::format("local rank {}: {}", r, e.what());
-      stage->abort(e.what());
+      stage->abort(e.what());  // p2p: releases the barrier; nccl: marks it broken
+      if (kOrder[k] == Transport::kHost) {
+        probe.cpu_group->abort(ErrorCode::kAborted, failure);  // host staging is not used again
+      }
       (void)cudaGetLastError();
     }
     probe.barrier.arriveAndWait();
