@@ -1,0 +1,460 @@
+// DeviceGroup::create: availability, the startup self-tests (one thread per local rank), the
+// measured choice, and the DeviceComm objects. The transports themselves are in *_stage.cc.
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "collectives/cuda/device_comm.h"
+#include "collectives/cuda/stages.h"
+#include "collectives/local_group.h"
+#include "common/check.h"
+#include "common/log.h"
+
+namespace tpnode::collectives::cuda {
+namespace {
+
+constexpr std::array<Transport, 3> kOrder = {Transport::kHost, Transport::kP2p, Transport::kNccl};
+constexpr int kWarmup = 5;
+constexpr int kTimedIterations = 50;
+
+// Known test values: integers, so every sum is exact in f32 whatever the order.
+float testValue(int rank, size_t i) {
+  return static_cast<float>(static_cast<int>((i * 3 + static_cast<size_t>(rank) * 17) % 61)) -
+         30.0f;
+}
+
+class DeviceCommImpl final : public DeviceComm {
+ public:
+  DeviceCommImpl(int rank, int size, Transport transport, size_t max_count,
+                 std::unique_ptr<LocalStage> local, std::unique_ptr<LocalStage> inter)
+      : rank_(rank),
+        size_(size),
+        transport_(transport),
+        max_count_(max_count),
+        local_(std::move(local)),
+        inter_(std::move(inter)) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Transport transport() const override { return transport_; }
+  bool capturable() const override { return local_->capturable() && inter_ == nullptr; }
+
+  void allReduceSum(float* data, size_t count, cudaStream_t stream) override {
+    if (count == 0) return;
+    if (count > max_count_) {
+      fail(ErrorCode::kInvalidArgument,
+           "[coll] device all-reduce of {} elements; the group was created for at most {}", count,
+           max_count_);
+    }
+    try {
+      local_->reduce(data, count, stream);
+      if (inter_) inter_->reduce(data, count, stream);
+    } catch (const std::exception& e) {
+      local_->abort(e.what());  // release the local ranks waiting for this one
+      throw;
+    }
+  }
+
+ private:
+  const int rank_;
+  const int size_;
+  const Transport transport_;
+  const size_t max_count_;
+  std::unique_ptr<LocalStage> local_;
+  std::unique_ptr<LocalStage> inter_;  // inter-node host stage; null for host or one node
+};
+
+class DeviceGroupImpl final : public DeviceGroup {
+ public:
+  DeviceGroupImpl(std::vector<std::unique_ptr<DeviceComm>> comms, TransportReport report)
+      : comms_(std::move(comms)), report_(std::move(report)) {}
+
+  std::unique_ptr<DeviceComm> communicator(int local_rank) override {
+    std::lock_guard lock(mutex_);
+    if (local_rank < 0 || static_cast<size_t>(local_rank) >= comms_.size()) {
+      fail(ErrorCode::kInvalidArgument, "[coll] no local rank {} (group of {})", local_rank,
+           comms_.size());
+    }
+    auto& comm = comms_[static_cast<size_t>(local_rank)];
+    if (!comm) {
+      fail(ErrorCode::kInvalidArgument, "[coll] communicator({}) was already taken", local_rank);
+    }
+    return std::move(comm);
+  }
+  const TransportReport& report() const override { return report_; }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<DeviceComm>> comms_;  // GUARDED_BY(mutex_)
+  const TransportReport report_;
+};
+
+// Runs fn(r) on one thread per local rank with devices[r] current. When a thread throws,
+// on_error(what) releases the others; the first exception is rethrown after all joined.
+void runLocalRanks(const std::vector<int>& devices, const std::function<void(int)>& fn,
+                   const std::function<void(const std::string&)>& on_error) {
+  std::vector<std::thread> threads;
+  std::exception_ptr first;
+  std::mutex mutex;
+  for (size_t r = 0; r < devices.size(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        TP_CUDA(cudaSetDevice(devices[r]));
+        fn(static_cast<int>(r));
+      } catch (const std::exception& e) {
+        {
+          std::lock_guard lock(mutex);
+          if (!first) first = std::current_exception();
+        }
+        on_error(e.what());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+// Everything the self-tests share between the rank threads of create().
+struct Probe {
+  explicit Probe(int ranks) : barrier(ranks, std::chrono::microseconds(200)) {}
+  SpinBarrier barrier;
+  std::shared_ptr<LocalGroup> cpu_group;  // host-stage probes: local ranks only
+  std::vector<std::unique_ptr<Communicator>> cpu_comms;
+  std::shared_ptr<P2pShared> p2p;
+  std::shared_ptr<NcclShared> nccl;
+  // Per transport (index in kOrder), per rank: the failure ("" = passed) and median time.
+  std::array<std::vector<std::string>, 3> failures;
+  std::array<std::vector<double>, 3> median_us;
+  std::array<bool, 3> tried{};
+  std::vector<std::string> pair_failures;  // p2p pair check, per rank
+  bool timing = false;
+  size_t probe_count = 0;
+  size_t max_count = 0;
+};
+
+size_t indexOf(Transport t) {
+  for (size_t i = 0; i < kOrder.size(); ++i) {
+    if (kOrder[i] == t) return i;
+  }
+  TP_CHECK(false, "transport {}", transportName(t));
+  return 0;
+}
+
+// Reduces known values at a few counts; returns the first mismatch ("" when all matched).
+// Every rank runs every count (a rank that stopped early would leave the others waiting).
+std::string verifyLocal(LocalStage& stage, int rank, int ranks, float* buf, size_t max_count,
+                        cudaStream_t stream) {
+  std::string failure;
+  std::vector<size_t> counts = {1, 1000, 65537};
+  for (size_t count : counts) {
+    count = std::min(count, max_count);
+    std::vector<float> host(count);
+    for (size_t i = 0; i < count; ++i) host[i] = testValue(rank, i);
+    TP_CUDA(
+        cudaMemcpyAsync(buf, host.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream));
+    stage.reduce(buf, count, stream);
+    TP_CUDA(
+        cudaMemcpyAsync(host.data(), buf, count * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    waitStream(stream, "self-test all-reduce");
+    for (size_t i = 0; i < count && failure.empty(); ++i) {
+      float want = 0.0f;
+      for (int q = 0; q < ranks; ++q) want += testValue(q, i);
+      if (std::memcmp(&want, &host[i], sizeof(float)) != 0) {
+        failure = fmt::format("local rank {}: element {} of {} is {}, want {}", rank, i, count,
+                              host[i], want);
+      }
+    }
+  }
+  return failure;
+}
+
+double medianMicros(LocalStage& stage, float* buf, size_t count, cudaStream_t stream) {
+  TP_CUDA(cudaMemsetAsync(buf, 0, count * sizeof(float), stream));
+  std::vector<double> us;
+  for (int it = 0; it < kWarmup + kTimedIterations; ++it) {
+    const auto t0 = std::chrono::steady_clock::now();
+    stage.reduce(buf, count, stream);
+    waitStream(stream, "timed all-reduce");
+    const auto t1 = std::chrono::steady_clock::now();
+    if (it >= kWarmup) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+  std::nth_element(us.begin(), us.begin() + static_cast<std::ptrdiff_t>(us.size() / 2), us.end());
+  return us[us.size() / 2];
+}
+
+std::unique_ptr<LocalStage> makeProbeStage(Probe& probe, Transport t, int r, int device) {
+  switch (t) {
+    case Transport::kHost:
+      return std::make_unique<HostStage>(probe.cpu_comms[static_cast<size_t>(r)].get(), device,
+                                         probe.max_count, true);
+    case Transport::kP2p:
+      return std::make_unique<P2pStage>(probe.p2p, r);
+    case Transport::kNccl:
+      return createNcclStage(probe.nccl, r);
+    case Transport::kAuto:
+      break;
+  }
+  TP_CHECK(false, "probe stage for {}", transportName(t));
+  return nullptr;
+}
+
+// The rank thread of the self-tests: each tried transport is verified by every rank, the
+// ranks agree (barrier), and — for kAuto — the transports that passed are timed.
+void probeRank(Probe& probe, const std::vector<int>& devices, int r) {
+  const int device = devices[static_cast<size_t>(r)];
+  const int ranks = static_cast<int>(devices.size());
+  Stream stream(device);
+  DeviceBuffer buf(device, probe.max_count);
+  if (probe.p2p) {
+    std::string joined;
+    try {
+      for (auto& f : p2pPairCheck(*probe.p2p, r, stream.get(), 4096)) {
+        joined += (joined.empty() ? "" : "; ") + f;
+      }
+    } catch (const std::exception& e) {
+      joined = fmt::format("local rank {}: {}", r, e.what());
+      probe.p2p->barrier.abort(ErrorCode::kAborted, joined);
+      (void)cudaGetLastError();
+    }
+    probe.pair_failures[static_cast<size_t>(r)] = joined;
+  }
+  for (size_t k = 0; k < kOrder.size(); ++k) {
+    if (!probe.tried[k]) continue;
+    auto& failure = probe.failures[k][static_cast<size_t>(r)];
+    probe.barrier.arriveAndWait();  // the pair check's results are visible to everyone
+    if (kOrder[k] == Transport::kP2p) {
+      std::string pairs;
+      for (auto& f : probe.pair_failures) {
+        if (!f.empty()) pairs += (pairs.empty() ? "" : "; ") + f;
+      }
+      if (!pairs.empty()) {  // same decision on every rank; only rank 0 writes the reason
+        if (r == 0) failure = pairs;
+        continue;
+      }
+    }
+    auto stage = makeProbeStage(probe, kOrder[k], r, device);
+    try {
+      failure = verifyLocal(*stage, r, ranks, buf.get(), probe.max_count, stream.get());
+    } catch (const std::exception& e) {
+      failure = fmt::format("local rank {}: {}", r, e.what());
+      stage->abort(e.what());  // p2p: releases the barrier; nccl: marks it broken
+      if (kOrder[k] == Transport::kHost) {
+        probe.cpu_group->abort(ErrorCode::kAborted, failure);  // host staging is not used again
+      }
+      (void)cudaGetLastError();
+    }
+    probe.barrier.arriveAndWait();
+    bool passed = true;
+    for (auto& f : probe.failures[k]) passed = passed && f.empty();
+    if (passed && probe.timing) {
+      probe.median_us[k][static_cast<size_t>(r)] =
+          medianMicros(*stage, buf.get(), probe.probe_count, stream.get());
+    }
+  }
+  probe.barrier.arriveAndWait();
+}
+
+std::string availability(Transport t, const std::vector<int>& devices) {
+  switch (t) {
+    case Transport::kNccl:
+      return ncclUnavailable(devices);
+    case Transport::kP2p:
+      return prepareP2p(devices);
+    default:
+      return {};
+  }
+}
+
+std::string formatBytes(size_t bytes) {
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return fmt::format("{} MiB", bytes >> 20);
+  if (bytes >= 1024 && bytes % 1024 == 0) return fmt::format("{} KiB", bytes >> 10);
+  return fmt::format("{} B", bytes);
+}
+
+// Picks the transport from the probe's results; fills the report.
+Transport choose(Probe& probe, Transport requested, TransportReport& report) {
+  std::vector<std::pair<double, Transport>> timed;
+  for (size_t k = 0; k < kOrder.size(); ++k) {
+    if (!probe.tried[k]) continue;
+    std::string joined;
+    for (auto& f : probe.failures[k]) {
+      if (!f.empty()) joined += (joined.empty() ? "" : "; ") + f;
+    }
+    if (!joined.empty()) {
+      report.demoted.push_back(fmt::format("{}: {}", transportName(kOrder[k]), joined));
+      spdlog::warn("[coll] device all-reduce: {} failed its self-test, demoted: {}",
+                   transportName(kOrder[k]), joined);
+      if (requested == kOrder[k]) {
+        fail(ErrorCode::kUnsupported, "[coll] {} transport failed its self-test: {}",
+             transportName(requested), joined);
+      }
+      continue;
+    }
+    double worst = 0.0;
+    for (double us : probe.median_us[k]) worst = std::max(worst, us);
+    timed.emplace_back(worst, kOrder[k]);
+  }
+  if (requested != Transport::kAuto) {
+    report.chosen = requested;
+    report.reason = "forced";
+    return requested;
+  }
+  TP_CHECK(!timed.empty(), "no device transport passed (host staging always runs)");
+  std::stable_sort(timed.begin(), timed.end());
+  report.chosen = timed.front().second;
+  report.reason = timed.size() == 1 ? "the only transport that passed; " : "measured fastest: ";
+  for (size_t i = 0; i < timed.size(); ++i) {
+    report.reason += fmt::format("{}{} {:.1f} us", i ? ", " : "", transportName(timed[i].second),
+                                 timed[i].first);
+  }
+  report.reason += fmt::format(" ({})", formatBytes(probe.probe_count * sizeof(float)));
+  return report.chosen;
+}
+
+// The final objects, one per local rank.
+std::vector<std::unique_ptr<DeviceComm>> buildComms(Probe& probe, Transport chosen,
+                                                    const std::vector<Communicator*>& host_comms,
+                                                    const std::vector<int>& devices,
+                                                    bool multi_node) {
+  std::vector<std::unique_ptr<DeviceComm>> comms;
+  for (size_t r = 0; r < devices.size(); ++r) {
+    const int device = devices[r];
+    std::unique_ptr<LocalStage> local, inter;
+    if (chosen == Transport::kHost) {
+      local = std::make_unique<HostStage>(host_comms[r], device, probe.max_count, true);
+    } else {
+      local = chosen == Transport::kP2p ? std::make_unique<P2pStage>(probe.p2p, static_cast<int>(r))
+                                        : createNcclStage(probe.nccl, static_cast<int>(r));
+      if (multi_node) {
+        inter = std::make_unique<HostStage>(host_comms[r], device, probe.max_count, r == 0);
+      }
+    }
+    comms.push_back(std::make_unique<DeviceCommImpl>(host_comms[r]->rank(), host_comms[r]->size(),
+                                                     chosen, probe.max_count, std::move(local),
+                                                     std::move(inter)));
+  }
+  return comms;
+}
+
+// One all-reduce of known values through the full path (inter-node stage included) on every
+// rank; every node does exactly one, whatever it chose, so the host collectives line up.
+void verifyFullPath(std::vector<std::unique_ptr<DeviceComm>>& comms,
+                    const std::vector<int>& devices, size_t max_count) {
+  runLocalRanks(
+      devices,
+      [&](int r) {
+        DeviceComm& comm = *comms[static_cast<size_t>(r)];
+        const int device = devices[static_cast<size_t>(r)];
+        const size_t count = std::min<size_t>(max_count, 4099);
+        Stream stream(device);
+        DeviceBuffer buf(device, count);
+        std::vector<float> host(count);
+        for (size_t i = 0; i < count; ++i) host[i] = testValue(comm.rank(), i);
+        TP_CUDA(cudaMemcpyAsync(buf.get(), host.data(), count * sizeof(float),
+                                cudaMemcpyHostToDevice, stream.get()));
+        comm.allReduceSum(buf.get(), count, stream.get());
+        TP_CUDA(cudaMemcpyAsync(host.data(), buf.get(), count * sizeof(float),
+                                cudaMemcpyDeviceToHost, stream.get()));
+        waitStream(stream.get(), "full-path self-test");
+        for (size_t i = 0; i < count; ++i) {
+          float want = 0.0f;
+          for (int g = 0; g < comm.size(); ++g) want += testValue(g, i);
+          if (std::memcmp(&want, &host[i], sizeof(float)) != 0) {
+            fail(ErrorCode::kInternal,
+                 "[coll] device all-reduce ({}) self-test failed on rank {}: element {} is {}, "
+                 "want {}",
+                 transportName(comm.transport()), comm.rank(), i, host[i], want);
+          }
+        }
+      },
+      [](const std::string&) {});
+}
+
+}  // namespace
+
+std::unique_ptr<DeviceGroup> DeviceGroup::create(std::vector<Communicator*> host_comms,
+                                                 std::vector<int> devices, Transport requested,
+                                                 size_t max_count, size_t probe_bytes) {
+  const size_t ranks = host_comms.size();
+  if (ranks == 0 || devices.size() != ranks) {
+    fail(ErrorCode::kInvalidArgument, "[coll] device group: {} host communicators, {} devices",
+         ranks, devices.size());
+  }
+  if (max_count == 0) fail(ErrorCode::kInvalidArgument, "[coll] device group: max_count is 0");
+  for (Communicator* c : host_comms) {
+    if (c == nullptr) fail(ErrorCode::kInvalidArgument, "[coll] device group: null communicator");
+  }
+  const int size = host_comms[0]->size();
+  if (size % static_cast<int>(ranks) != 0) {
+    fail(ErrorCode::kInvalidArgument, "[coll] device group: {} global ranks, {} local ones", size,
+         ranks);
+  }
+  const bool multi_node = size > static_cast<int>(ranks);
+  int device_count = 0;
+  TP_CUDA(cudaGetDeviceCount(&device_count));
+  for (int d : devices) {
+    if (d < 0 || d >= device_count) {
+      fail(ErrorCode::kResource, "[coll] device {} does not exist ({} CUDA devices visible)", d,
+           device_count);
+    }
+  }
+
+  Probe probe(static_cast<int>(ranks));
+  probe.max_count = max_count;
+  probe.probe_count = std::clamp<size_t>(probe_bytes / sizeof(float), 1, max_count);
+  probe.timing = requested == Transport::kAuto;
+  probe.pair_failures.assign(ranks, "");
+  TransportReport report;
+  for (size_t k = 0; k < kOrder.size(); ++k) {
+    const Transport t = kOrder[k];
+    probe.failures[k].assign(ranks, "");
+    probe.median_us[k].assign(ranks, 0.0);
+    if (requested != Transport::kAuto && requested != t) continue;
+    std::string why = availability(t, devices);
+    if (why.empty()) {
+      try {
+        if (t == Transport::kP2p) probe.p2p = std::make_shared<P2pShared>(devices, max_count);
+        if (t == Transport::kNccl) probe.nccl = createNcclShared(devices);
+      } catch (const Error& e) {
+        why = e.what();
+      }
+    }
+    if (!why.empty()) {
+      if (requested == t) {
+        fail(ErrorCode::kUnsupported, "[coll] {} transport unavailable: {}", transportName(t), why);
+      }
+      spdlog::info("[coll] device all-reduce: {} not offered: {}", transportName(t), why);
+      report.demoted.push_back(fmt::format("{}: {}", transportName(t), why));
+      continue;
+    }
+    probe.tried[k] = true;
+  }
+  if (probe.tried[indexOf(Transport::kHost)]) {
+    probe.cpu_group = LocalGroup::create(static_cast<int>(ranks));
+    for (size_t r = 0; r < ranks; ++r) {
+      probe.cpu_comms.push_back(probe.cpu_group->communicator(static_cast<int>(r)));
+    }
+  }
+  runLocalRanks(
+      devices, [&](int r) { probeRank(probe, devices, r); },
+      [&](const std::string& what) {
+        probe.barrier.abort(ErrorCode::kAborted, what);
+        if (probe.cpu_group) probe.cpu_group->abort(ErrorCode::kAborted, what);
+        if (probe.p2p) probe.p2p->barrier.abort(ErrorCode::kAborted, what);
+      });
+  const Transport chosen = choose(probe, requested, report);
+  if (chosen != Transport::kP2p) probe.p2p.reset();
+  if (chosen != Transport::kNccl) probe.nccl.reset();
+  auto comms = buildComms(probe, chosen, host_comms, devices, multi_node);
+  verifyFullPath(comms, devices, max_count);
+  spdlog::info("[coll] device all-reduce: chosen {} ({})", transportName(chosen), report.reason);
+  return std::make_unique<DeviceGroupImpl>(std::move(comms), std::move(report));
+}
+
+}  // namespace tpnode::collectives::cuda

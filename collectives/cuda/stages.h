@@ -1,0 +1,105 @@
+// The building blocks of a DeviceComm (internal to collectives/cuda): a *local stage* sums the
+// data of the local GPU ranks on one transport; a HostStage moves data through pinned host
+// memory into a host Communicator (the host transport, and the inter-node stage of the others).
+//
+// Contract
+// - One stage object per local rank, used only by that rank's thread with its device current.
+// - reduce(data, count, stream): every local rank of the stage's group calls it with the same
+//   count, in the same order; count <= the max_count the stage was built for.
+// - abort(reason): releases the other local ranks of the group if they are blocked in a
+//   host-side wait of this stage (called when this rank's reduce threw). Sticky.
+// - Shared resources (peer inboxes, NCCL communicators) live in a shared state object that
+//   every stage of the group holds; the last holder frees them after the GPU work that uses
+//   them has finished.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "collectives/cuda/cuda_resources.h"
+#include "collectives/cuda/device_comm.h"
+#include "collectives/spin_barrier.h"
+
+namespace tpnode::collectives::cuda {
+
+class LocalStage {
+ public:
+  virtual ~LocalStage() = default;
+  virtual void reduce(float* data, size_t count, cudaStream_t stream) = 0;
+  virtual bool capturable() const = 0;
+  virtual void abort(const std::string& reason) { (void)reason; }
+};
+
+// D2H into a pinned buffer, wait, comm->allReduceSum, H2D. With contribute == false the rank
+// contributes zeros instead of its data (the inter-node stage after a local GPU reduction:
+// only local rank 0 brings the node sum; x + 0 is exact, so the result is the same on every
+// rank). Not capturable (it waits on the host).
+class HostStage final : public LocalStage {
+ public:
+  HostStage(Communicator* comm, int device, size_t max_count, bool contribute);
+  void reduce(float* data, size_t count, cudaStream_t stream) override;
+  bool capturable() const override { return false; }
+
+ private:
+  Communicator* const comm_;  // owned by the caller of DeviceGroup::create; outlives the group
+  PinnedBuffer pinned_;
+  Event h2d_done_;  // recorded after the H2D that reads pinned_
+  const bool contribute_;
+};
+
+// Peer-to-peer: the persistent inboxes of the local ranks (one per rank, on its device), the
+// events that order the ranks' streams, and the host barrier of the rank threads.
+struct P2pShared {
+  P2pShared(const std::vector<int>& devices, size_t max_count);
+  ~P2pShared();
+  P2pShared(const P2pShared&) = delete;
+  P2pShared& operator=(const P2pShared&) = delete;
+
+  int ranks() const { return static_cast<int>(devices.size()); }
+
+  const std::vector<int> devices;
+  SpinBarrier barrier;
+  std::vector<DeviceBuffer> inbox;  // inbox[r]: written by rank r, read by every rank
+  std::vector<Event> copied;        // copied[r]: rank r's data is in inbox[r]
+  std::vector<Event> summed;        // summed[r]: rank r has finished reading the inboxes
+};
+
+// Each rank copies its data into its inbox; barrier; each rank waits for the others' copies
+// and sums all inboxes in rank order into its data (one kernel reading peer memory); barrier;
+// each rank's stream waits until every rank has finished reading (inboxes reusable).
+class P2pStage final : public LocalStage {
+ public:
+  P2pStage(std::shared_ptr<P2pShared> shared, int rank) : shared_(std::move(shared)), rank_(rank) {}
+  void reduce(float* data, size_t count, cudaStream_t stream) override;
+  bool capturable() const override { return false; }
+  void abort(const std::string& reason) override;
+
+ private:
+  std::shared_ptr<P2pShared> shared_;
+  const int rank_;
+};
+
+// Startup check of every ordered pair (rank <- peer): each rank fills its inbox with a known
+// pattern, then reads every peer's inbox with the add kernel and compares. Called by every
+// local rank thread at once; returns this rank's failures ("p2p 0<-1 (device 0<-1): ...").
+std::vector<std::string> p2pPairCheck(P2pShared& shared, int rank, cudaStream_t stream,
+                                      size_t count);
+
+// Why the peer transport cannot run on these devices ("" when it can). Enables peer access
+// for every pair of distinct devices that reports it (from the calling thread).
+std::string prepareP2p(const std::vector<int>& devices);
+
+// NCCL over the local devices (one communicator per local rank, ncclCommInitAll). Without
+// NCCL in the build, ncclUnavailable() says so and createNcclStage throws.
+struct NcclShared;
+std::string ncclUnavailable(const std::vector<int>& devices);  // "" when NCCL can be tried
+std::shared_ptr<NcclShared> createNcclShared(const std::vector<int>& devices);
+std::unique_ptr<LocalStage> createNcclStage(std::shared_ptr<NcclShared> shared, int rank);
+
+}  // namespace tpnode::collectives::cuda
