@@ -36,6 +36,7 @@ struct Options {
   std::string prompt_ids;  // "1,2,3"
   bool prompt_given = false;
   int n_predict = 32;
+  bool ignore_eos = false;  // one-shot generation runs the full --n-predict (benchmarks)
   double temperature = 0.0;
   int top_k = 0;
   double top_p = 1.0;
