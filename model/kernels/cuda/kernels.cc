@@ -2,6 +2,7 @@
 // and launch errors turned into tpnode::Error (TP_CUDA). Compiled by the host compiler.
 #include "model/kernels/cuda/kernels.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/check.h"
@@ -94,7 +95,9 @@ void attention(const KvView& kv, int64_t layer, const float* q, float* out, int6
            kv.row, n_kv_heads, head_dim);
   TP_CHECK(max_len > 0 && n_tokens <= kMaxGridY && n_heads <= kMaxGridX,
            "attention: max_len {} n_tokens {} n_heads {}", max_len, n_tokens, n_heads);
-  const size_t shared = launch::attentionSharedBytes(head_dim, max_len);
+  // A sliding window bounds the positions one query sees: size the scores by it.
+  const int64_t span = window > 0 ? std::min(max_len, window) : max_len;
+  const size_t shared = launch::attentionSharedBytes(head_dim, span);
   if (shared > kDefaultSharedLimit) {
     int device = 0, limit = 0;
     TP_CUDA(cudaGetDevice(&device));
@@ -109,7 +112,7 @@ void attention(const KvView& kv, int64_t layer, const float* q, float* out, int6
     TP_CUDA(launch::attentionAllowShared(shared));
   }
   launch::attention(kv, layer, q, out, n_tokens, n_heads, n_kv_heads, head_dim, scale, window,
-                    slots, positions, max_len, stream);
+                    slots, positions, span, stream);
   TP_CUDA(cudaGetLastError());
 }
 
