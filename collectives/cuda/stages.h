@@ -68,6 +68,9 @@ struct P2pShared {
   std::vector<DeviceBuffer> inbox;  // inbox[r]: written by rank r, read by every rank
   std::vector<Event> copied;        // copied[r]: rank r's data is in inbox[r]
   std::vector<Event> summed;        // summed[r]: rank r has finished reading the inboxes
+  // counts[r]: the count of rank r's current call, written before the first barrier and read
+  // after it (every rank checks that all called with the same count).
+  std::vector<size_t> counts;
 };
 
 // Each rank copies its data into its inbox; barrier; each rank waits for the others' copies
