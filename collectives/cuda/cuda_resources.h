@@ -151,5 +151,8 @@ class Stream {
 // Never blocks forever, unlike cudaStreamSynchronize.
 void waitStream(cudaStream_t stream, const char* what,
                 std::chrono::milliseconds timeout = std::chrono::seconds(60));
+// The same for one event (its most recent record).
+void waitEvent(cudaEvent_t event, const char* what,
+               std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
 }  // namespace tpnode::collectives::cuda

@@ -6,12 +6,17 @@
 
 namespace tpnode::collectives::cuda {
 
-void waitStream(cudaStream_t stream, const char* what, std::chrono::milliseconds timeout) {
+namespace {
+
+// Polls `query` until it reports completion, at most `timeout`.
+template <typename Query>
+void pollUntilDone(Query query, const char* call, const char* what,
+                   std::chrono::milliseconds timeout) {
   const auto start = std::chrono::steady_clock::now();
   for (int spins = 0;; ++spins) {
-    const cudaError_t err = cudaStreamQuery(stream);
+    const cudaError_t err = query();
     if (err == cudaSuccess) return;
-    if (err != cudaErrorNotReady) cudaFail(err, "cudaStreamQuery", __FILE__, __LINE__);
+    if (err != cudaErrorNotReady) cudaFail(err, call, __FILE__, __LINE__);
     (void)cudaGetLastError();  // "not ready" is no error: keep it out of the next check
     if (spins >= 1000) {
       if (std::chrono::steady_clock::now() - start > timeout) {
@@ -22,22 +27,55 @@ void waitStream(cudaStream_t stream, const char* what, std::chrono::milliseconds
   }
 }
 
+}  // namespace
+
+void waitStream(cudaStream_t stream, const char* what, std::chrono::milliseconds timeout) {
+  pollUntilDone([&] { return cudaStreamQuery(stream); }, "cudaStreamQuery", what, timeout);
+}
+
+void waitEvent(cudaEvent_t event, const char* what, std::chrono::milliseconds timeout) {
+  pollUntilDone([&] { return cudaEventQuery(event); }, "cudaEventQuery", what, timeout);
+}
+
+size_t HostStage::chunkElements(size_t count) {
+  if (count * sizeof(float) <= kHostChunkThreshold) return count;
+  const size_t min_chunk = (size_t{1} << 20) / sizeof(float);  // 1 MiB
+  size_t chunk = std::max(min_chunk, (count + kMaxChunks - 1) / kMaxChunks);
+  return (chunk + 15) / 16 * 16;
+}
+
 HostStage::HostStage(Communicator* comm, int device, size_t max_count, bool contribute)
-    : comm_(comm), pinned_(max_count), h2d_done_(device), contribute_(contribute) {}
+    : comm_(comm), pinned_(max_count), h2d_done_(device), contribute_(contribute) {
+  for (size_t i = 0; i < kMaxChunks; ++i) d2h_done_.emplace_back(device);
+}
 
 void HostStage::reduce(float* data, size_t count, cudaStream_t stream) {
   TP_CHECK(count <= pinned_.count(), "host stage: {} elements, buffer holds {}", count,
            pinned_.count());
-  const size_t bytes = count * sizeof(float);
+  const size_t chunk = chunkElements(count);
+  const size_t chunks = (count + chunk - 1) / chunk;
+  TP_CHECK(chunks <= kMaxChunks, "host stage: {} chunks", chunks);
+  float* const pinned = pinned_.get();
   // The previous call's H2D (possibly on another stream) must be done reading pinned_.
   TP_CUDA(cudaStreamWaitEvent(stream, h2d_done_.get(), 0));
   if (contribute_) {
-    TP_CUDA(cudaMemcpyAsync(pinned_.get(), data, bytes, cudaMemcpyDeviceToHost, stream));
+    for (size_t c = 0; c < chunks; ++c) {
+      const size_t off = c * chunk, n = std::min(chunk, count - off);
+      TP_CUDA(cudaMemcpyAsync(pinned + off, data + off, n * sizeof(float), cudaMemcpyDeviceToHost,
+                              stream));
+      TP_CUDA(cudaEventRecord(d2h_done_[c].get(), stream));
+    }
+  } else {
+    waitStream(stream, "inter-node stage");  // the previous H2D has finished reading pinned_
+    std::fill_n(pinned, count, 0.0f);
   }
-  waitStream(stream, "device-to-host copy");
-  if (!contribute_) std::fill_n(pinned_.get(), count, 0.0f);
-  comm_->allReduceSum(pinned_.get(), count, DType::kF32);
-  TP_CUDA(cudaMemcpyAsync(data, pinned_.get(), bytes, cudaMemcpyHostToDevice, stream));
+  for (size_t c = 0; c < chunks; ++c) {
+    const size_t off = c * chunk, n = std::min(chunk, count - off);
+    if (contribute_) waitEvent(d2h_done_[c].get(), "device-to-host copy");
+    comm_->allReduceSum(pinned + off, n, DType::kF32);
+    TP_CUDA(cudaMemcpyAsync(data + off, pinned + off, n * sizeof(float), cudaMemcpyHostToDevice,
+                            stream));
+  }
   TP_CUDA(cudaEventRecord(h2d_done_.get(), stream));
 }
 

@@ -28,6 +28,7 @@ P2pShared::P2pShared(const std::vector<int>& devs, size_t max_count)
     copied.emplace_back(d);
     summed.emplace_back(d);
   }
+  counts.assign(devices.size(), 0);
 }
 
 P2pShared::~P2pShared() {
@@ -47,7 +48,16 @@ void P2pStage::reduce(float* data, size_t count, cudaStream_t stream) {
   TP_CUDA(cudaMemcpyAsync(sh.inbox[me].get(), data, count * sizeof(float), cudaMemcpyDeviceToDevice,
                           stream));
   TP_CUDA(cudaEventRecord(sh.copied[me].get(), stream));
+  sh.counts[me] = count;
   sh.barrier.arriveAndWait();  // every rank has enqueued its copy and recorded `copied`
+  for (size_t p = 0; p < sh.counts.size(); ++p) {
+    if (sh.counts[p] != count) {  // every rank sees the same counts and throws
+      fail(ErrorCode::kInvalidArgument,
+           "[coll] device all-reduce: local rank {} called with {} elements, local rank {} with "
+           "{}",
+           rank_, count, p, sh.counts[p]);
+    }
+  }
   SumSources sources{};
   sources.count = sh.ranks();
   for (size_t p = 0; p < sh.inbox.size(); ++p) {

@@ -40,8 +40,16 @@ class LocalStage {
 // contributes zeros instead of its data (the inter-node stage after a local GPU reduction:
 // only local rank 0 brings the node sum; x + 0 is exact, so the result is the same on every
 // rank). Not capturable (it waits on the host).
+// Messages above kHostChunkThreshold bytes go in chunks (chunkElements; the same cut on every
+// rank, since it depends on the count alone), so that the copies of one chunk overlap the host
+// all-reduce of another: one host all-reduce per chunk.
 class HostStage final : public LocalStage {
  public:
+  static constexpr size_t kHostChunkThreshold = size_t{2} << 20;
+  static constexpr size_t kMaxChunks = 16;
+  // Elements per chunk for a message of `count` elements (count itself below the threshold).
+  static size_t chunkElements(size_t count);
+
   HostStage(Communicator* comm, int device, size_t max_count, bool contribute);
   void reduce(float* data, size_t count, cudaStream_t stream) override;
   bool capturable() const override { return false; }
@@ -49,7 +57,8 @@ class HostStage final : public LocalStage {
  private:
   Communicator* const comm_;  // owned by the caller of DeviceGroup::create; outlives the group
   PinnedBuffer pinned_;
-  Event h2d_done_;  // recorded after the H2D that reads pinned_
+  Event h2d_done_;               // recorded after the last H2D that reads pinned_
+  std::vector<Event> d2h_done_;  // d2h_done_[i]: chunk i has landed in pinned_
   const bool contribute_;
 };
 
@@ -68,6 +77,9 @@ struct P2pShared {
   std::vector<DeviceBuffer> inbox;  // inbox[r]: written by rank r, read by every rank
   std::vector<Event> copied;        // copied[r]: rank r's data is in inbox[r]
   std::vector<Event> summed;        // summed[r]: rank r has finished reading the inboxes
+  // counts[r]: the count of rank r's current call, written before the first barrier and read
+  // after it (every rank checks that all called with the same count).
+  std::vector<size_t> counts;
 };
 
 // Each rank copies its data into its inbox; barrier; each rank waits for the others' copies

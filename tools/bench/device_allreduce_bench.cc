@@ -5,6 +5,7 @@
 // captured into one CUDA graph (replay time / 20). One JSON line per (transport, size, graph).
 //
 //   device_allreduce_bench [--iters 200] [--ranks 2] [--device 0] [--transports host,p2p,nccl]
+//                          [--distinct 1]   (rank r on device r, for machines with several GPUs)
 //
 // Exits 0 with a message when there is no CUDA device.
 #include <cuda_runtime.h>
@@ -34,6 +35,7 @@ struct Args {
   int iters = 200;
   int ranks = 2;
   int device = 0;
+  bool distinct = false;  // rank r on device r (multi-GPU machines); nccl then runs --ranks too
   std::string transports = "host,p2p,nccl";
 };
 
@@ -109,7 +111,10 @@ void runTransport(Transport t, int ranks, const Args& args) {
     ptrs.push_back(owned.back().get());
   }
   const size_t max_count = kSizes.back() / sizeof(float);
-  const std::vector<int> devices(static_cast<size_t>(ranks), args.device);
+  std::vector<int> devices(static_cast<size_t>(ranks), args.device);
+  if (args.distinct) {
+    for (int r = 0; r < ranks; ++r) devices[static_cast<size_t>(r)] = r;
+  }
   std::unique_ptr<DeviceGroup> group;
   try {
     group = DeviceGroup::create(ptrs, devices, t, max_count);
@@ -127,19 +132,20 @@ void runTransport(Transport t, int ranks, const Args& args) {
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
-      TP_CUDA(cudaSetDevice(args.device));
+      const int device = devices[static_cast<size_t>(r)];
+      TP_CUDA(cudaSetDevice(device));
       auto comm = group->communicator(r);
-      Stream stream(args.device);
-      DeviceBuffer buf(args.device, max_count);
+      Stream stream(device);
+      DeviceBuffer buf(device, max_count);
       TP_CUDA(cudaMemsetAsync(buf.get(), 0, max_count * sizeof(float), stream.get()));
       for (size_t bytes : kSizes) {
         const int iters = itersFor(bytes, args.iters);
         const size_t count = bytes / sizeof(float);
         const Stats plain = timePlain(*comm, buf.get(), count, stream.get(), iters);
-        if (r == 0) printLine(t, ranks, args.device, bytes, false, iters, plain);
+        if (r == 0) printLine(t, ranks, devices[0], bytes, false, iters, plain);
         if (comm->capturable()) {
           const Stats graph = timeGraph(*comm, buf.get(), count, stream.get(), iters);
-          if (r == 0) printLine(t, ranks, args.device, bytes, true, iters, graph);
+          if (r == 0) printLine(t, ranks, devices[0], bytes, true, iters, graph);
         }
       }
     });
@@ -159,6 +165,8 @@ Args parse(int argc, char** argv) {
       a.ranks = std::max(1, std::atoi(v.c_str()));
     } else if (k == "--device") {
       a.device = std::atoi(v.c_str());
+    } else if (k == "--distinct") {
+      a.distinct = v == "1";
     } else if (k == "--transports") {
       a.transports = v;
     } else {
@@ -180,7 +188,7 @@ int run(int argc, char** argv) {
     size_t end = args.transports.find(',', start);
     if (end == std::string::npos) end = args.transports.size();
     const Transport t = parseTransport(args.transports.substr(start, end - start), "--transports");
-    runTransport(t, t == Transport::kNccl ? 1 : args.ranks, args);
+    runTransport(t, t == Transport::kNccl && !args.distinct ? 1 : args.ranks, args);
     start = end + 1;
   }
   return 0;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -158,6 +159,34 @@ TEST(DeviceCommTest, P2pRepeatedCallsReuseInboxes) {
   for (auto& res : results) {
     for (float v : res) ASSERT_EQ(v, 1048576.0f);  // 2^20 after 20 doublings, exact
   }
+}
+
+// Ranks that disagree on the count all throw (nobody waits forever), and the group stays
+// aborted.
+TEST(DeviceCommTest, P2pCountMismatchThrowsOnEveryRank) {
+  REQUIRE_DEVICE();
+  auto host = localComms(2);
+  auto group = DeviceGroup::create(host.ptrs, {0, 0}, Transport::kP2p, 64);
+  std::atomic<int> invalid{0}, later{0};
+  testing::runRanks(2, [&](int r) {
+    TP_CUDA(cudaSetDevice(0));
+    auto comm = group->communicator(r);
+    Stream stream(0);
+    DeviceBuffer buf(0, 64);
+    try {
+      comm->allReduceSum(buf.get(), r == 0 ? 10 : 20, stream.get());
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::kInvalidArgument) ++invalid;
+    }
+    try {
+      comm->allReduceSum(buf.get(), 10, stream.get());
+    } catch (const Error&) {
+      ++later;
+    }
+    TP_CUDA(cudaStreamSynchronize(stream.get()));
+  });
+  EXPECT_EQ(invalid.load(), 2);
+  EXPECT_EQ(later.load(), 2);
 }
 
 TEST(DeviceCommTest, NcclOneRankOnDevice0) {

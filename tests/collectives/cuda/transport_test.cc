@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "collectives/cuda/device_comm.h"
+#include "collectives/cuda/stages.h"
 #include "common/error.h"
 
 namespace tpnode::collectives::cuda {
@@ -28,6 +29,25 @@ TEST(DeviceTransportTest, UnknownValueNamesFlagAndValue) {
       EXPECT_NE(std::string(e.what()).find(std::string("'") + bad + "'"), std::string::npos)
           << e.what();
     }
+  }
+}
+
+// The host staging's chunk cut: whole below the threshold, otherwise at most kMaxChunks chunks
+// of at least 1 MiB, 16-element aligned, covering the message.
+TEST(DeviceTransportTest, HostChunksCoverTheMessage) {
+  const size_t threshold = HostStage::kHostChunkThreshold / sizeof(float);
+  for (size_t count : {size_t{1}, size_t{1000}, threshold, threshold + 1, size_t{1} << 20,
+                       (size_t{1} << 22) + 7, size_t{100000003}}) {
+    const size_t chunk = HostStage::chunkElements(count);
+    if (count <= threshold) {
+      EXPECT_EQ(chunk, count);
+      continue;
+    }
+    EXPECT_EQ(chunk % 16, 0u) << count;
+    EXPECT_GE(chunk * sizeof(float), size_t{1} << 20) << count;
+    const size_t chunks = (count + chunk - 1) / chunk;
+    EXPECT_LE(chunks, HostStage::kMaxChunks) << count;
+    EXPECT_GE(chunks, 2u) << count;
   }
 }
 
