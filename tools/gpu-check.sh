@@ -42,9 +42,10 @@ bundle() {
     echo "[gpu-check] $build was configured without CUDA" >&2
     return 1
   fi
-  local targets=()
+  local targets=() known
+  known=$(cmake --build "$build" --target help)
   for t in "${GPU_BINARIES[@]}"; do
-    if cmake --build "$build" --target help | grep -q "^$t:"; then targets+=("$t"); fi
+    if grep -q "^$t:" <<<"$known"; then targets+=("$t"); fi
   done
   cmake --build "$build" -j"${TPNODE_JOBS:-2}" --target "${targets[@]}"
   local stage
