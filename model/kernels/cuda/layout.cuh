@@ -121,8 +121,35 @@ TPNODE_BLOCK_DECODER(DecQ4_K, 256, 144, dequant8Q4_K)
 TPNODE_BLOCK_DECODER(DecQ6_K, 256, 210, dequant8Q6_K)
 #undef TPNODE_BLOCK_DECODER
 
+// The GEMV's unit of work: gemvChunk<kTokens>(w, row, k, x, acc) adds chunk k of the row
+// (kGemvChunk values) times every token's x to acc. Default: 8 contiguous values via load8.
+template <int kTokens>
+__device__ __forceinline__ void dotContiguous(const float* v, int n, const float* x, int64_t cols,
+                                              int64_t j, float* acc) {
+#pragma unroll
+  for (int t = 0; t < kTokens; ++t) {
+    const float* xt = x + t * cols + j;
+    float s = 0.f;
+#pragma unroll 16
+    for (int i = 0; i < n; ++i) s += v[i] * __ldg(xt + i);
+    acc[t] += s;
+  }
+}
+
+template <class Self>
+struct Chunk8 {
+  static constexpr int kGemvChunk = 8;
+  template <int kTokens>
+  static __device__ __forceinline__ void gemvChunk(const WeightView& w, int64_t row, int64_t k,
+                                                   const float* x, float* acc) {
+    float v[8];
+    Self::load8(w, row, k * 8, v);
+    dotContiguous<kTokens>(v, 8, x, w.cols, k * 8, acc);
+  }
+};
+
 template <class Dec>
-struct BlockReader {
+struct BlockReader : Chunk8<BlockReader<Dec>> {
   static constexpr bool kElementwise = false;
   static __device__ __forceinline__ void load8(const WeightView& w, int64_t row, int64_t j,
                                                float* out) {
@@ -136,11 +163,41 @@ using ReaderQ8_0Plain = BlockReader<DecQ8_0>;
 using ReaderQ4_0 = BlockReader<DecQ4_0>;
 using ReaderQ5_0 = BlockReader<DecQ5_0>;
 using ReaderQ5_1 = BlockReader<DecQ5_1>;
-using ReaderQ4_K = BlockReader<DecQ4_K>;
+// Q4_K for the GEMV: 16 values per chunk from one 16-byte header load and one 8-byte quant
+// load (rows of 144-byte blocks stay 16-byte aligned: row_bytes is a multiple of 144).
+struct ReaderQ4_K : BlockReader<DecQ4_K> {
+  static constexpr int kGemvChunk = 16;
+  template <int kTokens>
+  static __device__ __forceinline__ void gemvChunk(const WeightView& w, int64_t row, int64_t k,
+                                                   const float* x, float* acc) {
+    const uint8_t* b = w.data + row * w.row_bytes + (k / 16) * 144;
+    const int kk = static_cast<int>(k % 16);
+    const uint4 h = __ldg(reinterpret_cast<const uint4*>(b));
+    const uint2 q = __ldg(reinterpret_cast<const uint2*>(b + 16 + (kk / 4) * 32 + (kk % 4) * 8));
+    float lo[8], hi[8];
+    dq::dequant16Q4_K(h.x, h.y, h.z, h.w, q.x, q.y, kk, lo, hi);
+    const int64_t j = (k / 16) * 256 + (kk / 4) * 64 + (kk % 4) * 8;
+    dotContiguous<kTokens>(lo, 8, x, w.cols, j, acc);
+    dotContiguous<kTokens>(hi, 8, x, w.cols, j + 32, acc);
+  }
+};
 using ReaderQ6_K = BlockReader<DecQ6_K>;
 
 struct ReaderQ8_0Split {
   static constexpr bool kElementwise = false;
+  // GEMV: 16 quants per chunk, one 16-byte load (j % 16 == 0 stays inside one block).
+  static constexpr int kGemvChunk = 16;
+  template <int kTokens>
+  static __device__ __forceinline__ void gemvChunk(const WeightView& w, int64_t row, int64_t k,
+                                                   const float* x, float* acc) {
+    const int64_t j = k * 16;
+    const uint4 q = __ldg(reinterpret_cast<const uint4*>(w.data + row * w.cols + j));
+    const uint16_t* sc = reinterpret_cast<const uint16_t*>(w.scales);
+    const float d = dq::f16ToF32(__ldg(sc + row * (w.cols / 32) + j / 32));
+    float v[16];
+    dq::dequant16Q8(d, q.x, q.y, q.z, q.w, v);
+    dotContiguous<kTokens>(v, 16, x, w.cols, j, acc);
+  }
   static __device__ __forceinline__ void load8(const WeightView& w, int64_t row, int64_t j,
                                                float* out) {
     const uint2 q = __ldg(reinterpret_cast<const uint2*>(w.data + row * w.cols + j));
@@ -159,7 +216,7 @@ struct ReaderQ8_0Split {
 };
 
 // Plain element types (block size 1).
-struct ReaderF32 {
+struct ReaderF32 : Chunk8<ReaderF32> {
   static constexpr bool kElementwise = true;
   static __device__ __forceinline__ void load8(const WeightView& w, int64_t row, int64_t j,
                                                float* out) {
@@ -169,7 +226,7 @@ struct ReaderF32 {
     return dq::bitsToFloat(dq::load32(w.data + row * w.row_bytes + j * 4));
   }
 };
-struct ReaderF16 {
+struct ReaderF16 : Chunk8<ReaderF16> {
   static constexpr bool kElementwise = true;
   static __device__ __forceinline__ void load8(const WeightView& w, int64_t row, int64_t j,
                                                float* out) {
@@ -179,7 +236,7 @@ struct ReaderF16 {
     return dq::f16ToF32(dq::load16(w.data + row * w.row_bytes + j * 2));
   }
 };
-struct ReaderBF16 {
+struct ReaderBF16 : Chunk8<ReaderBF16> {
   static constexpr bool kElementwise = true;
   static __device__ __forceinline__ void load8(const WeightView& w, int64_t row, int64_t j,
                                                float* out) {
