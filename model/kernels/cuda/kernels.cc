@@ -98,12 +98,12 @@ void attention(const KvView& kv, int64_t layer, const float* q, float* out, int6
   // A sliding window bounds the positions one query sees: size the scores by it.
   const int64_t span = window > 0 ? std::min(max_len, window) : max_len;
   const size_t shared = launch::attentionSharedBytes(head_dim, span);
-  if (shared > kDefaultSharedLimit) {
+  constexpr size_t kStaticShared = 32 * sizeof(float);  // the kernel's reduction scratch
+  if (shared + kStaticShared > kDefaultSharedLimit) {
     int device = 0, limit = 0;
     TP_CUDA(cudaGetDevice(&device));
     TP_CUDA(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    // The kernel's static reduction scratch (32 floats) shares the budget.
-    if (shared + 32 * sizeof(float) > static_cast<size_t>(limit)) {
+    if (shared + kStaticShared > static_cast<size_t>(limit)) {
       fail(ErrorCode::kUnsupported,
            "attention over {} positions needs {} bytes of shared memory per block; this GPU "
            "allows {}",
