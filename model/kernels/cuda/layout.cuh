@@ -215,37 +215,58 @@ struct ReaderQ8_0Split {
   }
 };
 
-// Plain element types (block size 1).
+// Plain element types (block size 1). Rows whose byte length is a multiple of 16 (cols a
+// multiple of 8 for f16/bf16, of 4 for f32) are read with 16-byte loads, others byte by byte.
+__device__ __forceinline__ void halvesToFloats(uint4 u, bool bf16, float* out) {
+  const uint32_t words[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const auto lo = static_cast<uint16_t>(words[i] & 0xffff);
+    const auto hi = static_cast<uint16_t>(words[i] >> 16);
+    out[2 * i] = bf16 ? dq::bf16ToF32(lo) : dq::f16ToF32(lo);
+    out[2 * i + 1] = bf16 ? dq::bf16ToF32(hi) : dq::f16ToF32(hi);
+  }
+}
+
 struct ReaderF32 : Chunk8<ReaderF32> {
   static constexpr bool kElementwise = true;
   static __device__ __forceinline__ void load8(const WeightView& w, int64_t row, int64_t j,
                                                float* out) {
-    dq::dequant8F32(w.data + row * w.row_bytes, static_cast<int>(j), out);
+    const uint8_t* p = w.data + row * w.row_bytes + j * 4;
+    if ((w.row_bytes & 15) == 0) {
+      const float4 a = __ldg(reinterpret_cast<const float4*>(p));
+      const float4 b = __ldg(reinterpret_cast<const float4*>(p + 16));
+      out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+      out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+    } else {
+      dq::dequant8F32(w.data + row * w.row_bytes, static_cast<int>(j), out);
+    }
   }
   static __device__ __forceinline__ float value(const WeightView& w, int64_t row, int64_t j) {
     return dq::bitsToFloat(dq::load32(w.data + row * w.row_bytes + j * 4));
   }
 };
-struct ReaderF16 : Chunk8<ReaderF16> {
+template <bool kBf16>
+struct ReaderHalf : Chunk8<ReaderHalf<kBf16>> {
   static constexpr bool kElementwise = true;
   static __device__ __forceinline__ void load8(const WeightView& w, int64_t row, int64_t j,
                                                float* out) {
-    dq::dequant8F16(w.data + row * w.row_bytes, static_cast<int>(j), out);
+    const uint8_t* p = w.data + row * w.row_bytes + j * 2;
+    if ((w.row_bytes & 15) == 0) {
+      halvesToFloats(__ldg(reinterpret_cast<const uint4*>(p)), kBf16, out);
+    } else if (kBf16) {
+      dq::dequant8BF16(w.data + row * w.row_bytes, static_cast<int>(j), out);
+    } else {
+      dq::dequant8F16(w.data + row * w.row_bytes, static_cast<int>(j), out);
+    }
   }
   static __device__ __forceinline__ float value(const WeightView& w, int64_t row, int64_t j) {
-    return dq::f16ToF32(dq::load16(w.data + row * w.row_bytes + j * 2));
+    const uint16_t h = dq::load16(w.data + row * w.row_bytes + j * 2);
+    return kBf16 ? dq::bf16ToF32(h) : dq::f16ToF32(h);
   }
 };
-struct ReaderBF16 : Chunk8<ReaderBF16> {
-  static constexpr bool kElementwise = true;
-  static __device__ __forceinline__ void load8(const WeightView& w, int64_t row, int64_t j,
-                                               float* out) {
-    dq::dequant8BF16(w.data + row * w.row_bytes, static_cast<int>(j), out);
-  }
-  static __device__ __forceinline__ float value(const WeightView& w, int64_t row, int64_t j) {
-    return dq::bf16ToF32(dq::load16(w.data + row * w.row_bytes + j * 2));
-  }
-};
+using ReaderF16 = ReaderHalf<false>;
+using ReaderBF16 = ReaderHalf<true>;
 
 // Calls f(Reader{}) with the reader of a type and layout (host side, for launches); does
 // nothing for a type the kernels do not run (the callers check supportsType first).
