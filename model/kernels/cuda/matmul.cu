@@ -23,7 +23,9 @@ __global__ void __launch_bounds__(kGemvWarps* kWarp)
 #pragma unroll
   for (int t = 0; t < kTokens; ++t) acc[t] = 0.f;
   const int64_t chunks = cols / R::kGemvChunk;
-#pragma unroll 2
+  // Several chunks' loads in flight per lane (decode is bound by them); fewer for many tokens
+  // (registers).
+#pragma unroll(kTokens <= 2 ? 4 : 2)
   for (int64_t k = lane; k < chunks; k += kWarp) R::template gemvChunk<kTokens>(w, row, k, x, acc);
   if constexpr (R::kElementwise) {
     for (int64_t j = chunks * R::kGemvChunk + lane; j < cols; j += kWarp) {

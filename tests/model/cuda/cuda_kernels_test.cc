@@ -198,7 +198,8 @@ TEST_F(CudaKernelsTest, EmbedGathersScaledRows) {
       for (int64_t c = 0; c < cols; ++c) {
         const float want = w.values[static_cast<size_t>(tokens[t] * cols + c)] * 2.5f;
         const float g = got[t * static_cast<size_t>(cols) + static_cast<size_t>(c)];
-        ASSERT_NEAR(g, want, 1e-6 * (std::fabs(want) + 1))
+        // The device may fuse d * q - m into one fma: a rounding of the product's size.
+        ASSERT_NEAR(g, want, 1e-5 * (std::fabs(want) + 10))
             << tensorTypeName(type) << " token " << t << " col " << c;
       }
     }
