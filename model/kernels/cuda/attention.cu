@@ -23,8 +23,8 @@ __global__ void kvWriteKernel(KvView kv, int64_t layer, const float* __restrict_
   }
 }
 
-// Block per (query head, token). Dynamic shared memory: q (head_dim floats), then the scores
-// of the positions [first, pos] (at most max_len floats).
+// Block per (query head, token). Dynamic shared memory: q (head_dim floats), the scores of the
+// positions [first, pos] (at most max_len floats), then blockDim floats of partial sums.
 __global__ void __launch_bounds__(kAttnThreads)
     attentionKernel(KvView kv, int64_t layer, const float* __restrict__ q, float* __restrict__ out,
                     int64_t n_heads, int64_t group, int64_t head_dim, float scale, int64_t window,
@@ -75,10 +75,29 @@ __global__ void __launch_bounds__(kAttnThreads)
   }
   sum = blockSum(sum, scratch);  // its barriers also publish the exponentiated scores
   const float inv = 1.0f / sum;
-  for (int64_t d = threadIdx.x; d < head_dim; d += blockDim.x) {
+  const int64_t groups = head_dim <= blockDim.x ? blockDim.x / head_dim : 1;
+  if (groups == 1) {  // threads over the dims, each summing every position
+    for (int64_t d = threadIdx.x; d < head_dim; d += blockDim.x) {
+      float acc = 0.f;
+      for (int64_t i = 0; i < len; ++i) acc += scores[i] * vb[(first + i) * kv.row + d];
+      o[d] = acc * inv;
+    }
+    return;
+  }
+  // `groups` thread groups of head_dim threads each sum every groups-th position; the
+  // partial sums meet in shared memory (blockDim floats after the scores).
+  float* part = scores + max_len;
+  const int64_t g = threadIdx.x / head_dim, d = threadIdx.x % head_dim;
+  if (g < groups) {
     float acc = 0.f;
-    for (int64_t i = 0; i < len; ++i) acc += scores[i] * vb[(first + i) * kv.row + d];
-    o[d] = acc * inv;
+    for (int64_t i = g; i < len; i += groups) acc += scores[i] * vb[(first + i) * kv.row + d];
+    part[g * head_dim + d] = acc;
+  }
+  __syncthreads();
+  if (threadIdx.x < head_dim) {
+    float acc = 0.f;
+    for (int64_t k = 0; k < groups; ++k) acc += part[k * head_dim + threadIdx.x];
+    o[threadIdx.x] = acc * inv;
   }
 }
 
@@ -92,7 +111,7 @@ void launch::kvWrite(const KvView& kv, int64_t layer, const float* k, const floa
 }
 
 size_t launch::attentionSharedBytes(int64_t head_dim, int64_t max_len) {
-  return static_cast<size_t>(max_len + head_dim) * sizeof(float);
+  return static_cast<size_t>(head_dim + max_len + kAttnThreads) * sizeof(float);
 }
 
 cudaError_t launch::attentionAllowShared(size_t bytes) {

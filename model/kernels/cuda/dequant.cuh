@@ -17,6 +17,11 @@
 #else
 #define TPNODE_HD inline
 #endif
+#if defined(__CUDA_ARCH__)  // the device pass only: the host compiler warns on the pragma
+#define TPNODE_UNROLL _Pragma("unroll")
+#else
+#define TPNODE_UNROLL
+#endif
 
 namespace tpnode::model::cuda::dq {
 
@@ -182,6 +187,56 @@ TPNODE_HD void dequant8Q6_K(const uint8_t* b, int j, float* out) {
   for (int i = 0; i < 8; ++i) {
     const int q = ((ql[i] >> lshift) & 0xF) | (((qh[i] >> hshift) & 3) << 4);
     out[i] = ds * static_cast<float>(q - 32);
+  }
+}
+
+// ---- Wide-load decoders (the GEMV's): the caller loads aligned words, these decode them. ----
+
+// byte i (0..3) of a little-endian word.
+TPNODE_HD int byteOf(uint32_t w, int i) {
+  return static_cast<int>((w >> (8 * i)) & 0xff);
+}
+
+// Split Q8_0 (q8_split.h): 16 quants in four little-endian words, all of one block of scale d.
+TPNODE_HD void dequant16Q8(float d, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3,
+                           float* out) {
+  const uint32_t w[4] = {w0, w1, w2, w3};
+  TPNODE_UNROLL
+  for (int i = 0; i < 16; ++i) {
+    out[i] = d * static_cast<float>(static_cast<int8_t>(byteOf(w[i / 4], i % 4)));
+  }
+}
+
+// Q4_K chunk k (0..15) of a block. h0..h3: the block's first 16 bytes as little-endian words
+// (d | dmin, then scales[0..12)); q0, q1: the 8 qs bytes at 16 + (k / 4) * 32 + (k % 4) * 8.
+// They hold values v + i (low nibbles, out lo[i]) and v + 32 + i (high nibbles, hi[i]) with
+// v = (k / 4) * 64 + (k % 4) * 8, i < 8.
+TPNODE_HD void dequant16Q4_K(uint32_t h0, uint32_t h1, uint32_t h2, uint32_t h3, uint32_t q0,
+                             uint32_t q1, int k, float* lo, float* hi) {
+  const float d = f16ToF32(static_cast<uint16_t>(h0 & 0xffff));
+  const float dmin = f16ToF32(static_cast<uint16_t>(h0 >> 16));
+  const int c = k / 4;  // sub-blocks 2c (low nibbles) and 2c + 1 (high)
+  // scales[i] for i < 12: h1 holds 0..3, h2 4..7, h3 8..11.
+  int sc0, m0, sc1, m1;
+  if (c < 2) {  // sub-blocks 0..3: scales[s] & 63, mins scales[s + 4] & 63
+    sc0 = byteOf(h1, 2 * c) & 63;
+    m0 = byteOf(h2, 2 * c) & 63;
+    sc1 = byteOf(h1, 2 * c + 1) & 63;
+    m1 = byteOf(h2, 2 * c + 1) & 63;
+  } else {  // sub-blocks 4..7: s = 2c + e, low bits in scales[s + 4], high in scales[s - 4], [s]
+    const int e0 = 2 * c - 4, e1 = 2 * c - 3;  // s - 4, in 0..3
+    sc0 = (byteOf(h3, e0) & 0xF) | ((byteOf(h1, e0) >> 6) << 4);
+    m0 = (byteOf(h3, e0) >> 4) | ((byteOf(h2, e0) >> 6) << 4);
+    sc1 = (byteOf(h3, e1) & 0xF) | ((byteOf(h1, e1) >> 6) << 4);
+    m1 = (byteOf(h3, e1) >> 4) | ((byteOf(h2, e1) >> 6) << 4);
+  }
+  const float d0 = d * static_cast<float>(sc0), mm0 = dmin * static_cast<float>(m0);
+  const float d1 = d * static_cast<float>(sc1), mm1 = dmin * static_cast<float>(m1);
+  TPNODE_UNROLL
+  for (int i = 0; i < 8; ++i) {
+    const int b = byteOf(i < 4 ? q0 : q1, i % 4);
+    lo[i] = d0 * static_cast<float>(b & 0xF) - mm0;
+    hi[i] = d1 * static_cast<float>(b >> 4) - mm1;
   }
 }
 

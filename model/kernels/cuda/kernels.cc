@@ -3,6 +3,7 @@
 #include "model/kernels/cuda/kernels.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "common/check.h"
@@ -20,6 +21,30 @@ void checkMatrix(const DeviceMatrix& m, const char* what) {
   TP_CHECK(!m.empty() && m.data != nullptr, "{} on an empty matrix", what);
   TP_CHECK(supportsType(m.type), "{}: type {} is not run by the CUDA kernels", what,
            typeName(m.type));
+}
+
+// Raises the attention kernel's dynamic shared-memory limit on the current device to `bytes`
+// (static scratch included) once; later calls asking no more touch no CUDA state but
+// cudaGetDevice, so they are safe inside a graph capture after an eager warm-up step.
+void allowAttentionShared(size_t bytes) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<size_t> granted[kMaxDevices] = {};
+  int device = 0;
+  TP_CUDA(cudaGetDevice(&device));
+  const bool cached = device >= 0 && device < kMaxDevices;
+  if (cached && granted[device].load(std::memory_order_relaxed) >= bytes) return;
+  int limit = 0;
+  TP_CUDA(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (bytes > static_cast<size_t>(limit)) {
+    fail(ErrorCode::kUnsupported,
+         "attention needs {} bytes of shared memory per block for this context length; this GPU "
+         "allows {} (use a shorter --ctx)",
+         bytes, limit);
+  }
+  // The attribute counts dynamic memory only; asking for the whole opt-in budget minus the
+  // static scratch once covers every later context length on this device.
+  TP_CUDA(launch::attentionAllowShared(static_cast<size_t>(limit) - 32 * sizeof(float)));
+  if (cached) granted[device].store(static_cast<size_t>(limit), std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -98,19 +123,8 @@ void attention(const KvView& kv, int64_t layer, const float* q, float* out, int6
   // A sliding window bounds the positions one query sees: size the scores by it.
   const int64_t span = window > 0 ? std::min(max_len, window) : max_len;
   const size_t shared = launch::attentionSharedBytes(head_dim, span);
-  if (shared > kDefaultSharedLimit) {
-    int device = 0, limit = 0;
-    TP_CUDA(cudaGetDevice(&device));
-    TP_CUDA(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    // The kernel's static reduction scratch (32 floats) shares the budget.
-    if (shared + 32 * sizeof(float) > static_cast<size_t>(limit)) {
-      fail(ErrorCode::kUnsupported,
-           "attention over {} positions needs {} bytes of shared memory per block; this GPU "
-           "allows {}",
-           max_len, shared, limit);
-    }
-    TP_CUDA(launch::attentionAllowShared(shared));
-  }
+  constexpr size_t kStaticShared = 32 * sizeof(float);  // the kernel's reduction scratch
+  if (shared + kStaticShared > kDefaultSharedLimit) allowAttentionShared(shared + kStaticShared);
   launch::attention(kv, layer, q, out, n_tokens, n_heads, n_kv_heads, head_dim, scale, window,
                     slots, positions, span, stream);
   TP_CUDA(cudaGetLastError());

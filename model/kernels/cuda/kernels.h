@@ -99,7 +99,9 @@ void kvWrite(const KvView& kv, int64_t layer, const float* k, const float* v, in
 // when window > 0 (gemma3's sliding layers). Positions must already be in the cache (kvWrite
 // of the same batch first). q: [n_tokens][n_heads * head_dim]; out likewise.
 // `max_len` bounds positions[t] + 1 for the whole batch (host value, sizes shared memory; a
-// captured graph passes the context length).
+// captured graph passes the context length). The first call on a device whose scores need
+// more than 48 KiB of shared memory sets the kernel's limit (cudaFuncSetAttribute, once per
+// device): make it eagerly before capturing a graph (a warm-up step does).
 void attention(const KvView& kv, int64_t layer, const float* q, float* out, int64_t n_tokens,
                int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, int64_t window,
                const int32_t* slots, const int32_t* positions, int64_t max_len,

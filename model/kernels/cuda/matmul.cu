@@ -9,9 +9,9 @@ constexpr int kWarp = 32;
 constexpr int kGemvWarps = 8;  // rows per block, one warp per row
 constexpr int kMaxGemvTokens = 8;
 
-// ---- GEMV: warp per row; lane l dequantises the 8-value chunks l, l + 32, ... once and
-// multiplies them with every token's x. Column tails (plain element types whose cols is not a
-// multiple of 8) are read value by value.
+// ---- GEMV: warp per row; lane l takes the reader's chunks l, l + 32, ... (8 or 16 values,
+// dequantised once and multiplied with every token's x). Column tails (plain element types
+// whose cols is not a multiple of 8) are read value by value.
 template <class R, int kTokens>
 __global__ void __launch_bounds__(kGemvWarps* kWarp)
     gemvKernel(WeightView w, const float* __restrict__ x, float* __restrict__ y, int64_t y_stride) {
@@ -22,21 +22,13 @@ __global__ void __launch_bounds__(kGemvWarps* kWarp)
   float acc[kTokens];
 #pragma unroll
   for (int t = 0; t < kTokens; ++t) acc[t] = 0.f;
-  const int64_t chunks = cols / 8;
-  for (int64_t c = lane; c < chunks; c += kWarp) {
-    float wv[8];
-    R::load8(w, row, c * 8, wv);
-#pragma unroll
-    for (int t = 0; t < kTokens; ++t) {
-      const float* xt = x + t * cols + c * 8;
-      float s = 0.f;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) s += wv[i] * __ldg(xt + i);
-      acc[t] += s;
-    }
-  }
+  const int64_t chunks = cols / R::kGemvChunk;
+  // Several chunks' loads in flight per lane (decode is bound by them); fewer for many tokens
+  // (registers).
+#pragma unroll(kTokens <= 2 ? 4 : 2)
+  for (int64_t k = lane; k < chunks; k += kWarp) R::template gemvChunk<kTokens>(w, row, k, x, acc);
   if constexpr (R::kElementwise) {
-    for (int64_t j = chunks * 8 + lane; j < cols; j += kWarp) {
+    for (int64_t j = chunks * R::kGemvChunk + lane; j < cols; j += kWarp) {
       const float v = R::value(w, row, j);
 #pragma unroll
       for (int t = 0; t < kTokens; ++t) acc[t] += v * __ldg(x + t * cols + j);

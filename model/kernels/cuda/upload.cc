@@ -61,12 +61,16 @@ DeviceMatrix uploadMatrix(const Matrix& host) {
     packQ8Split(host.row(0), host.row_bytes, host.rows, host.cols, split.data());
     DeviceAlloc buf(split.size());
     TP_CUDA(cudaMemcpy(buf.get(), split.data(), split.size(), cudaMemcpyHostToDevice));
+    // cudaMemcpy from pageable memory may return before the DMA lands; kernels on a
+    // non-blocking stream would not wait for it.
+    TP_CUDA(cudaStreamSynchronize(nullptr));
     m.layout = kLayoutQ8Split;
     m.bytes = split.size();
     m.data = buf.release();
   } else {
     DeviceAlloc buf(plain_bytes);
     TP_CUDA(cudaMemcpy(buf.get(), host.row(0), plain_bytes, cudaMemcpyHostToDevice));
+    TP_CUDA(cudaStreamSynchronize(nullptr));
     m.layout = kLayoutPlain;
     m.bytes = plain_bytes;
     m.data = buf.release();

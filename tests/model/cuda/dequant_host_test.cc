@@ -169,6 +169,49 @@ TEST(DequantHostTest, EveryQuantByteDecodes) {
   }
 }
 
+// The GEMV's Q4_K chunk decoder (16 values from words loaded as the kernel loads them).
+void checkQ4KChunks(const std::vector<uint8_t>& row, int64_t n, const std::string& what) {
+  const std::vector<float> cpu = cpuDecode(TensorType::kQ4_K, row, n);
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = row.data() + b * 144;
+    for (int k = 0; k < 16; ++k) {
+      const uint8_t* q = blk + 16 + (k / 4) * 32 + (k % 4) * 8;
+      float lo[8], hi[8];
+      dq::dequant16Q4_K(dq::load32(blk), dq::load32(blk + 4), dq::load32(blk + 8),
+                        dq::load32(blk + 12), dq::load32(q), dq::load32(q + 4), k, lo, hi);
+      const int64_t v = b * 256 + (k / 4) * 64 + (k % 4) * 8;
+      for (int i = 0; i < 8; ++i) {
+        ASSERT_EQ(bits(lo[i]), bits(cpu[static_cast<size_t>(v + i)]))
+            << what << ": block " << b << " chunk " << k << " low " << i;
+        ASSERT_EQ(bits(hi[i]), bits(cpu[static_cast<size_t>(v + 32 + i)]))
+            << what << ": block " << b << " chunk " << k << " high " << i;
+      }
+    }
+  }
+}
+
+TEST(DequantHostTest, Q4KWideChunksMatchTheCpuDecoder) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::normal_distribution<float> scale(0, 0.05f);
+  for (int rep = 0; rep < 100; ++rep) {
+    std::vector<uint8_t> row(rowBytes(TensorType::kQ4_K, kN));
+    if (rep % 2 == 0) {
+      const std::vector<float> x = normalRow(kN, static_cast<uint32_t>(rep + 1), 1.0f + rep);
+      kernels::quantizeRow(TensorType::kQ4_K, x.data(), row.data(), kN);
+    } else {
+      for (uint8_t& b : row) b = static_cast<uint8_t>(byte(rng));
+      for (size_t b = 0; b < row.size() / 144; ++b) {
+        for (int off : {0, 2}) {
+          const uint16_t h = kernels::f32ToFp16(scale(rng));
+          std::memcpy(row.data() + b * 144 + off, &h, 2);
+        }
+      }
+    }
+    checkQ4KChunks(row, kN, "rep " + std::to_string(rep));
+  }
+}
+
 TEST(DequantHostTest, HalfConversionsMatchOnEveryValue) {
   for (uint32_t h = 0; h < 65536; ++h) {
     const auto hh = static_cast<uint16_t>(h);
@@ -228,6 +271,20 @@ TEST(DequantHostTest, Q8SplitLayoutHoldsTheBlocks) {
         const float v = dq::f16ToF32(d) * static_cast<float>(q);
         ASSERT_EQ(bits(v), bits(cpu[static_cast<size_t>(j)]))
             << "rows " << rows << " cols " << cols << " at (" << r << ", " << j << ")";
+      }
+      // The GEMV's 16-wide decode of the same layout (ReaderQ8_0Split::gemvChunk).
+      for (int64_t j = 0; j < cols; j += 16) {
+        const uint8_t* q = split.data() + static_cast<size_t>(r * cols + j);
+        const float d = dq::f16ToF32(dq::load16(split.data() + scale_at +
+                                                2 * static_cast<size_t>(r * (cols / 32) + j / 32)));
+        float v[16];
+        dq::dequant16Q8(d, dq::load32(q), dq::load32(q + 4), dq::load32(q + 8), dq::load32(q + 12),
+                        v);
+        for (int i = 0; i < 16; ++i) {
+          ASSERT_EQ(bits(v[i]), bits(cpu[static_cast<size_t>(j + i)]))
+              << "16-wide: rows " << rows << " cols " << cols << " at (" << r << ", " << j + i
+              << ")";
+        }
       }
     }
   }
