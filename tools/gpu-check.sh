@@ -14,8 +14,11 @@
 #                               with its own time limit (about 5 minutes in all):
 #                                 kernels.log   cuda_kernels_test (every kernel vs the CPU)
 #                                 comm.log      device_comm_test (host, p2p, nccl transports)
+#                                               and placement_test (--tp vs visible devices)
 #                                 rank.log      cuda_rank_test (tp=1/tp=2 GPU ranks vs
-#                                               llama.cpp, CPU ranks, graphs on/off)
+#                                               llama.cpp, CPU ranks, graphs on/off) and
+#                                               gpu_cluster_test (tpnode processes, GPU ranks,
+#                                               1x1 .. 2x2 layouts)
 #                                 bench.log     cuda_gemv_bench, device_allreduce_bench, tpnode
 #                                               decode on a generated ~1B Q8_0 model (tp=1 with
 #                                               and without CUDA graphs, tp=2 on GPU 0)
@@ -30,7 +33,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 GPU_BINARIES=(tpnode tptopo make_test_model cuda_kernels_test device_comm_test cuda_rank_test
-  cuda_gemv_bench device_allreduce_bench)
+  gpu_cluster_test placement_test cuda_gemv_bench device_allreduce_bench)
 
 bundle() {
   set -e
@@ -64,7 +67,7 @@ bundle() {
     done
   done
   local ref=${TPNODE_SHARED_DIR:-../shared}/reference
-  cp -r "$ref/models" "$ref/README.md" "$stage/shared/reference/"
+  cp -r "$ref/models" "$ref/prompts" "$ref/README.md" "$stage/shared/reference/"
   for m in llama-tiny-f32 llama-tiny-q8_0 llama-tiny-q4_0 llama-tiny-q4_k llama-tiny-q6_k \
     llama-tiny-kv1-f32 qwen2-tiny-f32; do
     for p in en_sentence paragraph; do
@@ -143,6 +146,7 @@ run_checks() {
   export LD_LIBRARY_PATH="$work/lib${nccl:+:$nccl}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export TPNODE_SHARED_DIR="$work/shared"
   local bin=$work/bin
+  export TPNODE_BIN="$bin/tpnode"  # the multi-process tests start it
   {
     date -u
     uname -a
@@ -163,6 +167,8 @@ run_checks() {
   [ -x "$bin/cuda_kernels_test" ] && step cuda_kernels_test 150 "$out/kernels.log" "$bin/cuda_kernels_test"
   [ -x "$bin/device_comm_test" ] && step device_comm_test 150 "$out/comm.log" "$bin/device_comm_test"
   [ -x "$bin/cuda_rank_test" ] && step cuda_rank_test 300 "$out/rank.log" "$bin/cuda_rank_test"
+  [ -x "$bin/gpu_cluster_test" ] && step gpu_cluster_test 240 "$out/rank.log" "$bin/gpu_cluster_test"
+  [ -x "$bin/placement_test" ] && step placement_test 30 "$out/comm.log" "$bin/placement_test"
   local bench=$out/bench.log
   [ -x "$bin/cuda_gemv_bench" ] && step cuda_gemv_bench 60 "$bench" "$bin/cuda_gemv_bench"
   [ -x "$bin/device_allreduce_bench" ] &&
