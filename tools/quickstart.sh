@@ -13,6 +13,7 @@
 #    the streamed answer and which model answered;
 # 4. shuts the cluster down (SIGTERM to node 0: every node exits 0).
 # --mesh-only runs the 3-node mesh smoke test instead (no model).
+# TPNODE_BACKEND=cuda runs GPU ranks (default: CPU ranks, whatever the host has).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PROMPT="What is the capital of France?"
@@ -68,9 +69,12 @@ fi
 [ -s "$MODEL" ] || { echo "quickstart: model '$MODEL' not found" >&2; exit 2; }
 read -r p0 p1 api < <(free_ports 3)
 peers="127.0.0.1:$p0,127.0.0.2:$p1"
+# CPU ranks by default, also on a host with GPUs; TPNODE_BACKEND=cuda (with TPNODE_TP_DEVICES,
+# e.g. 0,1 or 0,0) runs GPU ranks instead (docs/gpu.md).
+BACKEND=${TPNODE_BACKEND:-cpu}
 common=(--model "$MODEL" --peers "$peers" --tp 2 --threads 1 --parallel 2 --ctx-size 1024
-        --connect-timeout 60)
-echo "[quickstart] starting 2 nodes x 2 CPU ranks on loopback (--peers $peers), model $MODEL"
+        --connect-timeout 60 --backend "$BACKEND")
+echo "[quickstart] starting 2 nodes x 2 ${BACKEND^^} ranks on loopback (--peers $peers), model $MODEL"
 "$TPNODE" "${common[@]}" --node-id 1 >"$logs/node1.log" 2>&1 & pids+=($!)
 "$TPNODE" "${common[@]}" --node-id 0 --port "$api" >"$logs/node0.log" 2>&1 & pids+=($!)
 base="http://127.0.0.1:$api"
