@@ -1,4 +1,6 @@
 // make_test_model: writes a random-weight Llama-family GGUF (tools/test_model.h).
+// gemma3: make_test_model --arch gemma3 --out g.gguf --dim 256 --heads 4 --kv-heads 1 --ffn 512
+//         --layers 3 --tied --rope-base 1e6 --swa-window 4 --swa-pattern 2
 //
 //   make_test_model --out m.gguf --dim 1024 --layers 2 --heads 8 --kv-heads 2 --ffn 1024
 //                   --vocab 512 --type q4_k --seed 7
@@ -15,7 +17,7 @@ int main(int argc, char** argv) {
   std::string out, type = "f32";
   CLI::App app{"make_test_model: random-weight Llama-family GGUF for tests and benchmarks"};
   app.add_option("--out", out, "Output GGUF path")->required();
-  app.add_option("--arch", sh.arch, "llama, qwen2 or qwen3")->capture_default_str();
+  app.add_option("--arch", sh.arch, "llama, qwen2, qwen3 or gemma3")->capture_default_str();
   app.add_option("--dim", sh.dim)->capture_default_str();
   app.add_option("--layers", sh.layers)->capture_default_str();
   app.add_option("--heads", sh.heads)->capture_default_str();
@@ -27,6 +29,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--rope-base", sh.rope_base)->capture_default_str();
   app.add_option("--seed", sh.seed)->capture_default_str();
+  app.add_option("--swa-window", sh.swa_window, "gemma3: sliding window of local layers (0: none)")
+      ->capture_default_str();
+  app.add_option("--swa-pattern", sh.swa_pattern,
+                 "gemma3: layer l is global when l % pattern == pattern - 1")
+      ->capture_default_str();
+  app.add_option("--rope-base-swa", sh.rope_base_swa, "gemma3: RoPE base of local layers")
+      ->capture_default_str();
+  app.add_option("--logit-softcap", sh.logit_softcap, "gemma3: final logit softcap (0: none)")
+      ->capture_default_str();
   app.add_flag("--tied", sh.tied, "No output.weight (head tied to token_embd)");
   app.add_flag("--f32-twin", sh.f32_twin,
                "Quantise to --type but store the dequantised values as F32 (exact-math twin)");

@@ -124,11 +124,29 @@ void addVocab(GgufWriter& w, int64_t n) {
   w.setBool("tokenizer.ggml.add_bos_token", true);
 }
 
+// The gemma3 keys beyond the common ones, named as llama.cpp's llama-arch.cpp names them (the
+// real gemma-3 files carry only sliding_window; pattern and SWA base are llama.cpp defaults
+// there, written here so that a small model has both layer kinds).
+void addGemma3Keys(GgufWriter& w, const TestModelShape& sh) {
+  const std::string a = sh.arch + ".";
+  if (sh.swa_window > 0) {
+    w.setU32(a + "attention.sliding_window", static_cast<uint32_t>(sh.swa_window));
+    w.setU32(a + "attention.sliding_window_pattern", static_cast<uint32_t>(sh.swa_pattern));
+    w.setF32(a + "rope.freq_base_swa", sh.rope_base_swa);
+  }
+  if (sh.logit_softcap > 0) w.setF32(a + "final_logit_softcapping", sh.logit_softcap);
+}
+
 }  // namespace
 
 void writeTestModel(const TestModelShape& sh, const std::string& out) {
-  if (sh.arch != "llama" && sh.arch != "qwen2" && sh.arch != "qwen3") {
-    fail(ErrorCode::kInvalidArgument, "--arch {}: use llama, qwen2, qwen3", sh.arch);
+  const bool gemma = sh.arch == "gemma3";
+  if (sh.arch != "llama" && sh.arch != "qwen2" && sh.arch != "qwen3" && !gemma) {
+    fail(ErrorCode::kInvalidArgument, "--arch {}: use llama, qwen2, qwen3, gemma3", sh.arch);
+  }
+  if (gemma && (sh.swa_window < 0 || sh.swa_pattern < 1 || sh.logit_softcap < 0)) {
+    fail(ErrorCode::kInvalidArgument,
+         "gemma3: swa window >= 0, swa pattern >= 1 and logit softcap >= 0");
   }
   if (sh.vocab < 260 || sh.heads % sh.kv_heads != 0 || (!sh.head_dim && sh.dim % sh.heads)) {
     fail(ErrorCode::kInvalidArgument,
@@ -150,8 +168,9 @@ void writeTestModel(const TestModelShape& sh, const std::string& out) {
   w.setU32(a + "rope.dimension_count", static_cast<uint32_t>(hd));
   w.setF32(a + "rope.freq_base", sh.rope_base);
   w.setF32(a + "attention.layer_norm_rms_epsilon", sh.eps);
+  if (gemma) addGemma3Keys(w, sh);
   addVocab(w, sh.vocab);
-  addTensor(w, sh, "token_embd.weight", sh.dim, sh.vocab, 0, 0.02f, true);
+  addTensor(w, sh, "token_embd.weight", sh.dim, sh.vocab, 0, gemma ? 0.156f : 0.02f, true);
   addTensor(w, sh, "output_norm.weight", sh.dim, 1, 1, 0.1f, false);
   if (!sh.tied) addTensor(w, sh, "output.weight", sh.dim, sh.vocab, 0, 0.156f, true);
   for (int64_t l = 0; l < sh.layers; ++l) {
@@ -165,15 +184,17 @@ void writeTestModel(const TestModelShape& sh, const std::string& out) {
       addTensor(w, sh, p + "attn_k.bias", sh.kv_heads * hd, 1, 0, 0.1f, false);
       addTensor(w, sh, p + "attn_v.bias", sh.kv_heads * hd, 1, 0, 0.1f, false);
     }
-    if (sh.arch == "qwen3") {
+    if (sh.arch == "qwen3" || gemma) {
       addTensor(w, sh, p + "attn_q_norm.weight", hd, 1, 1, 0.1f, false);
       addTensor(w, sh, p + "attn_k_norm.weight", hd, 1, 1, 0.1f, false);
     }
     addTensor(w, sh, p + "attn_output.weight", sh.heads * hd, sh.dim, 0, 0.02f, true);
+    if (gemma) addTensor(w, sh, p + "post_attention_norm.weight", sh.dim, 1, 1, 0.1f, false);
     addTensor(w, sh, p + "ffn_norm.weight", sh.dim, 1, 1, 0.1f, false);
     addTensor(w, sh, p + "ffn_gate.weight", sh.dim, sh.ffn, 0, 0.02f, true);
     addTensor(w, sh, p + "ffn_up.weight", sh.dim, sh.ffn, 0, 0.02f, true);
     addTensor(w, sh, p + "ffn_down.weight", sh.ffn, sh.dim, 0, 0.02f, true);
+    if (gemma) addTensor(w, sh, p + "post_ffw_norm.weight", sh.dim, 1, 1, 0.1f, false);
   }
   w.writeFile(out);
 }

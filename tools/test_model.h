@@ -1,8 +1,12 @@
-// Writes random-weight Llama-family GGUF models (llama, qwen2, qwen3) of any shape and tensor
-// type, with a small SentencePiece-style vocabulary, deterministically from a seed (its own
+// Writes random-weight Llama-family GGUF models (llama, qwen2, qwen3, gemma3) of any shape and
+// tensor type, with a small SentencePiece-style vocabulary, deterministically from a seed (its own
 // PRNG, so every platform writes the same bytes). Weight scales follow
 // ../shared/reference/tools/make_model.py: matrices N(0, 0.02), attn_q/attn_k N(0, 0.125),
 // output N(0, 0.156), norms 1 + N(0, 0.1), biases N(0, 0.1). 1-D tensors stay F32.
+// gemma3 (model/gemma3_config.cc) adds QK norms, post_attention_norm / post_ffw_norm, the
+// sliding-window keys below and an optional final logit softcap; its token_embd is
+// N(0, 0.156) so that a tied head's logits have the scale of an untied one (std ~2.5 at dim 256)
+// rather than 0.02 * sqrt(dim).
 // Used by tools/make_test_model and the tests.
 #pragma once
 
@@ -24,6 +28,12 @@ struct TestModelShape {
   // the quantised model's weight values on which every kernel computes in f32 (exact-math
   // references for kernels that keep activations in f32, such as the GPU ranks').
   bool f32_twin = false;
+  // gemma3 only (ignored for the other architectures): local layers attend to the last
+  // `swa_window` positions (0: no sliding window, keys not written); layer l is global when
+  // l % swa_pattern == swa_pattern - 1; local layers use rope_base_swa. logit_softcap > 0 writes
+  // final_logit_softcapping.
+  int64_t swa_window = 4, swa_pattern = 2;
+  float rope_base_swa = 10000.f, logit_softcap = 0.f;
 };
 
 // "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"; Error(kInvalidArgument) otherwise.

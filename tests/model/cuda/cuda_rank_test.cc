@@ -3,7 +3,8 @@
 // quantise them to Q8, so on quantised models the GPU is compared with exact f32 math, not with
 // the CPU's rounding:
 // - generated models: GPU (quantised weights) against CPU ranks on the model's F32 twin (the
-//   same weight values stored as F32, tools/test_model.h): every row <= 1e-3; greedy ids equal
+//   same weight values stored as F32, tools/test_model.h): every row <= 1e-3 (gemma3: 1e-2, its
+//   GeGLU gate is rounded to f16 on both backends; see the test); greedy ids equal
 //   up to the first step inside that noise. (CPU ranks on the quantised model differ from
 //   their own F32 twin by up to 2.4 per row at dim 1024: Q8_K activation rounding, measured
 //   with tpnode --dump-logits on the CPU.)
@@ -205,7 +206,8 @@ INSTANTIATE_TEST_SUITE_P(Reference, GpuReference, testing::ValuesIn(referencePar
                          });
 
 // Generated models: what the reference set lacks (K-quants split at tp=2, qwen3 QK norm,
-// F16/BF16, tied heads, replicated head), against CPU ranks on the F32 twin (see the top).
+// F16/BF16, tied heads, replicated head, gemma3 ops on a prompt longer than the window), against
+// CPU ranks on the F32 twin (see the top).
 struct GenCase {
   std::string name;
   tools::TestModelShape shape;
@@ -235,6 +237,10 @@ TEST_P(GpuGenerated, MatchesExactMathOnTheCpuAndTp1) {
   ASSERT_EQ(gpu1.logits.size(), cpu_forced.logits.size());
   ASSERT_EQ(gpu2.logits.size(), cpu_forced.logits.size());
   const int64_t rows = static_cast<int64_t>(cpu_forced.logits.size()) / vocab;
+  // gemma3: GeGLU rounds the gate to f16 (ggml's GELU table) on both backends, so a last-bit
+  // difference in a gate flips an f16 value: CPU tp=2/4 vs tp=1 on the F32 model differ by up
+  // to 5.7e-4 for this shape (tp_parity_test), hence 1e-2 (a bug moves logits by ~2.5).
+  const double tol = g.shape.arch == "gemma3" ? 1e-2 : 1e-3;
   double worst_cpu = 0, worst_tp = 0, worst_quant = 0;
   std::vector<double> diffs;
   for (int64_t r = 0; r < rows; ++r) {
@@ -247,8 +253,8 @@ TEST_P(GpuGenerated, MatchesExactMathOnTheCpuAndTp1) {
     diffs.push_back(dc);
     worst_cpu = std::max(worst_cpu, dc);
     worst_tp = std::max(worst_tp, dt);
-    EXPECT_LE(dc, 1e-3) << g.name << " GPU vs CPU (F32 twin) row " << r;
-    EXPECT_LE(dt, 1e-3) << g.name << " GPU tp=2 vs tp=1 row " << r;
+    EXPECT_LE(dc, tol) << g.name << " GPU vs CPU (F32 twin) row " << r;
+    EXPECT_LE(dt, tol) << g.name << " GPU tp=2 vs tp=1 row " << r;
   }
   int compared = 0;
   for (int j = 0; j < n; ++j) {
@@ -281,10 +287,10 @@ std::vector<GenCase> generatedCases() {
     s.heads = heads;
     s.kv_heads = kv;
     s.tied = tied;
-    s.layers = 2;
+    s.layers = arch == "gemma3" ? 3 : 2;  // gemma3: local, global, local (window 4)
     s.vocab = 512;
     s.seed = out.size() + 31;
-    if (arch == "qwen2" || arch == "qwen3") s.rope_base = 1e6f;
+    if (arch == "qwen2" || arch == "qwen3" || arch == "gemma3") s.rope_base = 1e6f;
     out.push_back({std::move(name), s});
   };
   add("llama_q4k_1024", "llama", "q4_k", 1024, 1024, 8, 2, false);
@@ -296,6 +302,11 @@ std::vector<GenCase> generatedCases() {
   add("llama_q4_0_tied", "llama", "q4_0", 256, 512, 8, 8, true);
   add("llama_q8_0_head_replicated", "llama", "q8_0", 256, 512, 8, 4, false);
   out.back().head = model::HeadLayout::kReplicated;
+  // gemma3 (as in tp_parity_test): embedding scale, QK norm, post norms, GeGLU, sliding window
+  // on a 12-token prompt, tied head; logit softcap on the F32 case.
+  add("gemma3_q8_0", "gemma3", "q8_0", 256, 512, 4, 1, true);
+  add("gemma3_f32", "gemma3", "f32", 256, 512, 4, 1, true);
+  out.back().shape.logit_softcap = 10.f;
   return out;
 }
 
