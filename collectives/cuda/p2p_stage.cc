@@ -51,11 +51,19 @@ void P2pStage::reduce(float* data, size_t count, cudaStream_t stream) {
   sh.counts[me] = count;
   sh.barrier.arriveAndWait();  // every rank has enqueued its copy and recorded `copied`
   for (size_t p = 0; p < sh.counts.size(); ++p) {
-    if (sh.counts[p] != count) {  // every rank sees the same counts and throws
+    const size_t other = sh.counts[p];
+    if (other != count) {
+      // Every rank sees the same counts and throws; the extra barrier keeps a fast rank's next
+      // call from overwriting its count before the slow ones have read it (the barrier may
+      // already be aborted by a rank that threw: the refusal stands either way).
+      try {
+        sh.barrier.arriveAndWait();
+      } catch (const Error&) {
+      }
       fail(ErrorCode::kInvalidArgument,
            "[coll] device all-reduce: local rank {} called with {} elements, local rank {} with "
            "{}",
-           rank_, count, p, sh.counts[p]);
+           rank_, count, p, other);
     }
   }
   SumSources sources{};
