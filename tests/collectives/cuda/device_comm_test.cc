@@ -19,6 +19,11 @@
 #include "tests/collectives/fake_mesh.h"
 #include "tests/collectives/test_util.h"
 
+// The emulated build (emulated/cuda_runtime.h) runs the same tests under another name.
+#ifndef DEVICE_COMM_SUITE
+#define DEVICE_COMM_SUITE DeviceCommTest
+#endif
+
 namespace tpnode::collectives::cuda {
 namespace {
 
@@ -122,19 +127,19 @@ void checkForced(Transport t, int ranks) {
   expectAll(results, kCounts, [&](size_t i) { return localSum(0, ranks, i); });
 }
 
-TEST(DeviceCommTest, HostTransportTwoAndFourRanksOnDevice0) {
+TEST(DEVICE_COMM_SUITE, HostTransportTwoAndFourRanksOnDevice0) {
   REQUIRE_DEVICE();
   checkForced(Transport::kHost, 2);
   checkForced(Transport::kHost, 4);
 }
 
-TEST(DeviceCommTest, P2pTransportTwoAndFourRanksOnDevice0) {
+TEST(DEVICE_COMM_SUITE, P2pTransportTwoAndFourRanksOnDevice0) {
   REQUIRE_DEVICE();
   checkForced(Transport::kP2p, 2);
   checkForced(Transport::kP2p, 4);
 }
 
-TEST(DeviceCommTest, P2pRepeatedCallsReuseInboxes) {
+TEST(DEVICE_COMM_SUITE, P2pRepeatedCallsReuseInboxes) {
   REQUIRE_DEVICE();
   auto host = localComms(2);
   const std::vector<int> devices = {0, 0};
@@ -163,7 +168,7 @@ TEST(DeviceCommTest, P2pRepeatedCallsReuseInboxes) {
 
 // Ranks that disagree on the count all throw (nobody waits forever), and the group stays
 // aborted.
-TEST(DeviceCommTest, P2pCountMismatchThrowsOnEveryRank) {
+TEST(DEVICE_COMM_SUITE, P2pCountMismatchThrowsOnEveryRank) {
   REQUIRE_DEVICE();
   auto host = localComms(2);
   auto group = DeviceGroup::create(host.ptrs, {0, 0}, Transport::kP2p, 64);
@@ -189,7 +194,7 @@ TEST(DeviceCommTest, P2pCountMismatchThrowsOnEveryRank) {
   EXPECT_EQ(later.load(), 2);
 }
 
-TEST(DeviceCommTest, NcclOneRankOnDevice0) {
+TEST(DEVICE_COMM_SUITE, NcclOneRankOnDevice0) {
   REQUIRE_DEVICE();
 #ifndef TPNODE_HAVE_NCCL
   GTEST_SKIP() << "skipped: this build has no NCCL";
@@ -202,7 +207,7 @@ TEST(DeviceCommTest, NcclOneRankOnDevice0) {
 #endif
 }
 
-TEST(DeviceCommTest, NcclRefusesTwoRanksOnOneDevice) {
+TEST(DEVICE_COMM_SUITE, NcclRefusesTwoRanksOnOneDevice) {
   REQUIRE_DEVICE();
   auto host = localComms(2);
   try {
@@ -217,7 +222,7 @@ TEST(DeviceCommTest, NcclRefusesTwoRanksOnOneDevice) {
   }
 }
 
-TEST(DeviceCommTest, AutoPicksATransportThatPassed) {
+TEST(DEVICE_COMM_SUITE, AutoPicksATransportThatPassed) {
   REQUIRE_DEVICE();
   auto host = localComms(2);
   const std::vector<int> devices = {0, 0};
@@ -234,7 +239,7 @@ TEST(DeviceCommTest, AutoPicksATransportThatPassed) {
   expectAll(results, counts, [&](size_t i) { return localSum(0, 2, i); });
 }
 
-TEST(DeviceCommTest, MisuseIsRefused) {
+TEST(DEVICE_COMM_SUITE, MisuseIsRefused) {
   REQUIRE_DEVICE();
   auto host = localComms(2);
   EXPECT_THROW(DeviceGroup::create(host.ptrs, {0}, Transport::kHost, 16), Error);
@@ -286,17 +291,17 @@ void checkMultiNode(Transport t) {
   }
 }
 
-TEST(DeviceCommTest, TwoNodesHostTransport) {
+TEST(DEVICE_COMM_SUITE, TwoNodesHostTransport) {
   REQUIRE_DEVICE();
   checkMultiNode(Transport::kHost);
 }
 
-TEST(DeviceCommTest, TwoNodesP2pTransport) {
+TEST(DEVICE_COMM_SUITE, TwoNodesP2pTransport) {
   REQUIRE_DEVICE();
   checkMultiNode(Transport::kP2p);
 }
 
-TEST(DeviceCommTest, TwoNodesAuto) {
+TEST(DEVICE_COMM_SUITE, TwoNodesAuto) {
   REQUIRE_DEVICE();
   checkMultiNode(Transport::kAuto);
 }
