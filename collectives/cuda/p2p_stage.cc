@@ -122,6 +122,10 @@ std::vector<std::string> p2pPairCheck(P2pShared& sh, int rank, cudaStream_t stre
     } catch (const Error& e) {
       failures.push_back(fmt::format("{}: {}", pair, e.what()));
       (void)cudaGetLastError();
+      try {
+        waitStream(stream, "p2p pair check");  // nothing queued may still write into scratch
+      } catch (const Error&) {
+      }
     }
   }
   sh.barrier.arriveAndWait();  // nobody rewrites its inbox before every peer has read it

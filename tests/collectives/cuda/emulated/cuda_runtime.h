@@ -58,5 +58,8 @@ cudaError_t cudaMemcpyAsync(void*, const void*, size_t, cudaMemcpyKind, cudaStre
 cudaError_t cudaMemsetAsync(void*, int, size_t, cudaStream_t = nullptr);
 cudaError_t cudaDeviceCanAccessPeer(int*, int, int);
 cudaError_t cudaDeviceEnablePeerAccess(int, unsigned);
-// Fake-only: run fn on the stream's worker (a "kernel").
+// Emulation only: run fn on the stream's worker (a "kernel" launch: the stream must belong to
+// the current device); whether a kernel on the current device may read device memory at p
+// (its own device's, or a peer's with peer access enabled).
 cudaError_t fakeEnqueue(cudaStream_t, std::function<void()> fn);
+bool fakeKernelCanRead(const void* p);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <random>
 #include <set>
@@ -13,6 +14,7 @@
 #include <utility>
 
 struct CUstream_st {
+  int device = 0;
   std::mutex m;
   std::condition_variable cv;
   std::deque<std::function<void()>> q;
@@ -68,6 +70,7 @@ struct CUstream_st {
 };
 
 struct CUevent_st {
+  int device = 0;
   std::mutex m;
   std::condition_variable cv;
   uint64_t recorded = 0, completed = 0;
@@ -78,6 +81,10 @@ thread_local int current_device = 0;
 thread_local cudaError_t last_error = cudaSuccess;
 std::mutex peer_mutex;
 std::set<std::pair<int, int>> peers;
+std::mutex streams_mutex;
+std::set<CUstream_st*> live_streams;  // cudaFree synchronizes the device, as CUDA's does
+std::mutex alloc_mutex;
+std::map<const void*, std::pair<size_t, int>> allocations;  // device memory: size, device
 CUstream_st* defaultStream() {
   static CUstream_st* s = new CUstream_st();
   return s;
@@ -119,10 +126,22 @@ cudaError_t cudaSetDevice(int d) {
 }
 cudaError_t cudaMalloc(void** p, size_t n) {
   *p = std::aligned_alloc(256, (n + 255) / 256 * 256 + 256);
+  if (*p == nullptr) return ret(cudaErrorMemoryAllocation);
   std::memset(*p, 0xcd, n);  // garbage, like real device memory
-  return *p ? cudaSuccess : ret(cudaErrorMemoryAllocation);
+  std::lock_guard l(alloc_mutex);
+  allocations[*p] = {n, current_device};
+  return cudaSuccess;
+}
+static void syncAllStreams() {
+  std::lock_guard l(streams_mutex);  // no stream is destroyed meanwhile
+  for (CUstream_st* st : live_streams) st->sync();
 }
 cudaError_t cudaFree(void* p) {
+  syncAllStreams();
+  {
+    std::lock_guard l(alloc_mutex);
+    allocations.erase(p);
+  }
   std::free(p);
   return cudaSuccess;
 }
@@ -134,6 +153,7 @@ cudaError_t cudaFreeHost(void* p) {
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
   *e = new CUevent_st();
+  (*e)->device = current_device;
   return cudaSuccess;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
@@ -141,6 +161,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
   return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  if (e->device != S(s)->device) return ret(cudaErrorInvalidValue);  // CUDA: invalid handle
   uint64_t id;
   {
     std::lock_guard l(e->m);
@@ -167,9 +188,16 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
 }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
   *s = new CUstream_st();
+  (*s)->device = current_device;
+  std::lock_guard l(streams_mutex);
+  live_streams.insert(*s);
   return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  {
+    std::lock_guard l(streams_mutex);
+    live_streams.erase(s);
+  }
   delete s;
   return cudaSuccess;
 }
@@ -217,6 +245,22 @@ cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned) {
   return cudaSuccess;
 }
 cudaError_t fakeEnqueue(cudaStream_t s, std::function<void()> fn) {
+  if (S(s)->device != current_device) return ret(cudaErrorInvalidValue);  // launch elsewhere
   S(s)->push(std::move(fn));
   return cudaSuccess;
+}
+bool fakeKernelCanRead(const void* p) {
+  int device = -1;
+  {
+    std::lock_guard l(alloc_mutex);
+    auto it = allocations.upper_bound(p);
+    if (it == allocations.begin()) return false;
+    --it;
+    const char* base = static_cast<const char*>(it->first);
+    if (static_cast<const char*>(p) >= base + it->second.first) return false;  // not device memory
+    device = it->second.second;
+  }
+  if (device == current_device) return true;
+  std::lock_guard l(peer_mutex);
+  return peers.count({current_device, device}) != 0;
 }
