@@ -23,10 +23,10 @@ namespace tpnode {
 
 }  // namespace tpnode
 
-#define TP_CUDA(call)                                                       \
-  do {                                                                      \
-    const cudaError_t tp_cuda_err_ = (call);                                \
-    if (tp_cuda_err_ != cudaSuccess) {                                      \
-      ::tpnode::cudaFail(tp_cuda_err_, #call, __FILE__, __LINE__);          \
-    }                                                                       \
+#define TP_CUDA(call)                                              \
+  do {                                                             \
+    const cudaError_t tp_cuda_err_ = (call);                       \
+    if (tp_cuda_err_ != cudaSuccess) {                             \
+      ::tpnode::cudaFail(tp_cuda_err_, #call, __FILE__, __LINE__); \
+    }                                                              \
   } while (0)

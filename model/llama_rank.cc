@@ -63,19 +63,7 @@ void LlamaRank::forward(std::span<const BatchToken> batch, std::vector<float>& l
                         TapSink* taps) {
   const int64_t n = static_cast<int64_t>(batch.size());
   const int64_t dim = config_.n_embd;
-  for (const BatchToken& t : batch) {
-    if (t.token < 0 || t.token >= config_.n_vocab) {
-      fail(ErrorCode::kInvalidArgument, "token id {} is outside the vocabulary of {}", t.token,
-           config_.n_vocab);
-    }
-    if (t.slot < 0 || t.slot >= kv_.slots()) {
-      fail(ErrorCode::kInvalidArgument, "sequence slot {} is outside [0, {})", t.slot, kv_.slots());
-    }
-    if (t.pos < 0 || t.pos >= kv_.ctx()) {
-      fail(ErrorCode::kResource, "position {} is outside the context of {} tokens", t.pos,
-           kv_.ctx());
-    }
-  }
+  checkBatch(batch, config_.n_vocab, kv_.slots(), kv_.ctx());
   x_.resize(static_cast<size_t>(n * dim));
   for (int64_t i = 0; i < n; ++i) {
     kernels::dequantizeMatrixRow(weights_.token_embd, batch[i].token, x_.data() + i * dim);
@@ -136,6 +124,22 @@ void LlamaRank::head(std::span<const BatchToken> batch, std::vector<float>& logi
     for (int64_t i = 0; i < n_out; ++i) {
       std::copy_n(gathered_.data() + (r * n_out + i) * local, local,
                   logits.data() + i * vocab + r * local);
+    }
+  }
+}
+
+void checkBatch(std::span<const BatchToken> batch, int64_t n_vocab, int64_t n_slots,
+                int64_t n_ctx) {
+  for (const BatchToken& t : batch) {
+    if (t.token < 0 || t.token >= n_vocab) {
+      fail(ErrorCode::kInvalidArgument, "token id {} is outside the vocabulary of {}", t.token,
+           n_vocab);
+    }
+    if (t.slot < 0 || t.slot >= n_slots) {
+      fail(ErrorCode::kInvalidArgument, "sequence slot {} is outside [0, {})", t.slot, n_slots);
+    }
+    if (t.pos < 0 || t.pos >= n_ctx) {
+      fail(ErrorCode::kResource, "position {} is outside the context of {} tokens", t.pos, n_ctx);
     }
   }
 }

@@ -18,20 +18,13 @@
 #include "model/config.h"
 #include "model/kernels/cpu/thread_pool.h"
 #include "model/kv_cache.h"
+#include "model/rank_model.h"
 #include "model/taps.h"
 #include "model/weights.h"
 
 namespace tpnode::model {
 
-struct BatchToken {
-  int32_t token = 0;
-  int32_t pos = 0;
-  int32_t slot = 0;
-  bool logits = false;  // produce a logits row for this token
-  bool tap = false;     // copy its activations into the TapSink (model/taps.h), if one is given
-};
-
-class LlamaRank {
+class LlamaRank final : public RankModel {
  public:
   // comm, pool: must outlive this object (owned by the rank's driver).
   LlamaRank(const ModelConfig& config, RankWeights weights, collectives::Communicator& comm,
@@ -43,11 +36,12 @@ class LlamaRank {
   // `taps` (may be null; only one rank needs to pass one): rows of the tokens marked `tap` at
   // the sink's points, copied during the pass (no collective, the values are replicated).
   void forward(std::span<const BatchToken> batch, std::vector<float>& logits,
-               TapSink* taps = nullptr);
+               TapSink* taps = nullptr) override;
 
-  const ModelConfig& config() const { return config_; }
-  const RankWeights& weights() const { return weights_; }
-  uint64_t kvBytes() const { return kv_.bytes(); }
+  const ModelConfig& config() const override { return config_; }
+  const RankWeights& weights() const override { return weights_; }
+  uint64_t kvBytes() const override { return kv_.bytes(); }
+  std::string backend() const override { return "cpu"; }
 
  private:
   void attentionBlock(int64_t layer, std::span<const BatchToken> batch);

@@ -16,7 +16,7 @@ namespace tpnode::model {
 struct LocalEngine::Rank {
   collectives::Communicator* comm;
   std::unique_ptr<kernels::ThreadPool> pool;
-  std::unique_ptr<LlamaRank> model;
+  std::unique_ptr<RankModel> model;
 };
 
 int32_t greedyPick(const float* logits, int64_t n_vocab) {
@@ -59,8 +59,13 @@ LocalEngine::LocalEngine(const GgufFile& file, const ModelConfig& config, const 
     ranks_.push_back(std::move(r));
   }
   onAllRanks([&](Rank& r, int rank) {
-    RankWeights w = loadRankWeights(file, config, plan, rank);
-    r.model = std::make_unique<LlamaRank>(config, std::move(w), *r.comm, *r.pool, 1, options.n_ctx);
+    RankWeights w = loadRankWeights(file, config, plan, rank, options.pack_weights);
+    if (options.make_rank) {
+      r.model = options.make_rank(rank, config, std::move(w), *r.comm);
+    } else {
+      r.model =
+          std::make_unique<LlamaRank>(config, std::move(w), *r.comm, *r.pool, 1, options.n_ctx);
+    }
   });
 }
 

@@ -19,14 +19,23 @@
 #include "model/config.h"
 #include "model/gguf.h"
 #include "model/shard_plan.h"
+#include "model/weights.h"
 
 namespace tpnode::model {
 
-class LlamaRank;
+class RankModel;
+
+// Builds global rank r's model from its weights (GPU ranks: model/cuda/gpu_node.h).
+using RankFactory = std::function<std::unique_ptr<RankModel>(
+    int rank, const ModelConfig& config, RankWeights weights, collectives::Communicator& comm)>;
 
 struct EngineOptions {
-  int threads = 1;       // compute threads per rank
+  int threads = 1;       // compute threads per rank (CPU ranks)
   int64_t n_ctx = 2048;  // positions per sequence
+  // Empty: CPU ranks (LlamaRank). Otherwise called once per rank, on that rank's thread, with
+  // weights loaded plain (loadRankWeights pack=false) when pack_weights is false.
+  RankFactory make_rank;
+  bool pack_weights = true;
 };
 
 struct GenerationRequest {

@@ -15,8 +15,8 @@ namespace {
 
 class Loader {
  public:
-  Loader(const GgufFile& f, const ShardPlan& p, int rank)
-      : file_(f), plan_(p), rank_(rank), start_(std::chrono::steady_clock::now()) {}
+  Loader(const GgufFile& f, const ShardPlan& p, int rank, bool pack)
+      : file_(f), plan_(p), rank_(rank), pack_(pack), start_(std::chrono::steady_clock::now()) {}
 
   const GgufTensorInfo* info(const std::string& name, bool required) {
     const GgufTensorInfo* t = file_.metadata().findTensor(name);
@@ -62,6 +62,7 @@ class Loader {
   // token_embd: its rows are looked up one at a time. TPNODE_INTERLEAVE=0 keeps rows plain,
   // =4 stops at the 4-row interleave.
   Matrix interleaved(Matrix m) {
+    if (!pack_) return m;
     static const kernels::WeightLayout layout = [] {
       const char* e = std::getenv("TPNODE_INTERLEAVE");
       const std::string v = e ? e : "";
@@ -109,6 +110,7 @@ class Loader {
   const GgufFile& file_;
   const ShardPlan& plan_;
   int rank_;
+  bool pack_;
   std::chrono::steady_clock::time_point start_;
   uint64_t bytes_ = 0;
   int tensors_ = 0;
@@ -118,8 +120,8 @@ class Loader {
 }  // namespace
 
 RankWeights loadRankWeights(const GgufFile& file, const ModelConfig& c, const ShardPlan& plan,
-                            int rank) {
-  Loader L(file, plan, rank);
+                            int rank, bool pack) {
+  Loader L(file, plan, rank, pack);
   RankWeights w;
   w.rank = rank;
   w.tp = plan.tp;

@@ -54,7 +54,9 @@ struct RankWeights {
 };
 
 // Throws Error(kInvalidData) naming a tensor whose shape or type does not fit the config.
+// pack: rewrite the projections into the CPU kernels' layout (kernels::packWeights); false keeps
+// every matrix in the file's plain row layout (interleave 1), as GPU ranks upload it.
 RankWeights loadRankWeights(const GgufFile& file, const ModelConfig& config, const ShardPlan& plan,
-                            int rank);
+                            int rank, bool pack = true);
 
 }  // namespace tpnode::model

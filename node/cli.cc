@@ -34,10 +34,17 @@ void addClusterFlags(CLI::App& app, Options& o, std::string& tp_layout) {
   flag("tp", o.tp, "Local tensor-parallel ranks in this process")->group("Cluster");
   flag("tp-layout", tp_layout, "tp of every node, e.g. 2,1 (default: --tp on every node)")
       ->group("Cluster");
-  flag("devices", o.devices, "Device of each local rank, e.g. 0,2")
+  flag("devices", o.devices,
+       "Device of each local rank, e.g. 0,2 (a CUDA device for GPU ranks, may repeat; the CPU "
+       "core a CPU rank is pinned to)")
       ->envname("TPNODE_TP_DEVICES")
       ->group("Cluster");
-  flag("backend", o.backend, "auto, cpu or cuda")->group("Cluster");
+  flag("backend", o.backend, "auto (cuda when GPUs are visible), cpu or cuda")->group("Cluster");
+  flag("local-transport", o.local_transport,
+       "GPU ranks' all-reduce inside the node: auto (measured), nccl, p2p or host")
+      ->group("Cluster");
+  flag("cuda-graphs", o.cuda_graphs, "on or off: capture decode steps as CUDA graphs")
+      ->group("Cluster");
   flag("connect-timeout", o.connect_timeout_s, "Seconds to wait for all peers")->group("Cluster");
   flag("liveness-timeout", o.liveness_timeout_s, "Seconds of silence before a peer is lost")
       ->group("Cluster");
@@ -145,6 +152,9 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
   app.add_option("-n,--n-predict", o.n_predict, "Tokens to generate")
       ->envname("TPNODE_N_PREDICT")
       ->capture_default_str()
+      ->group("Generation");
+  app.add_flag("--ignore-eos", o.ignore_eos,
+               "One-shot generation: keep going past end-of-generation tokens (benchmarks)")
       ->group("Generation");
   flag(app, "temp", o.temperature, "Sampling temperature (0 = greedy)")->group("Generation");
   flag(app, "top-k", o.top_k, "Top-k (0 = off)")->group("Generation");

@@ -37,6 +37,9 @@ DriverOptions driverOptions(const Options& o, const Placement& placement) {
   d.ranks.slots = d.scheduler.slots;
   d.ranks.ctx = o.ctx_size;
   d.ranks.cpu_of_rank = placement.cpu_of_rank;
+  d.ranks.gpu_of_rank = placement.gpu_of_rank;
+  d.ranks.local_transport = o.local_transport;
+  d.ranks.cuda_graphs = o.cuda_graphs != "off" && o.cuda_graphs != "0";
   return d;
 }
 
@@ -87,7 +90,8 @@ int generateOnce(Driver& driver, const Options& o, const LoadedModel& m) {
   req.sampling.min_p = o.min_p;
   req.sampling.repeat_penalty = o.repeat_penalty;
   req.sampling.seed = o.seed;
-  req.ignore_eos = !o.dump_logits.empty();  // a logits dump follows the forced length
+  // A logits dump follows the forced length; --ignore-eos keeps benchmarks at --n-predict.
+  req.ignore_eos = o.ignore_eos || !o.dump_logits.empty();
   if (!o.dump_logits.empty()) driver.keepAllLogitsOfNextRequest();
 
   std::vector<int32_t> ids;

@@ -182,6 +182,8 @@ std::string Driver::metricsText() const {
          static_cast<double>(running_));
   metric("tpnode_sequences_waiting", "gauge", "Sequences waiting for a slot",
          static_cast<double>(waiting_));
+  std::lock_guard lock(mu_);
+  out += rank_metrics_;
   return out;
 }
 
@@ -249,8 +251,24 @@ bool Driver::formCluster() {
   session_ = std::move(session);
   ready_ = true;
   {
+    std::string lines =
+        "# HELP tpnode_rank_weight_bytes Weight bytes of each local rank's shard\n"
+        "# TYPE tpnode_rank_weight_bytes gauge\n"
+        "# HELP tpnode_rank_kv_bytes KV cache bytes of each local rank\n"
+        "# TYPE tpnode_rank_kv_bytes gauge\n"
+        "# HELP tpnode_rank_device_bytes Bytes each GPU rank holds on its device (0: CPU rank)\n"
+        "# TYPE tpnode_rank_device_bytes gauge\n";
+    const RankSet& rs = *session_->ranks;
+    for (int r = 0; r < rs.localRanks(); ++r) {
+      const std::string labels =
+          fmt::format("{{local_rank=\"{}\",backend=\"{}\"}}", r, rs.rankBackend(r));
+      lines += fmt::format("tpnode_rank_weight_bytes{} {}\n", labels, rs.rankWeightBytes(r));
+      lines += fmt::format("tpnode_rank_kv_bytes{} {}\n", labels, rs.rankKvBytes(r));
+      lines += fmt::format("tpnode_rank_device_bytes{} {}\n", labels, rs.rankDeviceBytes(r));
+    }
     std::lock_guard lock(mu_);
     not_ready_reason_.clear();
+    rank_metrics_ = std::move(lines);
   }
   spdlog::info("[cluster] ready: {} node(s) x {} rank(s), model {}, {} slots x {} positions", nodes,
                options_.tp, model_.name, driver_options_.scheduler.slots,

@@ -115,6 +115,7 @@ class Driver final : public Engine {
   std::condition_variable wake_;
   std::string not_ready_reason_;  // GUARDED_BY(mu_)
   std::string last_error_;        // GUARDED_BY(mu_)
+  std::string rank_metrics_;      // GUARDED_BY(mu_): per-rank memory lines, set at load
   uint64_t next_id_ = 1;          // GUARDED_BY(mu_)
   struct Incoming {
     uint64_t id;

@@ -20,6 +20,8 @@ struct Options {
   std::vector<int> tp_layout;  // tp of every node, index = node id (default: --tp everywhere)
   std::string devices;         // "0,2"
   std::string backend = "auto";
+  std::string local_transport = "auto";  // GPU ranks' all-reduce: auto, nccl, p2p, host
+  std::string cuda_graphs = "on";        // on | off: CUDA graphs for decode steps
   double connect_timeout_s = 120;
   double liveness_timeout_s = 5;
   int sockets_per_peer = 1;
@@ -34,6 +36,7 @@ struct Options {
   std::string prompt_ids;  // "1,2,3"
   bool prompt_given = false;
   int n_predict = 32;
+  bool ignore_eos = false;  // one-shot generation runs the full --n-predict (benchmarks)
   double temperature = 0.0;
   int top_k = 0;
   double top_p = 1.0;

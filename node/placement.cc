@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
+#include "model/cuda/gpu_node.h"
 
 namespace tpnode::node {
 namespace {
@@ -30,17 +31,64 @@ Placement resolvePlacement(const Options& o) {
   if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda") {
     fail(ErrorCode::kInvalidArgument, "--backend '{}' is not auto, cpu or cuda", o.backend);
   }
-  if (o.backend == "cuda") {
-    fail(ErrorCode::kUnsupported,
-         "--backend cuda: this build runs CPU ranks only (GPU ranks are not implemented yet); "
-         "{} NVIDIA GPU(s) found on this host. Use --backend cpu (or auto)",
-         p.gpus_present);
+  std::string why;
+  const int visible = o.backend == "cpu" ? 0 : model::visibleCudaDevices(&why);
+  if (o.backend == "cuda" || (o.backend == "auto" && visible > 0)) {
+    if (visible == 0) {
+      fail(ErrorCode::kResource,
+           "--backend cuda: no CUDA device is usable: {} ({} NVIDIA GPU(s) listed by the driver "
+           "in /proc/driver/nvidia/gpus). Use --backend cpu",
+           why, p.gpus_present);
+    }
+    p.gpu = true;
+    if (o.devices.empty()) {
+      if (o.tp > visible) {
+        fail(ErrorCode::kResource,
+             "--tp {} needs {} CUDA devices but {} {} visible; lower --tp, add nodes, or put "
+             "several ranks on one GPU on purpose with --devices (e.g. --devices {})",
+             o.tp, o.tp, visible, visible == 1 ? "is" : "are", [&] {
+               std::string d;
+               for (int r = 0; r < o.tp; ++r) d += (r ? "," : "") + std::to_string(r % visible);
+               return d;
+             }());
+      }
+      for (int r = 0; r < o.tp; ++r) p.gpu_of_rank.push_back(r);
+    } else {
+      p.gpu_of_rank = parseIntList("--devices", o.devices);
+      if (static_cast<int>(p.gpu_of_rank.size()) != o.tp) {
+        fail(ErrorCode::kInvalidArgument,
+             "--devices '{}' lists {} device(s) but --tp is {}; give one per local rank", o.devices,
+             p.gpu_of_rank.size(), o.tp);
+      }
+      for (int d : p.gpu_of_rank) {
+        if (d < 0 || d >= visible) {
+          fail(ErrorCode::kResource,
+               "--devices '{}': CUDA device {} does not exist ({} visible: 0..{}); check "
+               "CUDA_VISIBLE_DEVICES",
+               o.devices, d, visible, visible - 1);
+        }
+      }
+    }
+    if (o.local_transport != "auto" && o.local_transport != "nccl" && o.local_transport != "p2p" &&
+        o.local_transport != "host") {
+      fail(ErrorCode::kInvalidArgument, "--local-transport '{}' is not auto, nccl, p2p or host",
+           o.local_transport);
+    }
+    if (o.cuda_graphs != "on" && o.cuda_graphs != "off" && o.cuda_graphs != "1" &&
+        o.cuda_graphs != "0") {
+      fail(ErrorCode::kInvalidArgument, "--cuda-graphs '{}' is not on or off", o.cuda_graphs);
+    }
+    std::string list;
+    for (int d : p.gpu_of_rank) list += (list.empty() ? "" : ",") + std::to_string(d);
+    spdlog::info("[node] GPU ranks: {} local rank(s) on CUDA device(s) {} ({} visible)", o.tp, list,
+                 visible);
+    return p;
   }
   if (p.gpus_present > 0) {
     spdlog::warn(
-        "[node] this host has {} NVIDIA GPU(s), but this build runs CPU ranks: the "
-        "{} local rank(s) use the CPU",
-        p.gpus_present, o.tp);
+        "[node] this host has {} NVIDIA GPU(s) but runs CPU ranks ({}): the {} local "
+        "rank(s) use the CPU",
+        p.gpus_present, o.backend == "cpu" ? "--backend cpu" : why, o.tp);
   }
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (o.devices.empty() && o.tp > cores) {

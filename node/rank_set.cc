@@ -18,7 +18,7 @@ struct RankSet::Rank {
   int local_rank = 0;
   std::unique_ptr<collectives::Communicator> comm;
   std::unique_ptr<model::kernels::ThreadPool> pool;
-  std::unique_ptr<model::LlamaRank> model;
+  std::unique_ptr<model::RankModel> model;
   std::vector<float> scratch_logits;
   uint64_t weight_bytes = 0;
   std::thread thread;
@@ -33,8 +33,9 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
   const int tp = group_->localSize();
   const int first = group_->nodeId() * tp;
   auto t0 = std::chrono::steady_clock::now();
-  spdlog::info("[model] loading {} local rank shards (global ranks {}..{} of {})", tp, first,
-               first + tp - 1, plan.tp);
+  const bool gpu = !options.gpu_of_rank.empty();
+  spdlog::info("[model] loading {} local rank shards (global ranks {}..{} of {}) for {} ranks", tp,
+               first, first + tp - 1, plan.tp, gpu ? "GPU" : "CPU");
   // Load in parallel: each rank copies only its own slice out of the mapped file.
   std::vector<model::RankWeights> weights(static_cast<size_t>(tp));
   std::vector<std::exception_ptr> errors(static_cast<size_t>(tp));
@@ -43,7 +44,8 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
     for (int r = 0; r < tp; ++r) {
       loaders.emplace_back([&, r] {
         try {
-          weights[static_cast<size_t>(r)] = model::loadRankWeights(file, config, plan, first + r);
+          weights[static_cast<size_t>(r)] =
+              model::loadRankWeights(file, config, plan, first + r, /*pack=*/!gpu);
         } catch (...) {
           errors[static_cast<size_t>(r)] = std::current_exception();
         }
@@ -58,16 +60,35 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
     rank->local_rank = r;
     rank->weight_bytes = plan.rankBytes(first + r);
     rank->comm = group_->communicator(r);
-    rank->pool = std::make_unique<model::kernels::ThreadPool>(std::max(1, options.threads));
-    rank->model =
-        std::make_unique<model::LlamaRank>(config, std::move(weights[static_cast<size_t>(r)]),
-                                           *rank->comm, *rank->pool, options.slots, options.ctx);
-    spdlog::info(
-        "[model] rank {} (local {}): {:.1f} MiB weights, {:.1f} MiB KV cache "
-        "({} slots x {} positions), {} threads",
-        first + r, r, rank->weight_bytes / 1048576.0, rank->model->kvBytes() / 1048576.0,
-        options.slots, options.ctx, options.threads);
     ranks_.push_back(std::move(rank));
+  }
+  if (gpu) {
+    model::GpuNodeOptions g;
+    g.devices = options.gpu_of_rank;
+    g.transport = options.local_transport;
+    g.graphs = options.cuda_graphs;
+    // Decode steps and short prefills in one call; longer all-reduces go in pieces.
+    g.max_allreduce_floats = static_cast<size_t>(config.n_embd) * 256;
+    std::vector<collectives::Communicator*> comms;
+    for (auto& rank : ranks_) comms.push_back(rank->comm.get());
+    gpu_ = model::GpuNode::create(comms, g);
+  }
+  for (int r = 0; r < tp; ++r) {
+    Rank* rank = ranks_[static_cast<size_t>(r)].get();
+    model::RankWeights& w = weights[static_cast<size_t>(r)];
+    if (gpu) {
+      rank->model = gpu_->makeRank(r, config, std::move(w), options.slots, options.ctx);
+    } else {
+      rank->pool = std::make_unique<model::kernels::ThreadPool>(std::max(1, options.threads));
+      rank->model = std::make_unique<model::LlamaRank>(config, std::move(w), *rank->comm,
+                                                       *rank->pool, options.slots, options.ctx);
+    }
+    spdlog::info(
+        "[model] rank {} (local {}) on {}: {:.1f} MiB weights, {:.1f} MiB KV cache "
+        "({} slots x {} positions){}",
+        first + r, r, rank->model->backend(), rank->weight_bytes / 1048576.0,
+        rank->model->kvBytes() / 1048576.0, options.slots, options.ctx,
+        gpu ? "" : fmt::format(", {} threads", options.threads));
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   spdlog::info("[model] local ranks ready in {:.2f} s", secs);
@@ -94,6 +115,18 @@ uint64_t RankSet::rankWeightBytes(int r) const {
 
 uint64_t RankSet::rankKvBytes(int r) const {
   return ranks_[static_cast<size_t>(r)]->model->kvBytes();
+}
+
+uint64_t RankSet::rankDeviceBytes(int r) const {
+  return ranks_[static_cast<size_t>(r)]->model->deviceBytes();
+}
+
+std::string RankSet::rankBackend(int r) const {
+  return ranks_[static_cast<size_t>(r)]->model->backend();
+}
+
+std::string RankSet::gpuTransport() const {
+  return gpu_ ? gpu_->transportName() : "";
 }
 
 void RankSet::run(std::span<const model::BatchToken> batch, std::vector<float>& logits,

@@ -33,6 +33,7 @@
 
 #include "collectives/hierarchical.h"
 #include "model/config.h"
+#include "model/cuda/gpu_node.h"
 #include "model/gguf.h"
 #include "model/llama_rank.h"
 #include "model/shard_plan.h"
@@ -44,6 +45,10 @@ struct RankSetOptions {
   int slots = 1;                 // KV slots (sequences) per rank
   int ctx = 2048;                // positions per slot
   std::vector<int> cpu_of_rank;  // pin local rank r's thread to this CPU (empty: no pinning)
+  // GPU ranks (model/cuda/gpu_node.h) when not empty: CUDA device of each local rank.
+  std::vector<int> gpu_of_rank;
+  std::string local_transport = "auto";  // GPU ranks' all-reduce (--local-transport)
+  bool cuda_graphs = true;
   // gatherTensor all-gathers at most this many bytes of each rank's slice at a time, so that
   // no message exceeds the mesh's frame limit (1 GiB) for any local tp. Must be the same on
   // every node (it fixes the number of collectives per read); tests lower it.
@@ -73,9 +78,13 @@ class RankSet {
   int localRanks() const { return static_cast<int>(ranks_.size()); }
   uint64_t rankWeightBytes(int local_rank) const;
   uint64_t rankKvBytes(int local_rank) const;
+  uint64_t rankDeviceBytes(int local_rank) const;  // 0 for CPU ranks
+  std::string rankBackend(int local_rank) const;   // "cpu" or "cuda:<device>"
+  std::string gpuTransport() const;                // "" for CPU ranks
 
  private:
   struct Rank;
+  std::unique_ptr<model::GpuNode> gpu_;  // GPU ranks only; outlives ranks_ (declared first)
   void rankLoop(Rank& rank);
   void rankRead(Rank& rank, const model::TensorShard& shard, std::vector<uint8_t>* out);
   void dispatchLocked(std::unique_lock<std::mutex>& lock);

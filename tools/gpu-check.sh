@@ -1,48 +1,80 @@
 #!/usr/bin/env bash
-# GPU checks of tptopo (issue 9) on a host with NVIDIA GPUs, e.g. a lent H200. Two steps, because
-# the GPU host may lack this project's build dependencies and cannot download anything:
+# The GPU checks of issues 8 and 9 on a host with an NVIDIA GPU (a lent H200), as one prepared
+# script. Two steps, because the GPU host may lack this project's build dependencies and can
+# download nothing:
 #
-#   tools/gpu-check.sh bundle [DIR]   here (a machine with the CUDA toolkit and the deps): builds
-#                                     tptopo with CUDA into build-gpu/ and copies it, stripped,
-#                                     with its shared libraries (not libc, libstdc++, libcuda or
-#                                     NCCL: the GPU host's own are used) into
-#                                     DIR (default gpu-bundle/, ignored by git; ~8 MB).
-#                                     TPNODE_BUILD_DIR=build reuses a CUDA-enabled build folder
-#   tools/gpu-check.sh run [OUTDIR]   there: runs tptopo's checks with the bundle (or, without
-#                                     one, builds tptopo there) and writes into OUTDIR (default
-#                                     $OUT, else gpu-check-out/): machine.txt (nvidia-smi, topo),
-#                                     tptopo.txt (table), tptopo.json, tptopo-tp.json (--tp = the
-#                                     GPU count), tptopo.log (progress), summary.txt
+#   tools/gpu-check.sh bundle   here (CUDA toolkit + the Debian deps): builds the GPU targets in
+#                               $TPNODE_BUILD_DIR (default build/, configured with CUDA) and
+#                               packs them, stripped, with their shared libraries (not libc,
+#                               libstdc++, libcuda or NCCL: the GPU host's own are used) and the
+#                               reference models and cases into gpu-bundle/bundle.tar.xz
+#                               (ignored by git; ~45 MB).
+#   tools/gpu-check.sh run [OUTDIR]
+#                               there: unpacks the bundle into /tmp/gpu-check and runs, each
+#                               with its own time limit (about 5 minutes in all):
+#                                 kernels.log   cuda_kernels_test (every kernel vs the CPU)
+#                                 comm.log      device_comm_test (host, p2p, nccl transports)
+#                                 rank.log      cuda_rank_test (tp=1/tp=2 GPU ranks vs
+#                                               llama.cpp, CPU ranks, graphs on/off)
+#                                 bench.log     cuda_gemv_bench, device_allreduce_bench, tpnode
+#                                               decode on a generated ~1B Q8_0 model (tp=1 with
+#                                               and without CUDA graphs, tp=2 on GPU 0)
+#                                 tptopo.json, tptopo.log   tptopo's GPU checks
+#                                 machine.txt   nvidia-smi, topology, libraries
+#                                 summary.txt   exit status and gtest totals of every step
+#                               into OUTDIR (default $OUT, else gpu-check-out/).
 #
-# With the device tool: `run` with carry ["gpu-bundle"] and command `tools/gpu-check.sh run`
-# (timeout_s ~300). NCCL comes from the GPU host: its libnccl.so.2 (the nvidia-nccl-cu13 wheel
-# of the CUDA image, or the toolkit's) is found below and put on LD_LIBRARY_PATH.
-# Exit status: 0 when every GPU check ran and passed, 1 otherwise (see summary.txt).
-set -euo pipefail
+# With the device tool: `run` with carry ["gpu-bundle"], command `tools/gpu-check.sh run`,
+# timeout_s ~420. Exit status: 0 when every step passed, 1 otherwise (see summary.txt).
+set -uo pipefail
 cd "$(dirname "$0")/.."
 
+GPU_BINARIES=(tpnode tptopo make_test_model cuda_kernels_test device_comm_test cuda_rank_test
+  cuda_gemv_bench device_allreduce_bench)
+
 bundle() {
-  local dir=${1:-gpu-bundle}
-  local build=${TPNODE_BUILD_DIR:-build-gpu}  # an existing CUDA-enabled build folder is reused
+  set -e
+  local build=${TPNODE_BUILD_DIR:-build}
   if [ ! -f "$build/CMakeCache.txt" ]; then
-    cmake -S . -B "$build" -G Ninja -DTPNODE_CUDA=ON -DTPNODE_BUILD_TESTS=OFF \
-      -DTPNODE_BUILD_BENCH=OFF -DCMAKE_CUDA_ARCHITECTURES="90-real;90-virtual" >/dev/null
+    cmake -S . -B "$build" -G Ninja -DTPNODE_CUDA=ON >/dev/null
   fi
   if ! grep -q '^CUDA_cudart_LIBRARY:FILEPATH=/' "$build/CMakeCache.txt"; then
     echo "[gpu-check] $build was configured without CUDA" >&2
     return 1
   fi
-  cmake --build "$build" -j"${TPNODE_JOBS:-2}" --target tptopo
-  rm -rf "$dir" && mkdir -p "$dir/lib"
-  strip -o "$dir/tptopo" "$build/tools/tptopo/tptopo"
-  ldd "$build/tools/tptopo/tptopo" | awk '/=> \// {print $3}' | while read -r lib; do
-    case "$(basename "$lib")" in
-      libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | ld-linux* | libcuda.so* | \
-        libnccl.so* | libstdc++.so* | libgcc_s.so*) ;; # the GPU host's own (newer) ones
-      *) cp -L "$lib" "$dir/lib/" ;;
-    esac
+  local targets=() known
+  known=$(cmake --build "$build" --target help)
+  for t in "${GPU_BINARIES[@]}"; do
+    if grep -q "^$t:" <<<"$known"; then targets+=("$t"); fi
   done
-  du -sh "$dir"
+  cmake --build "$build" -j"${TPNODE_JOBS:-2}" --target "${targets[@]}"
+  local stage
+  stage=$(mktemp -d)
+  mkdir -p "$stage/bin" "$stage/lib" "$stage/shared/reference/cases"
+  for t in "${targets[@]}"; do
+    local path
+    path=$(find "$build" -type f -name "$t" -perm -u+x | head -1)
+    strip -o "$stage/bin/$t" "$path"
+    ldd "$path" | awk '/=> \// {print $3}' | while read -r lib; do
+      case "$(basename "$lib")" in
+        libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | ld-linux* | libcuda.so* | \
+          libnccl.so* | libstdc++.so* | libgcc_s.so*) ;; # the GPU host's own (newer) ones
+        *) cp -Ln "$lib" "$stage/lib/" 2>/dev/null || true ;;
+      esac
+    done
+  done
+  local ref=${TPNODE_SHARED_DIR:-../shared}/reference
+  cp -r "$ref/models" "$ref/README.md" "$stage/shared/reference/"
+  for m in llama-tiny-f32 llama-tiny-q8_0 llama-tiny-q4_0 llama-tiny-q4_k llama-tiny-q6_k \
+    llama-tiny-kv1-f32 qwen2-tiny-f32; do
+    for p in en_sentence paragraph; do
+      cp "$ref/cases/${m}__${p}".* "$stage/shared/reference/cases/"
+    done
+  done
+  mkdir -p gpu-bundle
+  tar -C "$stage" -cf - . | xz -T2 -6 >gpu-bundle/bundle.tar.xz
+  rm -rf "$stage"
+  du -sh gpu-bundle/bundle.tar.xz
 }
 
 find_nccl() {
@@ -62,81 +94,97 @@ find_nccl() {
   done
 }
 
+# step NAME LIMIT_S LOG CMD...: runs CMD with a time limit, appends its output to LOG and a line
+# to the summary.
+step() {
+  local name=$1 limit=$2 log=$3
+  shift 3
+  local t0=$SECONDS
+  echo "===== $name: $*" >>"$log"
+  timeout -k 5 "$limit" "$@" >>"$log" 2>&1
+  local rc=$?
+  local totals
+  totals=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]|tests? ran' "$log" | tail -4 | tr '\n' ' ')
+  printf '%-28s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - t0))" "$totals" >>"$SUMMARY"
+  [ "$rc" -eq 0 ] || FAILED=1
+  return 0
+}
+
+decode_bench() {
+  local bin=$1 model=$2 log=$3
+  local ids
+  ids=$(seq -s, 1 32)
+  for args in "--tp 1" "--tp 1 --cuda-graphs off" "--tp 2 --devices 0,0"; do
+    echo "== tpnode decode: $args" >>"$log"
+    # shellcheck disable=SC2086
+    timeout -k 5 120 "$bin" --model "$model" --backend cuda $args --prompt-ids "$ids" \
+      --n-predict 256 --ignore-eos --json --ctx-size 1024 --parallel 1 2>>"$log.stderr" >>"$log" ||
+      { echo "tpnode decode ($args) failed rc=$?" >>"$log"; FAILED=1; }
+  done
+  grep -E '\[gpu\]|\[model\] rank|error|Error' "$log.stderr" | head -40 >>"$log"
+}
+
 run_checks() {
   local out=${1:-${OUT:-gpu-check-out}}
   mkdir -p "$out"
-  local bin
-  if [ -x gpu-bundle/tptopo ]; then
-    bin=gpu-bundle/tptopo
-    export LD_LIBRARY_PATH="$PWD/gpu-bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  else
-    echo "[gpu-check] no gpu-bundle/: building tptopo here" | tee "$out/summary.txt"
-    bundle gpu-bundle >>"$out/summary.txt" 2>&1 || { cat "$out/summary.txt"; return 1; }
-    bin=gpu-bundle/tptopo
-    export LD_LIBRARY_PATH="$PWD/gpu-bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  SUMMARY="$out/summary.txt"
+  FAILED=0
+  : >"$SUMMARY"
+  local work=/tmp/gpu-check
+  rm -rf "$work" && mkdir -p "$work"
+  if [ ! -f gpu-bundle/bundle.tar.xz ]; then
+    echo "[gpu-check] no gpu-bundle/bundle.tar.xz: run 'tools/gpu-check.sh bundle' first" |
+      tee -a "$SUMMARY"
+    return 1
   fi
+  tar -C "$work" -xJf gpu-bundle/bundle.tar.xz
   local nccl
   nccl=$(find_nccl || true)
-  [ -n "$nccl" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl"
+  export LD_LIBRARY_PATH="$work/lib${nccl:+:$nccl}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export TPNODE_SHARED_DIR="$work/shared"
+  local bin=$work/bin
   {
     date -u
     uname -a
     echo "NCCL library dir: ${nccl:-not found}"
     nvidia-smi || true
     nvidia-smi topo -m || true
-    ldd "$bin" || true
+    for b in "$bin"/*; do
+      echo "== ldd $b"
+      ldd "$b" | grep -E 'not found|cuda|nccl' || true
+    done
   } >"$out/machine.txt" 2>&1
-  local gpus
-  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-  [ "${gpus:-0}" -ge 1 ] || gpus=1
-  set +e
-  timeout 240 "$bin" --gpu-mib 1024 --mem-mib 256 >"$out/tptopo.txt" 2>"$out/tptopo.log"
-  local code_table=$?
-  timeout 240 "$bin" --json --gpu-mib 1024 --mem-mib 256 >"$out/tptopo.json" 2>>"$out/tptopo.log"
-  local code_json=$?
-  timeout 240 "$bin" --json --gpu-mib 256 --mem-mib 64 --tp "$gpus" >"$out/tptopo-tp.json" \
-    2>>"$out/tptopo.log"
-  local code_tp=$?
-  {
-    echo "tptopo exit codes: table $code_table, json $code_json, --tp $gpus json $code_tp"
-    python3 - "$out/tptopo.json" <<'PY'
-import json, sys
-try:
-    j = json.load(open(sys.argv[1]))
-except Exception as e:
-    print("summary: could not read tptopo.json:", e)
-    sys.exit(1)
-h = j["hosts"][0]
-c = h["cuda"]
-print("verdict:", j["verdict"])
-print("cuda available:", c["available"], "| reason:", c["reason"])
-print("driver", c["driver_version"], "runtime", c["runtime_version"], "nccl", c["nccl_version"])
-for d in c["devices"]:
-    print("device", d["index"], d["name"], d["memory_bytes"], d["pci_bus_id"], "cc", d["compute_capability"])
-for s in c["staging"]:
-    print("staging gpu %d: h2d %.1f GB/s, d2h %.1f GB/s" % (s["device"], s["h2d_gbps"], s["d2h_gbps"]))
-n = c["nccl"]
-print("nccl: ran %s ok %s devices %d bytes %d time %.1f us algbw %.1f GB/s error %s" % (
-    n["ran"], n["ok"], n["devices"], n["bytes"], n["time_us"], n["algbw_gbps"], n["error"]))
-for ch in j["checks"]:
-    if ch["name"].startswith("gpu"):
-        print(ch["verdict"], ch["name"], ch["scope"], ch["detail"])
-ok = c["available"] and n["ok"] and all(
-    ch["verdict"] != "failed" for ch in j["checks"] if ch["name"].startswith("gpu"))
-sys.exit(0 if ok else 1)
-PY
-  } >>"$out/summary.txt" 2>&1
-  local status=$?
-  set -e
-  cat "$out/summary.txt"
-  return $status
+  # The ~1B Q8_0 decode model (2048 dim, 16 layers, ffn 8192, 32000 vocab: 1.1 B parameters),
+  # generated while the tests run.
+  local model=$work/llama-1b-q8_0.gguf
+  ("$bin/make_test_model" --out "$model" --type q8_0 --dim 2048 --layers 16 --heads 32 \
+    --kv-heads 8 --ffn 8192 --vocab 32000 >"$work/make_model.log" 2>&1) &
+  local maker=$!
+  [ -x "$bin/cuda_kernels_test" ] && step cuda_kernels_test 150 "$out/kernels.log" "$bin/cuda_kernels_test"
+  [ -x "$bin/device_comm_test" ] && step device_comm_test 150 "$out/comm.log" "$bin/device_comm_test"
+  [ -x "$bin/cuda_rank_test" ] && step cuda_rank_test 300 "$out/rank.log" "$bin/cuda_rank_test"
+  local bench=$out/bench.log
+  [ -x "$bin/cuda_gemv_bench" ] && step cuda_gemv_bench 60 "$bench" "$bin/cuda_gemv_bench"
+  [ -x "$bin/device_allreduce_bench" ] &&
+    step device_allreduce_bench 90 "$bench" "$bin/device_allreduce_bench"
+  step tptopo 120 "$out/tptopo.log" sh -c "'$bin/tptopo' --json --gpu-mib 1024 --mem-mib 256 >'$out/tptopo.json'"
+  wait "$maker" || { echo "make_test_model failed" >>"$SUMMARY"; FAILED=1; }
+  if [ -f "$model" ]; then
+    local t0=$SECONDS
+    decode_bench "$bin/tpnode" "$model" "$bench"
+    printf '%-28s %4ss\n' "tpnode decode (see bench.log)" "$((SECONDS - t0))" >>"$SUMMARY"
+    grep '^{' "$bench" | grep decode_tps >>"$SUMMARY" || true
+  fi
+  echo "overall: $([ "$FAILED" -eq 0 ] && echo passed || echo FAILED)" >>"$SUMMARY"
+  cat "$SUMMARY"
+  return "$FAILED"
 }
 
 case "${1:-run}" in
-  bundle) bundle "${2:-gpu-bundle}" ;;
+  bundle) bundle ;;
   run) run_checks "${2:-}" ;;
   *)
-    echo "usage: tools/gpu-check.sh bundle [DIR] | run [OUTDIR]" >&2
+    echo "usage: tools/gpu-check.sh bundle | run [OUTDIR]" >&2
     exit 2
     ;;
 esac

@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   app.add_option("--rope-base", sh.rope_base)->capture_default_str();
   app.add_option("--seed", sh.seed)->capture_default_str();
   app.add_flag("--tied", sh.tied, "No output.weight (head tied to token_embd)");
+  app.add_flag("--f32-twin", sh.f32_twin,
+               "Quantise to --type but store the dequantised values as F32 (exact-math twin)");
   CLI11_PARSE(app, argc, argv);
   try {
     sh.type = tpnode::tools::parseTensorType(type);

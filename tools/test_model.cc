@@ -75,6 +75,16 @@ void addTensor(GgufWriter& w, const TestModelShape& sh, const std::string& name,
   }
   std::vector<uint64_t> ne = {static_cast<uint64_t>(cols)};
   if (rows > 1 || matrix) ne.push_back(static_cast<uint64_t>(rows));
+  if (sh.f32_twin && t != TensorType::kF32) {
+    // The same values as the quantised model, stored as F32 (dequantised row by row).
+    std::vector<uint8_t> f(static_cast<size_t>(cols * rows) * sizeof(float));
+    for (int64_t r = 0; r < rows; ++r) {
+      model::kernels::dequantizeRow(t, data.data() + rb * static_cast<size_t>(r),
+                                    reinterpret_cast<float*>(f.data()) + r * cols, cols);
+    }
+    w.addTensor(name, TensorType::kF32, ne, std::move(f));
+    return;
+  }
   w.addTensor(name, t, ne, std::move(data));
 }
 

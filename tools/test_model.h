@@ -20,6 +20,10 @@ struct TestModelShape {
   uint64_t seed = 1;
   bool tied = false;
   model::TensorType type = model::TensorType::kF32;
+  // Quantise the 2-D tensors to `type` but store their F32 dequantisation: a model with exactly
+  // the quantised model's weight values on which every kernel computes in f32 (exact-math
+  // references for kernels that keep activations in f32, such as the GPU ranks').
+  bool f32_twin = false;
 };
 
 // "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"; Error(kInvalidArgument) otherwise.

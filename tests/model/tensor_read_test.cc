@@ -151,3 +151,43 @@ TEST(TensorReadTest, NpyBytesCarryGgufPyShape) {
 
 }  // namespace
 }  // namespace tpnode::model
+
+namespace tpnode::model {
+namespace {
+
+// tools/test_model.h's F32 twin holds exactly the quantised model's weight values (the GPU
+// tests compare against CPU ranks on it as exact f32 math).
+TEST(TestModelTwinTest, F32TwinHoldsTheDequantisedValues) {
+  for (const char* type : {"q4_k", "q6_k", "q8_0", "bf16"}) {
+    tools::TestModelShape s;
+    s.type = tools::parseTensorType(type);
+    s.dim = 256;
+    s.ffn = 512;
+    const std::string q = ::testing::TempDir() + "twin_q.gguf";
+    const std::string f = ::testing::TempDir() + "twin_f.gguf";
+    tools::writeTestModel(s, q);
+    s.f32_twin = true;
+    tools::writeTestModel(s, f);
+    auto qf = GgufFile::open(q);
+    auto ff = GgufFile::open(f);
+    for (const char* name : {"blk.0.attn_q.weight", "blk.1.ffn_down.weight", "output.weight"}) {
+      const GgufTensorInfo* qt = qf->metadata().findTensor(name);
+      const GgufTensorInfo* ft = ff->metadata().findTensor(name);
+      ASSERT_NE(qt, nullptr);
+      ASSERT_NE(ft, nullptr);
+      EXPECT_EQ(ft->type, TensorType::kF32) << type << " " << name;
+      EXPECT_EQ(qt->type, s.type) << type << " " << name;
+      const int64_t n = static_cast<int64_t>(qt->ne[0] * qt->ne[1]);
+      std::vector<float> deq(static_cast<size_t>(n));
+      kernels::dequantizeRow(qt->type, qf->tensorData(*qt).data(), deq.data(), n);
+      ASSERT_EQ(ff->tensorData(*ft).size(), deq.size() * sizeof(float));
+      EXPECT_EQ(0, std::memcmp(ff->tensorData(*ft).data(), deq.data(), deq.size() * 4))
+          << type << " " << name;
+    }
+    std::filesystem::remove(q);
+    std::filesystem::remove(f);
+  }
+}
+
+}  // namespace
+}  // namespace tpnode::model

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "model/cuda/gpu_node.h"
 #include "node/placement.h"
 
 namespace tpnode::node {
@@ -15,15 +16,12 @@ std::string refusal(const Options& o) {
   return "";
 }
 
-TEST(PlacementTest, RefusesGpuRanksAndBadDevicesWithTheFix) {
+TEST(PlacementTest, RefusesBadCpuDevicesWithTheFix) {
   Options o;
   o.tp = 2;
-  o.backend = "cuda";
-  EXPECT_NE(refusal(o).find("--backend cuda"), std::string::npos);
-  EXPECT_NE(refusal(o).find("--backend cpu"), std::string::npos);
   o.backend = "tpu";
   EXPECT_NE(refusal(o).find("'tpu'"), std::string::npos);
-  o.backend = "auto";
+  o.backend = "cpu";
   o.devices = "0";
   EXPECT_NE(refusal(o).find("lists 1 device(s) but --tp is 2"), std::string::npos) << refusal(o);
   o.devices = "0,4096";
@@ -35,6 +33,40 @@ TEST(PlacementTest, RefusesGpuRanksAndBadDevicesWithTheFix) {
   o.tp = 100000;  // more ranks than any host has cores
   EXPECT_NE(refusal(o).find("--tp 100000 but this host has"), std::string::npos) << refusal(o);
   EXPECT_NE(refusal(o).find("--devices 0,"), std::string::npos) << refusal(o);
+}
+
+TEST(PlacementTest, GpuRanksNeedDevicesAndSayHowMany) {
+  std::string why;
+  const int visible = model::visibleCudaDevices(&why);
+  Options o;
+  o.tp = 2;
+  o.backend = "cuda";
+  if (visible == 0) {
+    // No device here: --backend cuda is refused with the reason and the fix; auto is CPU.
+    EXPECT_NE(refusal(o).find("--backend cuda"), std::string::npos) << refusal(o);
+    EXPECT_NE(refusal(o).find("--backend cpu"), std::string::npos) << refusal(o);
+    o.backend = "auto";
+    EXPECT_FALSE(resolvePlacement(o).gpu);
+    return;
+  }
+  o.tp = visible + 1;
+  const std::string r = refusal(o);
+  EXPECT_NE(r.find("--tp " + std::to_string(visible + 1) + " needs"), std::string::npos) << r;
+  EXPECT_NE(r.find(std::to_string(visible) + (visible == 1 ? " is visible" : " are visible")),
+            std::string::npos)
+      << r;
+  o.devices = "0,0";
+  o.tp = 2;
+  Placement p = resolvePlacement(o);
+  EXPECT_TRUE(p.gpu);
+  EXPECT_EQ(p.gpu_of_rank, (std::vector<int>{0, 0}));
+  o.devices = "0," + std::to_string(visible);
+  EXPECT_NE(refusal(o).find("CUDA device " + std::to_string(visible) + " does not exist"),
+            std::string::npos)
+      << refusal(o);
+  o.devices = "0,0";
+  o.local_transport = "ib";
+  EXPECT_NE(refusal(o).find("--local-transport 'ib'"), std::string::npos) << refusal(o);
 }
 
 }  // namespace

@@ -55,11 +55,18 @@ void placementCheck(const TopoOptions& t, HostReport& host) {
   const std::string scope = "node " + std::to_string(host.node);
   try {
     node::Placement p = node::resolvePlacement(t.node);
-    std::string detail = fmt::format("--tp {} on {} core(s)", t.node.tp, host.cpu.cores);
-    if (!p.cpu_of_rank.empty()) detail += ", ranks pinned to CPUs " + t.node.devices;
-    if (p.gpus_present > 0) {
-      detail += fmt::format("; {} NVIDIA GPU(s) present, but tpnode runs CPU ranks in this build",
-                            p.gpus_present);
+    std::string detail;
+    if (p.gpu) {
+      std::string devices;
+      for (int d : p.gpu_of_rank) devices += (devices.empty() ? "" : ",") + std::to_string(d);
+      detail = fmt::format("--tp {}: GPU ranks on CUDA device(s) {}", t.node.tp, devices);
+    } else {
+      detail = fmt::format("--tp {}: CPU ranks on {} core(s)", t.node.tp, host.cpu.cores);
+      if (!p.cpu_of_rank.empty()) detail += ", ranks pinned to CPUs " + t.node.devices;
+      if (p.gpus_present > 0) {
+        detail += fmt::format("; {} NVIDIA GPU(s) present but not used (--backend {})",
+                              p.gpus_present, t.node.backend);
+      }
     }
     host.checks.push_back({"placement", scope, Verdict::kOk, detail});
   } catch (const Error& e) {

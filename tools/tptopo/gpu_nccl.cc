@@ -154,6 +154,17 @@ void checkNccl(const TopoOptions& o, HostReport& host) {
         {"gpu.nccl", scope, Verdict::kFailed, "NCCL all-reduce failed: " + r.error});
     return;
   }
+  if (n == 1) {
+    // One device: NCCL's all-reduce is a local no-op copy, so a bandwidth would mean nothing.
+    r.algbw_gbps = 0;
+    r.busbw_gbps = 0;
+    host.checks.push_back(
+        {"gpu.nccl", scope, Verdict::kOk,
+         fmt::format("all-reduce of {} MiB on 1 device correct (NCCL {}); {:.1f} us per call, "
+                     "no bandwidth with a single device",
+                     o.gpu_mib, host.cuda.nccl_version, r.time_us)});
+    return;
+  }
   host.checks.push_back(
       {"gpu.nccl", scope, Verdict::kOk,
        fmt::format("all-reduce of {} MiB over {} device(s) correct; {:.0f} us, "

@@ -39,7 +39,7 @@ struct DeviceMatrix {
   bool empty() const { return rows == 0; }
 };
 
-// True when the kernels run this weight type (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+// True when the kernels run this weight type (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1,
 // Q4_K, Q6_K). The loader refuses others with Error(kUnsupported) naming the tensor.
 bool supportsType(TensorType type);
 
@@ -99,10 +99,12 @@ void kvWrite(const KvView& kv, int64_t layer, const float* k, const float* v, in
 // when window > 0 (gemma3's sliding layers). Positions must already be in the cache (kvWrite
 // of the same batch first). q: [n_tokens][n_heads * head_dim]; out likewise.
 // `max_len` bounds positions[t] + 1 for the whole batch (host value, sizes shared memory; a
-// captured graph passes the context length).
+// captured graph passes the context length). The first call on a device whose scores need
+// more than 48 KiB of shared memory sets the kernel's limit (cudaFuncSetAttribute, once per
+// device): make it eagerly before capturing a graph (a warm-up step does).
 void attention(const KvView& kv, int64_t layer, const float* q, float* out, int64_t n_tokens,
-               int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
-               int64_t window, const int32_t* slots, const int32_t* positions, int64_t max_len,
+               int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, int64_t window,
+               const int32_t* slots, const int32_t* positions, int64_t max_len,
                cudaStream_t stream);
 
 // g[i] = act(g[i]) * u[i] for i < n: SwiGLU (silu) or GeGLU (gelu, tanh approximation, as the

@@ -1,0 +1,60 @@
+// RankModel: one tensor-parallel rank of the decoder, whatever it runs on: LlamaRank (CPU,
+// model/llama_rank.h) or CudaRank (one GPU, model/cuda/cuda_rank.h). The node layer and
+// LocalEngine drive ranks only through this interface.
+//
+// Contract
+// - Every rank of the group calls forward() with the same batch, in the same order; the ranks
+//   meet in two all-reduces per layer (after attn_output and after ffn_down) and one gather of
+//   the logits to global rank 0 (vocab-parallel head).
+// - One thread (the rank's) calls forward(); a rank may fan its work out further (a CPU
+//   thread pool, a CUDA stream) but returns only when the batch is done.
+// - The KV cache has independent sequence slots; a token at position p of slot s attends to
+//   positions [0, p] of slot s, which must have been fed before or in the same batch.
+// - weights() is the host copy of the rank's shard (tensor reads, model/tensor_read.h);
+//   immutable after construction.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/taps.h"
+#include "model/weights.h"
+
+namespace tpnode::model {
+
+struct BatchToken {
+  int32_t token = 0;
+  int32_t pos = 0;
+  int32_t slot = 0;
+  bool logits = false;  // produce a logits row for this token
+  bool tap = false;     // copy its activations into the TapSink (model/taps.h), if one is given
+};
+
+class RankModel {
+ public:
+  virtual ~RankModel() = default;
+
+  // Runs the batch. On global rank 0, `logits` receives [tokens with logits=true][n_vocab]
+  // (full vocabulary); the other ranks get it empty. Throws Error(kInvalidArgument) for a bad
+  // token id or slot, Error(kResource) for a position beyond the context.
+  // `taps` (may be null; only one rank needs to pass one): rows of the tokens marked `tap` at
+  // the sink's points, copied during the pass.
+  virtual void forward(std::span<const BatchToken> batch, std::vector<float>& logits,
+                       TapSink* taps = nullptr) = 0;
+
+  virtual const ModelConfig& config() const = 0;
+  virtual const RankWeights& weights() const = 0;
+  virtual uint64_t kvBytes() const = 0;
+  // Bytes this rank holds on its device (weights, KV cache, scratch); 0 for CPU ranks.
+  virtual uint64_t deviceBytes() const { return 0; }
+  // "cpu" or "cuda:<device>".
+  virtual std::string backend() const = 0;
+};
+
+// Checks a batch against the rank's limits (the message names the token, slot or position).
+void checkBatch(std::span<const BatchToken> batch, int64_t n_vocab, int64_t n_slots, int64_t n_ctx);
+
+}  // namespace tpnode::model

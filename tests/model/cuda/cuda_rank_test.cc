@@ -1,0 +1,327 @@
+// GPU ranks (model/cuda/cuda_rank.h) end to end, on the reference models and generated ones.
+// The GPU kernels keep activations in f32 where llama.cpp's CPU backend (and our CPU ranks)
+// quantise them to Q8, so on quantised models the GPU is compared with exact f32 math, not with
+// the CPU's rounding:
+// - generated models: GPU (quantised weights) against CPU ranks on the model's F32 twin (the
+//   same weight values stored as F32, tools/test_model.h): every row <= 1e-3; greedy ids equal
+//   up to the first step inside that noise. (CPU ranks on the quantised model differ from
+//   their own F32 twin by up to 2.4 per row at dim 1024: Q8_K activation rounding, measured
+//   with tpnode --dump-logits on the CPU.)
+// - llama.cpp's reference logits: F32 models within 1e-4 per row; quantised models within 1.5
+//   per row and 0.5 at the median (measured on an H200, 2026-11-29: max 0.47-1.07, median
+//   0.22-0.37; a sharding or kernel bug moves logits by their scale, std 2.5-5); top-1 equal
+//   wherever llama.cpp's top-1/top-2 gap exceeds twice our difference;
+// - tp=2 (both ranks on device 0, host and p2p transports) against tp=1 on the GPU: only the
+//   all-reduce's float order differs: every row <= 1e-3 (measured <= 1.2e-4);
+// - CUDA graphs on against off: bit-identical logits.
+// Skipped with "skipped: no CUDA device" where there is none.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "model/cuda/gpu_node.h"
+#include "tests/model/reference_cases.h"
+#include "tools/test_model.h"
+
+namespace tpnode::testing_support {
+namespace {
+
+bool haveDevice() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return n > 0;
+}
+
+#define SKIP_WITHOUT_GPU() \
+  if (!haveDevice()) GTEST_SKIP() << "skipped: no CUDA device"
+
+struct GpuRun {
+  int tp = 1;
+  std::string transport = "auto";
+  bool graphs = true;
+  model::HeadLayout head = model::HeadLayout::kAuto;
+};
+
+RunOutput runGpu(const std::string& path, const GpuRun& g, const std::vector<int32_t>& prompt,
+                 const std::vector<int32_t>& forced, int n_predict) {
+  auto file = model::GgufFile::open(path);
+  model::ModelConfig cfg = model::readModelConfig(file->metadata());
+  model::ShardPlan plan =
+      model::planShards(cfg, model::tensorDescs(file->metadata()), g.tp, g.head);
+  auto group = collectives::LocalGroup::create(g.tp);
+  std::vector<std::unique_ptr<collectives::Communicator>> members;
+  std::vector<collectives::Communicator*> comms;
+  for (int r = 0; r < g.tp; ++r) {
+    members.push_back(group->communicator(r));
+    comms.push_back(members.back().get());
+  }
+  model::GpuNodeOptions o;
+  o.devices.assign(static_cast<size_t>(g.tp), 0);  // every rank on device 0
+  o.transport = g.transport;
+  o.max_allreduce_floats = static_cast<size_t>(cfg.n_embd) * 64;  // prompts are cut in pieces
+  o.graphs = g.graphs;
+  std::unique_ptr<model::GpuNode> gpu = model::GpuNode::create(comms, o);
+  model::EngineOptions eo;
+  eo.n_ctx = 512;
+  eo.pack_weights = false;
+  eo.make_rank = [&](int rank, const model::ModelConfig& c, model::RankWeights w,
+                     collectives::Communicator&) {
+    return gpu->makeRank(rank, c, std::move(w), 1, eo.n_ctx);
+  };
+  RunOutput out;
+  {
+    model::LocalEngine engine(*file, cfg, plan, comms, eo);
+    model::GenerationRequest req;
+    req.prompt = prompt;
+    req.forced = forced;
+    req.n_predict = n_predict;
+    req.all_logits = true;
+    model::GenerationResult res = engine.generate(req);
+    out = {std::move(res.logits), std::move(res.ids)};
+  }
+  return out;
+}
+
+double rowDiff(const float* a, const float* b, int64_t n) {
+  double d = 0;
+  for (int64_t i = 0; i < n; ++i) d = std::max(d, double(std::fabs(a[i] - b[i])));
+  return d;
+}
+
+struct Param {
+  std::string model;
+  std::string prompt;
+};
+
+bool splits(const std::string& model) {
+  return model.find("q4_k") == std::string::npos && model.find("q6_k") == std::string::npos;
+}
+
+class GpuReference : public testing::TestWithParam<Param> {};
+
+TEST_P(GpuReference, LogitsMatchLlamaCppAndTp2MatchesTp1) {
+  SKIP_WITHOUT_GPU();
+  if (sharedDir().empty()) GTEST_SKIP() << "no ../shared/reference";
+  const Param& p = GetParam();
+  ReferenceCase c = loadCase(p.model + "__" + p.prompt);
+  const int n = static_cast<int>(c.generated_ids.size());
+  RunOutput gpu1 = runGpu(c.model_file, {}, c.prompt_ids, c.generated_ids, n);
+  const int64_t rows = c.logits.rows, vocab = c.logits.cols;
+  ASSERT_EQ(static_cast<int64_t>(gpu1.logits.size()), rows * vocab);
+  const bool f32 = p.model.find("f32") != std::string::npos;
+  std::vector<double> diffs;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* ref = c.logits.row(r);
+    const float* got = gpu1.logits.data() + r * vocab;
+    const double d = rowDiff(ref, got, vocab);
+    diffs.push_back(d);
+    EXPECT_LE(d, f32 ? 1e-4 : 1.5) << c.name << " row " << r;
+    std::vector<float> top(ref, ref + vocab);
+    std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<>());
+    if (top[0] - top[1] > 2 * d) {
+      EXPECT_EQ(model::greedyPick(got, vocab), model::greedyPick(ref, vocab))
+          << c.name << " row " << r;
+    }
+  }
+  std::vector<double> sorted = diffs;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_LE(sorted[sorted.size() / 2], f32 ? 1e-4 : 0.5) << "median row difference";
+  std::printf("[ gpu ] %s tp=1 vs llama.cpp: max %.3g median %.3g\n", c.name.c_str(), sorted.back(),
+              sorted[sorted.size() / 2]);
+
+  // Graphs off: the same kernels in the same order, so the same bits.
+  RunOutput nograph = runGpu(c.model_file, {1, "auto", false}, c.prompt_ids, c.generated_ids, n);
+  ASSERT_EQ(nograph.logits.size(), gpu1.logits.size());
+  EXPECT_EQ(
+      0, std::memcmp(nograph.logits.data(), gpu1.logits.data(), gpu1.logits.size() * sizeof(float)))
+      << "CUDA graphs changed the logits";
+
+  // tp=2 on one device, both transports that allow it (the tiny K-quant models cannot be split:
+  // 128 columns per rank would cut a 256-value block).
+  if (!splits(p.model)) return;
+  for (const char* transport : {"host", "p2p"}) {
+    RunOutput gpu2 = runGpu(c.model_file, {2, transport}, c.prompt_ids, c.generated_ids, n);
+    ASSERT_EQ(gpu2.logits.size(), gpu1.logits.size()) << transport;
+    double worst = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const double d =
+          rowDiff(gpu2.logits.data() + r * vocab, gpu1.logits.data() + r * vocab, vocab);
+      worst = std::max(worst, d);
+      EXPECT_LE(d, 1e-3) << c.name << " tp=2 " << transport << " row " << r;
+    }
+    std::printf("[ gpu ] %s tp=2 (%s) vs tp=1: max %.3g\n", c.name.c_str(), transport, worst);
+  }
+}
+
+TEST_P(GpuReference, GreedyIdsMatchLlamaCpp) {
+  SKIP_WITHOUT_GPU();
+  if (sharedDir().empty()) GTEST_SKIP() << "no ../shared/reference";
+  const Param& p = GetParam();
+  ReferenceCase c = loadCase(p.model + "__" + p.prompt);
+  const int n = static_cast<int>(c.generated_ids.size());
+  RunOutput forced = runGpu(c.model_file, {}, c.prompt_ids, c.generated_ids, n);
+  RunOutput free = runGpu(c.model_file, {splits(p.model) ? 2 : 1, "auto"}, c.prompt_ids, {}, n);
+  ASSERT_EQ(static_cast<int>(free.ids.size()), n);
+  const int64_t vocab = c.logits.cols;
+  int compared = 0;
+  for (int j = 0; j < n; ++j) {
+    const int64_t row = static_cast<int64_t>(c.prompt_ids.size()) - 1 + j;
+    const float* ref = c.logits.row(row);
+    const double noise = rowDiff(ref, forced.logits.data() + row * vocab, vocab);
+    std::vector<float> top(ref, ref + vocab);
+    std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<>());
+    if (top[0] - top[1] <= 2 * noise + 1e-3) break;
+    ASSERT_EQ(free.ids[static_cast<size_t>(j)], c.generated_ids[static_cast<size_t>(j)])
+        << c.name << " step " << j;
+    ++compared;
+  }
+  std::printf("[ gpu greedy ] %s tp=2: %d of %d ids compared and equal\n", c.name.c_str(), compared,
+              n);
+}
+
+std::vector<Param> referenceParams() {
+  std::vector<Param> out;
+  for (const char* m : {"llama-tiny-f32", "llama-tiny-q8_0", "llama-tiny-q4_0", "llama-tiny-q4_k",
+                        "llama-tiny-q6_k", "llama-tiny-kv1-f32", "qwen2-tiny-f32"}) {
+    for (const char* prompt : {"en_sentence", "paragraph"}) out.push_back({m, prompt});
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Reference, GpuReference, testing::ValuesIn(referenceParams()),
+                         [](const testing::TestParamInfo<Param>& i) {
+                           std::string s = i.param.model + "_" + i.param.prompt;
+                           for (char& ch : s) {
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return s;
+                         });
+
+// Generated models: what the reference set lacks (K-quants split at tp=2, qwen3 QK norm,
+// F16/BF16, tied heads, replicated head), against CPU ranks on the F32 twin (see the top).
+struct GenCase {
+  std::string name;
+  tools::TestModelShape shape;
+  model::HeadLayout head = model::HeadLayout::kAuto;
+};
+
+class GpuGenerated : public testing::TestWithParam<GenCase> {};
+
+TEST_P(GpuGenerated, MatchesExactMathOnTheCpuAndTp1) {
+  SKIP_WITHOUT_GPU();
+  const GenCase& g = GetParam();
+  const std::string path = ::testing::TempDir() + "gpu_gen_" + g.name + ".gguf";
+  const std::string twin_path = ::testing::TempDir() + "gpu_gen_" + g.name + "_f32.gguf";
+  tools::writeTestModel(g.shape, path);
+  tools::TestModelShape twin = g.shape;
+  twin.f32_twin = true;
+  tools::writeTestModel(twin, twin_path);
+  const std::vector<int32_t> prompt = {1, 300, 301, 302, 260, 270, 280, 290, 305, 306, 307, 400};
+  const int n = 12;
+  RunOutput cpu = runModel(twin_path, 1, prompt, {}, n);  // exact math, free-running
+  RunOutput cpu_forced = runModel(twin_path, 1, prompt, cpu.ids, n);
+  RunOutput cpu_quant = runModel(path, 1, prompt, cpu.ids, n);  // for the log only
+  RunOutput gpu1 = runGpu(path, {1, "auto", true, g.head}, prompt, cpu.ids, n);
+  RunOutput gpu2 = runGpu(path, {2, "auto", true, g.head}, prompt, cpu.ids, n);
+  RunOutput gpu_free = runGpu(path, {2, "auto", true, g.head}, prompt, {}, n);
+  const int64_t vocab = g.shape.vocab;
+  ASSERT_EQ(gpu1.logits.size(), cpu_forced.logits.size());
+  ASSERT_EQ(gpu2.logits.size(), cpu_forced.logits.size());
+  const int64_t rows = static_cast<int64_t>(cpu_forced.logits.size()) / vocab;
+  double worst_cpu = 0, worst_tp = 0, worst_quant = 0;
+  std::vector<double> diffs;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double dc =
+        rowDiff(gpu1.logits.data() + r * vocab, cpu_forced.logits.data() + r * vocab, vocab);
+    const double dt =
+        rowDiff(gpu2.logits.data() + r * vocab, gpu1.logits.data() + r * vocab, vocab);
+    worst_quant = std::max(worst_quant, rowDiff(gpu1.logits.data() + r * vocab,
+                                                cpu_quant.logits.data() + r * vocab, vocab));
+    diffs.push_back(dc);
+    worst_cpu = std::max(worst_cpu, dc);
+    worst_tp = std::max(worst_tp, dt);
+    EXPECT_LE(dc, 1e-3) << g.name << " GPU vs CPU (F32 twin) row " << r;
+    EXPECT_LE(dt, 1e-3) << g.name << " GPU tp=2 vs tp=1 row " << r;
+  }
+  int compared = 0;
+  for (int j = 0; j < n; ++j) {
+    const int64_t row = static_cast<int64_t>(prompt.size()) - 1 + j;
+    const float* ref = cpu_forced.logits.data() + row * vocab;
+    std::vector<float> top(ref, ref + vocab);
+    std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<>());
+    if (top[0] - top[1] <= 2 * diffs[static_cast<size_t>(row)] + 1e-4) break;
+    ASSERT_EQ(gpu_free.ids[static_cast<size_t>(j)], cpu.ids[static_cast<size_t>(j)])
+        << g.name << " step " << j;
+    ++compared;
+  }
+  std::printf(
+      "[ gpu ] %s: GPU vs CPU (F32 twin) max %.3g, GPU tp=2 vs tp=1 max %.3g, greedy %d/%d "
+      "equal; GPU vs CPU (quantised, Q8 activations) max %.3g\n",
+      g.name.c_str(), worst_cpu, worst_tp, compared, n, worst_quant);
+  std::filesystem::remove(path);
+  std::filesystem::remove(twin_path);
+}
+
+std::vector<GenCase> generatedCases() {
+  std::vector<GenCase> out;
+  auto add = [&](std::string name, std::string arch, std::string type, int64_t dim, int64_t ffn,
+                 int64_t heads, int64_t kv, bool tied) {
+    tools::TestModelShape s;
+    s.arch = arch;
+    s.type = tools::parseTensorType(type);
+    s.dim = dim;
+    s.ffn = ffn;
+    s.heads = heads;
+    s.kv_heads = kv;
+    s.tied = tied;
+    s.layers = 2;
+    s.vocab = 512;
+    s.seed = out.size() + 31;
+    if (arch == "qwen2" || arch == "qwen3") s.rope_base = 1e6f;
+    out.push_back({std::move(name), s});
+  };
+  add("llama_q4k_1024", "llama", "q4_k", 1024, 1024, 8, 2, false);
+  add("llama_q6k_1024", "llama", "q6_k", 1024, 1024, 8, 2, false);
+  add("qwen3_q8_0", "qwen3", "q8_0", 256, 512, 4, 2, false);
+  add("qwen2_f16_tied", "qwen2", "f16", 256, 512, 4, 2, true);
+  add("llama_bf16", "llama", "bf16", 256, 512, 8, 4, false);
+  add("llama_f32_kv1", "llama", "f32", 256, 512, 8, 1, false);
+  add("llama_q4_0_tied", "llama", "q4_0", 256, 512, 8, 8, true);
+  add("llama_q8_0_head_replicated", "llama", "q8_0", 256, 512, 8, 4, false);
+  out.back().head = model::HeadLayout::kReplicated;
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Generated, GpuGenerated, testing::ValuesIn(generatedCases()),
+                         [](const testing::TestParamInfo<GenCase>& i) { return i.param.name; });
+
+// Without a device the backend reports why, and GpuNode refuses with the fix.
+TEST(GpuNodeTest, ReportsWhyThereIsNoDevice) {
+  std::string why;
+  const int n = model::visibleCudaDevices(&why);
+  if (n > 0) {
+    EXPECT_TRUE(why.empty()) << why;
+    return;
+  }
+  EXPECT_FALSE(why.empty());
+  auto group = collectives::LocalGroup::create(1);
+  auto comm = group->communicator(0);
+  model::GpuNodeOptions o;
+  o.devices = {0};
+  try {
+    model::GpuNode::create({comm.get()}, o);
+    FAIL() << "created a GPU node without a device";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--backend cpu"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tpnode::testing_support
