@@ -45,6 +45,14 @@ void P2pStage::reduce(float* data, size_t count, cudaStream_t stream) {
   P2pShared& sh = *shared_;
   TP_CHECK(count <= sh.inbox[static_cast<size_t>(rank_)].count(), "p2p: {} elements", count);
   const auto me = static_cast<size_t>(rank_);
+  // Our inbox is rewritten below: first every peer must have finished reading it in the
+  // previous call. Each peer recorded `summed` for that call before the previous call's second
+  // barrier and cannot record it again before this call's first barrier, so this waits for
+  // exactly the previous call's reads. (Waiting here rather than at the end of the previous
+  // call keeps the peers' kernels out of the path of the work that follows an all-reduce.)
+  for (size_t p = 0; p < sh.inbox.size(); ++p) {
+    if (p != me) TP_CUDA(cudaStreamWaitEvent(stream, sh.summed[p].get(), 0));
+  }
   TP_CUDA(cudaMemcpyAsync(sh.inbox[me].get(), data, count * sizeof(float), cudaMemcpyDeviceToDevice,
                           stream));
   TP_CUDA(cudaEventRecord(sh.copied[me].get(), stream));
@@ -75,11 +83,6 @@ void P2pStage::reduce(float* data, size_t count, cudaStream_t stream) {
   TP_CUDA(launchSum(data, sources, count, stream));
   TP_CUDA(cudaEventRecord(sh.summed[me].get(), stream));
   sh.barrier.arriveAndWait();  // every rank has enqueued its kernel and recorded `summed`
-  // Later work on this stream (the next call's copy into our inbox among it) runs only after
-  // every peer has finished reading the inboxes.
-  for (size_t p = 0; p < sh.inbox.size(); ++p) {
-    if (p != me) TP_CUDA(cudaStreamWaitEvent(stream, sh.summed[p].get(), 0));
-  }
 }
 
 void P2pStage::abort(const std::string& reason) {
