@@ -12,9 +12,13 @@
 //   staging); either way work enqueued on `stream` afterwards sees the result.
 // - Every rank of the group calls the same collectives in the same order with the same count.
 // - Determinism: every rank ends with bit-identical values (each transport sums in a fixed
-//   order: docs/gpu.md). Different transports may differ in the last bits.
-// - capturable(): whether allReduceSum may be recorded into a CUDA graph on `stream` (NCCL
-//   and the peer transport with device-side flags: yes; host staging: no, it synchronises).
+//   order: docs/gpu-collectives.md). Different transports may differ in the last bits.
+// - capturable(): whether allReduceSum may be recorded into a CUDA graph on `stream` (NCCL on
+//   one node: yes; the peer transport: no, its ranks meet at a host barrier — device-side
+//   flags are not done, see docs/gpu-collectives.md; host staging: no, it synchronises; any
+//   transport across nodes: no, the inter-node stage goes through the host).
+// - count <= the group's max_count, else Error(kInvalidArgument) before any work; count 0 is a
+//   no-op.
 // - Failure: a peer lost on the mesh throws Error(kPeerLost) as the host Communicator does;
 //   a CUDA or NCCL failure throws Error naming the call.
 #pragma once

@@ -45,17 +45,33 @@ void P2pStage::reduce(float* data, size_t count, cudaStream_t stream) {
   P2pShared& sh = *shared_;
   TP_CHECK(count <= sh.inbox[static_cast<size_t>(rank_)].count(), "p2p: {} elements", count);
   const auto me = static_cast<size_t>(rank_);
+  // Our inbox is rewritten below: first every peer must have finished reading it in the
+  // previous call. Each peer recorded `summed` for that call before the previous call's second
+  // barrier and cannot record it again before this call's first barrier, so this waits for
+  // exactly the previous call's reads. (Waiting here rather than at the end of the previous
+  // call keeps the peers' kernels out of the path of the work that follows an all-reduce.)
+  for (size_t p = 0; p < sh.inbox.size(); ++p) {
+    if (p != me) TP_CUDA(cudaStreamWaitEvent(stream, sh.summed[p].get(), 0));
+  }
   TP_CUDA(cudaMemcpyAsync(sh.inbox[me].get(), data, count * sizeof(float), cudaMemcpyDeviceToDevice,
                           stream));
   TP_CUDA(cudaEventRecord(sh.copied[me].get(), stream));
   sh.counts[me] = count;
   sh.barrier.arriveAndWait();  // every rank has enqueued its copy and recorded `copied`
   for (size_t p = 0; p < sh.counts.size(); ++p) {
-    if (sh.counts[p] != count) {  // every rank sees the same counts and throws
+    const size_t other = sh.counts[p];
+    if (other != count) {
+      // Every rank sees the same counts and throws; the extra barrier keeps a fast rank's next
+      // call from overwriting its count before the slow ones have read it (the barrier may
+      // already be aborted by a rank that threw: the refusal stands either way).
+      try {
+        sh.barrier.arriveAndWait();
+      } catch (const Error&) {
+      }
       fail(ErrorCode::kInvalidArgument,
            "[coll] device all-reduce: local rank {} called with {} elements, local rank {} with "
            "{}",
-           rank_, count, p, sh.counts[p]);
+           rank_, count, p, other);
     }
   }
   SumSources sources{};
@@ -67,11 +83,6 @@ void P2pStage::reduce(float* data, size_t count, cudaStream_t stream) {
   TP_CUDA(launchSum(data, sources, count, stream));
   TP_CUDA(cudaEventRecord(sh.summed[me].get(), stream));
   sh.barrier.arriveAndWait();  // every rank has enqueued its kernel and recorded `summed`
-  // Later work on this stream (the next call's copy into our inbox among it) runs only after
-  // every peer has finished reading the inboxes.
-  for (size_t p = 0; p < sh.inbox.size(); ++p) {
-    if (p != me) TP_CUDA(cudaStreamWaitEvent(stream, sh.summed[p].get(), 0));
-  }
 }
 
 void P2pStage::abort(const std::string& reason) {
@@ -114,6 +125,10 @@ std::vector<std::string> p2pPairCheck(P2pShared& sh, int rank, cudaStream_t stre
     } catch (const Error& e) {
       failures.push_back(fmt::format("{}: {}", pair, e.what()));
       (void)cudaGetLastError();
+      try {
+        waitStream(stream, "p2p pair check");  // nothing queued may still write into scratch
+      } catch (const Error&) {
+      }
     }
   }
   sh.barrier.arriveAndWait();  // nobody rewrites its inbox before every peer has read it

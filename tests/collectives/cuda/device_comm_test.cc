@@ -19,6 +19,11 @@
 #include "tests/collectives/fake_mesh.h"
 #include "tests/collectives/test_util.h"
 
+// The emulated build (emulated/cuda_runtime.h) runs the same tests under another name.
+#ifndef DEVICE_COMM_SUITE
+#define DEVICE_COMM_SUITE DeviceCommTest
+#endif
+
 namespace tpnode::collectives::cuda {
 namespace {
 
@@ -31,6 +36,14 @@ bool haveDevice() {
   do {                                                            \
     if (!haveDevice()) GTEST_SKIP() << "skipped: no CUDA device"; \
   } while (0)
+
+bool ncclBuilt() {
+#ifdef TPNODE_HAVE_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
 
 // Non-integer values, so that the summation order shows in the last bits.
 float value(int rank, size_t i) {
@@ -122,19 +135,19 @@ void checkForced(Transport t, int ranks) {
   expectAll(results, kCounts, [&](size_t i) { return localSum(0, ranks, i); });
 }
 
-TEST(DeviceCommTest, HostTransportTwoAndFourRanksOnDevice0) {
+TEST(DEVICE_COMM_SUITE, HostTransportTwoAndFourRanksOnDevice0) {
   REQUIRE_DEVICE();
   checkForced(Transport::kHost, 2);
   checkForced(Transport::kHost, 4);
 }
 
-TEST(DeviceCommTest, P2pTransportTwoAndFourRanksOnDevice0) {
+TEST(DEVICE_COMM_SUITE, P2pTransportTwoAndFourRanksOnDevice0) {
   REQUIRE_DEVICE();
   checkForced(Transport::kP2p, 2);
   checkForced(Transport::kP2p, 4);
 }
 
-TEST(DeviceCommTest, P2pRepeatedCallsReuseInboxes) {
+TEST(DEVICE_COMM_SUITE, P2pRepeatedCallsReuseInboxes) {
   REQUIRE_DEVICE();
   auto host = localComms(2);
   const std::vector<int> devices = {0, 0};
@@ -163,7 +176,7 @@ TEST(DeviceCommTest, P2pRepeatedCallsReuseInboxes) {
 
 // Ranks that disagree on the count all throw (nobody waits forever), and the group stays
 // aborted.
-TEST(DeviceCommTest, P2pCountMismatchThrowsOnEveryRank) {
+TEST(DEVICE_COMM_SUITE, P2pCountMismatchThrowsOnEveryRank) {
   REQUIRE_DEVICE();
   auto host = localComms(2);
   auto group = DeviceGroup::create(host.ptrs, {0, 0}, Transport::kP2p, 64);
@@ -189,7 +202,7 @@ TEST(DeviceCommTest, P2pCountMismatchThrowsOnEveryRank) {
   EXPECT_EQ(later.load(), 2);
 }
 
-TEST(DeviceCommTest, NcclOneRankOnDevice0) {
+TEST(DEVICE_COMM_SUITE, NcclOneRankOnDevice0) {
   REQUIRE_DEVICE();
 #ifndef TPNODE_HAVE_NCCL
   GTEST_SKIP() << "skipped: this build has no NCCL";
@@ -202,7 +215,7 @@ TEST(DeviceCommTest, NcclOneRankOnDevice0) {
 #endif
 }
 
-TEST(DeviceCommTest, NcclRefusesTwoRanksOnOneDevice) {
+TEST(DEVICE_COMM_SUITE, NcclRefusesTwoRanksOnOneDevice) {
   REQUIRE_DEVICE();
   auto host = localComms(2);
   try {
@@ -217,7 +230,7 @@ TEST(DeviceCommTest, NcclRefusesTwoRanksOnOneDevice) {
   }
 }
 
-TEST(DeviceCommTest, AutoPicksATransportThatPassed) {
+TEST(DEVICE_COMM_SUITE, AutoPicksATransportThatPassed) {
   REQUIRE_DEVICE();
   auto host = localComms(2);
   const std::vector<int> devices = {0, 0};
@@ -234,7 +247,7 @@ TEST(DeviceCommTest, AutoPicksATransportThatPassed) {
   expectAll(results, counts, [&](size_t i) { return localSum(0, 2, i); });
 }
 
-TEST(DeviceCommTest, MisuseIsRefused) {
+TEST(DEVICE_COMM_SUITE, MisuseIsRefused) {
   REQUIRE_DEVICE();
   auto host = localComms(2);
   EXPECT_THROW(DeviceGroup::create(host.ptrs, {0}, Transport::kHost, 16), Error);
@@ -249,6 +262,34 @@ TEST(DeviceCommTest, MisuseIsRefused) {
     ADD_FAILURE() << "accepted 17 elements";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  }
+}
+
+// Ranks on two devices (peer access between them): host, p2p, nccl (one rank per device), and
+// p2p with two ranks on each device. Needs two devices (the emulated runtime has two).
+TEST(DEVICE_COMM_SUITE, TwoDevices) {
+  REQUIRE_DEVICE();
+  int n = 0;
+  TP_CUDA(cudaGetDeviceCount(&n));
+  if (n < 2) GTEST_SKIP() << "skipped: needs 2 CUDA devices";
+  for (Transport t : {Transport::kHost, Transport::kP2p, Transport::kNccl, Transport::kAuto}) {
+    for (const std::vector<int>& devices : {std::vector<int>{0, 1}, std::vector<int>{0, 1, 0, 1}}) {
+      const bool nccl_ok = devices.size() == 2 && ncclBuilt();
+      if (t == Transport::kNccl && !nccl_ok) continue;
+      SCOPED_TRACE(std::string(transportName(t)) + " x" + std::to_string(devices.size()));
+      const int ranks = static_cast<int>(devices.size());
+      auto host = localComms(ranks);
+      auto group = DeviceGroup::create(host.ptrs, devices, t, 4096);
+      const Transport chosen = group->report().chosen;
+      const std::vector<size_t> counts = {1, 1000, 4096};
+      auto results = runAllReduces(*group, devices, counts, chosen);
+      if (chosen == Transport::kNccl) {
+        // NCCL's own order: all ranks identical, exact on integer data checked at create().
+        for (size_t r = 1; r < results.size(); ++r) EXPECT_EQ(results[r], results[0]);
+      } else {
+        expectAll(results, counts, [&](size_t i) { return localSum(0, ranks, i); });
+      }
+    }
   }
 }
 
@@ -286,17 +327,17 @@ void checkMultiNode(Transport t) {
   }
 }
 
-TEST(DeviceCommTest, TwoNodesHostTransport) {
+TEST(DEVICE_COMM_SUITE, TwoNodesHostTransport) {
   REQUIRE_DEVICE();
   checkMultiNode(Transport::kHost);
 }
 
-TEST(DeviceCommTest, TwoNodesP2pTransport) {
+TEST(DEVICE_COMM_SUITE, TwoNodesP2pTransport) {
   REQUIRE_DEVICE();
   checkMultiNode(Transport::kP2p);
 }
 
-TEST(DeviceCommTest, TwoNodesAuto) {
+TEST(DEVICE_COMM_SUITE, TwoNodesAuto) {
   REQUIRE_DEVICE();
   checkMultiNode(Transport::kAuto);
 }
