@@ -20,7 +20,7 @@ struct AllReduceBenchOptions {
   int iters = 0;  // 0: chosen per size (same on every node)
   double connect_timeout_s = 60;
   double liveness_timeout_s = 5;
-  int mesh_spin_us = 50;
+  int mesh_spin_us = 200;
   int sockets_per_peer = 1;
   collectives::CollectiveOptions collectives;
 };
