@@ -50,6 +50,9 @@ void addClusterFlags(CLI::App& app, Options& o, std::string& tp_layout) {
       ->group("Cluster");
   flag("sockets-per-peer", o.sockets_per_peer, "Parallel TCP connections per node pair")
       ->group("Cluster");
+  flag("mesh-spin-us", o.mesh_spin_us,
+       "Microseconds a mesh receive keeps polling (yielding the core) before it sleeps")
+      ->group("Cluster");
   flag("wire-format", o.wire_format, "Inter-node all-reduce payload: f32, bf16, q8_0")
       ->group("Cluster");
   flag("cluster-secret-file", o.cluster_secret_file,

@@ -25,6 +25,7 @@ struct Options {
   double connect_timeout_s = 120;
   double liveness_timeout_s = 5;
   int sockets_per_peer = 1;
+  int mesh_spin_us = 200;  // a mesh receive yield-spins this long before sleeping in recv/poll
   std::string wire_format = "f32";  // inter-node all-reduce payload: f32, bf16, q8_0
   std::string head = "auto";        // output head layout: auto, vocab-parallel, replicated
   double mesh_hold_s = 0;  // mesh-only mode: stay connected this long before the coordinated exit
