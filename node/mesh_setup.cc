@@ -61,8 +61,7 @@ mesh::MeshOptions makeMeshOptions(const Options& o, const std::string& model_ide
   m.heartbeat_interval = std::min(std::chrono::milliseconds(500), m.liveness_timeout / 4);
   m.sockets_per_peer = o.sockets_per_peer;
   if (o.mesh_spin_us < 0 || o.mesh_spin_us > 1'000'000) {
-    fail(ErrorCode::kInvalidArgument, "--mesh-spin-us {} is outside [0, 1000000]",
-         o.mesh_spin_us);
+    fail(ErrorCode::kInvalidArgument, "--mesh-spin-us {} is outside [0, 1000000]", o.mesh_spin_us);
   }
   m.spin = std::chrono::microseconds(o.mesh_spin_us);
   m.cluster_secret = readClusterSecret(o);

@@ -124,6 +124,10 @@ decode_bench() {
       --n-predict 256 --ignore-eos --json --ctx-size 1024 --parallel 1 2>>"$log.stderr" >>"$log" ||
       { echo "tpnode decode ($args) failed rc=$?" >>"$log"; FAILED=1; }
   done
+  echo "== tpnode decode: --tp 1 with TPNODE_CUDA_PROFILE=1 (phase breakdown, graphs off)" >>"$log"
+  TPNODE_CUDA_PROFILE=1 timeout -k 5 120 "$bin" --model "$model" --backend cuda --tp 1 \
+    --prompt-ids "$ids" --n-predict 64 --ignore-eos --json --ctx-size 1024 --parallel 1 \
+    2>>"$log.stderr" >/dev/null || { echo "profiled decode failed rc=$?" >>"$log"; FAILED=1; }
   grep -E '\[gpu\]|\[model\] rank|error|Error' "$log.stderr" | head -40 >>"$log"
 }
 
@@ -166,6 +170,12 @@ run_checks() {
   local maker=$!
   [ -x "$bin/cuda_kernels_test" ] && step cuda_kernels_test 150 "$out/kernels.log" "$bin/cuda_kernels_test"
   [ -x "$bin/device_comm_test" ] && step device_comm_test 150 "$out/comm.log" "$bin/device_comm_test"
+  # Out-of-bounds and misaligned accesses of every kernel (compute-sanitizer works on the
+  # Firecracker machines; skipped where it is missing).
+  if command -v compute-sanitizer >/dev/null 2>&1 && [ -x "$bin/cuda_kernels_test" ]; then
+    step "memcheck cuda_kernels_test" 150 "$out/kernels.log" compute-sanitizer --tool memcheck \
+      --error-exitcode 1 "$bin/cuda_kernels_test" --gtest_filter='-*LongContexts*'
+  fi
   [ -x "$bin/cuda_rank_test" ] && step cuda_rank_test 300 "$out/rank.log" "$bin/cuda_rank_test"
   [ -x "$bin/gpu_cluster_test" ] && step gpu_cluster_test 240 "$out/rank.log" "$bin/gpu_cluster_test"
   [ -x "$bin/placement_test" ] && step placement_test 30 "$out/comm.log" "$bin/placement_test"

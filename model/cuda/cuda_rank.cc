@@ -10,6 +10,8 @@
 #include "common/check.h"
 #include "common/error.h"
 
+#include <spdlog/spdlog.h>
+
 namespace tpnode::model::cuda {
 
 // Runs a pass in one of three modes:
@@ -102,6 +104,10 @@ bool graphsFromEnv() {
 }  // namespace
 
 CudaRank::~CudaRank() {
+  if (profile_ && profile_->steps() > 0) {
+    spdlog::info("[gpu] rank {} on cuda:{} decode profile: {}", host_comm_.rank(), options_.device,
+                 profile_->report());
+  }
   (void)cudaSetDevice(options_.device);
   if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
   graphs_.clear();
@@ -182,8 +188,19 @@ void CudaRank::forward(std::span<const BatchToken> batch, std::vector<float>& lo
   TP_CUDA(cudaMemcpyAsync(meta_.get(), m, meta_.bytes(), cudaMemcpyHostToDevice, stream_));
   if (taps != nullptr) taps->rows.assign(taps->specs.size(), {});
 
+  static const bool profiling = [] {
+    const char* e = std::getenv("TPNODE_CUDA_PROFILE");
+    return e != nullptr && std::string(e) == "1";
+  }();
+  prof_ = nullptr;
+  if (profiling && n <= kMaxGraphTokens) {
+    if (!profile_) profile_ = std::make_unique<StepProfile>();
+    prof_ = profile_.get();
+    prof_->begin(stream_);
+  }
   Graph* graph = nullptr;
-  if (options_.graphs && graphsFromEnv() && taps == nullptr && n <= kMaxGraphTokens) {
+  if (prof_ == nullptr && options_.graphs && graphsFromEnv() && taps == nullptr &&
+      n <= kMaxGraphTokens) {
     std::unique_ptr<Graph>& g = graphs_[{n, n_out}];
     if (!g) g = std::make_unique<Graph>();
     graph = g.get();
@@ -194,6 +211,7 @@ void CudaRank::forward(std::span<const BatchToken> batch, std::vector<float>& lo
   run.step([&] {
     embed(token_embd_, tokens, n, config_.embd_scale > 0 ? config_.embd_scale : 1.f, x_.get(),
           stream_);
+    mark("embed");
   });
   for (int64_t l = 0; l < config_.n_layer; ++l) {
     attentionBlock(run, l, n, taps, batch);
@@ -202,6 +220,11 @@ void CudaRank::forward(std::span<const BatchToken> batch, std::vector<float>& lo
   head(run, n_out);
   run.finish();
   collectLogits(n_out, logits);
+  if (prof_ != nullptr) {
+    mark("logits to host");
+    prof_->end();
+    prof_ = nullptr;
+  }
 }
 
 void CudaRank::attentionBlock(Runner& run, int64_t l, int64_t n, TapSink* taps,
@@ -215,9 +238,11 @@ void CudaRank::attentionBlock(Runner& run, int64_t l, int64_t n, TapSink* taps,
   const int32_t* slots = meta_.get() + 2 * cap;
   run.step([&] {
     rmsNorm(x_.get(), w.attn_norm.get(), h_.get(), n, dim, config_.rms_eps, stream_);
+    mark("norms");
     matmul(w.wq, h_.get(), n, q_.get());
     matmul(w.wk, h_.get(), n, k_.get());
     matmul(w.wv, h_.get(), n, v_.get());
+    mark("matmul");
     if (w.bq.size() > 0) {
       addBias(q_.get(), w.bq.get(), n, nq, stream_);
       addBias(k_.get(), w.bk.get(), n, nkv, stream_);
@@ -235,19 +260,24 @@ void CudaRank::attentionBlock(Runner& run, int64_t l, int64_t n, TapSink* taps,
     rope(k_.get(), n, kv_heads, hd, config_.n_rot, positions, config_.ropeBase(l),
          config_.ropeFreqScale(l), config_.rope_style, ff, stream_);
     kvWrite(kvView(), l, k_.get(), v_.get(), n, slots, positions, stream_);
+    mark("bias, qk norm, rope, kv write");
     const float scale =
         config_.attn_scale > 0 ? config_.attn_scale : 1.0f / std::sqrt(static_cast<float>(hd));
     const int64_t window = config_.isSwa(l) ? config_.n_swa : 0;
     attention(kvView(), l, q_.get(), attn_.get(), n, heads, kv_heads, hd, scale, window, slots,
               positions, options_.n_ctx, stream_);
+    mark("attention");
     matmul(w.wo, attn_.get(), n, o_.get());
+    mark("matmul");
   });
   run.allReduce(o_.get(), static_cast<size_t>(n * dim));
+  mark("all-reduce");
   run.step([&] {
     if (w.attn_post_norm.size() > 0) {
       rmsNorm(o_.get(), w.attn_post_norm.get(), o_.get(), n, dim, config_.rms_eps, stream_);
     }
     add(x_.get(), o_.get(), n * dim, stream_);
+    mark("norms");
   });
   if (taps != nullptr) tap(taps, l, TapPoint::kAttnOut, o_.get(), batch);
 }
@@ -258,17 +288,23 @@ void CudaRank::ffnBlock(Runner& run, int64_t l, int64_t n, TapSink* taps,
   const int64_t dim = config_.n_embd, ff = weights_.n_ff;
   run.step([&] {
     rmsNorm(x_.get(), w.ffn_norm.get(), h_.get(), n, dim, config_.rms_eps, stream_);
+    mark("norms");
     matmul(w.w_gate, h_.get(), n, gate_.get());
     matmul(w.w_up, h_.get(), n, up_.get());
+    mark("matmul");
     gatedAct(gate_.get(), up_.get(), n * ff, config_.ffn_act, stream_);
+    mark("gated activation");
     matmul(w.w_down, gate_.get(), n, o_.get());
+    mark("matmul");
   });
   run.allReduce(o_.get(), static_cast<size_t>(n * dim));
+  mark("all-reduce");
   run.step([&] {
     if (w.ffn_post_norm.size() > 0) {
       rmsNorm(o_.get(), w.ffn_post_norm.get(), o_.get(), n, dim, config_.rms_eps, stream_);
     }
     add(x_.get(), o_.get(), n * dim, stream_);
+    mark("norms");
   });
   if (taps != nullptr) {
     tap(taps, l, TapPoint::kMlpOut, o_.get(), batch);
@@ -285,7 +321,9 @@ void CudaRank::head(Runner& run, int64_t n_out) {
   run.step([&] {
     gatherRows(x_.get(), rows, n_out, dim, hx_.get(), stream_);
     rmsNorm(hx_.get(), output_norm_.get(), hx_.get(), n_out, dim, config_.rms_eps, stream_);
+    mark("norms");
     matmul(head_, hx_.get(), n_out, logits_local_.get());
+    mark("head matmul");
     // The softcap is element-wise, so each rank applies it to its own slice.
     if (config_.logit_softcap > 0) {
       softcap(logits_local_.get(), n_out * local, config_.logit_softcap, stream_);

@@ -12,6 +12,8 @@
 //   gather of a vocab-parallel head and nothing else goes through `host_comm`. Both must
 //   outlive the rank and belong to the same group; `device_comm` may be null when the group
 //   has one rank.
+// - TPNODE_CUDA_PROFILE=1 times the phases of each decode step with CUDA events (graphs off
+//   meanwhile) and logs the breakdown when the rank is destroyed.
 // - CUDA graphs (options.graphs): a batch of at most kMaxGraphTokens tokens without taps is
 //   captured once per (tokens, logits rows) shape and replayed afterwards; token ids,
 //   positions and slots live in device arrays that each step overwrites, so the graph stays
@@ -33,6 +35,7 @@
 #include "collectives/cuda/device_comm.h"
 #include "model/config.h"
 #include "model/cuda/device_memory.h"
+#include "model/cuda/step_profile.h"
 #include "model/kernels/cuda/kernels.h"
 #include "model/rank_model.h"
 #include "model/weights.h"
@@ -129,6 +132,13 @@ class CudaRank final : public RankModel {
 
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Graph>> graphs_;
   int64_t graphs_captured_ = 0;
+  // TPNODE_CUDA_PROFILE=1: decode steps run without graphs and are timed phase by phase; the
+  // destructor logs the breakdown (step_profile.h).
+  std::unique_ptr<StepProfile> profile_;
+  StepProfile* prof_ = nullptr;  // profile_ during a profiled step, else null
+  void mark(const char* phase) {
+    if (prof_ != nullptr) prof_->mark(phase);
+  }
 };
 
 }  // namespace tpnode::model::cuda
