@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "collectives/cuda/device_comm.h"
+#include "collectives/cuda/inter_select.h"
 #include "collectives/cuda/stages.h"
 #include "collectives/local_group.h"
 #include "common/check.h"
@@ -23,10 +24,8 @@ constexpr std::array<Transport, 3> kOrder = {Transport::kHost, Transport::kP2p, 
 constexpr int kWarmup = 5;
 constexpr int kTimedIterations = 50;
 
-// Known test values: integers, so every sum is exact in f32 whatever the order.
 float testValue(int rank, size_t i) {
-  return static_cast<float>(static_cast<int>((i * 3 + static_cast<size_t>(rank) * 17) % 61)) -
-         30.0f;
+  return selfTestValue(rank, i);
 }
 
 class DeviceCommImpl final : public DeviceComm {
@@ -95,31 +94,6 @@ class DeviceGroupImpl final : public DeviceGroup {
   const TransportReport report_;
 };
 
-// Runs fn(r) on one thread per local rank with devices[r] current. When a thread throws,
-// on_error(what) releases the others; the first exception is rethrown after all joined.
-void runLocalRanks(const std::vector<int>& devices, const std::function<void(int)>& fn,
-                   const std::function<void(const std::string&)>& on_error) {
-  std::vector<std::thread> threads;
-  std::exception_ptr first;
-  std::mutex mutex;
-  for (size_t r = 0; r < devices.size(); ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        TP_CUDA(cudaSetDevice(devices[r]));
-        fn(static_cast<int>(r));
-      } catch (const std::exception& e) {
-        {
-          std::lock_guard lock(mutex);
-          if (!first) first = std::current_exception();
-        }
-        on_error(e.what());
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
-}
-
 // Everything the self-tests share between the rank threads of create().
 struct Probe {
   explicit Probe(int ranks) : barrier(ranks, std::chrono::microseconds(200)) {}
@@ -175,17 +149,8 @@ std::string verifyLocal(LocalStage& stage, int rank, int ranks, float* buf, size
 }
 
 double medianMicros(LocalStage& stage, float* buf, size_t count, cudaStream_t stream) {
-  TP_CUDA(cudaMemsetAsync(buf, 0, count * sizeof(float), stream));
-  std::vector<double> us;
-  for (int it = 0; it < kWarmup + kTimedIterations; ++it) {
-    const auto t0 = std::chrono::steady_clock::now();
-    stage.reduce(buf, count, stream);
-    waitStream(stream, "timed all-reduce");
-    const auto t1 = std::chrono::steady_clock::now();
-    if (it >= kWarmup) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-  }
-  std::nth_element(us.begin(), us.begin() + static_cast<std::ptrdiff_t>(us.size() / 2), us.end());
-  return us[us.size() / 2];
+  return medianReduceMicros(
+      [&](float* data, size_t n, cudaStream_t s) { stage.reduce(data, n, s); }, buf, count, stream);
 }
 
 std::unique_ptr<LocalStage> makeProbeStage(Probe& probe, Transport t, int r, int device) {
@@ -376,11 +341,96 @@ void verifyFullPath(std::vector<std::unique_ptr<DeviceComm>>& comms,
       [](const std::string&) {});
 }
 
+// Several nodes: the inter-node transport (inter_select.cc). When NCCL wins, every local
+// rank's DeviceComm becomes one ncclAllReduce over the global communicator.
+void chooseInter(std::vector<std::unique_ptr<DeviceComm>>& comms, TransportReport& report,
+                 const std::vector<Communicator*>& host_comms, const std::vector<int>& devices,
+                 const InterOptions& inter, size_t max_count, size_t probe_count) {
+  InterSelection sel = selectInter(comms, host_comms, devices, inter, max_count, probe_count);
+  report.inter = sel.decision.chosen;
+  report.inter_reason = sel.decision.reason;
+  std::string here;
+  for (size_t r = 0; r < sel.details.size(); ++r) {
+    if (sel.details[r].empty()) continue;
+    spdlog::warn("[coll] inter-node: nccl on local rank {}: {}", r, sel.details[r]);
+    if (here.empty()) here = fmt::format(" (here, local rank {}: {})", r, sel.details[r]);
+  }
+  if (report.inter == InterTransport::kNccl) {
+    spdlog::info("[coll] inter-node: nccl ({})", report.inter_reason);
+    std::vector<std::unique_ptr<DeviceComm>> nccl;
+    for (size_t r = 0; r < comms.size(); ++r) {
+      nccl.push_back(std::make_unique<DeviceCommImpl>(
+          comms[r]->rank(), comms[r]->size(), comms[r]->transport(), max_count,
+          createNcclGlobalStage(std::move(sel.globals[r])), nullptr));
+    }
+    comms = std::move(nccl);
+    return;
+  }
+  if (inter.requested == InterTransport::kNccl) {
+    fail(ErrorCode::kUnsupported,
+         "[coll] --inter-transport nccl: NCCL across nodes is unavailable: {}{}; use "
+         "--inter-transport mesh (or auto)",
+         report.inter_reason, here);
+  }
+  if (inter.requested == InterTransport::kMesh) {
+    report.inter_reason = "forced (" + report.inter_reason + ")";
+    spdlog::info("[coll] inter-node: mesh ({})", report.inter_reason);
+  } else if (report.inter_reason.rfind("measured", 0) == 0) {
+    spdlog::info("[coll] inter-node: mesh ({})", report.inter_reason);
+  } else {
+    report.inter_reason = "nccl not used: " + report.inter_reason + here;
+    spdlog::info("[coll] inter-node: {}; using the TCP mesh", report.inter_reason);
+  }
+}
+
 }  // namespace
+
+void runLocalRanks(const std::vector<int>& devices, const std::function<void(int)>& fn,
+                   const std::function<void(const std::string&)>& on_error) {
+  std::vector<std::thread> threads;
+  std::exception_ptr first;
+  std::mutex mutex;
+  for (size_t r = 0; r < devices.size(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        TP_CUDA(cudaSetDevice(devices[r]));
+        fn(static_cast<int>(r));
+      } catch (const std::exception& e) {
+        {
+          std::lock_guard lock(mutex);
+          if (!first) first = std::current_exception();
+        }
+        on_error(e.what());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+float selfTestValue(int rank, size_t i) {
+  return static_cast<float>(static_cast<int>((i * 3 + static_cast<size_t>(rank) * 17) % 61)) -
+         30.0f;
+}
+
+double medianReduceMicros(const ReduceFn& reduce, float* buf, size_t count, cudaStream_t stream) {
+  TP_CUDA(cudaMemsetAsync(buf, 0, count * sizeof(float), stream));
+  std::vector<double> us;
+  for (int it = 0; it < kWarmup + kTimedIterations; ++it) {
+    const auto t0 = std::chrono::steady_clock::now();
+    reduce(buf, count, stream);
+    waitStream(stream, "timed all-reduce");
+    const auto t1 = std::chrono::steady_clock::now();
+    if (it >= kWarmup) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+  std::nth_element(us.begin(), us.begin() + static_cast<std::ptrdiff_t>(us.size() / 2), us.end());
+  return us[us.size() / 2];
+}
 
 std::unique_ptr<DeviceGroup> DeviceGroup::create(std::vector<Communicator*> host_comms,
                                                  std::vector<int> devices, Transport requested,
-                                                 size_t max_count, size_t probe_bytes) {
+                                                 size_t max_count, size_t probe_bytes,
+                                                 InterOptions inter) {
   const size_t ranks = host_comms.size();
   if (ranks == 0 || devices.size() != ranks) {
     fail(ErrorCode::kInvalidArgument, "[coll] device group: {} host communicators, {} devices",
@@ -454,6 +504,11 @@ std::unique_ptr<DeviceGroup> DeviceGroup::create(std::vector<Communicator*> host
   auto comms = buildComms(probe, chosen, host_comms, devices, multi_node);
   verifyFullPath(comms, devices, max_count);
   spdlog::info("[coll] device all-reduce: chosen {} ({})", transportName(chosen), report.reason);
+  if (multi_node) {
+    chooseInter(comms, report, host_comms, devices, inter, max_count, probe.probe_count);
+  } else {
+    report.inter_reason = "one node";
+  }
   return std::make_unique<DeviceGroupImpl>(std::move(comms), std::move(report));
 }
 

@@ -15,8 +15,11 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -113,5 +116,31 @@ struct NcclShared;
 std::string ncclUnavailable(const std::vector<int>& devices);  // "" when NCCL can be tried
 std::shared_ptr<NcclShared> createNcclShared(const std::vector<int>& devices);
 std::unique_ptr<LocalStage> createNcclStage(std::shared_ptr<NcclShared> shared, int rank);
+
+// NCCL across nodes (nccl_global.cc): one communicator per GPU rank over every GPU rank of
+// every node; the ncclUniqueId is created by global rank 0 and travels over the host
+// Communicator (the mesh). Without NCCL in the build, ncclBuilt() is false and the other
+// functions throw Error(kUnsupported).
+inline constexpr size_t kNcclIdBytes = 128;
+using NcclId = std::array<std::byte, kNcclIdBytes>;
+struct NcclGlobal;
+bool ncclBuilt();
+NcclId ncclGlobalUniqueId();
+// ncclCommInitRankConfig with blocking = 0 on the calling thread (with `device` made current),
+// then polls ncclCommGetAsyncError until the communicator is ready, at most `timeout`: a peer
+// that never joins cannot block this rank forever. On failure or timeout the communicator is
+// aborted (ncclCommAbort) and Error is thrown naming the call and NCCL's last error text.
+std::shared_ptr<NcclGlobal> initNcclGlobal(const NcclId& id, int nranks, int rank, int device,
+                                           std::chrono::milliseconds timeout);
+// The stage over that communicator: one ncclAllReduce (capturable).
+std::unique_ptr<LocalStage> createNcclGlobalStage(std::shared_ptr<NcclGlobal> global);
+
+// Self-test helpers (device_group.cc), shared with the inter-node check (inter_select.cc).
+using ReduceFn = std::function<void(float* data, size_t count, cudaStream_t stream)>;
+// Known test values: integers, so every sum is exact in f32 whatever the order.
+float selfTestValue(int rank, size_t i);
+// Median time of a reduction over `count` floats of `buf` (5 warm-up calls, 50 timed, each to
+// the end of its stream work).
+double medianReduceMicros(const ReduceFn& reduce, float* buf, size_t count, cudaStream_t stream);
 
 }  // namespace tpnode::collectives::cuda

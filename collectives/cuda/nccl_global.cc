@@ -1,0 +1,181 @@
+// NCCL across nodes: one non-blocking communicator per GPU rank over every rank of every node,
+// initialised and polled with deadlines so that a failing peer cannot hang the others.
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "collectives/cuda/stages.h"
+#include "common/error.h"
+
+#ifdef TPNODE_HAVE_NCCL
+#include "collectives/cuda/nccl_check.h"
+#endif
+
+namespace tpnode::collectives::cuda {
+
+#ifdef TPNODE_HAVE_NCCL
+
+namespace {
+
+constexpr auto kCallTimeout = std::chrono::seconds(60);     // one all-reduce
+constexpr auto kFinalizeTimeout = std::chrono::seconds(5);  // teardown, then abort
+
+std::string lastError(ncclComm_t comm) {
+  const char* text = ncclGetLastError(comm);
+  return text != nullptr && text[0] != '\0' ? fmt::format(": {}", text) : std::string();
+}
+
+// Polls the communicator until it leaves ncclInProgress (a non-blocking communicator's calls
+// return before they are done). Error naming `call` on failure, Error(kTimeout) after `timeout`.
+void waitReady(ncclComm_t comm, const char* call, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (int polls = 0;; ++polls) {
+    ncclResult_t state = ncclSuccess;
+    TP_NCCL(ncclCommGetAsyncError(comm, &state));
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress) {
+      fail(state == ncclInvalidUsage || state == ncclInvalidArgument ? ErrorCode::kUnsupported
+                                                                     : ErrorCode::kInternal,
+           "NCCL call {} failed: {} ({}){}", call, ncclGetErrorString(state),
+           static_cast<int>(state), lastError(comm));
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      fail(ErrorCode::kTimeout, "NCCL call {} still in progress after {} ms", call,
+           timeout.count());
+    }
+    if (polls < 1000) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+}
+
+}  // namespace
+
+struct NcclGlobal {
+  int device = 0;
+  ncclComm_t comm = nullptr;
+  std::atomic<bool> broken{false};  // a call failed or timed out: abort instead of destroy
+
+  NcclGlobal() = default;
+  NcclGlobal(const NcclGlobal&) = delete;
+  NcclGlobal& operator=(const NcclGlobal&) = delete;
+  ~NcclGlobal() {
+    if (comm == nullptr) return;
+    int previous = 0;
+    (void)cudaGetDevice(&previous);
+    (void)cudaSetDevice(device);
+    bool clean = !broken.load();
+    if (clean) {
+      try {
+        const ncclResult_t res = ncclCommFinalize(comm);
+        clean = res == ncclSuccess || res == ncclInProgress;
+        if (clean) waitReady(comm, "ncclCommFinalize", kFinalizeTimeout);
+      } catch (const Error&) {
+        clean = false;
+      }
+    }
+    (void)(clean ? ncclCommDestroy(comm) : ncclCommAbort(comm));
+    (void)cudaSetDevice(previous);
+  }
+};
+
+namespace {
+
+class NcclGlobalStage final : public LocalStage {
+ public:
+  explicit NcclGlobalStage(std::shared_ptr<NcclGlobal> global) : global_(std::move(global)) {}
+  void reduce(float* data, size_t count, cudaStream_t stream) override {
+    try {
+      const ncclResult_t res =
+          ncclAllReduce(data, data, count, ncclFloat, ncclSum, global_->comm, stream);
+      if (res == ncclInProgress) {
+        waitReady(global_->comm, "ncclAllReduce", kCallTimeout);
+      } else if (res != ncclSuccess) {
+        ncclFail(res, "ncclAllReduce (inter-node)", __FILE__, __LINE__);
+      }
+    } catch (...) {
+      global_->broken = true;
+      throw;
+    }
+  }
+  bool capturable() const override { return true; }
+  void abort(const std::string&) override { global_->broken = true; }
+
+ private:
+  std::shared_ptr<NcclGlobal> global_;
+};
+
+}  // namespace
+
+bool ncclBuilt() {
+  return true;
+}
+
+NcclId ncclGlobalUniqueId() {
+  ncclUniqueId uid;
+  static_assert(sizeof(uid) == kNcclIdBytes);
+  TP_NCCL(ncclGetUniqueId(&uid));
+  NcclId id;
+  std::memcpy(id.data(), &uid, sizeof(uid));
+  return id;
+}
+
+std::shared_ptr<NcclGlobal> initNcclGlobal(const NcclId& id, int nranks, int rank, int device,
+                                           std::chrono::milliseconds timeout) {
+  auto global = std::make_shared<NcclGlobal>();
+  global->device = device;
+  ncclUniqueId uid;
+  std::memcpy(&uid, id.data(), sizeof(uid));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  TP_CUDA(cudaSetDevice(device));
+  const ncclResult_t res = ncclCommInitRankConfig(&global->comm, nranks, uid, rank, &config);
+  try {
+    if (res != ncclSuccess && res != ncclInProgress) {
+      fail(res == ncclInvalidUsage || res == ncclInvalidArgument ? ErrorCode::kUnsupported
+                                                                 : ErrorCode::kInternal,
+           "NCCL call ncclCommInitRankConfig failed: {} ({}){}", ncclGetErrorString(res),
+           static_cast<int>(res), lastError(global->comm));
+    }
+    if (global->comm == nullptr) {
+      fail(ErrorCode::kInternal, "ncclCommInitRankConfig returned no communicator");
+    }
+    waitReady(global->comm, "ncclCommInitRankConfig", timeout);
+  } catch (...) {
+    global->broken = true;  // the destructor aborts what was created
+    throw;
+  }
+  return global;
+}
+
+std::unique_ptr<LocalStage> createNcclGlobalStage(std::shared_ptr<NcclGlobal> global) {
+  return std::make_unique<NcclGlobalStage>(std::move(global));
+}
+
+#else
+
+struct NcclGlobal {};
+
+bool ncclBuilt() {
+  return false;
+}
+
+NcclId ncclGlobalUniqueId() {
+  fail(ErrorCode::kUnsupported, "nccl across nodes unavailable: this build has no NCCL");
+}
+
+std::shared_ptr<NcclGlobal> initNcclGlobal(const NcclId&, int, int, int,
+                                           std::chrono::milliseconds) {
+  fail(ErrorCode::kUnsupported, "nccl across nodes unavailable: this build has no NCCL");
+}
+
+std::unique_ptr<LocalStage> createNcclGlobalStage(std::shared_ptr<NcclGlobal>) {
+  fail(ErrorCode::kUnsupported, "nccl across nodes unavailable: this build has no NCCL");
+}
+
+#endif
+
+}  // namespace tpnode::collectives::cuda
