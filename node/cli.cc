@@ -43,6 +43,10 @@ void addClusterFlags(CLI::App& app, Options& o, std::string& tp_layout) {
   flag("local-transport", o.local_transport,
        "GPU ranks' all-reduce inside the node: auto (measured), nccl, p2p or host")
       ->group("Cluster");
+  flag("inter-transport", o.inter_transport,
+       "GPU ranks' all-reduce across nodes: auto (NCCL when it passes its check and measures "
+       "faster), mesh (the TCP mesh) or nccl")
+      ->group("Cluster");
   flag("cuda-graphs", o.cuda_graphs, "on or off: capture decode steps as CUDA graphs")
       ->group("Cluster");
   flag("connect-timeout", o.connect_timeout_s, "Seconds to wait for all peers")->group("Cluster");

@@ -21,6 +21,7 @@ struct Options {
   std::string devices;         // "0,2"
   std::string backend = "auto";
   std::string local_transport = "auto";  // GPU ranks' all-reduce: auto, nccl, p2p, host
+  std::string inter_transport = "auto";  // GPU ranks across nodes: auto, mesh, nccl
   std::string cuda_graphs = "on";        // on | off: CUDA graphs for decode steps
   double connect_timeout_s = 120;
   double liveness_timeout_s = 5;

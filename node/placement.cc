@@ -31,6 +31,11 @@ Placement resolvePlacement(const Options& o) {
   if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda") {
     fail(ErrorCode::kInvalidArgument, "--backend '{}' is not auto, cpu or cuda", o.backend);
   }
+  // Checked for every backend (CPU ranks ignore it), so that a typo never waits for a GPU host.
+  if (o.inter_transport != "auto" && o.inter_transport != "mesh" && o.inter_transport != "nccl") {
+    fail(ErrorCode::kInvalidArgument, "--inter-transport '{}' is not auto, mesh or nccl",
+         o.inter_transport);
+  }
   std::string why;
   const int visible = o.backend == "cpu" ? 0 : model::visibleCudaDevices(&why);
   if (o.backend == "cuda" || (o.backend == "auto" && visible > 0)) {

@@ -66,6 +66,7 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
     model::GpuNodeOptions g;
     g.devices = options.gpu_of_rank;
     g.transport = options.local_transport;
+    g.inter_transport = options.inter_transport;
     g.graphs = options.cuda_graphs;
     // Decode steps and short prefills in one call; longer all-reduces go in pieces.
     g.max_allreduce_floats = static_cast<size_t>(config.n_embd) * 256;

@@ -48,6 +48,7 @@ struct RankSetOptions {
   // GPU ranks (model/cuda/gpu_node.h) when not empty: CUDA device of each local rank.
   std::vector<int> gpu_of_rank;
   std::string local_transport = "auto";  // GPU ranks' all-reduce (--local-transport)
+  std::string inter_transport = "auto";  // GPU ranks across nodes (--inter-transport)
   bool cuda_graphs = true;
   // gatherTensor all-gathers at most this many bytes of each rank's slice at a time, so that
   // no message exceeds the mesh's frame limit (1 GiB) for any local tp. Must be the same on

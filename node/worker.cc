@@ -89,6 +89,7 @@ int runWorker(const Options& o, const LoadedModel& m, const Placement& placement
   ro.cpu_of_rank = placement.cpu_of_rank;
   ro.gpu_of_rank = placement.gpu_of_rank;
   ro.local_transport = o.local_transport;
+  ro.inter_transport = o.inter_transport;
   ro.cuda_graphs = o.cuda_graphs != "off" && o.cuda_graphs != "0";
   for (;;) {
     std::unique_ptr<mesh::Mesh> mesh = mesh::Mesh::connect(makeMeshOptions(o, m.identity));

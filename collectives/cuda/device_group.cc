@@ -373,7 +373,7 @@ void chooseInter(std::vector<std::unique_ptr<DeviceComm>>& comms, TransportRepor
          report.inter_reason, here);
   }
   if (inter.requested == InterTransport::kMesh) {
-    report.inter_reason = "forced (" + report.inter_reason + ")";
+    report.inter_reason = "forced";
     spdlog::info("[coll] inter-node: mesh ({})", report.inter_reason);
   } else if (report.inter_reason.rfind("measured", 0) == 0) {
     spdlog::info("[coll] inter-node: mesh ({})", report.inter_reason);

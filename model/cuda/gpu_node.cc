@@ -43,11 +43,15 @@ class CudaGpuNode final : public GpuNode {
         collectives::cuda::parseTransport(options_.transport, "--local-transport");
     // At least 256 KiB per call, so the transports' 16 KiB self-test always fits.
     options_.max_allreduce_floats = std::max<size_t>(options_.max_allreduce_floats, 1 << 16);
+    collectives::cuda::InterOptions inter;
+    inter.requested =
+        collectives::cuda::parseInterTransport(options_.inter_transport, "--inter-transport");
     group_ = collectives::cuda::DeviceGroup::create(host_comms_, options_.devices, t,
-                                                    options_.max_allreduce_floats);
+                                                    options_.max_allreduce_floats, 16 << 10, inter);
     const auto& rep = group_->report();
-    spdlog::info("[gpu] device all-reduce: {} ({})", collectives::cuda::transportName(rep.chosen),
-                 rep.reason);
+    spdlog::info("[gpu] device all-reduce: {} ({}); inter-node: {} ({})",
+                 collectives::cuda::transportName(rep.chosen), rep.reason,
+                 collectives::cuda::interTransportName(rep.inter), rep.inter_reason);
     for (const std::string& d : rep.demoted) spdlog::warn("[gpu] demoted: {}", d);
     for (size_t r = 0; r < host_comms_.size(); ++r)
       comms_.push_back(group_->communicator(static_cast<int>(r)));
@@ -80,7 +84,9 @@ class CudaGpuNode final : public GpuNode {
 
   std::string transportSummary() const override {
     const auto& rep = group_->report();
-    return std::string(collectives::cuda::transportName(rep.chosen)) + " (" + rep.reason + ")";
+    return std::string(collectives::cuda::transportName(rep.chosen)) + " (" + rep.reason +
+           "); inter-node: " + std::string(collectives::cuda::interTransportName(rep.inter)) +
+           " (" + rep.inter_reason + ")";
   }
   std::string transportName() const override {
     return std::string(collectives::cuda::transportName(group_->report().chosen));

@@ -32,8 +32,11 @@ bool gpuBackendBuilt();
 int visibleCudaDevices(std::string* why);
 
 struct GpuNodeOptions {
-  std::vector<int> devices;         // CUDA device of each local rank (may repeat)
-  std::string transport = "auto";   // auto | nccl | p2p | host (--local-transport)
+  std::vector<int> devices;        // CUDA device of each local rank (may repeat)
+  std::string transport = "auto";  // auto | nccl | p2p | host (--local-transport)
+  // auto | mesh | nccl (--inter-transport): across nodes, the TCP mesh or one NCCL communicator
+  // over all GPU ranks of all nodes; ignored on one node.
+  std::string inter_transport = "auto";
   size_t max_allreduce_floats = 0;  // largest all-reduce the ranks will issue
   bool graphs = true;               // CUDA graphs for decode steps (--cuda-graphs)
 };
@@ -46,7 +49,7 @@ class GpuNode {
   virtual std::unique_ptr<RankModel> makeRank(int local_rank, const ModelConfig& config,
                                               RankWeights weights, int64_t n_slots,
                                               int64_t n_ctx) = 0;
-  // "nccl (measured fastest: ...)" for the startup log and /metrics.
+  // "nccl (measured fastest: ...); inter-node: mesh (...)" for the startup log and /metrics.
   virtual std::string transportSummary() const = 0;
   virtual std::string transportName() const = 0;
 };

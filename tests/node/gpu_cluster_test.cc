@@ -2,7 +2,11 @@
 // on CUDA device 0 (--devices 0,0 puts two local ranks on one GPU; two processes share it too),
 // must produce llama.cpp's greedy tokens on the F32 reference models (GPU ranks match
 // llama.cpp within 5e-5 per logits row there, so the greedy ids are equal). This exercises the
-// hierarchical path of GPU ranks: local device all-reduce, host staging, the TCP mesh.
+// hierarchical path of GPU ranks: local device all-reduce, host staging, the TCP mesh. On
+// several nodes `--inter-transport` is auto: both processes share device 0, so NCCL across
+// nodes refuses (duplicate GPUs) and every node falls back to the mesh and says so; forced
+// nccl must then fail at startup naming the flag. NCCL's bootstrap sockets stay on loopback
+// (NCCL_SOCKET_IFNAME=lo).
 // Skipped with "skipped: no CUDA device" where there is none.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -45,6 +49,9 @@ struct Case {
   std::string transport;  // --local-transport
 };
 
+// The environment of every tpnode process here: NCCL bootstraps over loopback only.
+const std::vector<std::string> kEnv = {"NCCL_SOCKET_IFNAME=lo"};
+
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.model << "/" << c.prompt << " " << c.nodes << "x" << c.tp << " " << c.transport;
 }
@@ -64,24 +71,33 @@ TEST_P(GpuClusterTest, GreedyTokensMatchLlamaCpp) {
   for (int r = 0; r < c.tp; ++r) devices += r ? ",0" : "0";
   std::vector<std::unique_ptr<Process>> procs;
   for (int n = c.nodes - 1; n >= 0; --n) {
-    std::vector<std::string> a = {"--model", ref + "models/" + c.model + ".gguf",
-                                  "--node-id", std::to_string(n),
-                                  "--peers", peers,
-                                  "--tp", std::to_string(c.tp),
-                                  "--backend", "cuda",
-                                  "--devices", devices,
-                                  "--local-transport", c.transport,
-                                  "--connect-timeout", "30",
-                                  "--log-level", "info"};
+    std::vector<std::string> a = {"--model",
+                                  ref + "models/" + c.model + ".gguf",
+                                  "--node-id",
+                                  std::to_string(n),
+                                  "--peers",
+                                  peers,
+                                  "--tp",
+                                  std::to_string(c.tp),
+                                  "--backend",
+                                  "cuda",
+                                  "--devices",
+                                  devices,
+                                  "--local-transport",
+                                  c.transport,
+                                  "--connect-timeout",
+                                  "30",
+                                  "--log-level",
+                                  "info"};
     if (n == 0) {
-      for (const std::string& s : {std::string("--prompt"),
-                                   readFile(ref + "prompts/" + c.prompt + ".txt"),
-                                   std::string("-n"), std::string("32"), std::string("--json")}) {
+      for (const std::string& s :
+           {std::string("--prompt"), readFile(ref + "prompts/" + c.prompt + ".txt"),
+            std::string("-n"), std::string("32"), std::string("--json")}) {
         a.push_back(s);
       }
     }
     procs.push_back(std::make_unique<Process>(
-        a, std::vector<std::string>{},
+        a, kEnv,
         ::testing::TempDir() + "/gpu_cluster_" + std::to_string(c.nodes) + "x" +
             std::to_string(c.tp) + "_" + c.transport + "_n" + std::to_string(n) + ".log"));
   }
@@ -93,7 +109,12 @@ TEST_P(GpuClusterTest, GreedyTokensMatchLlamaCpp) {
   }
   const std::string log0 = procs[0]->log();
   EXPECT_NE(log0.find("on cuda:0"), std::string::npos) << "the ranks did not run on the GPU:\n"
-                                                         << log0;
+                                                       << log0;
+  if (c.nodes > 1) {
+    // Both processes are on device 0: NCCL across nodes is refused, the mesh is used.
+    EXPECT_NE(log0.find("inter-node: nccl not used: "), std::string::npos) << log0;
+    EXPECT_NE(log0.find("inter-node: mesh"), std::string::npos) << log0;
+  }
   nlohmann::json out;
   std::istringstream lines(log0);
   for (std::string line; std::getline(lines, line);) {
@@ -104,22 +125,67 @@ TEST_P(GpuClusterTest, GreedyTokensMatchLlamaCpp) {
   EXPECT_EQ(out["ids"], expected["generated_ids"]) << log0;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Layouts, GpuClusterTest,
-    ::testing::Values(Case{"llama-tiny-f32", "en_sentence", 1, 1, "auto"},
-                      Case{"llama-tiny-f32", "en_sentence", 1, 2, "p2p"},
-                      Case{"llama-tiny-f32", "en_sentence", 1, 2, "host"},
-                      Case{"llama-tiny-f32", "paragraph", 2, 1, "auto"},
-                      Case{"qwen2-tiny-f32", "en_sentence", 2, 2, "p2p"},
-                      Case{"llama-tiny-kv1-f32", "paragraph", 2, 2, "host"}),
-    [](const ::testing::TestParamInfo<Case>& i) {
-      std::string s = i.param.model + "_" + i.param.prompt + "_" + std::to_string(i.param.nodes) +
-                      "x" + std::to_string(i.param.tp) + "_" + i.param.transport;
-      for (char& ch : s) {
-        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      }
-      return s;
-    });
+// --inter-transport nccl with both nodes on device 0: NCCL refuses duplicate GPUs, so every
+// node fails at startup (nonzero exit) with a message naming the flag and the fix.
+TEST(GpuClusterInterTest, ForcedNcclFailsAtStartupNamingTheFlag) {
+  if (!haveDevice()) GTEST_SKIP() << "skipped: no CUDA device";
+  const std::string shared = testing_support::sharedDir();
+  if (shared.empty()) GTEST_SKIP() << "skipped: ../shared/reference not found";
+  const std::string model = shared + "/reference/models/llama-tiny-f32.gguf";
+  const std::string peers = mesh::test::loopbackPeers(2);
+  std::vector<std::unique_ptr<Process>> procs;
+  for (int n = 1; n >= 0; --n) {
+    std::vector<std::string> a = {"--model",
+                                  model,
+                                  "--node-id",
+                                  std::to_string(n),
+                                  "--peers",
+                                  peers,
+                                  "--tp",
+                                  "1",
+                                  "--backend",
+                                  "cuda",
+                                  "--devices",
+                                  "0",
+                                  "--inter-transport",
+                                  "nccl",
+                                  "--connect-timeout",
+                                  "30",
+                                  "--log-level",
+                                  "info"};
+    if (n == 0) {
+      for (const char* x : {"--prompt", "Hello", "-n", "4"}) a.emplace_back(x);
+    }
+    procs.push_back(std::make_unique<Process>(
+        a, kEnv, ::testing::TempDir() + "/gpu_cluster_inter_nccl_n" + std::to_string(n) + ".log"));
+  }
+  std::reverse(procs.begin(), procs.end());
+  const int rc0 = procs[0]->wait(120s);
+  const int rc1 = procs[1]->wait(120s);
+  const std::string log0 = procs[0]->log();
+  // A refusal, not a hang (-1: killed at the deadline) nor a crash (128 + signal).
+  EXPECT_TRUE(rc0 > 0 && rc0 < 128) << rc0 << "\n" << log0;
+  EXPECT_TRUE(rc1 > 0 && rc1 < 128) << rc1 << "\n" << procs[1]->log();
+  EXPECT_NE(log0.find("--inter-transport nccl"), std::string::npos) << log0;
+  EXPECT_NE(log0.find("--inter-transport mesh"), std::string::npos) << log0;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, GpuClusterTest,
+                         ::testing::Values(Case{"llama-tiny-f32", "en_sentence", 1, 1, "auto"},
+                                           Case{"llama-tiny-f32", "en_sentence", 1, 2, "p2p"},
+                                           Case{"llama-tiny-f32", "en_sentence", 1, 2, "host"},
+                                           Case{"llama-tiny-f32", "paragraph", 2, 1, "auto"},
+                                           Case{"qwen2-tiny-f32", "en_sentence", 2, 2, "p2p"},
+                                           Case{"llama-tiny-kv1-f32", "paragraph", 2, 2, "host"}),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           std::string s = i.param.model + "_" + i.param.prompt + "_" +
+                                           std::to_string(i.param.nodes) + "x" +
+                                           std::to_string(i.param.tp) + "_" + i.param.transport;
+                           for (char& ch : s) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return s;
+                         });
 
 }  // namespace
 }  // namespace tpnode::node

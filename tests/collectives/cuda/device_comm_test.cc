@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -340,6 +341,120 @@ TEST(DEVICE_COMM_SUITE, TwoNodesP2pTransport) {
 TEST(DEVICE_COMM_SUITE, TwoNodesAuto) {
   REQUIRE_DEVICE();
   checkMultiNode(Transport::kAuto);
+}
+
+// NCCL across nodes (InterOptions). Two "nodes" as threads over FakeNetwork, `locals` GPU
+// ranks each, all on device 0: NCCL refuses duplicate GPUs (ncclCommInitRank fails on every
+// rank; with one local rank the check reaches the init step), so auto falls back to the mesh
+// with the reason and forced nccl is refused. NCCL's bootstrap stays on loopback.
+struct InterRun {
+  std::vector<TransportReport> reports;  // per node, when create succeeded
+  std::vector<std::string> errors;       // per node, the Error's text ("" when none)
+  std::vector<ErrorCode> codes;          // per node
+  std::vector<std::vector<std::vector<std::vector<float>>>> results;  // per node
+};
+
+InterRun runInter(InterTransport inter, int locals, const std::vector<size_t>& counts) {
+  setenv("NCCL_SOCKET_IFNAME", "lo", 0);
+  const int nodes = 2;
+  auto net = testing::FakeNetwork::create(nodes);
+  InterRun run;
+  run.reports.resize(nodes);
+  run.errors.assign(nodes, "");
+  run.codes.assign(nodes, ErrorCode::kInternal);
+  run.results.resize(nodes);
+  testing::runRanks(nodes, [&](int n) {
+    const size_t un = static_cast<size_t>(n);
+    TP_CUDA(cudaSetDevice(0));
+    auto mesh = net->mesh(n);
+    auto node_group = NodeGroup::create(mesh.get(), locals,
+                                        testing::testOptions(InterAlgo::kAuto, HierMode::kAuto));
+    std::vector<std::unique_ptr<Communicator>> owned;
+    std::vector<Communicator*> ptrs;
+    for (int l = 0; l < locals; ++l) {
+      owned.push_back(node_group->communicator(l));
+      ptrs.push_back(owned.back().get());
+    }
+    const std::vector<int> devices(static_cast<size_t>(locals), 0);
+    InterOptions options;
+    options.requested = inter;
+    options.init_timeout = std::chrono::seconds(30);
+    std::unique_ptr<DeviceGroup> group;
+    try {
+      group = DeviceGroup::create(ptrs, devices, Transport::kAuto, 4096, 16 << 10, options);
+    } catch (const Error& e) {
+      run.errors[un] = e.what();
+      run.codes[un] = e.code();
+      return;
+    }
+    run.reports[un] = group->report();
+    run.results[un] = runAllReduces(*group, devices, counts, group->report().chosen);
+  });
+  return run;
+}
+
+TEST(DEVICE_COMM_SUITE, InterAutoFallsBackToTheMeshWhenNcclRefusesDuplicateGpus) {
+  REQUIRE_DEVICE();
+  const std::vector<size_t> counts = {1, 1000, 4096};
+  for (int locals : {1, 2}) {
+    SCOPED_TRACE(locals);
+    InterRun run = runInter(InterTransport::kAuto, locals, counts);
+    for (int n = 0; n < 2; ++n) {
+      const size_t un = static_cast<size_t>(n);
+      ASSERT_EQ(run.errors[un], "") << "node " << n;
+      EXPECT_EQ(run.reports[un].inter, InterTransport::kMesh);
+      const std::string& why = run.reports[un].inter_reason;
+      EXPECT_NE(why.find("nccl not used: "), std::string::npos) << why;
+      if (!ncclBuilt()) {
+        EXPECT_NE(why.find("built without NCCL"), std::string::npos) << why;
+      } else if (locals == 1) {
+        EXPECT_NE(why.find("ncclCommInitRank"), std::string::npos) << why;
+        EXPECT_NE(why.find("rank(s) 0,1"), std::string::npos) << why;
+      } else {
+        EXPECT_NE(why.find("share a GPU"), std::string::npos) << why;
+      }
+      expectAll(run.results[un], counts,
+                [&](size_t i) { return localSum(0, locals, i) + localSum(locals, locals, i); });
+    }
+    // Every node took the same decision for the same reason.
+    EXPECT_EQ(run.reports[0].inter_reason.substr(0, run.reports[0].inter_reason.find(" (here")),
+              run.reports[1].inter_reason.substr(0, run.reports[1].inter_reason.find(" (here")));
+  }
+}
+
+TEST(DEVICE_COMM_SUITE, InterNcclForcedIsRefusedWhenNcclCannotRun) {
+  REQUIRE_DEVICE();
+  InterRun run = runInter(InterTransport::kNccl, 1, {1});
+  for (int n = 0; n < 2; ++n) {
+    const size_t un = static_cast<size_t>(n);
+    EXPECT_EQ(run.codes[un], ErrorCode::kUnsupported) << run.errors[un];
+    EXPECT_NE(run.errors[un].find("--inter-transport nccl"), std::string::npos) << run.errors[un];
+    EXPECT_NE(run.errors[un].find("--inter-transport mesh"), std::string::npos) << run.errors[un];
+  }
+}
+
+TEST(DEVICE_COMM_SUITE, InterMeshForcedKeepsTheMesh) {
+  REQUIRE_DEVICE();
+  const std::vector<size_t> counts = {1000};
+  InterRun run = runInter(InterTransport::kMesh, 2, counts);
+  for (int n = 0; n < 2; ++n) {
+    const size_t un = static_cast<size_t>(n);
+    ASSERT_EQ(run.errors[un], "");
+    EXPECT_EQ(run.reports[un].inter, InterTransport::kMesh);
+    EXPECT_EQ(run.reports[un].inter_reason.rfind("forced", 0), 0u) << run.reports[un].inter_reason;
+    expectAll(run.results[un], counts,
+              [&](size_t i) { return localSum(0, 2, i) + localSum(2, 2, i); });
+  }
+}
+
+TEST(DEVICE_COMM_SUITE, InterIsIgnoredOnOneNode) {
+  REQUIRE_DEVICE();
+  auto host = localComms(1);
+  InterOptions options;
+  options.requested = InterTransport::kNccl;
+  auto group = DeviceGroup::create(host.ptrs, {0}, Transport::kHost, 4096, 16 << 10, options);
+  EXPECT_EQ(group->report().inter, InterTransport::kMesh);
+  EXPECT_EQ(group->report().inter_reason, "one node");
 }
 
 }  // namespace
