@@ -57,27 +57,19 @@ void waitReady(ncclComm_t comm, const char* call, std::chrono::milliseconds time
 struct NcclGlobal {
   int device = 0;
   ncclComm_t comm = nullptr;
-  std::atomic<bool> broken{false};  // a call failed or timed out: abort instead of destroy
 
   NcclGlobal() = default;
   NcclGlobal(const NcclGlobal&) = delete;
   NcclGlobal& operator=(const NcclGlobal&) = delete;
+  // Teardown is local and bounded: ncclCommAbort frees the communicator without the
+  // finalize handshake, which could wait for peers (other nodes, or local ranks destroyed later
+  // on the same thread) that are already gone. The rank's GPU work has finished by then.
   ~NcclGlobal() {
     if (comm == nullptr) return;
     int previous = 0;
     (void)cudaGetDevice(&previous);
     (void)cudaSetDevice(device);
-    bool clean = !broken.load();
-    if (clean) {
-      try {
-        const ncclResult_t res = ncclCommFinalize(comm);
-        clean = res == ncclSuccess || res == ncclInProgress;
-        if (clean) waitReady(comm, "ncclCommFinalize", kFinalizeTimeout);
-      } catch (const Error&) {
-        clean = false;
-      }
-    }
-    (void)(clean ? ncclCommDestroy(comm) : ncclCommAbort(comm));
+    (void)ncclCommAbort(comm);
     (void)cudaSetDevice(previous);
   }
 };
@@ -88,21 +80,15 @@ class NcclGlobalStage final : public LocalStage {
  public:
   explicit NcclGlobalStage(std::shared_ptr<NcclGlobal> global) : global_(std::move(global)) {}
   void reduce(float* data, size_t count, cudaStream_t stream) override {
-    try {
-      const ncclResult_t res =
-          ncclAllReduce(data, data, count, ncclFloat, ncclSum, global_->comm, stream);
-      if (res == ncclInProgress) {
-        waitReady(global_->comm, "ncclAllReduce", kCallTimeout);
-      } else if (res != ncclSuccess) {
-        ncclFail(res, "ncclAllReduce (inter-node)", __FILE__, __LINE__);
-      }
-    } catch (...) {
-      global_->broken = true;
-      throw;
+    const ncclResult_t res =
+        ncclAllReduce(data, data, count, ncclFloat, ncclSum, global_->comm, stream);
+    if (res == ncclInProgress) {
+      waitReady(global_->comm, "ncclAllReduce", kCallTimeout);
+    } else if (res != ncclSuccess) {
+      ncclFail(res, "ncclAllReduce (inter-node)", __FILE__, __LINE__);
     }
   }
   bool capturable() const override { return true; }
-  void abort(const std::string&) override { global_->broken = true; }
 
  private:
   std::shared_ptr<NcclGlobal> global_;
@@ -133,21 +119,17 @@ std::shared_ptr<NcclGlobal> initNcclGlobal(const NcclId& id, int nranks, int ran
   config.blocking = 0;
   TP_CUDA(cudaSetDevice(device));
   const ncclResult_t res = ncclCommInitRankConfig(&global->comm, nranks, uid, rank, &config);
-  try {
-    if (res != ncclSuccess && res != ncclInProgress) {
-      fail(res == ncclInvalidUsage || res == ncclInvalidArgument ? ErrorCode::kUnsupported
-                                                                 : ErrorCode::kInternal,
-           "NCCL call ncclCommInitRankConfig failed: {} ({}){}", ncclGetErrorString(res),
-           static_cast<int>(res), lastError(global->comm));
-    }
-    if (global->comm == nullptr) {
-      fail(ErrorCode::kInternal, "ncclCommInitRankConfig returned no communicator");
-    }
-    waitReady(global->comm, "ncclCommInitRankConfig", timeout);
-  } catch (...) {
-    global->broken = true;  // the destructor aborts what was created
-    throw;
+  // On any failure below, `global`'s destructor aborts what was created.
+  if (res != ncclSuccess && res != ncclInProgress) {
+    fail(res == ncclInvalidUsage || res == ncclInvalidArgument ? ErrorCode::kUnsupported
+                                                               : ErrorCode::kInternal,
+         "NCCL call ncclCommInitRankConfig failed: {} ({}){}", ncclGetErrorString(res),
+         static_cast<int>(res), lastError(global->comm));
   }
+  if (global->comm == nullptr) {
+    fail(ErrorCode::kInternal, "ncclCommInitRankConfig returned no communicator");
+  }
+  waitReady(global->comm, "ncclCommInitRankConfig", timeout);
   return global;
 }
 
