@@ -49,9 +49,7 @@ class CudaGpuNode final : public GpuNode {
     group_ = collectives::cuda::DeviceGroup::create(host_comms_, options_.devices, t,
                                                     options_.max_allreduce_floats, 16 << 10, inter);
     const auto& rep = group_->report();
-    spdlog::info("[gpu] device all-reduce: {} ({}); inter-node: {} ({})",
-                 collectives::cuda::transportName(rep.chosen), rep.reason,
-                 collectives::cuda::interTransportName(rep.inter), rep.inter_reason);
+    spdlog::info("[gpu] device all-reduce: {}", transportSummary());
     for (const std::string& d : rep.demoted) spdlog::warn("[gpu] demoted: {}", d);
     for (size_t r = 0; r < host_comms_.size(); ++r)
       comms_.push_back(group_->communicator(static_cast<int>(r)));
@@ -84,9 +82,15 @@ class CudaGpuNode final : public GpuNode {
 
   std::string transportSummary() const override {
     const auto& rep = group_->report();
-    return std::string(collectives::cuda::transportName(rep.chosen)) + " (" + rep.reason +
-           "); inter-node: " + std::string(collectives::cuda::interTransportName(rep.inter)) +
-           " (" + rep.inter_reason + ")";
+    const std::string local =
+        std::string(collectives::cuda::transportName(rep.chosen)) + " (" + rep.reason + ")";
+    if (rep.inter == collectives::cuda::InterTransport::kNccl) {
+      return "one NCCL communicator across nodes; inter-node: nccl (" + rep.inter_reason +
+             "); the local transport " + local + " is not used";
+    }
+    return local +
+           "; inter-node: " + std::string(collectives::cuda::interTransportName(rep.inter)) + " (" +
+           rep.inter_reason + ")";
   }
   std::string transportName() const override {
     return std::string(collectives::cuda::transportName(group_->report().chosen));

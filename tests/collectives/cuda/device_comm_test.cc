@@ -28,6 +28,10 @@
 namespace tpnode::collectives::cuda {
 namespace {
 
+// NCCL's bootstrap sockets stay on loopback in these tests (set before any NCCL call in the
+// process: NCCL reads it once; a value from the environment is kept).
+const bool kNcclOnLoopback = setenv("NCCL_SOCKET_IFNAME", "lo", 0) == 0;
+
 bool haveDevice() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
@@ -355,7 +359,7 @@ struct InterRun {
 };
 
 InterRun runInter(InterTransport inter, int locals, const std::vector<size_t>& counts) {
-  setenv("NCCL_SOCKET_IFNAME", "lo", 0);
+  EXPECT_TRUE(kNcclOnLoopback);
   const int nodes = 2;
   auto net = testing::FakeNetwork::create(nodes);
   InterRun run;
