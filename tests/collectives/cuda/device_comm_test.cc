@@ -83,13 +83,15 @@ HostComms localComms(int ranks) {
 std::vector<std::vector<std::vector<float>>> runAllReduces(DeviceGroup& group,
                                                            const std::vector<int>& devices,
                                                            const std::vector<size_t>& counts,
-                                                           Transport expect) {
+                                                           Transport expect,
+                                                           int* capturable0 = nullptr) {
   const size_t ranks = devices.size();
   std::vector<std::vector<std::vector<float>>> out(ranks);
   testing::runRanks(static_cast<int>(ranks), [&](int r) {
     TP_CUDA(cudaSetDevice(devices[static_cast<size_t>(r)]));
     auto comm = group.communicator(r);
     EXPECT_EQ(comm->transport(), expect);
+    if (capturable0 != nullptr && r == 0) *capturable0 = comm->capturable() ? 1 : 0;
     size_t max = 0;
     for (size_t c : counts) max = std::max(max, c);
     Stream stream(devices[static_cast<size_t>(r)]);
@@ -355,10 +357,13 @@ struct InterRun {
   std::vector<TransportReport> reports;  // per node, when create succeeded
   std::vector<std::string> errors;       // per node, the Error's text ("" when none)
   std::vector<ErrorCode> codes;          // per node
+  std::vector<int> capturable;           // per node: local rank 0's DeviceComm::capturable()
   std::vector<std::vector<std::vector<std::vector<float>>>> results;  // per node
 };
 
-InterRun runInter(InterTransport inter, int locals, const std::vector<size_t>& counts) {
+// distinct: node n's ranks on device n (else all on device 0).
+InterRun runInter(InterTransport inter, int locals, const std::vector<size_t>& counts,
+                  bool distinct = false) {
   EXPECT_TRUE(kNcclOnLoopback);
   const int nodes = 2;
   auto net = testing::FakeNetwork::create(nodes);
@@ -366,10 +371,12 @@ InterRun runInter(InterTransport inter, int locals, const std::vector<size_t>& c
   run.reports.resize(nodes);
   run.errors.assign(nodes, "");
   run.codes.assign(nodes, ErrorCode::kInternal);
+  run.capturable.assign(nodes, -1);
   run.results.resize(nodes);
   testing::runRanks(nodes, [&](int n) {
     const size_t un = static_cast<size_t>(n);
-    TP_CUDA(cudaSetDevice(0));
+    const int device = distinct ? n : 0;
+    TP_CUDA(cudaSetDevice(device));
     auto mesh = net->mesh(n);
     auto node_group = NodeGroup::create(mesh.get(), locals,
                                         testing::testOptions(InterAlgo::kAuto, HierMode::kAuto));
@@ -379,7 +386,7 @@ InterRun runInter(InterTransport inter, int locals, const std::vector<size_t>& c
       owned.push_back(node_group->communicator(l));
       ptrs.push_back(owned.back().get());
     }
-    const std::vector<int> devices(static_cast<size_t>(locals), 0);
+    const std::vector<int> devices(static_cast<size_t>(locals), device);
     InterOptions options;
     options.requested = inter;
     options.init_timeout = std::chrono::seconds(30);
@@ -392,7 +399,8 @@ InterRun runInter(InterTransport inter, int locals, const std::vector<size_t>& c
       return;
     }
     run.reports[un] = group->report();
-    run.results[un] = runAllReduces(*group, devices, counts, group->report().chosen);
+    run.results[un] =
+        runAllReduces(*group, devices, counts, group->report().chosen, &run.capturable[un]);
   });
   return run;
 }
@@ -448,6 +456,37 @@ TEST(DEVICE_COMM_SUITE, InterMeshForcedKeepsTheMesh) {
     EXPECT_EQ(run.reports[un].inter_reason.rfind("forced", 0), 0u) << run.reports[un].inter_reason;
     expectAll(run.results[un], counts,
               [&](size_t i) { return localSum(0, 2, i) + localSum(2, 2, i); });
+  }
+}
+
+// One rank per node on distinct devices (two GPUs, or the emulated NCCL): forced nccl takes
+// NCCL across nodes and sums correctly; auto checks, times and picks one, the same on both
+// nodes.
+TEST(DEVICE_COMM_SUITE, InterNcclAcrossNodesOnDistinctDevices) {
+  REQUIRE_DEVICE();
+  int n = 0;
+  TP_CUDA(cudaGetDeviceCount(&n));
+  if (n < 2) GTEST_SKIP() << "skipped: needs 2 CUDA devices";
+  if (!ncclBuilt()) GTEST_SKIP() << "skipped: this build has no NCCL";
+  const std::vector<size_t> counts = {1, 1000, 4096};
+  // Two terms: NCCL's order and the serial one give the same bits.
+  auto want = [](size_t i) { return value(0, i) + value(1, i); };
+  InterRun forced = runInter(InterTransport::kNccl, 1, counts, true);
+  for (size_t node = 0; node < 2; ++node) {
+    ASSERT_EQ(forced.errors[node], "") << "node " << node;
+    EXPECT_EQ(forced.reports[node].inter, InterTransport::kNccl);
+    EXPECT_NE(forced.reports[node].inter_reason.find("forced"), std::string::npos)
+        << forced.reports[node].inter_reason;
+    expectAll(forced.results[node], counts, want);
+    EXPECT_EQ(forced.capturable[node], 1) << "one ncclAllReduce must be capturable";
+  }
+  InterRun automatic = runInter(InterTransport::kAuto, 1, counts, true);
+  for (size_t node = 0; node < 2; ++node) {
+    ASSERT_EQ(automatic.errors[node], "") << "node " << node;
+    EXPECT_EQ(automatic.reports[node].inter, automatic.reports[0].inter);
+    EXPECT_EQ(automatic.reports[node].inter_reason.rfind("measured nccl ", 0), 0u)
+        << automatic.reports[node].inter_reason;
+    expectAll(automatic.results[node], counts, want);
   }
 }
 
