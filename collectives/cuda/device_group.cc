@@ -363,7 +363,13 @@ void chooseInter(std::vector<std::unique_ptr<DeviceComm>>& comms, TransportRepor
           comms[r]->rank(), comms[r]->size(), comms[r]->transport(), max_count,
           createNcclGlobalStage(std::move(sel.globals[r])), nullptr));
     }
-    comms = std::move(nccl);
+    comms = std::move(nccl);  // the mesh path's buffers are freed here
+    // cudaFree / cudaFreeHost synchronise the device: no rank may enqueue an NCCL all-reduce
+    // (which waits on the GPU for every peer) while a peer still frees the check's buffers,
+    // or the two wait for each other. So every rank of every node meets here once first.
+    runLocalRanks(
+        devices, [&](int r) { host_comms[static_cast<size_t>(r)]->barrier(); },
+        [](const std::string&) {});
     return;
   }
   if (inter.requested == InterTransport::kNccl) {
