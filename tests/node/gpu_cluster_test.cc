@@ -16,21 +16,13 @@
 #include "tests/mesh/free_ports.h"
 #include "tests/mesh/process.h"
 #include "tests/model/shared_dir.h"
+#include "tests/support/cuda_device.h"
 
 namespace tpnode::node {
 namespace {
 
 using mesh::test::Process;
 using namespace std::chrono_literals;
-
-bool haveDevice() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return n > 0;
-}
 
 std::string readFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -52,7 +44,7 @@ void PrintTo(const Case& c, std::ostream* os) {
 class GpuClusterTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GpuClusterTest, GreedyTokensMatchLlamaCpp) {
-  if (!haveDevice()) GTEST_SKIP() << "skipped: no CUDA device";
+  TP_SKIP_WITHOUT_CUDA_DEVICE();
   const Case& c = GetParam();
   const std::string shared = testing_support::sharedDir();
   if (shared.empty()) GTEST_SKIP() << "skipped: ../shared/reference not found";
@@ -64,19 +56,28 @@ TEST_P(GpuClusterTest, GreedyTokensMatchLlamaCpp) {
   for (int r = 0; r < c.tp; ++r) devices += r ? ",0" : "0";
   std::vector<std::unique_ptr<Process>> procs;
   for (int n = c.nodes - 1; n >= 0; --n) {
-    std::vector<std::string> a = {"--model", ref + "models/" + c.model + ".gguf",
-                                  "--node-id", std::to_string(n),
-                                  "--peers", peers,
-                                  "--tp", std::to_string(c.tp),
-                                  "--backend", "cuda",
-                                  "--devices", devices,
-                                  "--local-transport", c.transport,
-                                  "--connect-timeout", "30",
-                                  "--log-level", "info"};
+    std::vector<std::string> a = {"--model",
+                                  ref + "models/" + c.model + ".gguf",
+                                  "--node-id",
+                                  std::to_string(n),
+                                  "--peers",
+                                  peers,
+                                  "--tp",
+                                  std::to_string(c.tp),
+                                  "--backend",
+                                  "cuda",
+                                  "--devices",
+                                  devices,
+                                  "--local-transport",
+                                  c.transport,
+                                  "--connect-timeout",
+                                  "30",
+                                  "--log-level",
+                                  "info"};
     if (n == 0) {
-      for (const std::string& s : {std::string("--prompt"),
-                                   readFile(ref + "prompts/" + c.prompt + ".txt"),
-                                   std::string("-n"), std::string("32"), std::string("--json")}) {
+      for (const std::string& s :
+           {std::string("--prompt"), readFile(ref + "prompts/" + c.prompt + ".txt"),
+            std::string("-n"), std::string("32"), std::string("--json")}) {
         a.push_back(s);
       }
     }
@@ -93,7 +94,7 @@ TEST_P(GpuClusterTest, GreedyTokensMatchLlamaCpp) {
   }
   const std::string log0 = procs[0]->log();
   EXPECT_NE(log0.find("on cuda:0"), std::string::npos) << "the ranks did not run on the GPU:\n"
-                                                         << log0;
+                                                       << log0;
   nlohmann::json out;
   std::istringstream lines(log0);
   for (std::string line; std::getline(lines, line);) {
@@ -104,22 +105,22 @@ TEST_P(GpuClusterTest, GreedyTokensMatchLlamaCpp) {
   EXPECT_EQ(out["ids"], expected["generated_ids"]) << log0;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Layouts, GpuClusterTest,
-    ::testing::Values(Case{"llama-tiny-f32", "en_sentence", 1, 1, "auto"},
-                      Case{"llama-tiny-f32", "en_sentence", 1, 2, "p2p"},
-                      Case{"llama-tiny-f32", "en_sentence", 1, 2, "host"},
-                      Case{"llama-tiny-f32", "paragraph", 2, 1, "auto"},
-                      Case{"qwen2-tiny-f32", "en_sentence", 2, 2, "p2p"},
-                      Case{"llama-tiny-kv1-f32", "paragraph", 2, 2, "host"}),
-    [](const ::testing::TestParamInfo<Case>& i) {
-      std::string s = i.param.model + "_" + i.param.prompt + "_" + std::to_string(i.param.nodes) +
-                      "x" + std::to_string(i.param.tp) + "_" + i.param.transport;
-      for (char& ch : s) {
-        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      }
-      return s;
-    });
+INSTANTIATE_TEST_SUITE_P(Layouts, GpuClusterTest,
+                         ::testing::Values(Case{"llama-tiny-f32", "en_sentence", 1, 1, "auto"},
+                                           Case{"llama-tiny-f32", "en_sentence", 1, 2, "p2p"},
+                                           Case{"llama-tiny-f32", "en_sentence", 1, 2, "host"},
+                                           Case{"llama-tiny-f32", "paragraph", 2, 1, "auto"},
+                                           Case{"qwen2-tiny-f32", "en_sentence", 2, 2, "p2p"},
+                                           Case{"llama-tiny-kv1-f32", "paragraph", 2, 2, "host"}),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           std::string s = i.param.model + "_" + i.param.prompt + "_" +
+                                           std::to_string(i.param.nodes) + "x" +
+                                           std::to_string(i.param.tp) + "_" + i.param.transport;
+                           for (char& ch : s) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return s;
+                         });
 
 }  // namespace
 }  // namespace tpnode::node

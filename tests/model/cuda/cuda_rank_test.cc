@@ -27,22 +27,13 @@
 
 #include "model/cuda/gpu_node.h"
 #include "tests/model/reference_cases.h"
+#include "tests/support/cuda_device.h"
 #include "tools/test_model.h"
 
 namespace tpnode::testing_support {
 namespace {
 
-bool haveDevice() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return n > 0;
-}
-
-#define SKIP_WITHOUT_GPU() \
-  if (!haveDevice()) GTEST_SKIP() << "skipped: no CUDA device"
+#define SKIP_WITHOUT_GPU() TP_SKIP_WITHOUT_CUDA_DEVICE()
 
 struct GpuRun {
   int tp = 1;
