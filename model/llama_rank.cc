@@ -20,20 +20,12 @@ LlamaRank::LlamaRank(const ModelConfig& config, RankWeights weights,
       comm_(comm),
       pool_(pool),
       kv_(config.n_layer, n_slots, n_ctx, weights_.n_head_kv, config.head_dim) {
-  const Matrix& w = weights_.head();
-  const int64_t local = weights_.vocab_end - weights_.vocab_begin;
-  if (local != config_.n_vocab && w.rows == config_.n_vocab) {
-    // Tied head, vocab-parallel: keep this rank's rows of the replicated token_embd.
-    head_slice_.type = w.type;
-    head_slice_.rows = local;
-    head_slice_.cols = w.cols;
-    head_slice_.row_bytes = w.row_bytes;
-    head_slice_.data = HostBuffer(static_cast<size_t>(local) * w.row_bytes);
-    std::memcpy(head_slice_.data.data(), w.row(weights_.vocab_begin), head_slice_.data.size());
-    // The copy is the head's alone, so it can take the projections' kernel layout: a batch of
-    // logits rows (serving: one per running sequence) then runs on the GEMM tiles instead of
-    // one dot product per row and token.
-    head_slice_ = kernels::packWeights(std::move(head_slice_));
+  if (weights_.needsTiedHeadSlice()) {
+    // Tied head, vocab-parallel: keep this rank's rows of the replicated token_embd. The copy is
+    // the head's alone, so it can take the projections' kernel layout: a batch of logits rows
+    // (serving: one per running sequence) then runs on the GEMM tiles instead of one dot product
+    // per row and token.
+    head_slice_ = kernels::packWeights(tiedHeadSlice(weights_));
   }
 }
 

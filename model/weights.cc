@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/check.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "model/kernels/cpu/matmul.h"
@@ -173,6 +174,19 @@ RankWeights loadRankWeights(const GgufFile& file, const ModelConfig& c, const Sh
   spdlog::info("[model] rank {}: loaded {} tensors, {:.1f} MiB in {:.2f} s", rank, L.tensors(),
                L.bytes() / 1048576.0, L.seconds());
   return w;
+}
+
+Matrix tiedHeadSlice(const RankWeights& w) {
+  const Matrix& e = w.token_embd;
+  TP_CHECK(w.needsTiedHeadSlice() && e.interleave == 1, "no tied head slice to take");
+  Matrix slice;
+  slice.type = e.type;
+  slice.rows = w.vocab_end - w.vocab_begin;
+  slice.cols = e.cols;
+  slice.row_bytes = e.row_bytes;
+  slice.data = HostBuffer(static_cast<size_t>(slice.rows) * e.row_bytes);
+  std::memcpy(slice.data.data(), e.row(w.vocab_begin), slice.data.size());
+  return slice;
 }
 
 }  // namespace tpnode::model

@@ -51,7 +51,16 @@ struct RankWeights {
   std::vector<LayerWeights> layers;
   uint64_t bytes = 0;
   const Matrix& head() const { return output.empty() ? token_embd : output; }
+  // A tied head split by vocabulary reads only rows [vocab_begin, vocab_end) of the replicated
+  // token_embd: true when this rank needs that slice as a matrix of its own (tiedHeadSlice).
+  bool needsTiedHeadSlice() const {
+    return output.empty() && vocab_end - vocab_begin != token_embd.rows;
+  }
 };
+
+// Rows [vocab_begin, vocab_end) of w.token_embd, copied into a plain matrix of their own (the
+// rank's part of a tied, vocab-parallel head). Requires needsTiedHeadSlice().
+Matrix tiedHeadSlice(const RankWeights& w);
 
 // Throws Error(kInvalidData) naming a tensor whose shape or type does not fit the config.
 // pack: rewrite the projections into the CPU kernels' layout (kernels::packWeights); false keeps

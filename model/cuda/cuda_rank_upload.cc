@@ -74,20 +74,10 @@ void CudaRank::upload() {
     return matrices_.back();
   };
   token_embd_ = put(weights_.token_embd, "token_embd.weight");
-  const int64_t local = weights_.vocab_end - weights_.vocab_begin;
-  const Matrix& w = weights_.head();
   if (!weights_.output.empty()) {
     head_ = put(weights_.output, "output.weight");
-  } else if (local != config_.n_vocab && w.rows == config_.n_vocab) {
-    // Tied, vocab-parallel: this rank's rows of token_embd, uploaded as their own matrix.
-    Matrix slice;
-    slice.type = w.type;
-    slice.rows = local;
-    slice.cols = w.cols;
-    slice.row_bytes = w.row_bytes;
-    slice.data = HostBuffer(static_cast<size_t>(local) * w.row_bytes);
-    std::memcpy(slice.data.data(), w.row(weights_.vocab_begin), slice.data.size());
-    head_ = put(slice, "token_embd.weight (head slice)");
+  } else if (weights_.needsTiedHeadSlice()) {
+    head_ = put(tiedHeadSlice(weights_), "token_embd.weight (head slice)");
   } else {
     head_ = token_embd_;  // tied and replicated: the same device matrix
   }

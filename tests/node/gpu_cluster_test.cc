@@ -20,21 +20,13 @@
 #include "tests/mesh/free_ports.h"
 #include "tests/mesh/process.h"
 #include "tests/model/shared_dir.h"
+#include "tests/support/cuda_device.h"
 
 namespace tpnode::node {
 namespace {
 
 using mesh::test::Process;
 using namespace std::chrono_literals;
-
-bool haveDevice() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return n > 0;
-}
 
 std::string readFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -59,7 +51,7 @@ void PrintTo(const Case& c, std::ostream* os) {
 class GpuClusterTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GpuClusterTest, GreedyTokensMatchLlamaCpp) {
-  if (!haveDevice()) GTEST_SKIP() << "skipped: no CUDA device";
+  TP_SKIP_WITHOUT_CUDA_DEVICE();
   const Case& c = GetParam();
   const std::string shared = testing_support::sharedDir();
   if (shared.empty()) GTEST_SKIP() << "skipped: ../shared/reference not found";
@@ -128,7 +120,7 @@ TEST_P(GpuClusterTest, GreedyTokensMatchLlamaCpp) {
 // --inter-transport nccl with both nodes on device 0: NCCL refuses duplicate GPUs, so every
 // node fails at startup (nonzero exit) with a message naming the flag and the fix.
 TEST(GpuClusterInterTest, ForcedNcclFailsAtStartupNamingTheFlag) {
-  if (!haveDevice()) GTEST_SKIP() << "skipped: no CUDA device";
+  TP_SKIP_WITHOUT_CUDA_DEVICE();
   const std::string shared = testing_support::sharedDir();
   if (shared.empty()) GTEST_SKIP() << "skipped: ../shared/reference not found";
   const std::string model = shared + "/reference/models/llama-tiny-f32.gguf";

@@ -19,6 +19,7 @@
 #include "tests/collectives/cluster_harness.h"
 #include "tests/collectives/fake_mesh.h"
 #include "tests/collectives/test_util.h"
+#include "tests/support/cuda_device.h"
 
 // The emulated build (emulated/cuda_runtime.h) runs the same tests under another name.
 #ifndef DEVICE_COMM_SUITE
@@ -32,15 +33,7 @@ namespace {
 // process: NCCL reads it once; a value from the environment is kept).
 const bool kNcclOnLoopback = setenv("NCCL_SOCKET_IFNAME", "lo", 0) == 0;
 
-bool haveDevice() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-#define REQUIRE_DEVICE()                                          \
-  do {                                                            \
-    if (!haveDevice()) GTEST_SKIP() << "skipped: no CUDA device"; \
-  } while (0)
+#define REQUIRE_DEVICE() TP_SKIP_WITHOUT_CUDA_DEVICE()
 
 bool ncclBuilt() {
 #ifdef TPNODE_HAVE_NCCL

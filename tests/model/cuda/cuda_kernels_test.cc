@@ -15,19 +15,10 @@
 #include "model/kernels/cpu/ops.h"
 #include "model/kernels/cpu/quantize.h"
 #include "model/kernels/cuda/kernels.h"
+#include "tests/support/cuda_device.h"
 
 namespace tpnode::model::cuda {
 namespace {
-
-bool haveDevice() {
-  int n = 0;
-  const cudaError_t err = cudaGetDeviceCount(&n);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();  // clear the sticky "no device" / "no driver" error
-    return false;
-  }
-  return n > 0;
-}
 
 // A device array owned by the test.
 template <class T>
@@ -60,7 +51,7 @@ class DeviceArray {
 class CudaKernelsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!haveDevice()) GTEST_SKIP() << "skipped: no CUDA device";
+    if (!testing_support::haveCudaDevice()) GTEST_SKIP() << "skipped: no CUDA device";
     TP_CUDA(cudaStreamCreate(&stream_));
   }
   void TearDown() override {

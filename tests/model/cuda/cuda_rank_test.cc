@@ -22,26 +22,18 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "model/cuda/gpu_node.h"
 #include "tests/model/reference_cases.h"
+#include "tests/support/cuda_device.h"
 #include "tools/test_model.h"
 
 namespace tpnode::testing_support {
 namespace {
 
-bool haveDevice() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return n > 0;
-}
-
-#define SKIP_WITHOUT_GPU() \
-  if (!haveDevice()) GTEST_SKIP() << "skipped: no CUDA device"
+#define SKIP_WITHOUT_GPU() TP_SKIP_WITHOUT_CUDA_DEVICE()
 
 struct GpuRun {
   int tp = 1;
@@ -312,6 +304,75 @@ std::vector<GenCase> generatedCases() {
 
 INSTANTIATE_TEST_SUITE_P(Generated, GpuGenerated, testing::ValuesIn(generatedCases()),
                          [](const testing::TestParamInfo<GenCase>& i) { return i.param.name; });
+
+// Several sequences in one GPU rank: a batch mixing slots, decode steps of two sequences in one
+// batch, rows without logits, and the same batch shapes replayed (CUDA graphs) with other
+// tokens give every sequence the logits it gets alone.
+class GpuBatch : public testing::TestWithParam<std::string> {};
+
+TEST_P(GpuBatch, SlotsAreIndependentAndGraphsReplayNewTokens) {
+  SKIP_WITHOUT_GPU();
+  tools::TestModelShape shape;
+  shape.type = tools::parseTensorType(GetParam());
+  shape.vocab = 300;
+  const std::string path = ::testing::TempDir() + "gpu_batch_" + GetParam() + ".gguf";
+  tools::writeTestModel(shape, path);
+  auto file = model::GgufFile::open(path);
+  model::ModelConfig cfg = model::readModelConfig(file->metadata());
+  model::ShardPlan plan = model::planShards(cfg, model::tensorDescs(file->metadata()), 1);
+  collectives::SoloCommunicator comm;
+  model::GpuNodeOptions o;
+  o.devices = {0};
+  auto gpu = model::GpuNode::create({&comm}, o);
+  auto make = [&] {
+    return gpu->makeRank(0, cfg, model::loadRankWeights(*file, cfg, plan, 0, false), 3, 64);
+  };
+  const int64_t v = cfg.n_vocab;
+  auto alone = [&](const std::vector<int32_t>& ids) {
+    auto m = make();
+    std::vector<float> all;
+    for (size_t i = 0; i < ids.size(); ++i) {  // one token per step: the decode graphs
+      std::vector<model::BatchToken> one = {{ids[i], static_cast<int32_t>(i), 0, true}};
+      std::vector<float> logits;
+      m->forward(one, logits);
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    return all;
+  };
+  auto expectRow = [&](const float* got, const std::vector<float>& ref, int row, const char* what) {
+    double d = 0;
+    for (int64_t i = 0; i < v; ++i) d = std::max(d, double(std::fabs(got[i] - ref[row * v + i])));
+    EXPECT_LE(d, 1e-4) << what << " row " << row;
+  };
+  for (const auto& [a, b] : std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>>{
+           {{1, 270, 280, 290, 260}, {1, 299, 265}}, {{1, 261, 262, 263, 264}, {1, 280, 281}}}) {
+    std::vector<float> la = alone(a), lb = alone(b);
+    auto m = make();
+    // Row 3 (b[1]) asks for no logits: the logits rows are gathered on the device.
+    std::vector<model::BatchToken> batch = {{a[0], 0, 2, true},
+                                            {b[0], 0, 0, true},
+                                            {a[1], 1, 2, true},
+                                            {b[1], 1, 0, false},
+                                            {a[2], 2, 2, true}};
+    std::vector<float> l1, l2, l3;
+    m->forward(batch, l1);
+    ASSERT_EQ(static_cast<int64_t>(l1.size()), 4 * v);
+    std::vector<model::BatchToken> step = {{b[2], 2, 0, true}, {a[3], 3, 2, true}};
+    m->forward(step, l2);
+    std::vector<model::BatchToken> last = {{a[4], 4, 2, true}};
+    m->forward(last, l3);
+    expectRow(l1.data() + 0 * v, la, 0, "a");
+    expectRow(l1.data() + 1 * v, lb, 0, "b");
+    expectRow(l1.data() + 2 * v, la, 1, "a");
+    expectRow(l1.data() + 3 * v, la, 2, "a");
+    expectRow(l2.data() + 0 * v, lb, 2, "b");
+    expectRow(l2.data() + 1 * v, la, 3, "a");
+    expectRow(l3.data(), la, 4, "a");
+  }
+  std::filesystem::remove(path);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, GpuBatch, testing::Values("f32", "q8_0", "q4_k"));
 
 // Without a device the backend reports why, and GpuNode refuses with the fix.
 TEST(GpuNodeTest, ReportsWhyThereIsNoDevice) {
