@@ -9,7 +9,8 @@ cd "$(dirname "$0")/../.."
 BUILD_DIR=${TPNODE_TSAN_BUILD_DIR:-build-tsan}
 JOBS=${TPNODE_JOBS:-2}
 TARGETS=(collectives_reduce_test collectives_local_group_test collectives_hierarchical_test
-         collectives_hierarchical_ops_test collectives_tcp_test device_comm_emulated_test)
+         collectives_hierarchical_ops_test collectives_tcp_test device_comm_emulated_test
+         device_comm_emulated_nccl_test)
 # -Wno-error=tsan: GCC warns that Boost.Asio's atomic_thread_fence (in the tpnode binary, which
 # every test target depends on) is not supported by TSan; that is not our code under test.
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPNODE_WERROR=ON \
