@@ -44,6 +44,24 @@ void reduceSumT(void* dst, std::span<const void* const> srcs, size_t count) {
   }
 }
 
+// f32 with the same grouping as reduceSumT<F32> (element i: ((s0 + s1) + s2) + ..., one rounding
+// per addition), compiled for the widest vector unit the CPU has (GCC function multiversioning:
+// the choice is made once, at load time). The result bits do not depend on the clone.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void reduceSumF32(
+    float* out, const void* const* srcs, size_t n_srcs, size_t count) {
+  float acc[kBlock];
+  for (size_t base = 0; base < count; base += kBlock) {
+    const size_t n = count - base < kBlock ? count - base : kBlock;
+    const float* s0 = static_cast<const float*>(srcs[0]) + base;
+    for (size_t i = 0; i < n; ++i) acc[i] = s0[i];
+    for (size_t k = 1; k < n_srcs; ++k) {
+      const float* s = static_cast<const float*>(srcs[k]) + base;
+      for (size_t i = 0; i < n; ++i) acc[i] += s[i];
+    }
+    for (size_t i = 0; i < n; ++i) out[base + i] = acc[i];
+  }
+}
+
 template <typename D>
 void addIntoT(void* acc, const void* src, size_t count) {
   using T = typename D::T;
@@ -62,7 +80,7 @@ void reduceSum(void* dst, std::span<const void* const> srcs, size_t count, DType
   }
   switch (dtype) {
     case DType::kF32:
-      return reduceSumT<F32>(dst, srcs, count);
+      return reduceSumF32(static_cast<float*>(dst), srcs.data(), srcs.size(), count);
     case DType::kF16:
       return reduceSumT<F16>(dst, srcs, count);
     case DType::kBF16:
