@@ -45,10 +45,11 @@ void reduceSumT(void* dst, std::span<const void* const> srcs, size_t count) {
 }
 
 // f32 with the same grouping as reduceSumT<F32> (element i: ((s0 + s1) + s2) + ..., one rounding
-// per addition), compiled for the widest vector unit the CPU has (GCC function multiversioning:
-// the choice is made once, at load time). The result bits do not depend on the clone.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void reduceSumF32(
-    float* out, const void* const* srcs, size_t n_srcs, size_t count) {
+// per addition), compiled once per vector width and picked at the first call from what the CPU
+// has (a plain function pointer, not GCC's target_clones: their ifunc resolvers run before the
+// sanitizer runtimes start and crash the TSan/ASan builds). The bits do not depend on the pick.
+[[gnu::always_inline]] inline void reduceSumF32Body(float* out, const void* const* srcs,
+                                                    size_t n_srcs, size_t count) {
   float acc[kBlock];
   for (size_t base = 0; base < count; base += kBlock) {
     const size_t n = count - base < kBlock ? count - base : kBlock;
@@ -60,6 +61,36 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void reduceSumF32(
     }
     for (size_t i = 0; i < n; ++i) out[base + i] = acc[i];
   }
+}
+
+using ReduceSumF32Fn = void (*)(float*, const void* const*, size_t, size_t);
+
+void reduceSumF32Plain(float* out, const void* const* srcs, size_t n_srcs, size_t count) {
+  reduceSumF32Body(out, srcs, n_srcs, count);
+}
+#if defined(__x86_64__)
+[[gnu::target("avx2")]] void reduceSumF32Avx2(float* out, const void* const* srcs, size_t n_srcs,
+                                              size_t count) {
+  reduceSumF32Body(out, srcs, n_srcs, count);
+}
+[[gnu::target("avx512f")]] void reduceSumF32Avx512(float* out, const void* const* srcs,
+                                                   size_t n_srcs, size_t count) {
+  reduceSumF32Body(out, srcs, n_srcs, count);
+}
+#endif
+
+ReduceSumF32Fn pickReduceSumF32() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return reduceSumF32Avx512;
+  if (__builtin_cpu_supports("avx2")) return reduceSumF32Avx2;
+#endif
+  return reduceSumF32Plain;
+}
+
+void reduceSumF32(float* out, const void* const* srcs, size_t n_srcs, size_t count) {
+  static const ReduceSumF32Fn fn = pickReduceSumF32();
+  fn(out, srcs, n_srcs, count);
 }
 
 template <typename D>
