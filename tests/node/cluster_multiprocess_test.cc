@@ -12,6 +12,7 @@
 #include "tests/mesh/free_ports.h"
 #include "tests/mesh/process.h"
 #include "tests/model/shared_dir.h"
+#include "tests/support/read_file.h"
 #include "tools/test_model.h"
 
 namespace tpnode::node {
@@ -20,12 +21,7 @@ namespace {
 using mesh::test::Process;
 using namespace std::chrono_literals;
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing_support::readFile;
 
 struct ClusterRun {
   std::vector<int> node_rc;

@@ -21,6 +21,7 @@
 #include "tests/mesh/process.h"
 #include "tests/model/shared_dir.h"
 #include "tests/support/cuda_device.h"
+#include "tests/support/read_file.h"
 
 namespace tpnode::node {
 namespace {
@@ -28,12 +29,7 @@ namespace {
 using mesh::test::Process;
 using namespace std::chrono_literals;
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing_support::readFile;
 
 struct Case {
   std::string model, prompt;
