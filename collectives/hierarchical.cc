@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "collectives/small_algo_probe.h"
 #include "common/byte_order.h"
 #include "common/check.h"
 #include "common/log.h"
@@ -133,10 +134,25 @@ NodeGroup::NodeGroup(mesh::Mesh* mesh, int local_tp, const CollectiveOptions& op
       node_(mesh ? mesh->nodeId() : 0),
       nodes_(mesh ? mesh->nodeCount() : 1),
       options_(options),
-      local_(LocalGroup::create(local_tp, options)) {
-  if (nodes_ > 1) {
-    for (int l = 0; l < local_tp; ++l)
-      lanes_.push_back(std::make_unique<InterNode>(*mesh, l, options));
+      local_(LocalGroup::create(local_tp, options)) {}
+
+void NodeGroup::resolveSmallAlgo() {
+  if (options_.small_algo != InterAlgo::kAuto) return;
+  // Two nodes: the direct exchange is one message each way, the tree two in a row. A forced
+  // algorithm never asks.
+  if (nodes_ == 2 || options_.algo != InterAlgo::kAuto) {
+    options_.small_algo = InterAlgo::kDirect;
+    return;
+  }
+  InterNode probe_lane(*mesh_, 0, options_);
+  const SmallAlgoChoice choice = probeSmallAlgo(probe_lane);
+  options_.small_algo = choice.algo;
+  if (node_ == 0) {
+    spdlog::info("[collectives] small all-reduce (< {} bytes, {} nodes): {} (measured: {})",
+                 options_.crossover_bytes, nodes_, interAlgoName(choice.algo), choice.detail);
+  } else {
+    spdlog::debug("[collectives] small all-reduce: {} (node 0 measured)",
+                  interAlgoName(choice.algo));
   }
 }
 
@@ -150,6 +166,10 @@ std::shared_ptr<NodeGroup> NodeGroup::create(mesh::Mesh* mesh, int local_tp,
   auto group = std::make_shared<NodeGroup>(mesh, local_tp, options);
   if (group->nodes_ == 1) return group;
   group->checkLayout(local_tp);
+  group->resolveSmallAlgo();
+  for (int l = 0; l < local_tp; ++l) {
+    group->lanes_.push_back(std::make_unique<InterNode>(*mesh, l, group->options_));
+  }
   std::weak_ptr<NodeGroup> weak = group;
   mesh->setEventCallback([weak, forward = std::move(forward)](const mesh::PeerEvent& event) {
     // kLost only: a peer that closes in order (kClosed) has finished every collective; an

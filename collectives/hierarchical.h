@@ -21,7 +21,8 @@
 //       lanes on the network at once) -> local all-gather of the slices.
 //     leader (small messages): local all-reduce -> local rank 0 all-reduces the whole vector
 //       across nodes -> local broadcast.
-//   The inter-node step is direct or ring (collectives/inter_node.h).
+//   The inter-node step is direct, tree or ring (collectives/inter_node.h); with small_algo
+//   kAuto, create() picks direct or tree by measuring both (collectives/small_algo_probe.h).
 // - all-gather / broadcast / barrier: local step, then local rank 0 talks to the other nodes,
 //   then a local broadcast / barrier.
 // - Failure: a collective that fails on any rank aborts the group: every local rank blocked in
@@ -58,6 +59,7 @@ class NodeGroup : public std::enable_shared_from_this<NodeGroup> {
   int nodeId() const { return node_; }
   int nodeCount() const { return nodes_; }
   int localSize() const { return local_->size(); }
+  // As given to create(), with small_algo resolved (never kAuto on more than one node).
   const CollectiveOptions& options() const { return options_; }
 
   // From any thread, never blocks for long: aborts the local group and asks the abort thread
@@ -69,12 +71,14 @@ class NodeGroup : public std::enable_shared_from_this<NodeGroup> {
 
  private:
   void checkLayout(int local_tp);
+  // options_.small_algo kAuto -> kDirect or kTree (collective: see small_algo_probe.h).
+  void resolveSmallAlgo();
   void abortLoop();
 
   mesh::Mesh* const mesh_;  // may be null; outlives the group (see contract)
   const int node_;
   const int nodes_;
-  const CollectiveOptions options_;
+  CollectiveOptions options_;  // small_algo resolved by create()
   std::shared_ptr<LocalGroup> local_;
   std::vector<std::unique_ptr<InterNode>> lanes_;  // one per local rank when nodes_ > 1
 

@@ -33,9 +33,14 @@ void InterNode::checkReceived(size_t got, size_t want, int peer) const {
 
 void InterNode::allReduceSum(void* data, size_t count, DType dtype, size_t decide_bytes) {
   if (nodes_ == 1 || count == 0) return;
-  if (chooseInterAlgo(options_, decide_bytes) == InterAlgo::kDirect)
-    return allReduceDirect(data, count, dtype);
-  allReduceRing(data, count, dtype);
+  switch (chooseInterAlgo(options_, decide_bytes)) {
+    case InterAlgo::kDirect:
+      return allReduceDirect(data, count, dtype);
+    case InterAlgo::kTree:
+      return allReduceTree(data, count, dtype);
+    default:
+      return allReduceRing(data, count, dtype);
+  }
 }
 
 void InterNode::allGather(const void* in, void* out, size_t bytes) {

@@ -16,6 +16,8 @@
 //   ScratchBuffer owned by this object (grown once, never per call).
 // - Summation orders (bit-identical on every node; docs/collectives.md):
 //     direct: round(p_0 + p_1 + ... + p_{n-1}) in node order, f32 accumulation, one rounding.
+//     tree:   node 0 receives every partial, sums exactly as direct does (the same bits) and
+//             sends the sum back. Lossy wire formats use direct instead.
 //     ring:   the buffer is cut in n segments (sliceRange); segment g is summed hop by hop
 //             starting at node g, then g+1, ..., ending at node g-1 (mod n), rounding to the
 //             dtype after each hop. Node g-1 then distributes it (ring all-gather).
@@ -53,8 +55,9 @@ enum class InterOp : uint32_t {
   kBarrier = 5,
   kSetup = 6,
   kGatherToRoot = 7,
+  kTree = 8,
 };
-inline constexpr uint32_t kInterOpCount = 8;
+inline constexpr uint32_t kInterOpCount = 9;
 
 inline uint32_t interTag(InterOp op, int lane, uint32_t slot = 0) {
   return mesh::kFirstUserTag +
@@ -70,12 +73,13 @@ class InterNode {
   int nodeId() const { return node_; }
   int nodeCount() const { return nodes_; }
 
-  // In place: data = sum over nodes. The algorithm is options.algo, or for kAuto direct when
-  // decide_bytes < options.crossover_bytes and ring otherwise (decide_bytes is the same on
-  // every node: the size of the whole message, so every lane chooses alike).
+  // In place: data = sum over nodes. The algorithm is chooseInterAlgo(options, decide_bytes)
+  // (decide_bytes is the same on every node: the size of the whole message, so every lane
+  // chooses alike).
   void allReduceSum(void* data, size_t count, DType dtype, size_t decide_bytes);
   void allReduceDirect(void* data, size_t count, DType dtype);  // allreduce_direct.cc
   void allReduceRing(void* data, size_t count, DType dtype);    // allreduce_ring.cc
+  void allReduceTree(void* data, size_t count, DType dtype);    // allreduce_tree.cc
 
   // out = concat over nodes of each node's `bytes` bytes of `in` (in may alias its block).
   void allGather(const void* in, void* out, size_t bytes);

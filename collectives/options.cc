@@ -27,7 +27,15 @@ InterAlgo parseInterAlgo(std::string_view text) {
   if (text == "auto") return InterAlgo::kAuto;
   if (text == "direct") return InterAlgo::kDirect;
   if (text == "ring") return InterAlgo::kRing;
-  fail(ErrorCode::kInvalidArgument, "algorithm '{}': use auto, direct or ring", text);
+  if (text == "tree") return InterAlgo::kTree;
+  fail(ErrorCode::kInvalidArgument, "algorithm '{}': use auto, direct, tree or ring", text);
+}
+
+InterAlgo parseSmallAlgo(std::string_view text) {
+  if (text == "auto") return InterAlgo::kAuto;
+  if (text == "direct") return InterAlgo::kDirect;
+  if (text == "tree") return InterAlgo::kTree;
+  fail(ErrorCode::kInvalidArgument, "small-message algorithm '{}': use auto, direct or tree", text);
 }
 
 HierMode parseHierMode(std::string_view text) {
@@ -50,6 +58,8 @@ std::string_view interAlgoName(InterAlgo algo) {
       return "direct";
     case InterAlgo::kRing:
       return "ring";
+    case InterAlgo::kTree:
+      return "tree";
     case InterAlgo::kAuto:
       break;
   }
@@ -87,7 +97,8 @@ HierMode chooseHierMode(const CollectiveOptions& o, size_t bytes) {
 
 InterAlgo chooseInterAlgo(const CollectiveOptions& o, size_t bytes) {
   if (o.algo != InterAlgo::kAuto) return o.algo;
-  return bytes < o.crossover_bytes ? InterAlgo::kDirect : InterAlgo::kRing;
+  if (bytes >= o.crossover_bytes) return InterAlgo::kRing;
+  return o.small_algo == InterAlgo::kTree ? InterAlgo::kTree : InterAlgo::kDirect;
 }
 
 CollectiveOptions CollectiveOptions::fromEnv() {
@@ -95,6 +106,9 @@ CollectiveOptions CollectiveOptions::fromEnv() {
   o.spin = std::chrono::microseconds(envSize("TPNODE_COLL_SPIN_US", o.spin.count()));
   if (const char* v = std::getenv("TPNODE_COLL_ALGO"); v && *v) o.algo = parseInterAlgo(v);
   o.crossover_bytes = envSize("TPNODE_COLL_CROSSOVER", o.crossover_bytes);
+  if (const char* v = std::getenv("TPNODE_COLL_SMALL_ALGO"); v && *v) {
+    o.small_algo = parseSmallAlgo(v);
+  }
   o.chunk_bytes = envSize("TPNODE_COLL_CHUNK", o.chunk_bytes);
   if (o.chunk_bytes == 0) fail(ErrorCode::kInvalidArgument, "TPNODE_COLL_CHUNK must be > 0");
   if (const char* v = std::getenv("TPNODE_COLL_HIER"); v && *v) o.hier = parseHierMode(v);

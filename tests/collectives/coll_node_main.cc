@@ -1,7 +1,7 @@
 // coll_node: a test-only driver that runs ONE node of a collectives cluster as a real process
 // over the real TCP mesh (collectives_multiprocess_test starts several on loopback).
 //
-//   coll_node --node-id N --peers a:p,b:q --tp T [--algo direct|ring|auto]
+//   coll_node --node-id N --peers a:p,b:q --tp T [--algo direct|tree|ring|auto]
 //             [--hier sliced|leader|auto] [--dtype f32|f16|bf16] [--counts 1,17,4099]
 //             [--rounds R] [--loop-seconds S] [--liveness-ms L]
 //
@@ -87,10 +87,9 @@ int run(std::map<std::string, std::string> a) {
               testing::makeData(count, dtype, static_cast<uint32_t>(n * 1000 + k * 7 + count)));
         }
       }
-      const bool ring = o.algo == InterAlgo::kRing;
+      const InterAlgo algo = chooseInterAlgo(group->options(), count * dtypeSize(dtype));
       const Bytes expected = testing::referenceAllReduce(
-          inputs, count, dtype, ring ? testing::RefAlgo::kRing : testing::RefAlgo::kDirect,
-          o.hier != HierMode::kLeader);
+          inputs, count, dtype, testing::refAlgoOf(algo), o.hier != HierMode::kLeader);
       for (int r = 0; r < rounds; ++r) {
         Bytes buf = inputs[node][l];
         comm->allReduceSum(buf.data(), count, dtype);

@@ -60,6 +60,9 @@ INSTANTIATE_TEST_SUITE_P(Layouts, MultiprocessAllReduceTest,
                                            Layout{3, 4, "direct", "leader", "f16", "1,33,4099"},
                                            Layout{4, 1, "ring", "sliced", "f16", "5,100003"},
                                            Layout{4, 2, "direct", "sliced", "f32", "2,4099"},
+                                           Layout{4, 2, "tree", "sliced", "f32", "2,4099,65537"},
+                                           Layout{3, 1, "tree", "leader", "bf16", "1,33,4099"},
+                                           Layout{4, 1, "auto", "auto", "f16", "7,4099,600011"},
                                            Layout{2, 1, "ring", "sliced", "f32", "16777216"}),
                          [](const ::testing::TestParamInfo<Layout>& p) {
                            return std::to_string(p.param.nodes) + "x" + std::to_string(p.param.tp) +
@@ -68,11 +71,15 @@ INSTANTIATE_TEST_SUITE_P(Layouts, MultiprocessAllReduceTest,
 
 // A node is SIGKILLed during large all-reduces: every survivor exits with Error(kPeerLost)
 // (exit code 3) well within the liveness timeout plus a margin.
-TEST(MultiprocessFailureTest, PeerKilledMidLargeAllReduce) {
+// Ring, and the tree (where node 2 waits on node 0, which learns of the loss first and
+// forwards the abort).
+class MultiprocessFailureTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MultiprocessFailureTest, PeerKilledMidLargeAllReduce) {
   auto procs = start(3,
-                     {"--tp", "2", "--algo", "ring", "--hier", "sliced", "--counts", "4194304",
+                     {"--tp", "2", "--algo", GetParam(), "--hier", "sliced", "--counts", "4194304",
                       "--loop-seconds", "60", "--liveness-ms", "2000"},
-                     "kill");
+                     std::string("kill_") + GetParam());
   for (auto& p : procs) ASSERT_TRUE(p->waitForLog("looping", 60s)) << p->log();
   const auto t0 = std::chrono::steady_clock::now();
   procs[1]->signal(SIGKILL);
@@ -83,6 +90,11 @@ TEST(MultiprocessFailureTest, PeerKilledMidLargeAllReduce) {
   }
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 4500ms);  // liveness 2 s + margin
 }
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, MultiprocessFailureTest, ::testing::Values("ring", "tree"),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           return std::string(p.param);
+                         });
 
 }  // namespace
 }  // namespace tpnode::collectives

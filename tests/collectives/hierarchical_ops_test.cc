@@ -110,7 +110,7 @@ TEST(HierarchicalOpsTest, LossyWireFormatsAreIdenticalAndBounded) {
   const int nodes = 4, locals = 2;
   const size_t count = 100003;
   for (WireFormat wire : {WireFormat::kBF16, WireFormat::kQ8_0}) {
-    for (InterAlgo algo : {InterAlgo::kDirect, InterAlgo::kRing}) {
+    for (InterAlgo algo : {InterAlgo::kDirect, InterAlgo::kTree, InterAlgo::kRing}) {
       CollectiveOptions o = testing::testOptions(algo, HierMode::kSliced);
       o.wire = wire;
       o.chunk_bytes = 4096;
@@ -139,9 +139,8 @@ TEST(HierarchicalOpsTest, LossyWireFormatsAreIdenticalAndBounded) {
       }
       const double rel_rms = std::sqrt(sum_sq_err / sum_sq);
       std::cout << "[wire] " << (wire == WireFormat::kBF16 ? "bf16" : "q8_0") << " "
-                << (algo == InterAlgo::kRing ? "ring" : "direct") << " nodes=" << nodes
-                << " locals=" << locals << " inputs U(-1,1): max_abs_err=" << max_abs
-                << " rel_rms_err=" << rel_rms << "\n";
+                << interAlgoName(algo) << " nodes=" << nodes << " locals=" << locals
+                << " inputs U(-1,1): max_abs_err=" << max_abs << " rel_rms_err=" << rel_rms << "\n";
       EXPECT_GT(max_abs, 0.0);  // it is lossy
       EXPECT_LT(rel_rms, wire == WireFormat::kBF16 ? 0.01 : 0.03);
     }
@@ -159,7 +158,7 @@ TEST(HierarchicalOpsTest, LayoutMismatchIsRefused) {
 // A node dies in the middle of large all-reduces: every surviving rank throws kPeerLost in
 // time, and later calls fail at once.
 TEST(HierarchicalOpsTest, PeerKilledMidAllReduceReleasesEverySurvivor) {
-  for (InterAlgo algo : {InterAlgo::kRing, InterAlgo::kDirect}) {
+  for (InterAlgo algo : {InterAlgo::kRing, InterAlgo::kDirect, InterAlgo::kTree}) {
     const int nodes = 4, locals = 2, victim = 2;
     auto net = testing::FakeNetwork::create(nodes);
     std::atomic<int> started{0}, lost{0}, victim_errors{0};

@@ -53,7 +53,7 @@ void checkAllReduce(int nodes, int locals, InterAlgo algo, HierMode hier,
       comm.allReduceSum(mine.data(), job.count, job.dtype);
     }
   });
-  const RefAlgo ref = algo == InterAlgo::kRing ? RefAlgo::kRing : RefAlgo::kDirect;
+  const RefAlgo ref = testing::refAlgoOf(algo);
   for (const Job& job : jobs) {
     const Bytes expected = testing::referenceAllReduce(job.inputs, job.count, job.dtype, ref,
                                                        hier != HierMode::kLeader);
@@ -91,7 +91,7 @@ std::vector<Layout> layouts() {
   std::vector<Layout> out;
   for (int nodes : {1, 2, 3, 4}) {
     for (int locals : {1, 2, 4}) {
-      for (InterAlgo algo : {InterAlgo::kDirect, InterAlgo::kRing}) {
+      for (InterAlgo algo : {InterAlgo::kDirect, InterAlgo::kTree, InterAlgo::kRing}) {
         out.push_back({nodes, locals, algo});
       }
     }
@@ -100,8 +100,7 @@ std::vector<Layout> layouts() {
 }
 
 std::string layoutName(const ::testing::TestParamInfo<Layout>& p) {
-  return fmt::format("n{}_l{}_{}", p.param.nodes, p.param.locals,
-                     p.param.algo == InterAlgo::kRing ? "ring" : "direct");
+  return fmt::format("n{}_l{}_{}", p.param.nodes, p.param.locals, interAlgoName(p.param.algo));
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, AllReduceMatrixTest, ::testing::ValuesIn(layouts()), layoutName);
@@ -111,9 +110,11 @@ TEST(HierarchicalTest, LargeRing64MiB) {
                  256 * 1024);
 }
 
-TEST(HierarchicalTest, LargeOddDirectAndRing) {
+TEST(HierarchicalTest, LargeOddDirectTreeAndRing) {
   checkAllReduce(3, 1, InterAlgo::kDirect, HierMode::kSliced, {(size_t{4} << 20) + 3},
                  {DType::kBF16}, 4096);
+  checkAllReduce(4, 2, InterAlgo::kTree, HierMode::kSliced, {(size_t{2} << 20) + 5},
+                 {DType::kF32, DType::kF16});
   checkAllReduce(3, 2, InterAlgo::kRing, HierMode::kSliced, {(size_t{1} << 20) + 7}, {DType::kF16});
 }
 
@@ -122,7 +123,7 @@ TEST(HierarchicalTest, IntegerDataIsExactWhateverTheAlgorithm) {
   const size_t count = 777;
   const Inputs inputs = makeInputs(nodes, locals, count, DType::kF32, /*integers=*/true);
   std::vector<Bytes> outcomes;
-  for (InterAlgo algo : {InterAlgo::kDirect, InterAlgo::kRing}) {
+  for (InterAlgo algo : {InterAlgo::kDirect, InterAlgo::kTree, InterAlgo::kRing}) {
     for (HierMode hier : {HierMode::kSliced, HierMode::kLeader}) {
       Inputs results = inputs;
       testing::runCluster(nodes, locals, testing::testOptions(algo, hier),
@@ -159,6 +160,48 @@ TEST(HierarchicalTest, AutoChoosesAndStaysIdenticalAcrossRanks) {
       for (int l = 0; l < locals; ++l) ASSERT_EQ(results[c][n][l], results[c][0][0]);
     }
   }
+}
+
+// small_algo auto: from 3 nodes create() measures direct against tree and every node takes
+// node 0's choice; 2 nodes and forced algorithms do not measure.
+TEST(HierarchicalTest, SmallAlgoAutoIsResolvedAlikeOnEveryNode) {
+  auto resolve = [](int nodes, const CollectiveOptions& o) {
+    auto net = testing::FakeNetwork::create(nodes);
+    std::vector<std::unique_ptr<mesh::Mesh>> meshes;
+    for (int n = 0; n < nodes; ++n) meshes.push_back(net->mesh(n));
+    std::vector<InterAlgo> chosen(static_cast<size_t>(nodes));
+    testing::runRanks(nodes, [&](int n) {
+      auto group = NodeGroup::create(meshes[static_cast<size_t>(n)].get(), 1, o);
+      chosen[static_cast<size_t>(n)] = group->options().small_algo;
+    });
+    return chosen;
+  };
+  CollectiveOptions o = testing::testOptions(InterAlgo::kAuto, HierMode::kAuto);
+  for (int nodes : {3, 4}) {
+    const auto chosen = resolve(nodes, o);
+    EXPECT_TRUE(chosen[0] == InterAlgo::kDirect || chosen[0] == InterAlgo::kTree)
+        << interAlgoName(chosen[0]);
+    for (InterAlgo a : chosen) EXPECT_EQ(a, chosen[0]) << nodes << " nodes";
+  }
+  for (InterAlgo a : resolve(2, o)) EXPECT_EQ(a, InterAlgo::kDirect);
+  CollectiveOptions forced_tree = o;
+  forced_tree.small_algo = InterAlgo::kTree;
+  for (InterAlgo a : resolve(2, forced_tree)) EXPECT_EQ(a, InterAlgo::kTree);
+  CollectiveOptions ring = testing::testOptions(InterAlgo::kRing, HierMode::kAuto);
+  for (InterAlgo a : resolve(4, ring)) EXPECT_EQ(a, InterAlgo::kDirect);
+}
+
+TEST(HierarchicalTest, ChooseInterAlgoFollowsTheCrossover) {
+  CollectiveOptions o;
+  o.crossover_bytes = 4096;
+  EXPECT_EQ(chooseInterAlgo(o, 4095), InterAlgo::kDirect);  // small_algo not resolved yet
+  o.small_algo = InterAlgo::kTree;
+  EXPECT_EQ(chooseInterAlgo(o, 4095), InterAlgo::kTree);
+  EXPECT_EQ(chooseInterAlgo(o, 4096), InterAlgo::kRing);
+  o.algo = InterAlgo::kDirect;
+  EXPECT_EQ(chooseInterAlgo(o, 1 << 20), InterAlgo::kDirect);
+  EXPECT_EQ(parseSmallAlgo("tree"), InterAlgo::kTree);
+  EXPECT_THROW(parseSmallAlgo("ring"), Error);
 }
 
 }  // namespace

@@ -50,9 +50,8 @@ void run(int nodes, int locals, InterAlgo algo, size_t count, DType dtype, int r
       inputs[n].push_back(testing::makeData(count, dtype, static_cast<uint32_t>(n * 10 + l)));
     }
   }
-  const Bytes expected = testing::referenceAllReduce(
-      inputs, count, dtype,
-      algo == InterAlgo::kRing ? testing::RefAlgo::kRing : testing::RefAlgo::kDirect);
+  const Bytes expected =
+      testing::referenceAllReduce(inputs, count, dtype, testing::refAlgoOf(algo));
   std::vector<std::promise<std::shared_ptr<NodeGroup>>> promises(static_cast<size_t>(nodes));
   std::vector<std::shared_future<std::shared_ptr<NodeGroup>>> groups;
   for (auto& p : promises) groups.push_back(p.get_future().share());
@@ -77,7 +76,7 @@ TEST(TcpCollectivesTest, RingLargeRepeated) {
 }
 
 TEST(TcpCollectivesTest, SmallAndOddEveryAlgorithm) {
-  for (InterAlgo algo : {InterAlgo::kDirect, InterAlgo::kRing}) {
+  for (InterAlgo algo : {InterAlgo::kDirect, InterAlgo::kTree, InterAlgo::kRing}) {
     for (size_t count : {size_t{1}, size_t{17}, size_t{4099}}) {
       run(3, 2, algo, count, DType::kBF16, 3, 256);
     }

@@ -15,6 +15,7 @@
 
 #include "collectives/communicator.h"
 #include "collectives/half.h"
+#include "collectives/options.h"
 #include "collectives/slicing.h"
 
 namespace tpnode::collectives::testing {
@@ -85,12 +86,19 @@ inline Bytes referenceSum(const std::vector<const Bytes*>& inputs, size_t count,
 
 enum class RefAlgo { kDirect, kRing };
 
+// The reference order of what the collectives run for `algo` (never kAuto: pass the choice).
+// The tree sums in the direct order.
+inline RefAlgo refAlgoOf(InterAlgo algo) {
+  return algo == InterAlgo::kRing ? RefAlgo::kRing : RefAlgo::kDirect;
+}
+
 // The documented order of the hierarchical all-reduce: data[node][local] -> result.
 // Local: each local slice (sliceRange over local ranks, cache-line aligned) is summed over local
 // ranks in order and rounded: the node partial. Inter-node, per local slice:
 //  - direct: round(sum over nodes 0..M-1 of the partials), f32 accumulation;
 //  - ring: the slice is cut into M segments (sliceRange); segment g is summed starting at node
 //    g, then g+1, ..., ending with node g-1 (mod M), rounding to the dtype after every hop.
+//  - tree: node 0 sums in the direct order and sends the result back.
 // `sliced` = false (leader mode) treats the whole vector as a single local slice.
 inline Bytes referenceAllReduce(const std::vector<std::vector<Bytes>>& data, size_t count,
                                 DType dtype, RefAlgo algo, bool sliced = true) {

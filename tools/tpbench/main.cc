@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
   auto* ar = app.add_subcommand("allreduce", "global all-reduce latency and bandwidth");
   tools::AllReduceBenchOptions o;
   std::string sizes = "4K,16K,64K,1M,16M,64M";
-  std::string algo = "auto", hier = "auto", wire = "native", log_level = "warn";
+  std::string algo = "auto", small_algo = "auto", hier = "auto", wire = "native",
+              log_level = "warn";
   long long crossover = -1, chunk = -1, leader_max = -1, spin_us = -1;
   ar->add_option("--node-id", o.node_id, "this node's index in --peers");
   ar->add_option("--peers", o.peers, "host:port of every node, in node order (empty: one node)");
@@ -26,7 +27,9 @@ int main(int argc, char** argv) {
   ar->add_option("--dtype", o.dtype, "f32, f16 or bf16")->capture_default_str();
   ar->add_flag("--json", o.json, "print a JSON array, one object per size");
   ar->add_option("--iters", o.iters, "timed iterations per size (0: by size)");
-  ar->add_option("--algo", algo, "inter-node algorithm: auto, direct, ring");
+  ar->add_option("--algo", algo, "inter-node algorithm: auto, direct, tree, ring");
+  ar->add_option("--small-algo", small_algo,
+                 "auto below the crossover: auto (measured from 3 nodes), direct, tree");
   ar->add_option("--hier", hier, "hierarchical mode: auto, sliced, leader");
   ar->add_option("--wire", wire, "inter-node wire format: native, bf16, q8_0");
   ar->add_option("--crossover", crossover, "bytes at which auto switches direct -> ring");
@@ -49,6 +52,8 @@ int main(int argc, char** argv) {
     o.collectives = collectives::CollectiveOptions::fromEnv();
     if (algo != "auto" || !std::getenv("TPNODE_COLL_ALGO"))
       o.collectives.algo = collectives::parseInterAlgo(algo);
+    if (small_algo != "auto" || !std::getenv("TPNODE_COLL_SMALL_ALGO"))
+      o.collectives.small_algo = collectives::parseSmallAlgo(small_algo);
     if (hier != "auto" || !std::getenv("TPNODE_COLL_HIER"))
       o.collectives.hier = collectives::parseHierMode(hier);
     if (wire != "native" || !std::getenv("TPNODE_COLL_WIRE"))
