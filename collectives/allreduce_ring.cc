@@ -12,8 +12,14 @@
 //     decoded value, so that all nodes hold the same bits.
 // Pipelining: transfers run chunk by chunk in (step, chunk) order; a chunk is forwarded as soon
 // as it is reduced, kRecvAhead receives are posted ahead of the one being waited on, and up to
-// kSendSlots encoded sends are in flight. Sends run on the lane's SendWorker thread, so the
-// copy into the kernel overlaps receiving and reducing on the caller's thread. A posted all-gather
+// kSendSlots encoded sends are in flight. From 3 nodes sends run on the lane's SendWorker
+// thread, so the copy into the kernel overlaps receiving and reducing on the caller's thread;
+// with 2 nodes the caller sends itself (a blocked send drains incoming frames into the posted
+// receives), which measured faster on 2 processes (docs/benchmarks.md, "Ring on 2 nodes").
+// Tags: transfer t uses slot tag 2 * (t % kRecvSlots) + d, d = 0 when the sender's node id is
+// below the receiver's, else 1. With sockets_per_peer = 2 (tag % 2 picks the socket) each
+// socket of a pair then carries one direction: a send and a receive never contend for one
+// socket's lock in the kernel. A posted all-gather
 // receive never overlaps a pending send: it writes segment me - s'' while sends read me + 1 - s',
 // equal only for s'' = s' - 1 + n.
 #include <algorithm>
@@ -30,14 +36,45 @@ namespace {
 constexpr size_t kSendSlots = 4;
 // Receives posted ahead: frames the peer sends ahead of us land in posted buffers instead of
 // being parked (an extra copy) by the mesh.
-constexpr size_t kRecvAhead = 8;
+constexpr size_t kRecvAhead = 7;
 constexpr size_t kRecvSlots = kRecvAhead + 1;
-static_assert(kRecvSlots <= kTagSlots, "each posted receive needs its own tag");
-// Transfer t travels on the slot tag of its receive slot (see inter_node.h: Tags).
-uint32_t slotOf(size_t t) {
-  return static_cast<uint32_t>(t % kRecvSlots);
+static_assert(2 * kRecvSlots <= kTagSlots, "each posted receive needs its own tag per direction");
+// Transfer t from node `from` to node `to` travels on the slot tag of its receive slot and
+// direction (see the header comment and inter_node.h: Tags).
+uint32_t slotOf(size_t t, int from, int to) {
+  return static_cast<uint32_t>(2 * (t % kRecvSlots)) + (from < to ? 0u : 1u);
 }
 using RequestPtr = std::unique_ptr<mesh::Request>;
+
+// Where the ring's sends go: the lane's SendWorker, or the mesh on the caller's thread.
+class RingSender {
+ public:
+  RingSender(mesh::Mesh& mesh, SendWorker* worker) : mesh_(mesh), worker_(worker) {}
+  // On any error, no queued send may still read the caller's buffer when the ring returns.
+  ~RingSender() {
+    if (worker_ != nullptr) worker_->drainQuietly();
+  }
+  RingSender(const RingSender&) = delete;
+  RingSender& operator=(const RingSender&) = delete;
+  // The ticket for waitFor(); inline sends are done when post() returns.
+  uint64_t post(int peer, uint32_t tag, std::span<const std::byte> data) {
+    if (worker_ == nullptr) {
+      mesh_.send(peer, tag, data);
+      return 0;
+    }
+    return worker_->post(peer, tag, data);
+  }
+  void waitFor(uint64_t ticket) {
+    if (worker_ != nullptr) worker_->waitFor(ticket);
+  }
+  void drain() {
+    if (worker_ != nullptr) worker_->drain();
+  }
+
+ private:
+  mesh::Mesh& mesh_;
+  SendWorker* const worker_;
+};
 
 }  // namespace
 
@@ -69,20 +106,17 @@ void InterNode::allReduceRing(void* data, size_t count, DType dtype) {
   auto step = [&](size_t t) { return static_cast<long>(t / chunks); };
   std::array<RequestPtr, kRecvSlots> recvs;
   std::array<uint64_t, kSendSlots> slot_tickets{};
-  SendWorker& sender = sendWorker();
-  // On any error, no queued send may still read the caller's buffer when we return.
-  struct DrainOnExit {
-    SendWorker& worker;
-    ~DrainOnExit() { worker.drainQuietly(); }
-  } drain_on_exit{sender};
+  RingSender sender(mesh_, n > 2 ? &sendWorker() : nullptr);
 
   // Reduce-scatter.
-  auto rs_tag = [&](size_t t) { return tag(InterOp::kRingReduceScatter, slotOf(t)); };
+  auto rs_tag = [&](size_t t, int from, int to) {
+    return tag(InterOp::kRingReduceScatter, slotOf(t, from, to));
+  };
   auto post_rs_recv = [&](size_t t) {
     const Range r = piece(me - step(t) - 1, t % chunks);
     if (r.size() == 0) return;
     recvs[t % kRecvSlots] =
-        mesh_.irecv(prev, rs_tag(t), {recv_slot(t), codec.encodedBytes(r.size())});
+        mesh_.irecv(prev, rs_tag(t, prev, me), {recv_slot(t), codec.encodedBytes(r.size())});
   };
   for (size_t t = 0; t < std::min(kRecvAhead, transfers); ++t) post_rs_recv(t);
   for (size_t t = 0; t < transfers; ++t) {
@@ -92,12 +126,13 @@ void InterNode::allReduceRing(void* data, size_t count, DType dtype) {
     const Range out = piece(me - step(t), t % chunks);
     if (out.size() > 0) {
       if (codec.native()) {
-        sender.post(next, rs_tag(t), asBytes(at(out), out.size() * es));
+        sender.post(next, rs_tag(t, me, next), asBytes(at(out), out.size() * es));
       } else {
         uint64_t& slot_ticket = slot_tickets[t % kSendSlots];
         sender.waitFor(slot_ticket);  // the send that used this slot is done
         codec.encode(at(out), out.size(), send_slot(t));
-        slot_ticket = sender.post(next, rs_tag(t), {send_slot(t), codec.encodedBytes(out.size())});
+        slot_ticket =
+            sender.post(next, rs_tag(t, me, next), {send_slot(t), codec.encodedBytes(out.size())});
       }
     }
     const Range in = piece(me - step(t) - 1, t % chunks);
@@ -113,7 +148,9 @@ void InterNode::allReduceRing(void* data, size_t count, DType dtype) {
   sender.drain();  // the all-gather receives overwrite what these sends read
 
   // All-gather.
-  auto ag_tag = [&](size_t t) { return tag(InterOp::kRingAllGather, slotOf(t)); };
+  auto ag_tag = [&](size_t t, int from, int to) {
+    return tag(InterOp::kRingAllGather, slotOf(t, from, to));
+  };
   if (!codec.native()) {
     std::byte* enc = base + (kRecvSlots + kSendSlots) * slot_bytes;
     auto block = [&](int j) { return enc + static_cast<size_t>(j) * seg_bytes; };
@@ -125,10 +162,10 @@ void InterNode::allReduceRing(void* data, size_t count, DType dtype) {
     for (int j = 0; j < n; ++j) {
       if (j == me || seg(j + 1).size() == 0) continue;
       pending.push_back(
-          mesh_.irecv(j, ag_tag(0), {block(j), codec.encodedBytes(seg(j + 1).size())}));
+          mesh_.irecv(j, ag_tag(0, j, me), {block(j), codec.encodedBytes(seg(j + 1).size())}));
     }
     for (int j = 0; j < n && own.size() > 0; ++j) {
-      if (j != me) mesh_.send(j, ag_tag(0), {block(me), codec.encodedBytes(own.size())});
+      if (j != me) mesh_.send(j, ag_tag(0, me, j), {block(me), codec.encodedBytes(own.size())});
     }
     size_t r = 0;
     for (int j = 0; j < n; ++j) {
@@ -142,13 +179,14 @@ void InterNode::allReduceRing(void* data, size_t count, DType dtype) {
   auto post_ag_recv = [&](size_t t) {
     const Range r = piece(me - step(t), t % chunks);
     if (r.size() == 0) return;
-    recvs[t % kRecvSlots] = mesh_.irecv(prev, ag_tag(t), asWritableBytes(at(r), r.size() * es));
+    recvs[t % kRecvSlots] =
+        mesh_.irecv(prev, ag_tag(t, prev, me), asWritableBytes(at(r), r.size() * es));
   };
   for (size_t t = 0; t < std::min(kRecvAhead, transfers); ++t) post_ag_recv(t);
   for (size_t t = 0; t < transfers; ++t) {
     if (t + kRecvAhead < transfers) post_ag_recv(t + kRecvAhead);
     const Range out = piece(me + 1 - step(t), t % chunks);
-    if (out.size() > 0) sender.post(next, ag_tag(t), asBytes(at(out), out.size() * es));
+    if (out.size() > 0) sender.post(next, ag_tag(t, me, next), asBytes(at(out), out.size() * es));
     const Range in = piece(me - step(t), t % chunks);
     if (in.size() == 0) continue;
     RequestPtr recv = std::move(recvs[t % kRecvSlots]);

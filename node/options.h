@@ -25,7 +25,8 @@ struct Options {
   std::string cuda_graphs = "on";        // on | off: CUDA graphs for decode steps
   double connect_timeout_s = 120;
   double liveness_timeout_s = 5;
-  int sockets_per_peer = 1;
+  // 2: the ring gives each direction of a pair its own socket (collectives/allreduce_ring.cc)
+  int sockets_per_peer = 2;
   int mesh_spin_us = 200;  // a mesh receive yield-spins this long before sleeping in recv/poll
   std::string wire_format = "f32";  // inter-node all-reduce payload: f32, bf16, q8_0
   std::string head = "auto";        // output head layout: auto, vocab-parallel, replicated

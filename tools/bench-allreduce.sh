@@ -2,8 +2,11 @@
 # All-reduce side by side: tpnode (`tpbench allreduce`), Gloo (libgloo-dev, TCP transport) and
 # Open MPI (MPI_Allreduce, TCP BTL), 2 and 4 processes on loopback, f32, same sizes and
 # iteration counts, buffers allocated once and reused by all three. Each configuration runs
-# ROUNDS times interleaved (tpnode, gloo, mpi, tpnode, ...) and the median of the per-round
-# p50 is reported, so that background load hits all three alike.
+# ROUNDS times interleaved (tpnode, gloo, mpi, floor, tpnode, ...) and the median of the
+# per-round p50 is reported, so that background load hits all alike. "floor" (sizes below
+# 1 MiB): tools/bench/tcp_floor.cc, the message pattern of tpnode's small-message algorithm on
+# raw sockets (2 processes: direct exchange; more: tree), what any TCP implementation of that
+# pattern pays on this machine.
 #   tools/bench-allreduce.sh                 # prints a markdown table (for docs/benchmarks.md)
 #   PROCS="2" SIZES=4K,16K ROUNDS=1 tools/bench-allreduce.sh
 # Needs: libgloo-dev openmpi-bin libopenmpi-dev (tools/install-deps.sh), a built tpbench.
@@ -22,7 +25,9 @@ cmake --build "$BUILD_DIR" --target tpbench >/dev/null
 TPBENCH=$BUILD_DIR/tools/tpbench/tpbench
 GLOO=$BUILD_DIR/bench-peers/gloo_allreduce
 MPI=$BUILD_DIR/bench-peers/mpi_allreduce
+FLOOR=$BUILD_DIR/bench-peers/tcp_floor
 c++ -O2 -std=c++17 tools/bench/gloo_allreduce.cc -o "$GLOO" -lgloo -lpthread
+c++ -O2 -std=c++17 tools/bench/tcp_floor.cc -o "$FLOOR"
 mpicxx -O2 tools/bench/mpi_allreduce.cc -o "$MPI"
 
 bytes_list() {  # 4K,16M -> 4096,16777216
@@ -66,13 +71,18 @@ run_mpi() {
     --mca btl tcp,self --mca btl_tcp_if_include lo "$MPI" "$sizes" "$iters" "$iters" 2>/dev/null
 }
 
+run_floor() {
+  timeout 600 "$FLOOR" "$1" "$2" "$3"
+}
+
 for n in $PROCS; do
   for ((r = 0; r < ROUNDS; r++)); do
-    for impl in tpnode gloo mpi; do
+    for impl in tpnode gloo mpi floor; do
       f="$OUT/${impl}_n${n}_r${r}.json"
       {
         [ -n "$SMALL" ] && "run_$impl" "$n" "$SMALL" "$ITERS_SMALL"
-        [ -n "$LARGE" ] && "run_$impl" "$n" "$LARGE" "$ITERS_LARGE"
+        [ -n "$LARGE" ] && [ "$impl" != floor ] && "run_$impl" "$n" "$LARGE" "$ITERS_LARGE"
+        true
       } >"$f"
       echo "[bench] $impl n=$n round $r done" >&2
     done
@@ -97,13 +107,15 @@ def human(b):
         if b >= s: return f"{b // s} {unit}"
     return f"{b} B"
 print("| procs | size | tpnode p50 us | Gloo p50 us | MPI p50 us | lat. vs Gloo | lat. vs MPI "
+      "| TCP floor p50 us | floor vs MPI "
       "| tpnode busbw GB/s | Gloo busbw | MPI busbw | busbw vs Gloo | busbw vs MPI |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for n in procs:
-    t, g, m = load("tpnode", n), load("gloo", n), load("mpi", n)
+    t, g, m, f = load("tpnode", n), load("gloo", n), load("mpi", n), load("floor", n)
     for b in sorted(t):
+        floor = (f"{f[b]['p50']:.1f} | {f[b]['p50'] / m[b]['p50']:.2f}" if b in f else "- | -")
         print(f"| {n} | {human(b)} | {t[b]['p50']:.1f} | {g[b]['p50']:.1f} | {m[b]['p50']:.1f} "
-              f"| {t[b]['p50'] / g[b]['p50']:.2f} | {t[b]['p50'] / m[b]['p50']:.2f} "
+              f"| {t[b]['p50'] / g[b]['p50']:.2f} | {t[b]['p50'] / m[b]['p50']:.2f} | {floor} "
               f"| {t[b]['busbw']:.3f} | {g[b]['busbw']:.3f} | {m[b]['busbw']:.3f} "
               f"| {t[b]['busbw'] / g[b]['busbw']:.2f} | {t[b]['busbw'] / m[b]['busbw']:.2f} |")
 PY

@@ -28,7 +28,7 @@ TEST(ClusterConfigTest, ParsesFullConfig) {
 nodes:
   - {host: a, port: 9500, tp: 2, devices: [0, 2]}
   - {host: b, port: 9501, tp: 1}
-cluster: {model: m.gguf, connect_timeout_s: 30, wire_format: bf16, sockets_per_peer: 2}
+cluster: {model: m.gguf, connect_timeout_s: 30, wire_format: bf16, sockets_per_peer: 3}
 api: {port: 8081, parallel: 3}
 )",
                               "dir/x.yaml");
@@ -46,7 +46,7 @@ api: {port: 8081, parallel: 3}
   EXPECT_EQ(o.tp_layout, (std::vector<int>{2, 1}));
   EXPECT_EQ(o.model, "dir/m.gguf");  // relative to the config file
   EXPECT_EQ(o.connect_timeout_s, 30);
-  EXPECT_EQ(o.sockets_per_peer, 2);
+  EXPECT_EQ(o.sockets_per_peer, 3);
   EXPECT_EQ(o.parallel, 3);
 }
 

@@ -138,6 +138,7 @@ mesh::MeshOptions meshOptions(const AllReduceBenchOptions& o) {
   m.liveness_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.liveness_timeout_s * 1e3));
   m.heartbeat_interval = std::min(std::chrono::milliseconds(500), m.liveness_timeout / 4);
   m.sockets_per_peer = o.sockets_per_peer;
+  m.socket_buffer_bytes = o.socket_buffer_bytes;
   m.spin = std::chrono::microseconds(o.mesh_spin_us);
   std::vector<std::string> items = {"peers=" + o.peers, "tool=tpbench-allreduce",
                                     "tp=" + std::to_string(o.tp)};

@@ -21,7 +21,8 @@ struct AllReduceBenchOptions {
   double connect_timeout_s = 60;
   double liveness_timeout_s = 5;
   int mesh_spin_us = 200;
-  int sockets_per_peer = 1;
+  int sockets_per_peer = 2;     // tpnode's default
+  int socket_buffer_bytes = 0;  // 0: the kernel's autotuning
   collectives::CollectiveOptions collectives;
 };
 

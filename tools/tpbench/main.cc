@@ -37,7 +37,10 @@ int main(int argc, char** argv) {
   ar->add_option("--leader-max", leader_max, "auto uses leader mode up to this many bytes");
   ar->add_option("--spin-us", spin_us, "local barrier spin before sleeping");
   ar->add_option("--mesh-spin-us", o.mesh_spin_us, "mesh receive spin before poll()");
-  ar->add_option("--sockets-per-peer", o.sockets_per_peer, "TCP connections per node pair");
+  ar->add_option("--sockets-per-peer", o.sockets_per_peer, "TCP connections per node pair")
+      ->capture_default_str();
+  ar->add_option("--socket-buffer", o.socket_buffer_bytes,
+                 "SO_SNDBUF/SO_RCVBUF bytes (0: the kernel's autotuning)");
   ar->add_option("--connect-timeout", o.connect_timeout_s, "seconds");
   ar->add_option("--liveness-timeout", o.liveness_timeout_s, "seconds");
   ar->add_option("--log-level", log_level, "trace .. off");
