@@ -7,6 +7,13 @@
 # 1 MiB): tools/bench/tcp_floor.cc, the message pattern of tpnode's small-message algorithm on
 # raw sockets (2 processes: direct exchange; more: tree), what any TCP implementation of that
 # pattern pays on this machine.
+# Placement: mpirun binds each process to its own core when there are at least as many cores as
+# processes (and binds nothing when it oversubscribes). The script does the same for tpnode
+# (taskset -c i for process i) and tcp_floor (pins its own processes): both spin while they
+# wait, and two spinning processes that the kernel starts on one core take 22 us per 4 KiB
+# all-reduce instead of 5.5 us until it moves one. Gloo is left unbound: it sleeps while it
+# waits, and its I/O thread must not share the main thread's core (bound, it took 4 ms per
+# call). BIND=0 binds nothing but MPI.
 #   tools/bench-allreduce.sh                 # prints a markdown table (for docs/benchmarks.md)
 #   PROCS="2" SIZES=4K,16K ROUNDS=1 tools/bench-allreduce.sh
 # Needs: libgloo-dev openmpi-bin libopenmpi-dev (tools/install-deps.sh), a built tpbench.
@@ -19,6 +26,8 @@ ROUNDS=${ROUNDS:-3}
 ITERS_SMALL=${ITERS_SMALL:-1000}  # sizes below 1 MiB
 ITERS_LARGE=${ITERS_LARGE:-20}
 OUT=${OUT:-$BUILD_DIR/bench-allreduce}
+BIND=${BIND:-1}
+CORES=$(nproc)
 mkdir -p "$OUT" "$BUILD_DIR/bench-peers"
 
 cmake --build "$BUILD_DIR" --target tpbench >/dev/null
@@ -44,23 +53,30 @@ for b in $(bytes_list "$SIZES" | tr , ' '); do
   if ((b < 1048576)); then SMALL+="${SMALL:+,}$b"; else LARGE+="${LARGE:+,}$b"; fi
 done
 
+# The command prefix that binds process $1 of $2 (as mpirun would), or nothing.
+bind() {
+  if [ "$BIND" = 1 ] && (($2 <= CORES)); then echo "taskset -c $(($1 % CORES))"; fi
+}
 run_tpnode() {  # procs sizes iters -> JSON on stdout
   local n=$1 sizes=$2 iters=$3 base peers="" i pids=()
   base=$((20000 + RANDOM % 20000))
   for ((i = 0; i < n; i++)); do peers+="${peers:+,}127.0.0.$((i + 1)):$((base + i))"; done
   for ((i = 1; i < n; i++)); do
-    "$TPBENCH" allreduce --node-id $i --peers "$peers" --tp 1 --sizes "$sizes" --iters "$iters" \
-      --json >/dev/null &
+    $(bind $i "$n") "$TPBENCH" allreduce --node-id $i --peers "$peers" --tp 1 --sizes "$sizes" \
+      --iters "$iters" --json >/dev/null &
     pids+=($!)
   done
-  timeout 600 "$TPBENCH" allreduce --node-id 0 --peers "$peers" --tp 1 --sizes "$sizes" \
-    --iters "$iters" --json
+  timeout 600 $(bind 0 "$n") "$TPBENCH" allreduce --node-id 0 --peers "$peers" --tp 1 \
+    --sizes "$sizes" --iters "$iters" --json
   wait "${pids[@]}"
 }
 run_gloo() {
   local n=$1 sizes=$2 iters=$3 dir i pids=()
   dir=$(mktemp -d)
-  for ((i = 1; i < n; i++)); do "$GLOO" $i $n "$dir" "$sizes" "$iters" "$iters" >/dev/null & pids+=($!); done
+  for ((i = 1; i < n; i++)); do
+    "$GLOO" $i $n "$dir" "$sizes" "$iters" "$iters" >/dev/null &
+    pids+=($!)
+  done
   timeout 600 "$GLOO" 0 $n "$dir" "$sizes" "$iters" "$iters"
   wait "${pids[@]}"
   rm -rf "$dir"
@@ -72,7 +88,7 @@ run_mpi() {
 }
 
 run_floor() {
-  timeout 600 "$FLOOR" "$1" "$2" "$3"
+  TCP_FLOOR_BIND=$BIND timeout 600 "$FLOOR" "$1" "$2" "$3"
 }
 
 for n in $PROCS; do

@@ -7,11 +7,13 @@
 // this costs is the floor of the pattern on this machine.
 // Not part of the tpnode build: the script compiles it alone (plain C++17, POSIX sockets).
 //   tcp_floor NPROCS SIZES(bytes,comma) ITERS   -> JSON on stdout (process 0), as tpbench --json
-// Talks only to 127.0.0.1, on ports it binds itself; forks NPROCS-1 children.
+// Talks only to 127.0.0.1, on ports it binds itself; forks NPROCS-1 children. With
+// TCP_FLOOR_BIND=1 and no more processes than CPUs, process i is pinned to CPU i (as mpirun
+// binds).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sched.h>
+#include <sched.h>  // sched_yield, sched_setaffinity
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -118,6 +120,14 @@ int main(int argc, char** argv) {
     fds[0] = fd;
   }
   ::close(listener);
+  const char* bind = std::getenv("TCP_FLOOR_BIND");
+  const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+  if (bind != nullptr && std::string(bind) == "1" && n <= cpus) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(me, &set);
+    if (::sched_setaffinity(0, sizeof set, &set) != 0) die("sched_setaffinity");
+  }
   for (int fd : fds) {
     if (fd >= 0) ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   }
