@@ -15,7 +15,8 @@
 // kSendSlots encoded sends are in flight. From 3 nodes sends run on the lane's SendWorker
 // thread, so the copy into the kernel overlaps receiving and reducing on the caller's thread;
 // with 2 nodes the caller sends itself (a blocked send drains incoming frames into the posted
-// receives), which measured faster on 2 processes (docs/benchmarks.md, "Ring on 2 nodes").
+// receives), which measured faster on 2 processes (docs/benchmarks.md, "Tree all-reduce, ring
+// on 2 nodes, process binding").
 // Tags: transfer t uses slot tag 2 * (t % kRecvSlots) + d, d = 0 when the sender's node id is
 // below the receiver's, else 1. With sockets_per_peer = 2 (tag % 2 picks the socket) each
 // socket of a pair then carries one direction: a send and a receive never contend for one
