@@ -195,50 +195,71 @@ NodeGroup::~NodeGroup() {
   if (abort_thread_.joinable()) abort_thread_.join();
 }
 
+namespace {
+
+// What every node must agree on before any collective: the local rank count and every option
+// that decides which messages an all-reduce sends. Encoded as little-endian u64 fields.
+struct LayoutField {
+  const char* name;  // as the user sets it
+  uint64_t value;
+  std::string (*show)(uint64_t);
+};
+
+std::string showNumber(uint64_t v) {
+  return std::to_string(v);
+}
+std::string showAlgo(uint64_t v) {
+  return std::string(interAlgoName(static_cast<InterAlgo>(v)));
+}
+std::string showHier(uint64_t v) {
+  return std::string(hierModeName(static_cast<HierMode>(v)));
+}
+std::string showWire(uint64_t v) {
+  return std::string(wireFormatName(static_cast<WireFormat>(v)));
+}
+
+std::vector<LayoutField> layoutFields(int local_tp, const CollectiveOptions& o) {
+  return {
+      {"--tp", static_cast<uint64_t>(local_tp), showNumber},
+      {"TPNODE_COLL_ALGO", static_cast<uint64_t>(o.algo), showAlgo},
+      {"TPNODE_COLL_SMALL_ALGO", static_cast<uint64_t>(o.small_algo), showAlgo},
+      {"TPNODE_COLL_CROSSOVER", o.crossover_bytes, showNumber},
+      {"TPNODE_COLL_CHUNK", o.chunk_bytes, showNumber},
+      {"TPNODE_COLL_HIER", static_cast<uint64_t>(o.hier), showHier},
+      {"TPNODE_COLL_LEADER_MAX", o.leader_max_bytes, showNumber},
+      {"TPNODE_COLL_WIRE (--wire-format)", static_cast<uint64_t>(o.wire), showWire},
+  };
+}
+
+}  // namespace
+
 void NodeGroup::checkLayout(int local_tp) {
   const uint32_t tag = interTag(InterOp::kSetup, 0);
-  std::array<uint8_t, 4> mine{};
-  storeLE32(mine.data(), static_cast<uint32_t>(local_tp));
+  const std::vector<LayoutField> fields = layoutFields(local_tp, options_);
+  std::vector<uint8_t> mine(fields.size() * 8);
+  for (size_t f = 0; f < fields.size(); ++f) storeLE64(mine.data() + 8 * f, fields[f].value);
   for (int j = 0; j < nodes_; ++j) {
     if (j != node_) mesh_->send(j, tag, asBytes(mine.data(), mine.size()));
   }
+  std::vector<uint8_t> theirs(mine.size() + 1);  // one spare byte: a longer layout is wrong too
   for (int j = 0; j < nodes_; ++j) {
     if (j == node_) continue;
-    std::array<uint8_t, 4> theirs{};
     const size_t got = mesh_->recv(j, tag, asWritableBytes(theirs.data(), theirs.size()));
-    if (got != theirs.size()) {
-      fail(ErrorCode::kInvalidData, "[collectives] node {} sent a {}-byte layout", j, got);
+    if (got != mine.size()) {
+      fail(ErrorCode::kMismatch,
+           "[collectives] node {} sent a {}-byte collectives layout where {} bytes were expected "
+           "(is it running another tpnode version?)",
+           j, got, mine.size());
     }
-    if (loadLE32(theirs.data()) != static_cast<uint32_t>(local_tp)) {
-      fail(ErrorCode::kMismatch, "[collectives] node {} runs --tp {}, this node (node {}) --tp {}",
-           j, loadLE32(theirs.data()), node_, local_tp);
+    for (size_t f = 0; f < fields.size(); ++f) {
+      const uint64_t v = loadLE64(theirs.data() + 8 * f);
+      if (v == fields[f].value) continue;
+      fail(ErrorCode::kMismatch,
+           "[collectives] node {} runs {} = {}, this node (node {}) {}: every node needs the "
+           "same value",
+           j, fields[f].name, fields[f].show(v), node_, fields[f].show(fields[f].value));
     }
   }
-}
-
-std::unique_ptr<Communicator> NodeGroup::communicator(int local_rank) {
-  auto local = local_->localOp(local_rank);  // validates local_rank
-  InterNode* inter = nodes_ > 1 ? lanes_[static_cast<size_t>(local_rank)].get() : nullptr;
-  return std::make_unique<HierarchicalCommunicator>(shared_from_this(), std::move(local), inter);
-}
-
-void NodeGroup::abort(ErrorCode code, const std::string& reason) {
-  if (local_->aborted()) return;
-  spdlog::warn("[collectives] group aborted: {}", reason);
-  local_->abort(code, reason);
-  {
-    std::lock_guard lock(mutex_);
-    signal_peers_ = true;
-  }
-  wake_.notify_all();
-}
-
-void NodeGroup::abortLoop() {
-  std::unique_lock lock(mutex_);
-  wake_.wait(lock, [&] { return signal_peers_ || stop_; });
-  if (stop_ && !signal_peers_) return;
-  lock.unlock();
-  for (auto& lane : lanes_) lane->sendAbort();
 }
 
 }  // namespace tpnode::collectives

@@ -155,6 +155,43 @@ TEST(HierarchicalOpsTest, LayoutMismatchIsRefused) {
   (void)mismatches;
 }
 
+// Nodes whose collective options differ would send different messages and wait forever:
+// create() refuses, naming the setting and both values.
+TEST(HierarchicalOpsTest, OptionMismatchIsRefusedNamingTheSetting) {
+  struct Case {
+    void (*change)(CollectiveOptions&);
+    const char* expect;
+  };
+  const Case cases[] = {
+      {[](CollectiveOptions& o) { o.algo = InterAlgo::kRing; }, "TPNODE_COLL_ALGO = ring"},
+      {[](CollectiveOptions& o) { o.small_algo = InterAlgo::kTree; },
+       "TPNODE_COLL_SMALL_ALGO = tree"},
+      {[](CollectiveOptions& o) { o.crossover_bytes = 4096; }, "TPNODE_COLL_CROSSOVER = 4096"},
+      {[](CollectiveOptions& o) { o.wire = WireFormat::kBF16; },
+       "= bf16, this node (node 0) native"},
+  };
+  for (const Case& c : cases) {
+    auto net = testing::FakeNetwork::create(2);
+    std::vector<std::unique_ptr<mesh::Mesh>> meshes;
+    for (int n = 0; n < 2; ++n) meshes.push_back(net->mesh(n));
+    std::vector<std::string> errors(2);
+    std::vector<ErrorCode> codes(2, ErrorCode::kInternal);
+    testing::runRanks(2, [&](int n) {
+      CollectiveOptions o = testing::testOptions(InterAlgo::kAuto, HierMode::kAuto);
+      if (n == 1) c.change(o);
+      try {
+        NodeGroup::create(meshes[static_cast<size_t>(n)].get(), 1, o);
+      } catch (const Error& e) {
+        errors[static_cast<size_t>(n)] = e.what();
+        codes[static_cast<size_t>(n)] = e.code();
+      }
+    });
+    EXPECT_EQ(codes[0], ErrorCode::kMismatch) << errors[0];
+    EXPECT_EQ(codes[1], ErrorCode::kMismatch) << errors[1];
+    EXPECT_NE(errors[0].find(c.expect), std::string::npos) << errors[0];
+  }
+}
+
 // A node dies in the middle of large all-reduces: every surviving rank throws kPeerLost in
 // time, and later calls fail at once.
 TEST(HierarchicalOpsTest, PeerKilledMidAllReduceReleasesEverySurvivor) {
