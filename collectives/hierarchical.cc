@@ -262,4 +262,29 @@ void NodeGroup::checkLayout(int local_tp) {
   }
 }
 
+std::unique_ptr<Communicator> NodeGroup::communicator(int local_rank) {
+  auto local = local_->localOp(local_rank);  // validates local_rank
+  InterNode* inter = nodes_ > 1 ? lanes_[static_cast<size_t>(local_rank)].get() : nullptr;
+  return std::make_unique<HierarchicalCommunicator>(shared_from_this(), std::move(local), inter);
+}
+
+void NodeGroup::abort(ErrorCode code, const std::string& reason) {
+  if (local_->aborted()) return;
+  spdlog::warn("[collectives] group aborted: {}", reason);
+  local_->abort(code, reason);
+  {
+    std::lock_guard lock(mutex_);
+    signal_peers_ = true;
+  }
+  wake_.notify_all();
+}
+
+void NodeGroup::abortLoop() {
+  std::unique_lock lock(mutex_);
+  wake_.wait(lock, [&] { return signal_peers_ || stop_; });
+  if (stop_ && !signal_peers_) return;
+  lock.unlock();
+  for (auto& lane : lanes_) lane->sendAbort();
+}
+
 }  // namespace tpnode::collectives
