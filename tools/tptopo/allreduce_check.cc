@@ -108,11 +108,14 @@ void planResult(AllReduceResult& result, Shared& sh, int nodes,
 }
 
 // Runs every local rank as a thread; the first error of any rank ends up in sh.error.
+// `resolved`: the options as the group resolved them (the measured small-message algorithm).
 void runRanks(mesh::Mesh* mesh, const TopoOptions& o, const collectives::CollectiveOptions& coll,
-              const std::vector<int>& cpu_of_rank, Shared& sh) {
+              const std::vector<int>& cpu_of_rank, Shared& sh,
+              collectives::CollectiveOptions& resolved) {
   const int tp = o.node.tp;
   try {
     auto group = collectives::NodeGroup::create(mesh, tp, coll);
+    resolved = group->options();
     std::vector<std::thread> threads;
     for (int r = 0; r < tp; ++r) {
       threads.emplace_back([&, r] {
@@ -148,7 +151,11 @@ AllReduceResult runAllReduceCheck(mesh::Mesh* mesh, const TopoOptions& o,
   planResult(result, sh, nodes, coll);
   spdlog::info("[tptopo] hierarchical all-reduce: {} node(s) x {} rank(s), {} sizes checked", nodes,
                o.node.tp, std::size(kCaseCounts));
-  runRanks(mesh, o, coll, cpu_of_rank, sh);
+  collectives::CollectiveOptions resolved = coll;
+  runRanks(mesh, o, coll, cpu_of_rank, sh, resolved);
+  // The plan named what the options say; with small_algo auto the group measured its choice.
+  for (auto& c : result.cases) c.inter = interName(resolved, nodes, c.bytes);
+  for (auto& b : sh.bench) b.inter = interName(resolved, nodes, b.bytes);
   result.verdict = Verdict::kOk;
   if (!sh.error.empty()) {
     result.error = sh.error;
