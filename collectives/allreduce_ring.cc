@@ -37,7 +37,10 @@ namespace {
 constexpr size_t kSendSlots = 4;
 // Receives posted ahead: frames the peer sends ahead of us land in posted buffers instead of
 // being parked (an extra copy) by the mesh.
-constexpr size_t kRecvAhead = 7;
+// 3 ahead (4 slots of a 256 KiB chunk: 1 MiB of receive buffers instead of 2) measured
+// faster than 7 on 2 and 4 processes (docs/benchmarks.md, "Tree all-reduce, ring on 2 nodes,
+// process binding").
+constexpr size_t kRecvAhead = 3;
 constexpr size_t kRecvSlots = kRecvAhead + 1;
 static_assert(2 * kRecvSlots <= kTagSlots, "each posted receive needs its own tag per direction");
 // Transfer t from node `from` to node `to` travels on the slot tag of its receive slot and
