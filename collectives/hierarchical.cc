@@ -208,13 +208,17 @@ struct LayoutField {
 std::string showNumber(uint64_t v) {
   return std::to_string(v);
 }
+// Received values are hostile: an enum value this build does not know is shown as a number.
 std::string showAlgo(uint64_t v) {
+  if (v > static_cast<uint64_t>(InterAlgo::kTree)) return "unknown value " + std::to_string(v);
   return std::string(interAlgoName(static_cast<InterAlgo>(v)));
 }
 std::string showHier(uint64_t v) {
+  if (v > static_cast<uint64_t>(HierMode::kLeader)) return "unknown value " + std::to_string(v);
   return std::string(hierModeName(static_cast<HierMode>(v)));
 }
 std::string showWire(uint64_t v) {
+  if (v > static_cast<uint64_t>(WireFormat::kQ8_0)) return "unknown value " + std::to_string(v);
   return std::string(wireFormatName(static_cast<WireFormat>(v)));
 }
 
