@@ -1,12 +1,8 @@
 // Direct inter-node all-reduce: every node sends its partial to every other node and sums all
 // partials in node order 0..n-1 (f32 accumulation, one rounding). One message latency; every
 // node receives (n-1) x the message, so it is the small-message algorithm.
-#include <array>
-
 #include "collectives/inter_node.h"
-#include "collectives/reduce.h"
 #include "collectives/wire_format.h"
-#include "common/check.h"
 
 namespace tpnode::collectives {
 
@@ -34,14 +30,7 @@ void InterNode::allReduceDirect(void* data, size_t count, DType dtype) {
   }
   for (; r < requests_.size(); ++r) requests_[r]->wait();  // data may be overwritten now
 
-  if (codec.native()) {
-    constexpr int kMaxNodes = 256;
-    TP_CHECK(nodes_ <= kMaxNodes, "{} nodes", nodes_);
-    std::array<const void*, kMaxNodes> srcs{};
-    for (int j = 0; j < nodes_; ++j) srcs[static_cast<size_t>(j)] = j == node_ ? data : slot(j);
-    reduceSum(data, std::span(srcs.data(), static_cast<size_t>(nodes_)), count, dtype);
-    return;
-  }
+  if (codec.native()) return sumInNodeOrder(data, base + send_bytes, count, dtype);
   // Lossy wire: every node sums the decoded partials, its own included, in node order.
   for (int j = 0; j < nodes_; ++j) {
     const std::byte* enc = j == node_ ? send_buf : slot(j);

@@ -2,11 +2,7 @@
 // to node 0, node 0 sums all partials in node order 0..n-1 exactly as the direct exchange does
 // (same order, same rounding: the same bits) and sends the sum back. 2(n-1) messages instead
 // of the direct exchange's n(n-1), but two message latencies instead of one.
-#include <array>
-
 #include "collectives/inter_node.h"
-#include "collectives/reduce.h"
-#include "common/check.h"
 
 namespace tpnode::collectives {
 
@@ -36,11 +32,7 @@ void InterNode::allReduceTree(void* data, size_t count, DType dtype) {
   for (int j = 0; j < nodes_; ++j) {
     if (j != node_) checkReceived(requests_[r++]->wait(), bytes, j);
   }
-  constexpr int kMaxNodes = 256;
-  TP_CHECK(nodes_ <= kMaxNodes, "{} nodes", nodes_);
-  std::array<const void*, kMaxNodes> srcs{};
-  for (int j = 0; j < nodes_; ++j) srcs[static_cast<size_t>(j)] = j == node_ ? data : slot(j);
-  reduceSum(data, std::span(srcs.data(), static_cast<size_t>(nodes_)), count, dtype);
+  sumInNodeOrder(data, base, count, dtype);
   requests_.clear();
   for (int j = 0; j < nodes_; ++j) {
     if (j != node_) requests_.push_back(mesh_.isend(j, down, asBytes(data, bytes)));

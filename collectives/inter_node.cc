@@ -1,7 +1,9 @@
 #include "collectives/inter_node.h"
 
+#include <array>
 #include <cstring>
 
+#include "collectives/reduce.h"
 #include "common/check.h"
 #include "common/log.h"
 
@@ -19,6 +21,18 @@ InterNode::InterNode(mesh::Mesh& mesh, int lane, const CollectiveOptions& option
 SendWorker& InterNode::sendWorker() {
   if (!send_worker_) send_worker_ = std::make_unique<SendWorker>(mesh_);
   return *send_worker_;
+}
+
+void InterNode::sumInNodeOrder(void* data, const std::byte* slots, size_t count,
+                               DType dtype) const {
+  constexpr int kMaxNodes = 256;
+  TP_CHECK(nodes_ <= kMaxNodes, "{} nodes", nodes_);
+  std::array<const void*, kMaxNodes> srcs{};
+  const size_t bytes = count * dtypeSize(dtype);
+  for (int j = 0; j < nodes_; ++j) {
+    srcs[static_cast<size_t>(j)] = j == node_ ? data : slots + static_cast<size_t>(j) * bytes;
+  }
+  reduceSum(data, std::span(srcs.data(), static_cast<size_t>(nodes_)), count, dtype);
 }
 
 void InterNode::checkReceived(size_t got, size_t want, int peer) const {

@@ -102,6 +102,9 @@ class InterNode {
   const CollectiveOptions& options() const { return options_; }
   ScratchBuffer& scratch() { return scratch_; }
   SendWorker& sendWorker();  // created on first use (the ring's)
+  // data = round(p_0 + ... + p_{n-1}) in node order (the direct order), where p_j is `data` for
+  // this node and the count elements at slots + j * count * dtypeSize(dtype) for the others.
+  void sumInNodeOrder(void* data, const std::byte* slots, size_t count, DType dtype) const;
 
  private:
   mesh::Mesh& mesh_;  // outlives this object (see contract)

@@ -17,8 +17,14 @@ namespace {
 
 [[noreturn]] void failErrno(const char* what) {
   int err = errno;
-  bool lost = err == ECONNRESET || err == EPIPE || err == ETIMEDOUT || err == EHOSTUNREACH ||
-              err == ENETUNREACH || err == ENOTCONN;
+  // A peer process that dies with unread bytes in its socket resets the connection instead of
+  // closing it: say so in the words of a close (what the reader of the log needs to know).
+  if (err == ECONNRESET || err == EPIPE) {
+    fail(ErrorCode::kPeerLost,
+         "it closed the connection without GOODBYE (did the process die?); {}: {}", what,
+         std::strerror(err));
+  }
+  bool lost = err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH || err == ENOTCONN;
   fail(lost ? ErrorCode::kPeerLost : ErrorCode::kIo, "{}: {}", what, std::strerror(err));
 }
 
