@@ -14,7 +14,9 @@ Step time (seconds), what the code does (docs/scaling.md explains each term):
   t_compute   weight bytes read per token by one rank / bandwidth of one rank (+ per-layer
               fixed cost on GPUs)
   t_allreduce local stage (shared memory / NVLink) + inter-node stage (direct exchange below
-              the 64 KiB crossover: alpha + (nodes-1) * B / R; ring above it:
+              the 256 KiB crossover: alpha + (nodes-1) * B / R; from 3 nodes the runtime may
+              measure the tree faster at startup and use it, which this model does not cover;
+              ring above it:
               2 (nodes-1) alpha + 2 (nodes-1)/nodes * B / R)
   t_logits    vocab-parallel head: all-gather of n_vocab f32 logits (local, then nodes-1 blocks
               of n_vocab*4/nodes bytes from every node, then a local broadcast)
@@ -27,7 +29,7 @@ import statistics
 import sys
 
 KIB = 1024
-CROSSOVER = 64 * KIB  # collectives/options.h: direct below, ring at and above (whole message)
+CROSSOVER = 256 * KIB  # collectives/options.h: direct below, ring at and above (whole message)
 
 # Hyperparameters (public model cards / GGUF metadata). tied: head shares token_embd.
 MODELS = {

@@ -199,4 +199,22 @@ void writeTestModel(const TestModelShape& sh, const std::string& out) {
   w.writeFile(out);
 }
 
+TestModelShape parityTestShape(const std::string& arch, const std::string& type, int64_t dim,
+                               int64_t ffn, int64_t heads, int64_t kv_heads, bool tied,
+                               uint64_t seed) {
+  TestModelShape s;
+  s.arch = arch;
+  s.type = parseTensorType(type);
+  s.dim = dim;
+  s.ffn = ffn;
+  s.heads = heads;
+  s.kv_heads = kv_heads;
+  s.tied = tied;
+  s.layers = arch == "gemma3" ? 3 : 2;
+  s.vocab = 512;
+  s.seed = seed;
+  if (arch == "qwen2" || arch == "qwen3" || arch == "gemma3") s.rope_base = 1e6f;
+  return s;
+}
+
 }  // namespace tpnode::tools

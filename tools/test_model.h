@@ -36,6 +36,13 @@ struct TestModelShape {
   float rope_base_swa = 10000.f, logit_softcap = 0.f;
 };
 
+// The small models the CPU and GPU parity tests generate: 2 layers (gemma3: 3, local, global,
+// local), a 512-token vocabulary, and RoPE base 1e6 for qwen2/qwen3/gemma3 as their GGUFs have.
+// `type` as parseTensorType takes it.
+TestModelShape parityTestShape(const std::string& arch, const std::string& type, int64_t dim,
+                               int64_t ffn, int64_t heads, int64_t kv_heads, bool tied,
+                               uint64_t seed);
+
 // "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"; Error(kInvalidArgument) otherwise.
 model::TensorType parseTensorType(const std::string& name);
 

@@ -35,18 +35,8 @@ std::vector<Case> cases() {
   std::vector<Case> out;
   auto add = [&](std::string name, std::string arch, std::string type, int64_t dim, int64_t ffn,
                  int64_t heads, int64_t kv, bool tied, std::vector<int> tps) {
-    tools::TestModelShape s;
-    s.arch = arch;
-    s.type = tools::parseTensorType(type);
-    s.dim = dim;
-    s.ffn = ffn;
-    s.heads = heads;
-    s.kv_heads = kv;
-    s.tied = tied;
-    s.layers = arch == "gemma3" ? 3 : 2;
-    s.vocab = 512;
-    s.seed = out.size() + 11;
-    if (arch == "qwen2" || arch == "qwen3" || arch == "gemma3") s.rope_base = 1e6f;
+    tools::TestModelShape s =
+        tools::parityTestShape(arch, type, dim, ffn, heads, kv, tied, out.size() + 11);
     out.push_back({std::move(name), s, std::move(tps)});
   };
   add("llama_q4k_1024", "llama", "q4_k", 1024, 1024, 8, 2, false, {2, 4});

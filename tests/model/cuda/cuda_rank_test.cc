@@ -271,18 +271,9 @@ std::vector<GenCase> generatedCases() {
   std::vector<GenCase> out;
   auto add = [&](std::string name, std::string arch, std::string type, int64_t dim, int64_t ffn,
                  int64_t heads, int64_t kv, bool tied) {
-    tools::TestModelShape s;
-    s.arch = arch;
-    s.type = tools::parseTensorType(type);
-    s.dim = dim;
-    s.ffn = ffn;
-    s.heads = heads;
-    s.kv_heads = kv;
-    s.tied = tied;
-    s.layers = arch == "gemma3" ? 3 : 2;  // gemma3: local, global, local (window 4)
-    s.vocab = 512;
-    s.seed = out.size() + 31;
-    if (arch == "qwen2" || arch == "qwen3" || arch == "gemma3") s.rope_base = 1e6f;
+    // gemma3: local, global, local (window 4)
+    tools::TestModelShape s =
+        tools::parityTestShape(arch, type, dim, ffn, heads, kv, tied, out.size() + 31);
     out.push_back({std::move(name), s});
   };
   add("llama_q4k_1024", "llama", "q4_k", 1024, 1024, 8, 2, false);
