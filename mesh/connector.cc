@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/log.h"
 #include "mesh/handshake.h"
 
 namespace tpnode::mesh {
@@ -81,6 +82,10 @@ class Connector {
   std::vector<std::string> problem_;         // guarded by mu_
   std::vector<std::string> last_refusal_;    // guarded by mu_
   std::vector<std::thread> handshakers_;     // guarded by mu_
+  // Refusals of connections that name no known node, and closed surplus connections: a
+  // misconfigured host may dial again every second.
+  LogLimiter stranger_log_;
+  LogLimiter surplus_log_;
 };
 
 bool Connector::peerUp(int peer) const {
@@ -197,8 +202,8 @@ bool Connector::handshake(std::unique_ptr<Transport> t, int expected_peer, int l
                                            : fmt::format("refused {}: {}", who, hs.error());
   if (peer >= 0) {
     noteProblem(peer, message, hs.error());
-  } else {
-    spdlog::warn("[mesh] {}", message);
+  } else if (auto held = stranger_log_.pass()) {
+    spdlog::warn("[mesh] {}{}", message, heldBackNote(*held));
   }
   return false;
 }
@@ -245,7 +250,10 @@ void Connector::acceptOne(Fd fd, std::string from) {
     if (o_.socket_buffer_bytes > 0) setBuffers(fd.get(), o_.socket_buffer_bytes);
     handshake(make_transport_(std::move(fd), true, deadline), -1, 0, from);
   } catch (const Error& e) {
-    spdlog::warn("[mesh] refused a connection from {}: {}", from, e.what());
+    if (auto held = stranger_log_.pass()) {
+      spdlog::warn("[mesh] refused a connection from {}: {}{}", from, e.what(),
+                   heldBackNote(*held));
+    }
   }
   std::lock_guard lock(mu_);
   --handshakes_running_;
@@ -264,8 +272,10 @@ void Connector::acceptLoop(int listen_fd) {
     if (!fd.valid()) continue;
     std::lock_guard lock(mu_);
     if (handshakes_running_ >= kMaxConcurrentHandshakes) {
-      spdlog::warn("[mesh] closed a connection from {}: {} handshakes are running already", from,
-                   handshakes_running_);
+      if (auto held = surplus_log_.pass()) {
+        spdlog::warn("[mesh] closed a connection from {}: {} handshakes are running already{}",
+                     from, handshakes_running_, heldBackNote(*held));
+      }
       continue;
     }
     ++handshakes_running_;

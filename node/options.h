@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,8 @@ struct Options {
   int port = 8080;
   int parallel = 4;
   std::string api_key_file;
+  std::vector<std::string> api_keys;  // --api-key (repeatable), beside the file's
+  std::string alias;                  // the served model id (default: a slug of the file name)
   // API over HTTPS (node/api/): both or neither.
   std::string api_tls_cert, api_tls_key;
   size_t api_max_body = 1 << 20;  // bytes; larger request bodies get 413
@@ -66,6 +69,9 @@ struct Options {
   bool dump_list = false;           // print the tensor listing as JSON instead
   // Misc
   std::string log_level = "info";
+  // Long names of the flags the command line, the environment or the config set ("temp",
+  // "n-predict", ...): the API takes its request defaults only from these.
+  std::set<std::string> given;
 };
 
 enum class ParseResult { kRun, kExitOk, kExitError };
