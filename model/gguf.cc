@@ -276,8 +276,8 @@ GgufMetadata parseGguf(std::span<const uint8_t> bytes) {
   const uint8_t* magic = c.take(4, "magic");
   if (std::memcmp(magic, "GGUF", 4) != 0) {
     fail(ErrorCode::kInvalidData,
-         "not a GGUF file: a GGUF file starts with the 4 bytes \"GGUF\", this one with {:02x} "
-         "{:02x} {:02x} {:02x}",
+         "not a GGUF file: a GGUF file starts with the 4 bytes \"GGUF\" (its magic), this one "
+         "with {:02x} {:02x} {:02x} {:02x}",
          magic[0], magic[1], magic[2], magic[3]);
   }
   GgufMetadata m;

@@ -111,6 +111,7 @@ TEST(GgufTest, RejectsBadMagicAndVersion) {
   auto bad = b;
   bad[0] = 'X';
   expectInvalid(bad, "magic");
+  expectInvalid(bad, "starts with the 4 bytes \"GGUF\"");
   bad = b;
   storeLE32(&bad[4], 1);
   expectInvalid(bad, "version 1");
