@@ -17,8 +17,8 @@ namespace tpnode::node::api {
 // line (--temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed, -n) where it was given,
 // as llama-server does, else OpenAI's defaults.
 struct RequestDefaults {
-  SamplingOptions sampling;       // temperature 1, top_p 1, top_k off, no seed
-  std::optional<int> max_tokens;  // -n/--n-predict; none: kCompletionsMaxTokens / kChat...
+  SamplingOptions sampling;                         // temperature 1, top_p 1, top_k off, no seed
+  std::optional<int> max_tokens;                    // -n/--n-predict; none: the k...MaxTokens below
   static constexpr int kCompletionsMaxTokens = 16;  // OpenAI's default for completions
   static constexpr int kChatMaxTokens = 1024;       // chat (clamped to the room left)
 };
