@@ -135,7 +135,7 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
       "  tpnode --node-id 0 --peers a:9500,b:9500            # mesh smoke test\n"
       "  tpnode --model m.gguf --tp 2 --prompt \"Hello\" -n 32  # one process\n"
       "  tpnode --model m.gguf --node-id 0 --peers a:9500,b:9500 --tp 2\n"
-      "  tpnode --config configs/cluster.yaml --node-id 1",
+      "  tpnode --config configs/cluster-2x2.yaml --node-id 1",
       "tpnode"};
   app.set_version_flag("--version",
                        std::string("tpnode ") + TPNODE_VERSION + " (" + TPNODE_GIT_COMMIT + ")");
