@@ -29,8 +29,8 @@ while (($#)); do
   esac
 done
 
-tools/install-deps.sh >/dev/null
-cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DTPNODE_BUILD_TESTS=OFF >/dev/null
+tools/install-deps.sh --runtime >/dev/null
+cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DTPNODE_BUILD_TESTS=OFF -DTPNODE_BUILD_BENCH=OFF >/dev/null
 cmake --build build-release --target tpnode
 TPNODE=build-release/node/tpnode
 echo "[quickstart] $($TPNODE --version)"
