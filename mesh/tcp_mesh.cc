@@ -53,6 +53,22 @@ void validateOptions(const MeshOptions& o) {
   if (o.sockets_per_peer < 1 || o.sockets_per_peer > 16) {
     fail(ErrorCode::kInvalidArgument, "--sockets-per-peer {} is not in 1..16", o.sockets_per_peer);
   }
+  if (!o.cluster_secret.empty() && o.cluster_secret.size() < kMinSecretBytes) {
+    fail(ErrorCode::kInvalidArgument,
+         "the cluster secret is {} bytes ({} bits); at least {} bytes ({} bits) of random data "
+         "are required: make one with `tpnode gen-secret FILE`",
+         o.cluster_secret.size(), o.cluster_secret.size() * 8, kMinSecretBytes,
+         kMinSecretBytes * 8);
+  }
+  if (n > 1 && o.cluster_secret.empty() && !o.tls.enabled() && !o.insecure) {
+    fail(ErrorCode::kInvalidArgument,
+         "a mesh of {} nodes needs a cluster secret: run `tpnode gen-secret FILE` once, copy FILE "
+         "(mode 0600) to every node and pass --cluster-secret-file FILE (or set "
+         "TPNODE_CLUSTER_SECRET), or use mutual TLS (--tls-cert/--tls-key/--tls-ca, certificates "
+         "naming tpnode-node-<id>); --insecure allows a mesh anyone who reaches the port can join "
+         "(docs/security.md)",
+         n);
+  }
   if (o.connect_timeout.count() <= 0 || o.liveness_timeout.count() <= 0 ||
       o.heartbeat_interval.count() <= 0) {
     fail(ErrorCode::kInvalidArgument, "the connect and liveness timeouts must be positive");
@@ -300,6 +316,13 @@ std::unique_ptr<Mesh> Mesh::connect(const MeshOptions& options) {
   };
   auto mesh = std::make_unique<TcpMesh>(options);
   const int n = static_cast<int>(options.peers.size());
+  if (n > 1 && options.cluster_secret.empty() && !tls) {
+    spdlog::warn(
+        "[mesh] --insecure: no cluster secret and no TLS; any host that can reach port {} can "
+        "join this mesh as any node",
+        (options.listen ? *options.listen : options.peers[static_cast<size_t>(options.node_id)])
+            .port);
+  }
   if (n > 1) {
     LinkSink sink{[&](EstablishedSocket s) { mesh->adopt(std::move(s)); },
                   [&](int peer, int lane) { return mesh->linkUp(peer, lane); }};
