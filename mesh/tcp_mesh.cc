@@ -6,6 +6,7 @@
 
 #include "mesh/connector.h"
 #include "mesh/tls.h"
+#include "mesh/validate.h"
 
 namespace tpnode::mesh {
 
@@ -43,7 +44,9 @@ class RecvRequest final : public Request {
   bool waited_ = false;
 };
 
-void validateOptions(const MeshOptions& o) {
+}  // namespace
+
+void validateMeshOptions(const MeshOptions& o) {
   const int n = static_cast<int>(o.peers.size());
   if (n < 1) fail(ErrorCode::kInvalidArgument, "--peers lists no node");
   if (o.node_id < 0 || o.node_id >= n) {
@@ -74,8 +77,6 @@ void validateOptions(const MeshOptions& o) {
     fail(ErrorCode::kInvalidArgument, "the connect and liveness timeouts must be positive");
   }
 }
-
-}  // namespace
 
 TcpMesh::TcpMesh(const MeshOptions& options)
     : options_(options),
@@ -305,7 +306,7 @@ void TcpMesh::shutdown() {
 }
 
 std::unique_ptr<Mesh> Mesh::connect(const MeshOptions& options) {
-  validateOptions(options);
+  validateMeshOptions(options);
   std::shared_ptr<TlsContext> tls;
   if (options.tls.enabled() || !options.tls.ca_file.empty() || !options.tls.key_file.empty()) {
     tls = TlsContext::create(options.tls);
