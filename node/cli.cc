@@ -62,7 +62,13 @@ void addClusterFlags(CLI::App& app, Options& o, std::string& tp_layout) {
   flag("cluster-secret-file", o.cluster_secret_file,
        "File holding the shared secret (or env TPNODE_CLUSTER_SECRET)")
       ->group("Security");
-  flag("tls-cert", o.tls_cert, "PEM certificate for mutual TLS")->group("Security");
+  app.add_flag("--insecure", o.insecure,
+               "Allow a multi-node mesh with neither cluster secret nor TLS: anyone who reaches "
+               "the mesh port can join (loopback experiments only)")
+      ->envname(flagEnvName("insecure"))
+      ->group("Security");
+  flag("tls-cert", o.tls_cert, "PEM certificate for mutual TLS (CN or DNS SAN tpnode-node-<id>)")
+      ->group("Security");
   flag("tls-key", o.tls_key, "PEM private key for mutual TLS")->group("Security");
   flag("tls-ca", o.tls_ca, "PEM CA for mutual TLS")->group("Security");
 }
@@ -203,6 +209,13 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
   dump->add_option("-o,--output", o.dump_output, "Output file (default: stdout)");
   dump->add_flag("--list", o.dump_list, "Print every tensor's name, shape, type and sharding");
 
+  // tpnode gen-secret FILE
+  CLI::App* gen = app.add_subcommand(
+      "gen-secret",
+      "Write a fresh 256-bit cluster secret (64 hex digits) to FILE with mode 0600 (refuses to "
+      "overwrite), for --cluster-secret-file on every node");
+  gen->add_option("file", o.gen_secret_file, "Where to write the secret")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -210,6 +223,8 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
     return exit_code == 0 ? ParseResult::kExitOk : ParseResult::kExitError;
   }
   o.prompt_given = prompt->count() > 0 || !o.prompt_ids.empty();
+  o.gen_secret = gen->parsed();
+  if (o.gen_secret) return ParseResult::kRun;
   o.dump_tensor = dump->parsed();
   if (o.dump_tensor && o.dump_tensor_name.empty() && !o.dump_list) {
     std::fprintf(stderr, "tpnode dump-tensor: give a tensor name or --list\n");

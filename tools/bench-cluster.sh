@@ -7,6 +7,8 @@
 # Env: LLAMA_BIN (folder with llama-bench and ggml-rpc-server; default /work/llama-build/bin),
 #      N_PROMPT (64), N_GEN (64), REPS (3). Prints a Markdown table.
 set -euo pipefail
+# The nodes started here share a fresh 256-bit cluster secret (docs/security.md).
+export TPNODE_CLUSTER_SECRET=${TPNODE_CLUSTER_SECRET:-$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')}
 cd "$(dirname "$0")/.."
 BIN=build/node/tpnode
 LLAMA_BIN=${LLAMA_BIN:-/work/llama-build/bin}

@@ -5,6 +5,8 @@
 #   tools/bench-head.sh [MODEL.gguf]   (default: the quickstart's gemma-3-270m, ~/.cache/tpnode)
 # Env: N_PROMPT (64), N_GEN (64), REPS (3), LAYOUTS ("1x2 2x1 2x2"). Prints a Markdown table.
 set -euo pipefail
+# The nodes started here share a fresh 256-bit cluster secret (docs/security.md).
+export TPNODE_CLUSTER_SECRET=${TPNODE_CLUSTER_SECRET:-$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')}
 cd "$(dirname "$0")/.."
 BIN=${TPNODE_BIN:-build/node/tpnode}
 MODEL=${1:-${TPNODE_CACHE:-$HOME/.cache/tpnode}/models/gemma-3-270m-q4_k_m.gguf}

@@ -6,6 +6,8 @@
 #   tools/bench-serving.sh [MODEL.gguf]     env: CLIENTS (32), SECONDS_RUN (120), SLOTS (8),
 #                                            MAX_TOKENS (32), LLAMA_BIN (/work/llama-build/bin)
 set -euo pipefail
+# The nodes started here share a fresh 256-bit cluster secret (docs/security.md).
+export TPNODE_CLUSTER_SECRET=${TPNODE_CLUSTER_SECRET:-$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')}
 cd "$(dirname "$0")/.."
 MODEL=${1:-$(tools/fetch-model.sh)}
 CLIENTS=${CLIENTS:-32}; SECS=${SECONDS_RUN:-120}; SLOTS=${SLOTS:-8}; MAXT=${MAX_TOKENS:-32}

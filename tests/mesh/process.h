@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -20,6 +21,19 @@
 extern char** environ;
 
 namespace tpnode::mesh::test {
+
+// "TPNODE_CLUSTER_SECRET=<64 hex digits>": one random 32-byte cluster secret per test program,
+// for the environment of every node of a test cluster (Process drops the caller's own).
+inline const std::string& testClusterSecretEnv() {
+  static const std::string env = [] {
+    std::random_device rd;
+    std::string out = "TPNODE_CLUSTER_SECRET=";
+    const char* hex = "0123456789abcdef";
+    for (int i = 0; i < 64; ++i) out += hex[rd() % 16];
+    return out;
+  }();
+  return env;
+}
 
 class Process {
  public:
@@ -82,6 +96,7 @@ class Process {
     return code_;
   }
   void signal(int sig) { ::kill(pid_, sig); }
+  pid_t pid() const { return pid_; }
 
   std::string log() const {
     std::ifstream in(log_path_);

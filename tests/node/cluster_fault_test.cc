@@ -46,7 +46,8 @@ class ClusterFaultTest : public ::testing::Test {
                                   "--ctx-size",
                                   "2048"};
     if (node == 0) a.insert(a.end(), {"--port", std::to_string(api_port_)});
-    return std::make_unique<Process>(a, std::vector<std::string>{},
+    return std::make_unique<Process>(a,
+                                     std::vector<std::string>{mesh::test::testClusterSecretEnv()},
                                      ::testing::TempDir() + "/fault_" + tag + ".log");
   }
 

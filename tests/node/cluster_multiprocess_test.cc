@@ -57,8 +57,9 @@ ClusterRun runCluster(const std::string& model, int nodes, int tp,
                                   "warn"};
     a.insert(a.end(), all_args.begin(), all_args.end());
     if (n == 0) a.insert(a.end(), args.begin(), args.end());
-    procs.push_back(std::make_unique<Process>(a, std::vector<std::string>{},
-                                              dir + "/" + tag + "_n" + std::to_string(n) + ".log"));
+    procs.push_back(
+        std::make_unique<Process>(a, std::vector<std::string>{mesh::test::testClusterSecretEnv()},
+                                  dir + "/" + tag + "_n" + std::to_string(n) + ".log"));
   }
   std::reverse(procs.begin(), procs.end());
   ClusterRun run;

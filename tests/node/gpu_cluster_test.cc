@@ -38,7 +38,7 @@ struct Case {
 };
 
 // The environment of every tpnode process here: NCCL bootstraps over loopback only.
-const std::vector<std::string> kEnv = {"NCCL_SOCKET_IFNAME=lo"};
+const std::vector<std::string> kEnv = {"NCCL_SOCKET_IFNAME=lo", mesh::test::testClusterSecretEnv()};
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.model << "/" << c.prompt << " " << c.nodes << "x" << c.tp << " " << c.transport;

@@ -41,7 +41,7 @@ class Cluster {
       a.insert(a.end(), extra.begin(), extra.end());
       if (n == 0) a.insert(a.end(), {"--port", std::to_string(port_)});
       procs_.push_back(std::make_unique<Process>(
-          a, std::vector<std::string>{},
+          a, std::vector<std::string>{mesh::test::testClusterSecretEnv()},
           ::testing::TempDir() + "/inspect_" + tag + "_n" + std::to_string(n) + ".log"));
     }
     std::reverse(procs_.begin(), procs_.end());
@@ -356,8 +356,10 @@ TEST_F(InspectionTest, DumpTensorCliWritesTheGatheredTensor) {
                                               "--node-id",   "0"};
     w.insert(w.end(), {"--node-id", "1"});
     d.insert(d.end(), common.begin(), common.end());
-    Process worker(w, {}, ::testing::TempDir() + "/dump_worker.log");
-    Process driver(d, {}, ::testing::TempDir() + "/dump_driver.log");
+    Process worker(w, {mesh::test::testClusterSecretEnv()},
+                   ::testing::TempDir() + "/dump_worker.log");
+    Process driver(d, {mesh::test::testClusterSecretEnv()},
+                   ::testing::TempDir() + "/dump_driver.log");
     ASSERT_EQ(driver.wait(60s), 0) << driver.log();
     ASSERT_EQ(worker.wait(30s), 0) << worker.log();
   }

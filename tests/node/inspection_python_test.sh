@@ -5,6 +5,8 @@
 # server and checks that the last layer's lens reproduces the model's logits.
 # Exit 77 (skipped) when the reference models or numpy/gguf are missing.
 set -uo pipefail
+# The nodes started here share a fresh 256-bit cluster secret (docs/security.md).
+export TPNODE_CLUSTER_SECRET=${TPNODE_CLUSTER_SECRET:-$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')}
 BIN=${TPNODE_BIN:?}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 REF=${TPNODE_SHARED_DIR:-$SRC/../shared}/reference/models

@@ -3,6 +3,8 @@
 # loopback (node 0 serving with an API key, node 1 a worker), then 503 while the worker is down.
 # Exit 77 (skipped) when the reference model or the openai package is missing.
 set -uo pipefail
+# The nodes started here share a fresh 256-bit cluster secret (docs/security.md).
+export TPNODE_CLUSTER_SECRET=${TPNODE_CLUSTER_SECRET:-$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')}
 BIN=${TPNODE_BIN:?}
 SRC=$(cd "$(dirname "$0")/../../.." && pwd)
 MODEL=${1:-$SRC/../shared/reference/models/llama-tiny-q8_0.gguf}
