@@ -16,6 +16,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/log.h"
 #include "mesh/handshake.h"
 
 namespace tpnode::mesh {
@@ -26,7 +27,6 @@ constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
 // An accepted peer must have proved itself (TLS, then HELLO) within this.
 constexpr auto kPreAuthTimeout = std::chrono::seconds(5);
 constexpr int kMaxHandshakesPerSource = 8;
-constexpr auto kThrottledLogPeriod = std::chrono::seconds(5);
 constexpr auto kFirstWaitingLog = std::chrono::seconds(2);
 constexpr auto kWaitingLogPeriod = std::chrono::seconds(5);
 constexpr auto kRecheck = std::chrono::milliseconds(250);  // how often dead links are noticed
@@ -41,29 +41,6 @@ std::string sourceOf(const std::string& from) {
   size_t colon = from.rfind(':');
   return colon == std::string::npos ? from : from.substr(0, colon);
 }
-
-// Counts events of one kind and says when to log: the first at once, then at most once per
-// period, with the number of events since the last line. Not thread-safe (callers lock).
-class ThrottledLog {
- public:
-  // True when the caller should log now; `count` gets the events since the last line,
-  // this one included.
-  bool tick(uint64_t& count) {
-    ++pending_;
-    auto now = Clock::now();
-    if (logged_ && now - last_ < kThrottledLogPeriod) return false;
-    logged_ = true;
-    last_ = now;
-    count = pending_;
-    pending_ = 0;
-    return true;
-  }
-
- private:
-  bool logged_ = false;
-  Clock::time_point last_{};
-  uint64_t pending_ = 0;
-};
 
 // One thread running an accepted connection's handshake; reaped as soon as it is done.
 struct Handshaker {
@@ -105,7 +82,7 @@ class Connector {
   void reapHandshakers();
   // Logs `message` (a problem with unauthenticated or resource-starved connections) at most
   // once per period, with the number of such events since the last line.
-  void throttledWarn(ThrottledLog& log, const std::string& message);
+  void throttledWarn(LogLimiter& log, const std::string& message);
   // Runs the handshake; on success stores the socket and returns true.
   bool handshake(std::unique_ptr<Transport> transport, int expected_peer, int lane,
                  const std::string& from);
@@ -133,8 +110,8 @@ class Connector {
   std::vector<std::string> last_refusal_;    // guarded by mu_
   std::list<Handshaker> handshakers_;        // guarded by mu_
   std::map<std::string, int> per_source_;    // guarded by mu_: running handshakes by address
-  ThrottledLog unauthenticated_log_;         // guarded by mu_
-  ThrottledLog overload_log_;                // guarded by mu_
+  LogLimiter unauthenticated_log_;           // thread-safe
+  LogLimiter overload_log_;                  // thread-safe
 };
 
 bool Connector::peerUp(int peer) const {
@@ -179,19 +156,8 @@ std::string Connector::admitLocked(int peer, int lane, const std::string& from) 
   return {};
 }
 
-void Connector::throttledWarn(ThrottledLog& log, const std::string& message) {
-  uint64_t count = 0;
-  {
-    std::lock_guard lock(mu_);
-    if (!log.tick(count)) return;
-  }
-  if (count > 1) {
-    spdlog::warn(
-        "[mesh] {} ({} such events since the last such line; logged at most once per {} s)",
-        message, count, kThrottledLogPeriod.count());
-  } else {
-    spdlog::warn("[mesh] {}", message);
-  }
+void Connector::throttledWarn(LogLimiter& log, const std::string& message) {
+  if (auto held = log.pass()) spdlog::warn("[mesh] {}{}", message, heldBackNote(*held));
 }
 
 bool Connector::handshake(std::unique_ptr<Transport> t, int expected_peer, int lane,

@@ -38,6 +38,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tpnode::mesh {
@@ -49,8 +50,13 @@ struct PeerAddress {
 };
 
 // Parses "a:9500,b:9500" (IPv4, names, or [IPv6]:port). Throws Error(kInvalidArgument) naming
-// the bad entry.
+// the bad entry, or the two entries when one host:port is listed twice (findDuplicatePeer).
 std::vector<PeerAddress> parsePeerList(const std::string& text);
+
+// The first entry that repeats an earlier one's host:port (host compared without case), as
+// {earlier index, later index}; nothing when every entry is distinct. Two nodes cannot bind
+// one address, so a repeated entry is always a mistake in the list.
+std::optional<std::pair<size_t, size_t>> findDuplicatePeer(const std::vector<PeerAddress>& peers);
 
 struct TlsOptions {
   std::string cert_file;  // PEM certificate of this node

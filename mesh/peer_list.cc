@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 
 #include "common/error.h"
@@ -38,7 +40,28 @@ std::vector<PeerAddress> parsePeerList(const std::string& text) {
     peers.push_back(PeerAddress{host, static_cast<uint16_t>(port)});
     if (comma == text.size()) break;
   }
+  if (auto dup = findDuplicatePeer(peers)) {
+    fail(ErrorCode::kInvalidArgument,
+         "--peers '{}': entry {} ({}) repeats entry {}; give each node its own host:port", text,
+         dup->second, peers[dup->second].toString(), dup->first);
+  }
   return peers;
+}
+
+std::optional<std::pair<size_t, size_t>> findDuplicatePeer(const std::vector<PeerAddress>& peers) {
+  auto lower = [](std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return s;
+  };
+  for (size_t j = 1; j < peers.size(); ++j) {
+    for (size_t i = 0; i < j; ++i) {
+      if (peers[i].port == peers[j].port && lower(peers[i].host) == lower(peers[j].host)) {
+        return std::make_pair(i, j);
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace tpnode::mesh

@@ -275,7 +275,9 @@ GgufMetadata parseGguf(std::span<const uint8_t> bytes) {
   Cursor c(bytes);
   const uint8_t* magic = c.take(4, "magic");
   if (std::memcmp(magic, "GGUF", 4) != 0) {
-    fail(ErrorCode::kInvalidData, "not a GGUF file: bad magic {:02x} {:02x} {:02x} {:02x}",
+    fail(ErrorCode::kInvalidData,
+         "not a GGUF file: a GGUF file starts with the 4 bytes \"GGUF\", this one with {:02x} "
+         "{:02x} {:02x} {:02x}",
          magic[0], magic[1], magic[2], magic[3]);
   }
   GgufMetadata m;

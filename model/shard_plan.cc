@@ -119,8 +119,9 @@ uint64_t ShardPlan::rankBytes(int rank) const {
 }
 
 uint64_t ShardPlan::totalBytes() const {
+  // The whole tensors (bytesFor() slices by the plan's pieces whatever tp it is given).
   uint64_t b = 0;
-  for (const TensorShard& s : shards) b += s.bytesFor(0, 1);
+  for (const TensorShard& s : shards) b += rowBytes(s.tensor.type, s.tensor.cols) * s.tensor.rows;
   return b;
 }
 
@@ -151,7 +152,10 @@ std::string ShardPlan::describe() const {
   out += fmt::format("  output head: {}\n",
                      vocab_parallel_head ? "vocab-parallel (logits all-gathered)"
                                          : "replicated (global rank 0 computes every logit)");
-  for (int r = 0; r < tp; ++r) {
+  if (tp == 1) {
+    out += fmt::format("  rank 0: {} (the whole model)\n", humanBytes(rankBytes(0)));
+  }
+  for (int r = 0; r < tp && tp > 1; ++r) {
     out += fmt::format("  rank {}: {} of {} ({:.1f}%)\n", r, humanBytes(rankBytes(r)),
                        humanBytes(totalBytes()), 100.0 * rankBytes(r) / double(totalBytes()));
   }

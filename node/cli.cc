@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/version.h"
+#include "mesh/mesh.h"
 #include "node/cli_flags.h"
 #include "node/cluster_config.h"
 #include "node/options.h"
@@ -73,11 +74,16 @@ void addClusterFlags(CLI::App& app, Options& o, std::string& tp_layout) {
   flag("tls-ca", o.tls_ca, "PEM CA for mutual TLS")->group("Security");
 }
 
-void finishClusterFlags(const CLI::App& app, const std::string& tp_layout, Options& o) {
+std::set<std::string> givenFlags(const CLI::App& app) {
   std::set<std::string> given;
   for (const CLI::Option* opt : app.get_options()) {
     if (opt->count() > 0 && !opt->get_lnames().empty()) given.insert(opt->get_lnames().front());
   }
+  return given;
+}
+
+void finishClusterFlags(const CLI::App& app, const std::string& tp_layout, Options& o) {
+  const std::set<std::string> given = givenFlags(app);
   if (!tp_layout.empty()) o.tp_layout = parseIntList("--tp-layout", tp_layout);
   if (!o.config_file.empty()) applyClusterConfig(loadClusterConfig(o.config_file), given, o);
   finishLayout(o);
@@ -86,8 +92,21 @@ void finishClusterFlags(const CLI::App& app, const std::string& tp_layout, Optio
 namespace {
 
 template <typename T>
-CLI::Option* flag(CLI::App& app, const std::string& name, T& value, const std::string& help) {
-  return addFlag(app, name, value, help);
+CLI::Option* flag(CLI::App& app, const std::string& name, T& value, const std::string& help,
+                  const std::string& short_name = {}) {
+  return addFlag(app, name, value, help, short_name);
+}
+
+// llama.cpp spells --parallel "-np", which CLI11 cannot declare (a short name is one letter):
+// the token is rewritten before parsing.
+std::vector<std::string> llamaCppSpellings(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--") break;
+    if (args[i] == "-np") args[i] = "--parallel";
+    if (args[i].rfind("-np=", 0) == 0) args[i] = "--parallel=" + args[i].substr(4);
+  }
+  return args;
 }
 
 }  // namespace
@@ -116,7 +135,8 @@ void finishLayout(Options& o) {
     o.tp_layout = {o.tp};
     return;
   }
-  size_t n_nodes = 1 + static_cast<size_t>(std::count(o.peers.begin(), o.peers.end(), ','));
+  // Parsed here, before anything loads: a bad or repeated entry is refused at once.
+  const size_t n_nodes = mesh::parsePeerList(o.peers).size();
   if (o.node_id < 0 || static_cast<size_t>(o.node_id) >= n_nodes) {
     fail(ErrorCode::kInvalidArgument, "--node-id {} is not an index of --peers (0..{})", o.node_id,
          n_nodes - 1);
@@ -139,7 +159,7 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
       "tpnode: run one large language model across many GPUs and hosts with tensor "
       "parallelism.\n\nExamples:\n"
       "  tpnode --node-id 0 --peers a:9500,b:9500            # mesh smoke test\n"
-      "  tpnode --model m.gguf --tp 2 --prompt \"Hello\" -n 32  # one process\n"
+      "  tpnode -m m.gguf --tp 2 --prompt \"Hello\" -n 32       # one process\n"
       "  tpnode --model m.gguf --node-id 0 --peers a:9500,b:9500 --tp 2\n"
       "  tpnode --config configs/cluster-2x2.yaml --node-id 1",
       "tpnode"};
@@ -157,35 +177,47 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
        "Mesh smoke test (no --model): stay connected this many seconds before exiting")
       ->group("Cluster");
 
-  flag(app, "model", o.model, "GGUF model file")->group("Model");
+  flag(app, "model", o.model, "GGUF model file", "-m")->group("Model");
+  flag(app, "alias", o.alias,
+       "Model id the API serves and expects in 'model' (default: the file name without .gguf, "
+       "spaces as '-')")
+      ->group("Model");
   auto* prompt = flag(app, "prompt", o.prompt, "Generate from this prompt, then exit");
   prompt->group("Generation");
   flag(app, "prompt-ids", o.prompt_ids, "Token ids instead of text (nothing added)")
       ->group("Generation");
-  app.add_option("-n,--n-predict", o.n_predict, "Tokens to generate")
+  app.add_option("-n,--n-predict", o.n_predict,
+                 "Tokens to generate; serving: the default max_tokens of API requests")
       ->envname("TPNODE_N_PREDICT")
       ->capture_default_str()
       ->group("Generation");
   app.add_flag("--ignore-eos", o.ignore_eos,
                "One-shot generation: keep going past end-of-generation tokens (benchmarks)")
       ->group("Generation");
-  flag(app, "temp", o.temperature, "Sampling temperature (0 = greedy)")->group("Generation");
+  // Serving: each sampling flag given is the default of API requests that omit the field.
+  flag(app, "temp", o.temperature, "Sampling temperature (0 = greedy; API default when given)")
+      ->group("Generation");
   flag(app, "top-k", o.top_k, "Top-k (0 = off)")->group("Generation");
   flag(app, "top-p", o.top_p, "Top-p")->group("Generation");
   flag(app, "min-p", o.min_p, "Min-p")->group("Generation");
   flag(app, "repeat-penalty", o.repeat_penalty, "Repetition penalty")->group("Generation");
   flag(app, "seed", o.seed, "Sampling seed")->group("Generation");
-  flag(app, "threads", o.threads, "Compute threads per rank")->group("Generation");
-  flag(app, "ctx-size", o.ctx_size, "Context length per sequence")->group("Generation");
+  flag(app, "threads", o.threads, "Compute threads per rank", "-t")->group("Generation");
+  flag(app, "ctx-size", o.ctx_size, "Context length per sequence", "-c")->group("Generation");
   app.add_flag("--json", o.json, "Print one JSON object instead of text")
       ->envname("TPNODE_JSON")
       ->group("Generation");
   flag(app, "dump-logits", o.dump_logits, "Write float32 logits [positions, n_vocab] .npy")
       ->group("Generation");
 
-  flag(app, "host", o.host, "API listen address (node 0)")->group("Serving");
+  flag(app, "host", o.host, "API listen address or host name (node 0)")->group("Serving");
   flag(app, "port", o.port, "API listen port (node 0)")->group("Serving");
-  flag(app, "parallel", o.parallel, "Concurrent sequence slots")->group("Serving");
+  flag(app, "parallel", o.parallel, "Concurrent sequence slots (also -np)")->group("Serving");
+  app.add_option("--api-key", o.api_keys,
+                 "An accepted API key (repeatable; visible to other local users in ps: prefer "
+                 "--api-key-file)")
+      ->envname("TPNODE_API_KEY")
+      ->group("Serving");
   flag(app, "api-key-file", o.api_key_file, "File of accepted API keys")->group("Serving");
   // API over HTTPS (node/api/).
   flag(app, "api-tls-cert", o.api_tls_cert, "PEM certificate (chain) for the HTTPS API")
@@ -217,11 +249,16 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
   gen->add_option("file", o.gen_secret_file, "Where to write the secret")->required();
 
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args = llamaCppSpellings(argc, argv);
+    std::vector<char*> arg_ptrs;
+    for (std::string& a : args) arg_ptrs.push_back(a.data());
+    app.parse(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
   } catch (const CLI::ParseError& e) {
-    exit_code = app.exit(e);
+    // --help and --version exit 0; every usage error exits 2 (CLI11's own codes are 100+).
+    exit_code = app.exit(e) == 0 ? 0 : 2;
     return exit_code == 0 ? ParseResult::kExitOk : ParseResult::kExitError;
   }
+  o.given = givenFlags(app);
   o.prompt_given = prompt->count() > 0 || !o.prompt_ids.empty();
   o.gen_secret = gen->parsed();
   if (o.gen_secret) return ParseResult::kRun;

@@ -3,6 +3,7 @@
 // YAML --config, with the same names, defaults and precedence everywhere.
 #pragma once
 
+#include <set>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -14,13 +15,17 @@ namespace tpnode::node {
 // TPNODE_<FLAG>: upper case, '-' -> '_'.
 std::string flagEnvName(const std::string& flag);
 
-// Adds --name bound to `value`, also read from TPNODE_<NAME>, with its default in --help.
+// Adds --name (and `short_name`, e.g. "-m", when given) bound to `value`, also read from
+// TPNODE_<NAME>, with its default in --help.
 template <typename T>
-CLI::Option* addFlag(CLI::App& app, const std::string& name, T& value, const std::string& help) {
-  return app.add_option("--" + name, value, help)
-      ->envname(flagEnvName(name))
-      ->capture_default_str();
+CLI::Option* addFlag(CLI::App& app, const std::string& name, T& value, const std::string& help,
+                     const std::string& short_name = {}) {
+  const std::string names = short_name.empty() ? "--" + name : short_name + ",--" + name;
+  return app.add_option(names, value, help)->envname(flagEnvName(name))->capture_default_str();
 }
+
+// The long names of every option the command line or the environment set.
+std::set<std::string> givenFlags(const CLI::App& app);
 
 // --config, --node-id, --peers, --mesh-listen, --tp, --tp-layout (into `tp_layout`), --devices,
 // --backend, --connect-timeout, --liveness-timeout, --sockets-per-peer, --wire-format and the

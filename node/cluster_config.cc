@@ -3,12 +3,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
 
 #include "common/error.h"
+#include "mesh/mesh.h"
 
 namespace tpnode::node {
 namespace {
@@ -151,15 +151,14 @@ void parseApi(const Ctx& ctx, const YAML::Node& a, ClusterConfig& out) {
 }
 
 void checkPortClashes(const Ctx& ctx, const YAML::Node& root, const ClusterConfig& out) {
-  std::map<std::string, size_t> seen;
-  for (size_t i = 0; i < out.nodes.size(); ++i) {
-    std::string key = out.nodes[i].host + ":" + std::to_string(out.nodes[i].port);
-    auto [it, fresh] = seen.emplace(key, i);
-    if (!fresh) {
-      ctx.bad(fmt::format("nodes[{}]", i), root["nodes"][i],
-              fmt::format("{} is already used by nodes[{}]; give each node its own host:port", key,
-                          it->second));
-    }
+  std::vector<mesh::PeerAddress> addresses;
+  for (const NodeSpec& n : out.nodes) {
+    addresses.push_back(mesh::PeerAddress{n.host, static_cast<uint16_t>(n.port)});
+  }
+  if (auto dup = mesh::findDuplicatePeer(addresses)) {
+    ctx.bad(fmt::format("nodes[{}]", dup->second), root["nodes"][dup->second],
+            fmt::format("{} is already used by nodes[{}]; give each node its own host:port",
+                        addresses[dup->second].toString(), dup->first));
   }
   if (out.api_port && !out.nodes.empty()) {
     const NodeSpec& n0 = out.nodes[0];

@@ -117,6 +117,12 @@ int generateOnce(Driver& driver, const Options& o, const LoadedModel& m) {
     if (g_signal != 0) driver.cancel(id);
   }
   TokenEvent last = finished.get();
+  // The generated text ends its line on every path (an error, a signal, the end), so that
+  // what follows (the figures, a log line, the shell prompt) starts on a line of its own.
+  if (!o.json) {
+    std::printf("\n");
+    std::fflush(stdout);
+  }
   if (last.finish_reason == "error") {
     spdlog::error("[driver] generation failed: {}", last.error);
     return 1;
@@ -139,7 +145,6 @@ int generateOnce(Driver& driver, const Options& o, const LoadedModel& m) {
     j["decode_weight_bytes"] = decodeWeightBytes(m);
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
-    std::printf("\n");
     std::fprintf(stderr,
                  "prefill: %zu tokens in %.3f s (%.1f tokens/s); decode: %lld tokens in %.3f s "
                  "(%.1f tokens/s); layout %zu node(s) x %d rank(s), threads/rank=%d\n",
@@ -202,14 +207,18 @@ int dumpTensor(Driver& driver, const Options& o) {
   return 0;
 }
 
+// Serves until SIGINT/SIGTERM (returns 0) or until the cluster cannot form (returns 1).
 int serve(Driver& driver, const Options& o) {
   api::ApiServer server(driver, api::apiOptionsFrom(o));
   server.start();
-  spdlog::info(
-      "[api] listening on http://{}:{} (OpenAI-compatible: /v1/completions, "
-      "/v1/chat/completions, /v1/models, /health, /metrics)",
-      o.host, server.port());
-  while (g_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  while (g_signal == 0 && !driver.loopDone()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (g_signal == 0) {
+    spdlog::error("[driver] the cluster could not form: {}; exiting", driver.lastError());
+    server.stop();
+    return 1;
+  }
   spdlog::info("[driver] signal {}: shutting the cluster down", g_signal.load());
   server.stop();
   return 0;

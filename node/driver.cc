@@ -19,6 +19,10 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// Between two attempts to re-form the cluster after a fault (doubling, reset once it forms).
+constexpr auto kReformBackoffMin = std::chrono::seconds(2);
+constexpr auto kReformBackoffMax = std::chrono::seconds(30);
+
 model::SamplingParams samplingParams(const GenerationRequest& r) {
   const SamplingOptions& so = r.sampling;
   model::SamplingParams p;
@@ -38,7 +42,11 @@ model::SamplingParams samplingParams(const GenerationRequest& r) {
 }  // namespace
 
 Driver::Driver(const Options& options, const LoadedModel& model, DriverOptions driver_options)
-    : options_(options), model_(model), driver_options_(driver_options) {
+    : options_(options),
+      model_(model),
+      driver_options_(driver_options),
+      metrics_(std::make_unique<DriverMetrics>(static_cast<int>(options.tp_layout.size()),
+                                               options.node_id)) {
   std::lock_guard lock(mu_);
   not_ready_reason_ = "the cluster is forming";
 }
@@ -52,7 +60,10 @@ void Driver::start() {
 }
 
 void Driver::shutdown() {
-  stop_ = true;
+  {
+    std::lock_guard lock(mu_);  // a loop waiting on wake_ sees it
+    stop_ = true;
+  }
   wake_.notify_all();
   if (loop_thread_.joinable()) loop_thread_.join();
 }
@@ -65,6 +76,9 @@ ModelInfo Driver::modelInfo() const {
   info.n_layer = static_cast<int>(model_.config.n_layer);
   info.n_embd = static_cast<int>(model_.config.n_embd);
   info.has_chat_template = model_.has_chat_template;  // renderChat() has a fallback anyway
+  info.slots = driver_options_.scheduler.slots;
+  info.path = options_.model;
+  info.chat_template = model_.chat_template;
   return info;
 }
 
@@ -79,6 +93,11 @@ std::vector<int32_t> Driver::tokenize(const std::string& text, bool add_special)
 
 std::string Driver::detokenize(const std::vector<int32_t>& ids) const {
   return model_.tokenizer->decode(ids);
+}
+
+std::string Driver::tokenPiece(int32_t id) const {
+  if (id < 0 || id >= model_.config.n_vocab) return {};
+  return model_.tokenizer->tokenToPiece(id, /*special=*/true);
 }
 
 std::string Driver::renderChat(const std::vector<ChatMessage>& messages) const {
@@ -155,65 +174,47 @@ RequestTiming Driver::timing(uint64_t id) {
   return timings_[id];
 }
 
-std::string Driver::metricsText() const {
-  std::string out;
-  auto metric = [&](const char* name, const char* type, const char* help, double value) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
-  };
-  metric("tpnode_cluster_ready", "gauge", "1 when every node is connected and loaded",
-         ready_ ? 1 : 0);
-  metric("tpnode_steps_total", "counter", "Forward steps run", static_cast<double>(steps_));
-  metric("tpnode_engine_generated_tokens_total", "counter", "Tokens sampled",
-         static_cast<double>(tokens_generated_));
-  metric("tpnode_engine_prompt_tokens_total", "counter", "Prompt tokens evaluated",
-         static_cast<double>(prompt_tokens_));
-  metric("tpnode_requests_failed_total", "counter", "Requests failed by a cluster fault",
-         static_cast<double>(requests_failed_));
-  metric("tpnode_cluster_faults_total", "counter", "Cluster faults (a node lost)",
-         static_cast<double>(faults_));
-  metric("tpnode_step_ms", "gauge", "Duration of the last forward step (ms)", last_step_ms_);
-  metric("tpnode_tensor_reads_total", "counter", "Tensors gathered for GET /v1/tensors/{name}",
-         static_cast<double>(tensor_reads_));
-  metric("tpnode_tensor_read_ms", "gauge", "Duration of the last tensor gather (ms)",
-         last_read_ms_);
-  metric("tpnode_tap_requests_total", "counter", "Requests that asked for activation taps",
-         static_cast<double>(tap_requests_));
-  metric("tpnode_sequences_running", "gauge", "Sequences in the running batch",
-         static_cast<double>(running_));
-  metric("tpnode_sequences_waiting", "gauge", "Sequences waiting for a slot",
-         static_cast<double>(waiting_));
-  std::lock_guard lock(mu_);
-  out += rank_metrics_;
-  return out;
+std::vector<prometheus::MetricFamily> Driver::metricFamilies() const {
+  metrics_->ready.Set(ready_ ? 1 : 0);
+  return metrics_->collect();
 }
 
 // ---- Loop thread ------------------------------------------------------------------------
 
 void Driver::loop() {
   scheduler_ = std::make_unique<Scheduler>(driver_options_.scheduler);
+  auto backoff = kReformBackoffMin;
   while (!stop_) {
     try {
       if (!session_ && !formCluster()) break;
+      backoff = kReformBackoffMin;
       if (fault_) fail(ErrorCode::kPeerLost, "a node of the cluster was lost");
       admitIncoming();
       runStep();
       serveTensorRead();
     } catch (const Error& e) {
-      spdlog::error("[driver] cluster fault: {}", e.what());
       {
         std::lock_guard lock(mu_);
         last_error_ = e.what();
-      }
-      ++faults_;
-      ready_ = false;
-      {
-        std::lock_guard lock(mu_);
         not_ready_reason_ = std::string("cluster fault: ") + e.what();
       }
+      ready_ = false;
+      // Shutting down: what failed is cancelled work, not a fault (the workers are told to
+      // shut down below).
+      if (stop_) break;
       failAll(e.what());
       teardown(/*reset_workers=*/true);
+      // The cluster never formed (a port taken, a node missing past --connect-timeout, a
+      // shard that does not load): nothing to re-form; the caller reports lastError().
+      if (!formed_once_) break;
+      spdlog::error("[driver] cluster fault: {}", e.what());
+      metrics_->faults.Increment();
       if (!driver_options_.reform_on_fault) break;
-      spdlog::info("[driver] re-forming the cluster (waiting for every node to come back)");
+      spdlog::info("[driver] re-forming the cluster in {} s (waiting for every node to come back)",
+                   std::chrono::duration_cast<std::chrono::seconds>(backoff).count());
+      std::unique_lock lock(mu_);
+      wake_.wait_for(lock, backoff, [this] { return stop_.load(); });
+      backoff = std::min(backoff * 2, kReformBackoffMax);
     }
   }
   ready_ = false;
@@ -231,11 +232,13 @@ bool Driver::formCluster() {
     mesh::MeshOptions mo = makeMeshOptions(options_, model_.identity);
     mo.cancel = &stop_;
     session->mesh = mesh::Mesh::connect(mo);
+    // The collectives' traffic is counted per link; control messages go around it.
+    session->metered = std::make_unique<mesh::MeteredMesh>(*session->mesh, metrics_->links());
   }
   auto coll = collectiveOptionsFor(options_);
   spdlog::info("[collectives] {}", describeTransports(options_, coll));
   session->group = collectives::NodeGroup::create(
-      session->mesh.get(), options_.tp, coll, [this](const mesh::PeerEvent& e) {
+      session->metered.get(), options_.tp, coll, [this](const mesh::PeerEvent& e) {
         if (e.kind == mesh::PeerEventKind::kConnected) return;
         spdlog::warn("[driver] node {} lost: {}", e.peer, e.reason);
         fault_ = true;
@@ -249,26 +252,12 @@ bool Driver::formCluster() {
     for (int p = 1; p < nodes; ++p) session->mesh->recv(p, kTagControlAck, ack);
   }
   session_ = std::move(session);
+  formed_once_ = true;
   ready_ = true;
+  metrics_->setRanks(*session_->ranks);
   {
-    std::string lines =
-        "# HELP tpnode_rank_weight_bytes Weight bytes of each local rank's shard\n"
-        "# TYPE tpnode_rank_weight_bytes gauge\n"
-        "# HELP tpnode_rank_kv_bytes KV cache bytes of each local rank\n"
-        "# TYPE tpnode_rank_kv_bytes gauge\n"
-        "# HELP tpnode_rank_device_bytes Bytes each GPU rank holds on its device (0: CPU rank)\n"
-        "# TYPE tpnode_rank_device_bytes gauge\n";
-    const RankSet& rs = *session_->ranks;
-    for (int r = 0; r < rs.localRanks(); ++r) {
-      const std::string labels =
-          fmt::format("{{local_rank=\"{}\",backend=\"{}\"}}", r, rs.rankBackend(r));
-      lines += fmt::format("tpnode_rank_weight_bytes{} {}\n", labels, rs.rankWeightBytes(r));
-      lines += fmt::format("tpnode_rank_kv_bytes{} {}\n", labels, rs.rankKvBytes(r));
-      lines += fmt::format("tpnode_rank_device_bytes{} {}\n", labels, rs.rankDeviceBytes(r));
-    }
     std::lock_guard lock(mu_);
     not_ready_reason_.clear();
-    rank_metrics_ = std::move(lines);
   }
   spdlog::info("[cluster] ready: {} node(s) x {} rank(s), model {}, {} slots x {} positions", nodes,
                options_.tp, model_.name, driver_options_.scheduler.slots,
@@ -310,7 +299,7 @@ void Driver::failAll(const std::string& reason) {
     e.error = reason;
     e.prompt_tokens = static_cast<int>(a->request.prompt_ids.size());
     e.completion_tokens = static_cast<int>(a->sampled);
-    ++requests_failed_;
+    metrics_->requests_failed.Increment();
     a->on_event(e);
   }
   active_.clear();
@@ -333,7 +322,7 @@ void Driver::failAll(const std::string& reason) {
     e.finished = true;
     e.finish_reason = "error";
     e.error = reason;
-    ++requests_failed_;
+    metrics_->requests_failed.Increment();
     in.on_event(e);
   }
 }
@@ -366,7 +355,7 @@ void Driver::admitIncoming() {
       (logits ? a->logits_tap : a->state_taps) = true;
       a->taps.push_back(std::move(r));
     }
-    if (!a->taps.empty()) ++tap_requests_;
+    if (!a->taps.empty()) metrics_->tap_requests.Increment();
     if (a->request.max_tokens == 0 && !a->all_logits &&
         a->taps.empty()) {  // nothing to evaluate: report at once
       TokenEvent e;
@@ -402,8 +391,12 @@ void Driver::finishSequence(Active& a, const std::string& reason) {
   if (driver_options_.record_timings || a.all_logits) {
     std::lock_guard lock(mu_);
     RequestTiming& t = timings_[a.id];
-    t.prefill_seconds = std::chrono::duration<double>(a.first_token - a.first_step).count();
-    t.decode_seconds = std::chrono::duration<double>(a.last_token - a.first_token).count();
+    // Without a sampled token (-n 0) the prefill ends now, with the prompt's last row.
+    const Clock::time_point prefill_end = a.sampled > 0 ? a.first_token : Clock::now();
+    t.prefill_seconds =
+        a.started ? std::chrono::duration<double>(prefill_end - a.first_step).count() : 0.0;
+    t.decode_seconds =
+        a.sampled > 0 ? std::chrono::duration<double>(a.last_token - a.first_token).count() : 0.0;
     t.decode_steps = std::max<int64_t>(0, a.sampled - 1);
     if (a.all_logits) kept_logits_[a.id] = std::move(a.logits);
   }
@@ -416,7 +409,7 @@ void Driver::sampleInto(Active& a, const float* row) {
   a.last_token = Clock::now();
   if (a.sampled == 0) a.first_token = a.last_token;
   ++a.sampled;
-  ++tokens_generated_;
+  metrics_->generated_tokens.Increment();
   const bool eog = model_.tokenizer->isEog(id) && !a.request.ignore_eos;
   if (!eog) {
     a.seq->tokens.push_back(id);
@@ -453,8 +446,8 @@ void Driver::runStep() {
   std::vector<std::unique_ptr<Sequence>> removed;
   PlannedStep step = scheduler_->plan(removed);
   for (auto& s : removed) active_.erase(s->id);
-  running_ = scheduler_->running();
-  waiting_ = scheduler_->waiting();
+  metrics_->running.Set(static_cast<double>(scheduler_->running()));
+  metrics_->waiting.Set(static_cast<double>(scheduler_->waiting()));
   if (step.command.seqs.empty()) return;
 
   auto t0 = Clock::now();
@@ -473,8 +466,8 @@ void Driver::runStep() {
   session_->ranks->run(batch_, logits_, sink.specs.empty() ? nullptr : &sink);
   collectTaps(step, sink);
   scheduler_->commit(step);
-  ++steps_;
-  last_step_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  metrics_->steps.Increment();
+  metrics_->step_ms.Set(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
 
   // Rows come in batch order: walk the chunks the same way.
   const int64_t vocab = model_.config.n_vocab;
@@ -486,7 +479,9 @@ void Driver::runStep() {
       a.started = true;
       a.first_step = t0;
     }
-    if (a.seq->n_cached <= a.seq->n_prompt) prompt_tokens_ += c.tokens.size();
+    if (a.seq->n_cached <= a.seq->n_prompt) {
+      metrics_->prompt_tokens.Increment(static_cast<double>(c.tokens.size()));
+    }
     size_t rows = (c.flags & kLogitsAll) ? c.tokens.size() : ((c.flags & kLogitsLast) ? 1 : 0);
     if (a.all_logits) {
       a.logits.insert(a.logits.end(), logits_.begin() + static_cast<std::ptrdiff_t>(row * vocab),

@@ -8,7 +8,12 @@
 // - Faults: a lost worker (seen by the mesh's liveness or a failed collective) fails every
 //   in-flight request with finish_reason "error" and the cause, makes ready() false, tells the
 //   surviving workers to re-form (kReset), and re-forms the cluster (waiting for the lost node
-//   to come back) unless options.reform_on_fault is false. Nothing is dropped silently.
+//   to come back) unless options.reform_on_fault is false; attempts to re-form are spaced 2 s
+//   doubling to 30 s. Nothing is dropped silently.
+// - Startup: when the cluster cannot form the first time (this node cannot listen on its mesh
+//   port, a node is still missing after --connect-timeout, a shard does not load), the loop
+//   ends at once: ready() stays false, loopDone() turns true and lastError() says why; the
+//   caller reports it and exits. shutdown() during formation ends it quietly.
 // - Tensor reads (readTensor) queue like requests; the loop serves at most one between two
 //   steps (kReadTensor to every worker, then RankSet::gatherTensor), so a running batch waits
 //   at most one read per step and its tokens do not change (no KV or sampler state is touched).
@@ -29,6 +34,7 @@
 #include "collectives/hierarchical.h"
 #include "mesh/mesh.h"
 #include "model/sampling.h"
+#include "node/driver_metrics.h"
 #include "node/engine.h"
 #include "node/loaded_model.h"
 #include "node/rank_set.h"
@@ -64,11 +70,12 @@ class Driver final : public Engine {
   std::string notReadyReason() const override;
   std::vector<int32_t> tokenize(const std::string& text, bool add_special) const override;
   std::string detokenize(const std::vector<int32_t>& ids) const override;
+  std::string tokenPiece(int32_t id) const override;
   std::string renderChat(const std::vector<ChatMessage>& messages) const override;
   uint64_t submit(GenerationRequest request,
                   std::function<void(const TokenEvent&)> on_event) override;
   void cancel(uint64_t request_id) override;
-  std::string metricsText() const override;
+  std::vector<prometheus::MetricFamily> metricFamilies() const override;
   std::vector<TensorListing> listTensors() const override;
   void readTensor(const std::string& name, std::function<void(TensorReadResult)> done) override;
   int layerCount() const override { return static_cast<int>(model_.config.n_layer); }
@@ -110,12 +117,12 @@ class Driver final : public Engine {
   std::atomic<bool> fault_{false};  // set by the mesh callback when a peer is lost
   std::atomic<bool> keep_all_logits_next_{false};
   std::atomic<bool> loop_done_{false};
+  bool formed_once_ = false;  // loop thread only
 
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::string not_ready_reason_;  // GUARDED_BY(mu_)
   std::string last_error_;        // GUARDED_BY(mu_)
-  std::string rank_metrics_;      // GUARDED_BY(mu_): per-rank memory lines, set at load
   uint64_t next_id_ = 1;          // GUARDED_BY(mu_)
   struct Incoming {
     uint64_t id;
@@ -141,13 +148,8 @@ class Driver final : public Engine {
   std::vector<float> logits_;
   std::vector<std::byte> command_bytes_;
 
-  // Metrics (atomics: read by /metrics from HTTP threads).
-  std::atomic<uint64_t> steps_{0}, tokens_generated_{0}, prompt_tokens_{0};
-  std::atomic<uint64_t> requests_failed_{0}, faults_{0};
-  std::atomic<uint64_t> tensor_reads_{0}, tap_requests_{0};
-  std::atomic<double> last_read_ms_{0};
-  std::atomic<double> last_step_ms_{0};
-  std::atomic<uint64_t> running_{0}, waiting_{0};
+  // Updated by the loop thread, read by /metrics from HTTP threads (atomic values).
+  std::unique_ptr<DriverMetrics> metrics_;
 };
 
 }  // namespace tpnode::node

@@ -146,8 +146,9 @@ void Driver::serveTensorRead() {
     if (shard.kind != model::ShardKind::kReplicate) broadcastCommand(cmd);
     res.raw = session_->ranks->gatherTensor(shard);
     res.ok = true;
-    ++tensor_reads_;
-    last_read_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    metrics_->tensor_reads.Increment();
+    metrics_->tensor_read_ms.Set(
+        std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   } catch (const Error& e) {
     res.error_code = static_cast<int>(e.code());
     res.error = e.what();

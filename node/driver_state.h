@@ -12,7 +12,8 @@
 namespace tpnode::node {
 
 struct Driver::Session {
-  std::unique_ptr<mesh::Mesh> mesh;  // null for a single node
+  std::unique_ptr<mesh::Mesh> mesh;     // null for a single node
+  std::unique_ptr<mesh::Mesh> metered;  // counts the collectives' traffic over `mesh`
   std::shared_ptr<collectives::NodeGroup> group;
   std::unique_ptr<RankSet> ranks;
 };

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include <prometheus/metric_family.h>
+
 #include "common/error.h"
 #include "model/taps.h"
 #include "model/tensor_type.h"
@@ -114,6 +116,9 @@ struct ModelInfo {
   int n_embd = 0;
   bool has_chat_template = false;  // the file carries tokenizer.chat_template
   int64_t created_unix = 0;
+  int slots = 1;              // sequences served at once (--parallel)
+  std::string path;           // the model file as given (GET /props)
+  std::string chat_template;  // tokenizer.chat_template, or empty
 };
 
 class Engine {
@@ -127,6 +132,8 @@ class Engine {
 
   virtual std::vector<int32_t> tokenize(const std::string& text, bool add_special) const = 0;
   virtual std::string detokenize(const std::vector<int32_t>& ids) const = 0;
+  // One token's bytes as generation emits them (special tokens as their text).
+  virtual std::string tokenPiece(int32_t id) const { return detokenize({id}); }
   // Throws Error(kUnsupported) naming the template when it cannot be rendered. The API
   // tokenizes the result with tokenize(text, add_special=true), so the text must not carry a
   // BOS that tokenize() adds again.
@@ -138,8 +145,9 @@ class Engine {
                           std::function<void(const TokenEvent&)> on_event) = 0;
   virtual void cancel(uint64_t request_id) = 0;
 
-  // Prometheus text lines for engine-side metrics (steps, tokens, all-reduce, liveness).
-  virtual std::string metricsText() const = 0;
+  // The engine-side Prometheus metric families (steps, tokens, ranks, mesh links); /metrics
+  // serializes them after the API's own. Names must not repeat the API's (tpnode_api_*).
+  virtual std::vector<prometheus::MetricFamily> metricFamilies() const = 0;
 
   // Inspection (docs/inspection.md). listTensors() is thread-safe and does not enter the step
   // loop. readTensor() returns at once; the engine runs the read as a collective between two

@@ -1,5 +1,6 @@
 #include "node/loaded_model.h"
 
+#include <cctype>
 #include <filesystem>
 #include <numeric>
 #include <thread>
@@ -12,6 +13,23 @@
 
 namespace tpnode::node {
 
+std::string modelSlug(const std::string& path) {
+  std::filesystem::path p(path);
+  std::string stem = p.extension() == ".gguf" ? p.stem().string() : p.filename().string();
+  std::string slug;
+  for (char c : stem) {
+    const bool keep = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
+                      c == '-' || (static_cast<unsigned char>(c) & 0x80);
+    if (keep) {
+      slug += c;
+    } else if (!slug.empty() && slug.back() != '-') {
+      slug += '-';
+    }
+  }
+  while (!slug.empty() && slug.back() == '-') slug.pop_back();
+  return slug.empty() ? "model" : slug;
+}
+
 std::unique_ptr<LoadedModel> loadModel(const Options& o) {
   auto m = std::make_unique<LoadedModel>();
   spdlog::info("[model] opening {}", o.model);
@@ -19,7 +37,8 @@ std::unique_ptr<LoadedModel> loadModel(const Options& o) {
   const auto& meta = m->file->metadata();
   m->config = model::readModelConfig(meta);
   m->identity = model::modelIdentity(*m->file);
-  m->name = meta.getStringOr("general.name", std::filesystem::path(o.model).filename().string());
+  m->name = o.alias.empty() ? modelSlug(o.model) : o.alias;
+  const std::string general_name = meta.getStringOr("general.name", m->name);
   m->chat_template = meta.getStringOr("tokenizer.chat_template", "");
   m->has_chat_template = !m->chat_template.empty();
   m->tokenizer = std::make_unique<model::Tokenizer>(model::loadVocab(*m->file));
@@ -36,7 +55,8 @@ std::unique_ptr<LoadedModel> loadModel(const Options& o) {
   }
   m->plan = model::planShards(m->config, model::tensorDescs(meta), global_tp,
                               model::parseHeadLayout(o.head));
-  spdlog::info("[model] {} ({}), {}", m->name, m->config.summary(), m->identity);
+  spdlog::info("[model] {} (served as '{}'; {}), {}", general_name, m->name, m->config.summary(),
+               m->identity);
   spdlog::info("[model] shard plan for {} ranks ({} nodes x {} local):\n{}", global_tp,
                o.tp_layout.size(), o.tp, m->plan.describe());
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());

@@ -20,10 +20,14 @@ struct LoadedModel {
   model::ShardPlan plan;  // for the global group: sum of tp over nodes
   std::unique_ptr<model::Tokenizer> tokenizer;
   std::string identity;  // model::modelIdentity()
-  std::string name;      // general.name, or the file name
+  std::string name;      // the served model id: --alias, or modelSlug(the file)
   bool has_chat_template = false;
   std::string chat_template;
 };
+
+// The file name without its folder and ".gguf", each run of other characters than letters,
+// digits, '.', '_', '-' (and UTF-8) as one '-': "My Model Q4.gguf" -> "My-Model-Q4".
+std::string modelSlug(const std::string& path);
 
 // Opens options.model, checks that the layout in options.tp_layout can shard it (the error
 // names the tensor, its size and the tp degrees that work) and logs what will run.

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,8 @@ struct Options {
   int port = 8080;
   int parallel = 4;
   std::string api_key_file;
+  std::vector<std::string> api_keys;  // --api-key (repeatable), beside the file's
+  std::string alias;                  // the served model id (default: a slug of the file name)
   // API over HTTPS (node/api/): both or neither.
   std::string api_tls_cert, api_tls_key;
   size_t api_max_body = 1 << 20;  // bytes; larger request bodies get 413
@@ -70,6 +73,9 @@ struct Options {
   std::string gen_secret_file;
   // Misc
   std::string log_level = "info";
+  // Long names of the flags the command line, the environment or the config set ("temp",
+  // "n-predict", ...): the API takes its request defaults only from these.
+  std::set<std::string> given;
 };
 
 enum class ParseResult { kRun, kExitOk, kExitError };

@@ -16,7 +16,7 @@ esac
 RUNTIME_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git python3 curl
   libboost-dev libboost-program-options-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
-  libcli11-dev nlohmann-json3-dev libssl-dev openssl libicu-dev
+  libcli11-dev nlohmann-json3-dev libssl-dev openssl libicu-dev prometheus-cpp-dev
 )
 # Tests, fuzzing, sanitizers, the browser test, network namespaces and the comparison libraries.
 TEST_PACKAGES=(
@@ -50,7 +50,8 @@ fi
 # ${TPNODE_VENV:-$HOME/.cache/tpnode/venv}. tools/venv-python.sh runs python from it.
 #   openai    the official client, for tests/node/api/test_openai_client.py
 #   selenium  drives Debian's chromium + chromedriver for tests/node/api/test_chat_ui.py
-PIP_PACKAGES=(openai selenium numpy gguf)
+#   prometheus-client  its parser checks /metrics in tests/node/operator_test.py
+PIP_PACKAGES=(openai selenium numpy gguf prometheus-client)
 VENV=${TPNODE_VENV:-$HOME/.cache/tpnode/venv}
 if [ ! -x "$VENV/bin/python3" ]; then
   echo "[deps] creating python venv $VENV"

@@ -1,33 +1,28 @@
-// ApiMetrics: the HTTP side's Prometheus metrics (docs/api.md lists them).
+// ApiMetrics: the HTTP side's Prometheus metrics (docs/api.md lists them), kept in a
+// prometheus-cpp registry.
 //
-// Contract: every method is thread-safe (one mutex; updates are a few additions). text()
-// renders the exposition format (version 0.0.4); /metrics appends Engine::metricsText().
+// Contract: every method is thread-safe. collect() returns the families (the rate gauge is
+// brought up to date first); /metrics serializes them with the engine's families
+// (Engine::metricFamilies) through prometheus-cpp's TextSerializer (exposition format 0.0.4).
 #pragma once
 
 #include <array>
 #include <chrono>
 #include <cstdint>
-#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/registry.h>
+
 namespace tpnode::node::api {
-
-class Histogram {
- public:
-  explicit Histogram(std::vector<double> bounds);
-  void observe(double value);
-  // Appends the _bucket/_sum/_count lines; `labels` like `route="/v1/completions"` or "".
-  void render(std::string& out, const std::string& name, const std::string& labels) const;
-
- private:
-  std::vector<double> bounds_;
-  std::vector<uint64_t> counts_;  // per bucket, not cumulative
-  double sum_ = 0;
-  uint64_t count_ = 0;
-};
 
 class ApiMetrics {
  public:
@@ -42,24 +37,27 @@ class ApiMetrics {
   void generationFinished(bool had_first_token);
   void cancelledByClient();
 
-  std::string text() const;
+  std::vector<prometheus::MetricFamily> collect() const;
 
  private:
   using Clock = std::chrono::steady_clock;
   static constexpr int kRateWindowS = 10;
   double tokensPerSecondLocked() const;
 
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& requests_;   // route, status
+  prometheus::Family<prometheus::Histogram>& latency_;  // route
+  prometheus::Histogram& ttft_;
+  prometheus::Counter& prompt_tokens_;
+  prometheus::Counter& generated_tokens_;
+  prometheus::Counter& client_cancels_;
+  prometheus::Gauge& open_connections_;
+  prometheus::Gauge& active_generations_;
+  prometheus::Gauge& waiting_first_token_;
+  prometheus::Gauge& tokens_per_second_;
+
   mutable std::mutex mu_;
-  std::map<std::pair<std::string, int>, uint64_t> requests_;  // (route, status) -> count
-  std::map<std::string, Histogram> latency_;                  // by route
-  Histogram ttft_;
-  uint64_t prompt_tokens_ = 0;
-  uint64_t generated_tokens_ = 0;
-  uint64_t client_cancels_ = 0;
-  int64_t open_connections_ = 0;
-  int64_t active_generations_ = 0;
-  int64_t waiting_first_token_ = 0;
-  // Generated tokens per wall-clock second, ring of the last seconds.
+  // Generated tokens per wall-clock second, ring of the last seconds. GUARDED_BY(mu_)
   std::array<std::pair<int64_t, uint64_t>, kRateWindowS + 2> rate_{};
   Clock::time_point start_ = Clock::now();
 };

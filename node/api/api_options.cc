@@ -23,6 +23,33 @@ std::vector<std::string> loadApiKeys(const std::string& path) {
   return keys;
 }
 
+RequestDefaults requestDefaultsFrom(const Options& o) {
+  RequestDefaults d;
+  auto given = [&o](const char* flag) { return o.given.count(flag) > 0; };
+  SamplingOptions& s = d.sampling;
+  if (given("temp")) s.temperature = o.temperature;
+  if (given("top-k")) s.top_k = o.top_k;
+  if (given("top-p")) s.top_p = o.top_p;
+  if (given("min-p")) s.min_p = o.min_p;
+  if (given("repeat-penalty")) s.repeat_penalty = o.repeat_penalty;
+  if (given("seed")) s.seed = o.seed;
+  if (given("n-predict")) {
+    if (o.n_predict < 1) {
+      fail(ErrorCode::kInvalidArgument,
+           "-n/--n-predict {} cannot be the API's default max_tokens; give at least 1",
+           o.n_predict);
+    }
+    d.max_tokens = o.n_predict;
+  }
+  if (s.temperature < 0 || s.temperature > 2 || s.top_p < 0 || s.top_p > 1 || s.top_k < 0 ||
+      s.min_p < 0 || s.min_p > 1 || s.repeat_penalty < 0.01 || s.repeat_penalty > 10) {
+    fail(ErrorCode::kInvalidArgument,
+         "the sampling flags must lie where the API accepts them: --temp 0..2, --top-p 0..1, "
+         "--top-k >= 0, --min-p 0..1, --repeat-penalty 0.01..10");
+  }
+  return d;
+}
+
 ApiOptions apiOptionsFrom(const Options& o) {
   ApiOptions a;
   a.host = o.host;
@@ -30,7 +57,13 @@ ApiOptions apiOptionsFrom(const Options& o) {
     fail(ErrorCode::kInvalidArgument, "--port {} is not a TCP port (0..65535)", o.port);
   }
   a.port = static_cast<uint16_t>(o.port);
-  if (!o.api_key_file.empty()) a.api_keys = loadApiKeys(o.api_key_file);
+  for (const std::string& key : o.api_keys) {
+    if (key.empty()) fail(ErrorCode::kInvalidArgument, "--api-key is empty");
+    a.api_keys.push_back(key);
+  }
+  if (!o.api_key_file.empty()) {
+    for (std::string& key : loadApiKeys(o.api_key_file)) a.api_keys.push_back(std::move(key));
+  }
   if (o.api_tls_cert.empty() != o.api_tls_key.empty()) {
     fail(ErrorCode::kInvalidArgument, "--api-tls-cert and --api-tls-key go together; give both");
   }
@@ -41,6 +74,7 @@ ApiOptions apiOptionsFrom(const Options& o) {
          o.api_max_body);
   }
   a.max_body_bytes = o.api_max_body;
+  a.defaults = requestDefaultsFrom(o);
   return a;
 }
 

@@ -4,12 +4,24 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "node/engine.h"
 #include "node/options.h"
 
 namespace tpnode::node::api {
+
+// What a request that omits a field gets (docs/api.md, "Request fields"): the server's command
+// line (--temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed, -n) where it was given,
+// as llama-server does, else OpenAI's defaults.
+struct RequestDefaults {
+  SamplingOptions sampling;       // temperature 1, top_p 1, top_k off, no seed
+  std::optional<int> max_tokens;  // -n/--n-predict; none: kCompletionsMaxTokens / kChat...
+  static constexpr int kCompletionsMaxTokens = 16;  // OpenAI's default for completions
+  static constexpr int kChatMaxTokens = 1024;       // chat (clamped to the room left)
+};
 
 struct ApiOptions {
   std::string host = "127.0.0.1";
@@ -23,6 +35,7 @@ struct ApiOptions {
   std::string tls_cert_file;          // both set: HTTPS only
   std::string tls_key_file;
   bool serve_ui = true;  // the chat page at /
+  RequestDefaults defaults;
 };
 
 // Reads one key per line (blank lines and lines starting with '#' ignored; surrounding
@@ -30,7 +43,10 @@ struct ApiOptions {
 // key.
 std::vector<std::string> loadApiKeys(const std::string& path);
 
-// From --host/--port/--api-key-file/--api-tls-cert/--api-tls-key/--api-max-body.
+// From --host/--port/--api-key/--api-key-file/--api-tls-cert/--api-tls-key/--api-max-body,
+// and the request defaults from the sampling flags the command line gave (Options::given).
 ApiOptions apiOptionsFrom(const Options& options);
+// The RequestDefaults part; Error(kInvalidArgument) for a value the API would refuse.
+RequestDefaults requestDefaultsFrom(const Options& options);
 
 }  // namespace tpnode::node::api

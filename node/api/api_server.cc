@@ -15,10 +15,34 @@
 
 namespace tpnode::node::api {
 
+namespace {
+
+// An IP address as it is; a host name ("localhost") through the resolver: its first IPv4
+// address, else its first address.
+tcp::endpoint resolveListenAddress(net::io_context& io, const std::string& host, uint16_t port) {
+  boost::system::error_code ec;
+  auto address = net::ip::make_address(host, ec);
+  if (!ec) return tcp::endpoint(address, port);
+  tcp::resolver resolver(io);
+  auto results = resolver.resolve(host, std::to_string(port), tcp::resolver::passive, ec);
+  if (ec || results.empty()) {
+    fail(ErrorCode::kInvalidArgument,
+         "--host {}: not an IP address and not a name this host resolves ({})", host,
+         ec ? ec.message() : "no address");
+  }
+  for (const auto& r : results) {
+    if (r.endpoint().address().is_v4()) return r.endpoint();
+  }
+  return results.begin()->endpoint();
+}
+
+}  // namespace
+
 struct ApiServer::Impl {
   Impl(Engine& engine, ApiOptions options) : ctx(engine, std::move(options)) {}
 
   net::awaitable<void> acceptLoop();
+  LogLimiter accept_log;
   void loadTls();
 
   // Declared first: destroyed after the io_context (connection frames refer to them).
@@ -55,7 +79,9 @@ net::awaitable<void> ApiServer::Impl::acceptLoop() {
     if (ec == net::error::operation_aborted || !acceptor->is_open()) co_return;
     if (ec) {
       // Out of file descriptors and the like: wait a little instead of spinning.
-      spdlog::warn("[api] accept failed: {}", ec.message());
+      if (auto held = accept_log.pass()) {
+        spdlog::warn("[api] accept failed: {}{}", ec.message(), heldBackNote(*held));
+      }
       net::steady_timer pause(co_await net::this_coro::executor, std::chrono::milliseconds(100));
       co_await pause.async_wait(net::redirect_error(net::use_awaitable, ec));
       continue;
@@ -80,10 +106,7 @@ void ApiServer::start() {
   m.loadTls();
   m.io = std::make_unique<net::io_context>(o.io_threads);
   boost::system::error_code ec;
-  auto address = net::ip::make_address(o.host, ec);
-  if (ec)
-    fail(ErrorCode::kInvalidArgument, "--host {}: not an IP address ({})", o.host, ec.message());
-  tcp::endpoint endpoint(address, o.port);
+  tcp::endpoint endpoint = resolveListenAddress(*m.io, o.host, o.port);
   m.acceptor.emplace(*m.io);
   m.acceptor->open(endpoint.protocol(), ec);
   if (!ec) m.acceptor->set_option(net::socket_base::reuse_address(true), ec);

@@ -176,13 +176,13 @@ net::awaitable<GenerationResult> wholeAnswer(ServerContext& ctx, Connection& con
 
 net::awaitable<GenerationResult> handleGeneration(ServerContext& ctx, Connection& conn,
                                                   const Request& request, Endpoint endpoint) {
-  OpenAiRequest req = parseOpenAiRequest(endpoint, request.body());
+  OpenAiRequest req = parseOpenAiRequest(endpoint, request.body(), ctx.options.defaults);
   if (!ctx.engine.ready()) {
     throw ApiError(503, "the cluster is not ready: " + ctx.engine.notReadyReason(),
                    "service_unavailable", "", "not_ready");
   }
   ModelInfo model = ctx.engine.modelInfo();
-  GenerationRequest gen = prepareGeneration(req, ctx.engine, model);
+  GenerationRequest gen = prepareGeneration(req, ctx.engine, model, ctx.options.defaults);
   const int prompt_tokens = static_cast<int>(gen.prompt_ids.size());
 
   auto events = std::make_shared<GenerationEvents>(co_await net::this_coro::executor);

@@ -1,5 +1,6 @@
 #include "node/api/openai_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -175,18 +176,32 @@ void refuseUnsupported(const json& body) {
       badRequest(name, fmt::format("'{}' (tool calling) is not supported", name));
     }
   }
+  // Structured output (json_object, json_schema) is not constrained yet: refuse it rather
+  // than answer free text the client would take for JSON.
+  if (const json* v = field(body, "response_format")) {
+    const json* type = v->is_object() ? field(*v, "type") : nullptr;
+    if (type == nullptr || !type->is_string()) {
+      wrongValue("response_format", *v, "an object {\"type\": \"text\"}");
+    }
+    if (*type != "text") {
+      badRequest("response_format",
+                 fmt::format("'response_format' type '{}' is not supported (only \"text\")",
+                             type->get<std::string>()));
+    }
+  }
 }
 
-void parseSampling(const json& body, OpenAiRequest& r) {
+void parseSampling(const json& body, const SamplingOptions& d, OpenAiRequest& r) {
   SamplingOptions& s = r.sampling;
-  s.temperature = number(body, "temperature", 0, 2, 1.0);
-  s.top_p = number(body, "top_p", 0, 1, 1.0);
-  s.top_k = static_cast<int>(integer(body, "top_k", -1, 1 << 20, 0));
+  s = d;
+  s.temperature = number(body, "temperature", 0, 2, d.temperature);
+  s.top_p = number(body, "top_p", 0, 1, d.top_p);
+  s.top_k = static_cast<int>(integer(body, "top_k", -1, 1 << 20, d.top_k));
   if (s.top_k < 0) s.top_k = 0;  // vLLM's -1 means off
-  s.min_p = number(body, "min_p", 0, 1, 0.0);
-  s.presence_penalty = number(body, "presence_penalty", -2, 2, 0.0);
-  s.frequency_penalty = number(body, "frequency_penalty", -2, 2, 0.0);
-  s.repeat_penalty = number(body, "repeat_penalty", 0.01, 10, 1.0);
+  s.min_p = number(body, "min_p", 0, 1, d.min_p);
+  s.presence_penalty = number(body, "presence_penalty", -2, 2, d.presence_penalty);
+  s.frequency_penalty = number(body, "frequency_penalty", -2, 2, d.frequency_penalty);
+  s.repeat_penalty = number(body, "repeat_penalty", 0.01, 10, d.repeat_penalty);
   if (const json* seed = field(body, "seed")) {
     if (!seed->is_number_integer()) wrongValue("seed", *seed, "an integer");
     s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>()
@@ -261,7 +276,8 @@ void parseTaps(const json& body, OpenAiRequest& r) {
 
 }  // namespace
 
-OpenAiRequest parseOpenAiRequest(Endpoint endpoint, const std::string& body_text) {
+OpenAiRequest parseOpenAiRequest(Endpoint endpoint, const std::string& body_text,
+                                 const RequestDefaults& defaults) {
   json body;
   try {
     body = json::parse(body_text);
@@ -290,7 +306,7 @@ OpenAiRequest parseOpenAiRequest(Endpoint endpoint, const std::string& body_text
     max_tokens = integer(body, "max_completion_tokens", 1, kMaxTokens, max_tokens);
   }
   r.max_tokens = static_cast<int>(max_tokens);
-  parseSampling(body, r);
+  parseSampling(body, defaults.sampling, r);
   r.stop = stopList(body);
   r.stream = boolean(body, "stream", false);
   if (const json* so = field(body, "stream_options")) {
@@ -304,7 +320,7 @@ OpenAiRequest parseOpenAiRequest(Endpoint endpoint, const std::string& body_text
 }
 
 GenerationRequest prepareGeneration(const OpenAiRequest& r, const Engine& engine,
-                                    const ModelInfo& model) {
+                                    const ModelInfo& model, const RequestDefaults& defaults) {
   if (!r.model.empty() && r.model != model.id) {
     throw ApiError(
         404,
@@ -338,8 +354,12 @@ GenerationRequest prepareGeneration(const OpenAiRequest& r, const Engine& engine
   const int64_t n_prompt = static_cast<int64_t>(g.prompt_ids.size());
   const int64_t room = model.context_length - n_prompt;
   int64_t max_tokens = r.max_tokens;
-  if (max_tokens < 0)
-    max_tokens = r.endpoint == Endpoint::kChat ? room : std::min<int64_t>(16, room);
+  if (max_tokens < 0) {
+    max_tokens = defaults.max_tokens             ? *defaults.max_tokens
+                 : r.endpoint == Endpoint::kChat ? RequestDefaults::kChatMaxTokens
+                                                 : RequestDefaults::kCompletionsMaxTokens;
+    max_tokens = std::min(max_tokens, room);
+  }
   if (room <= 0 || max_tokens > room) {
     throw ApiError(
         400,

@@ -2,13 +2,14 @@
 // POST /v1/chat/completions. Received bytes are hostile: every field is type-checked and
 // range-checked; a bad one throws ApiError (400, naming the field and the value). Unknown
 // fields are ignored (as vLLM does); fields we cannot honour (n > 1, echo, best_of > 1,
-// tools) are refused.
+// tools, a response_format other than text) are refused.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "node/api/api_options.h"
 #include "node/engine.h"
 
 namespace tpnode::node::api {
@@ -35,14 +36,17 @@ struct OpenAiRequest {
   bool taps_base64 = false;          // "tap_encoding": "base64" (f32 little endian)
 };
 
-// Parses `body` (the raw HTTP body). Throws ApiError.
-OpenAiRequest parseOpenAiRequest(Endpoint endpoint, const std::string& body);
+// Parses `body` (the raw HTTP body); sampling fields it omits take `defaults.sampling`.
+// Throws ApiError.
+OpenAiRequest parseOpenAiRequest(Endpoint endpoint, const std::string& body,
+                                 const RequestDefaults& defaults = {});
 
 // Tokenizes (rendering chat messages through the engine's template), checks the model name
 // (404 when unknown), the prompt's token ids and the context length, and fills in defaults:
-// completions default to 16 new tokens (OpenAI), chat to the rest of the context.
-// Throws ApiError.
+// an omitted max_tokens is defaults.max_tokens (the server's -n) or else 16 for completions
+// (OpenAI) and 1024 for chat, in every case at most the room the context has left; a given
+// max_tokens beyond that room is 400 context_length_exceeded. Throws ApiError.
 GenerationRequest prepareGeneration(const OpenAiRequest& request, const Engine& engine,
-                                    const ModelInfo& model);
+                                    const ModelInfo& model, const RequestDefaults& defaults = {});
 
 }  // namespace tpnode::node::api

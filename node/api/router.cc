@@ -1,10 +1,14 @@
 #include "node/api/router.h"
 
 #include <chrono>
+#include <iterator>
+
+#include <prometheus/text_serializer.h>
 
 #include "common/log.h"
 #include "node/api/chat_ui.h"
 #include "node/api/generation_handler.h"
+#include "node/api/llama_handler.h"
 #include "node/api/tensor_handler.h"
 
 namespace tpnode::node::api {
@@ -42,8 +46,11 @@ Response models(ServerContext& ctx, bool keep_alive) {
 }
 
 Response metrics(ServerContext& ctx, bool keep_alive) {
-  std::string text = ctx.metrics.text();
-  text += ctx.engine.metricsText();
+  std::vector<prometheus::MetricFamily> families = ctx.metrics.collect();
+  std::vector<prometheus::MetricFamily> engine = ctx.engine.metricFamilies();
+  families.insert(families.end(), std::make_move_iterator(engine.begin()),
+                  std::make_move_iterator(engine.end()));
+  std::string text = prometheus::TextSerializer().Serialize(families);
   return makeResponse(200, "text/plain; version=0.0.4; charset=utf-8", std::move(text), keep_alive);
 }
 
@@ -60,6 +67,9 @@ constexpr Route kRoutes[] = {
     {"/v1/models", http::verb::get, true},
     {"/v1/completions", http::verb::post, true},
     {"/v1/chat/completions", http::verb::post, true},
+    {"/tokenize", http::verb::post, true},
+    {"/detokenize", http::verb::post, true},
+    {"/props", http::verb::get, true},
     {"/v1/tensors", http::verb::get, true},
     {"/v1/tensors/{name}", http::verb::get, true},
 };
@@ -76,7 +86,15 @@ const Route* findRoute(std::string_view path) {
 }
 
 // Answers everything but the generation routes. Throws ApiError.
-Response simpleAnswer(ServerContext& ctx, std::string_view path, bool keep_alive) {
+Response simpleAnswer(ServerContext& ctx, std::string_view path, const Request& request,
+                      bool keep_alive) {
+  if (path == "/tokenize")
+    return jsonResponse(200, tokenizeAnswer(ctx.engine, request.body()), keep_alive);
+  if (path == "/detokenize") {
+    return jsonResponse(200, detokenizeAnswer(ctx.engine, request.body()), keep_alive);
+  }
+  if (path == "/props")
+    return jsonResponse(200, propsAnswer(ctx.engine, ctx.options.defaults), keep_alive);
   if (path == "/health") return health(ctx, keep_alive);
   if (path == "/metrics") return metrics(ctx, keep_alive);
   if (path == "/v1/models") return models(ctx, keep_alive);
@@ -132,7 +150,7 @@ net::awaitable<bool> handleRequest(ServerContext& ctx, Connection& conn, const R
           target.size() > path.size() ? target.substr(path.size() + 1) : std::string_view{};
       result = co_await handleTensors(ctx, conn, request, path, query);
     } else {
-      Response res = simpleAnswer(ctx, path, keep_alive);
+      Response res = simpleAnswer(ctx, path, request, keep_alive);
       result.status = res.result_int();
       result.keep_open = co_await conn.write(std::move(res));
     }

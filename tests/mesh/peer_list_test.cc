@@ -27,5 +27,21 @@ TEST(PeerListTest, RejectsBadEntriesNamingThem) {
   }
 }
 
+TEST(PeerListTest, RefusesAHostPortListedTwice) {
+  try {
+    parsePeerList("127.0.0.1:9500,127.0.0.2:9500,127.0.0.1:9500");
+    ADD_FAILURE() << "accepted a repeated entry";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("entry 2 (127.0.0.1:9500) repeats entry 0"),
+              std::string::npos)
+        << e.what();
+  }
+  auto dup = findDuplicatePeer({{"Host", 1}, {"other", 1}, {"host", 1}});
+  ASSERT_TRUE(dup.has_value());
+  EXPECT_EQ(*dup, (std::pair<size_t, size_t>{0, 2}));
+  EXPECT_FALSE(findDuplicatePeer({{"a", 1}, {"a", 2}, {"b", 1}}).has_value());
+}
+
 }  // namespace
 }  // namespace tpnode::mesh

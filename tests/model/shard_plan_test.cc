@@ -135,6 +135,12 @@ TEST(ShardPlanTest, WorkingDegreesAndPerRankBytes) {
   const uint64_t replicated = (256 * 1024 + 3 * 256) * 4;
   EXPECT_EQ(p4.rankBytes(2), replicated + (p1.totalBytes() - replicated) / 4);
   EXPECT_NE(p4.describe().find("rank 3:"), std::string::npos);
+  // The total is the whole model's, whatever the plan's tp: a rank holds its share of it.
+  EXPECT_EQ(p4.totalBytes(), p1.totalBytes());
+  EXPECT_LT(p4.rankBytes(0), p4.totalBytes());
+  EXPECT_EQ(p4.describe().find("(100.0%)"), std::string::npos) << p4.describe();
+  EXPECT_NE(p1.describe().find("rank 0: "), std::string::npos);
+  EXPECT_EQ(p1.describe().find("(100.0%)"), std::string::npos) << p1.describe();
 }
 
 }  // namespace

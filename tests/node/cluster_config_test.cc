@@ -75,6 +75,8 @@ TEST(ClusterConfigTest, RefusesBadFiles) {
   expectRefused("nodes: [{host: a, port: 1, tp: 2, devices: [0]}]\n",
                 {"nodes[0].devices", "1 devices", "tp is 2"});
   expectRefused("nodes: [{host: a, port: 9500}]\napi: {port: 9500}\n", {"api.port", "clashes"});
+  expectRefused("nodes: [{host: a, port: 9500}, {host: b, port: 9500}, {host: a, port: 9500}]\n",
+                {"line 1", "nodes[2]", "a:9500 is already used by nodes[0]"});
   expectRefused("nodes: [{host: a, port: 1}]\ncluster: {wire_format: fp8}\n",
                 {"cluster.wire_format", "'fp8'"});
   expectRefused("nodes: [{host: a, port: 1}]\ncluster: {connect_timeout_s: -1}\n",

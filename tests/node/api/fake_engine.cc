@@ -127,10 +127,16 @@ void FakeEngine::cancel(uint64_t request_id) {
   cv_.notify_all();
 }
 
-std::string FakeEngine::metricsText() const {
+std::vector<prometheus::MetricFamily> FakeEngine::metricFamilies() const {
   std::lock_guard lock(mu_);
-  return fmt::format("# TYPE fake_engine_steps_total counter\nfake_engine_steps_total {}\n",
-                     steps_);
+  prometheus::MetricFamily steps;
+  steps.name = "fake_engine_steps_total";
+  steps.help = "Steps the fake engine ran";
+  steps.type = prometheus::MetricType::Counter;
+  prometheus::ClientMetric m;
+  m.counter.value = static_cast<double>(steps_);
+  steps.metric.push_back(m);
+  return {steps};
 }
 
 bool FakeEngine::stepLocked(Active& a, std::vector<TokenEvent>& out) {

@@ -52,7 +52,7 @@ class FakeEngine final : public Engine {
   uint64_t submit(GenerationRequest request,
                   std::function<void(const TokenEvent&)> on_event) override;
   void cancel(uint64_t request_id) override;
-  std::string metricsText() const override;
+  std::vector<prometheus::MetricFamily> metricFamilies() const override;
 
   // Knobs for tests.
   void setReady(bool ready, std::string reason = "node 1 is missing");

@@ -240,7 +240,7 @@ TEST(OpenAiRequestTest, PrepareChecksModelContextAndVocabulary) {
   } catch (const ApiError& e) {
     EXPECT_NE(std::string(e.what()).find("600"), std::string::npos);
   }
-  // Chat defaults to the rest of the context.
+  // Chat defaults to 1024 tokens, cut to the room the context has left (less, here).
   auto chat = prepareGeneration(
       parseOpenAiRequest(Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}]})"),
       engine, info);

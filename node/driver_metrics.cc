@@ -1,0 +1,115 @@
+#include "node/driver_metrics.h"
+
+#include "node/rank_set.h"
+
+namespace tpnode::node {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::Registry;
+
+prometheus::Counter& counter(Registry& r, const char* name, const char* help) {
+  return BuildCounter().Name(name).Help(help).Register(r).Add({});
+}
+
+prometheus::Gauge& gauge(Registry& r, const char* name, const char* help) {
+  return BuildGauge().Name(name).Help(help).Register(r).Add({});
+}
+
+prometheus::ClientMetric sample(double value, bool is_counter,
+                                std::vector<prometheus::ClientMetric::Label> labels) {
+  prometheus::ClientMetric m;
+  m.label = std::move(labels);
+  (is_counter ? m.counter.value : m.gauge.value) = value;
+  return m;
+}
+
+}  // namespace
+
+DriverMetrics::DriverMetrics(int nodes, int self)
+    : registry_(std::make_shared<Registry>()),
+      ready(gauge(*registry_, "tpnode_cluster_ready", "1 when every node is connected and loaded")),
+      steps(counter(*registry_, "tpnode_steps_total", "Forward steps run")),
+      generated_tokens(
+          counter(*registry_, "tpnode_engine_generated_tokens_total", "Tokens sampled")),
+      prompt_tokens(
+          counter(*registry_, "tpnode_engine_prompt_tokens_total", "Prompt tokens evaluated")),
+      requests_failed(counter(*registry_, "tpnode_requests_failed_total",
+                              "Requests failed by a cluster fault")),
+      faults(counter(*registry_, "tpnode_cluster_faults_total", "Cluster faults (a node lost)")),
+      step_ms(gauge(*registry_, "tpnode_step_ms", "Duration of the last forward step (ms)")),
+      tensor_reads(counter(*registry_, "tpnode_tensor_reads_total",
+                           "Tensors gathered for GET /v1/tensors/{name}")),
+      tensor_read_ms(
+          gauge(*registry_, "tpnode_tensor_read_ms", "Duration of the last tensor gather (ms)")),
+      tap_requests(counter(*registry_, "tpnode_tap_requests_total",
+                           "Requests that asked for activation taps")),
+      running(gauge(*registry_, "tpnode_sequences_running", "Sequences in the running batch")),
+      waiting(gauge(*registry_, "tpnode_sequences_waiting", "Sequences waiting for a slot")),
+      rank_weight_bytes_(BuildGauge()
+                             .Name("tpnode_rank_weight_bytes")
+                             .Help("Weight bytes of each local rank's shard")
+                             .Register(*registry_)),
+      rank_kv_bytes_(BuildGauge()
+                         .Name("tpnode_rank_kv_bytes")
+                         .Help("KV cache bytes of each local rank")
+                         .Register(*registry_)),
+      rank_device_bytes_(BuildGauge()
+                             .Name("tpnode_rank_device_bytes")
+                             .Help("Bytes each GPU rank holds on its device (0: CPU rank)")
+                             .Register(*registry_)),
+      links_(nodes),
+      self_(self) {}
+
+void DriverMetrics::setRanks(const RankSet& rs) {
+  for (int r = 0; r < rs.localRanks(); ++r) {
+    const prometheus::Labels labels = {{"local_rank", std::to_string(r)},
+                                       {"backend", rs.rankBackend(r)}};
+    rank_weight_bytes_.Add(labels).Set(static_cast<double>(rs.rankWeightBytes(r)));
+    rank_kv_bytes_.Add(labels).Set(static_cast<double>(rs.rankKvBytes(r)));
+    rank_device_bytes_.Add(labels).Set(static_cast<double>(rs.rankDeviceBytes(r)));
+  }
+}
+
+std::vector<prometheus::MetricFamily> DriverMetrics::linkFamilies() const {
+  using prometheus::MetricType;
+  prometheus::MetricFamily bytes{"tpnode_link_bytes_total",
+                                 "Bytes node 0's collectives (all-reduce, all-gather) moved on "
+                                 "the mesh link to each node, by direction",
+                                 MetricType::Counter,
+                                 {}};
+  prometheus::MetricFamily messages{"tpnode_link_messages_total",
+                                    "Messages node 0's collectives sent to or received from "
+                                    "each node",
+                                    MetricType::Counter,
+                                    {}};
+  prometheus::MetricFamily wait{"tpnode_link_wait_seconds_total",
+                                "Seconds node 0's collectives spent blocked sending to or "
+                                "waiting for each node (a slow host stands out)",
+                                MetricType::Counter,
+                                {}};
+  for (int p = 0; p < links_.size(); ++p) {
+    if (p == self_) continue;
+    const mesh::LinkMeter& m = links_.peer(p);
+    const std::string peer = std::to_string(p);
+    bytes.metric.push_back(sample(static_cast<double>(m.bytes_sent.load()), true,
+                                  {{"direction", "sent"}, {"peer", peer}}));
+    bytes.metric.push_back(sample(static_cast<double>(m.bytes_received.load()), true,
+                                  {{"direction", "received"}, {"peer", peer}}));
+    messages.metric.push_back(
+        sample(static_cast<double>(m.messages.load()), true, {{"peer", peer}}));
+    wait.metric.push_back(
+        sample(static_cast<double>(m.wait_ns.load()) * 1e-9, true, {{"peer", peer}}));
+  }
+  return {bytes, messages, wait};
+}
+
+std::vector<prometheus::MetricFamily> DriverMetrics::collect() const {
+  std::vector<prometheus::MetricFamily> out = registry_->Collect();
+  std::vector<prometheus::MetricFamily> links = linkFamilies();
+  out.insert(out.end(), links.begin(), links.end());
+  return out;
+}
+
+}  // namespace tpnode::node

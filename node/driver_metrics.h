@@ -1,0 +1,67 @@
+// DriverMetrics: node 0's engine-side Prometheus metrics (docs/api.md, "Metrics"), kept in a
+// prometheus-cpp registry, plus the traffic of every mesh link as node 0's collectives see it
+// (mesh/metered_mesh.h).
+//
+// Contract
+// - Owned by the Driver; outlives every cluster session, so counters keep counting across
+//   re-forms. The loop thread updates the counters and gauges (they are atomic); collect() may
+//   run on any thread at the same time.
+// - links() is handed to each session's MeteredMesh; its families are read from the meters at
+//   collect() time: tpnode_link_bytes_total{peer,direction}, tpnode_link_messages_total{peer},
+//   tpnode_link_wait_seconds_total{peer} (peer = node id).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/registry.h>
+
+#include "mesh/metered_mesh.h"
+
+namespace tpnode::node {
+
+class RankSet;
+
+class DriverMetrics {
+  // Declared first: the references below point into it.
+  std::shared_ptr<prometheus::Registry> registry_;
+
+ public:
+  // `nodes` in the cluster, `self` this node's id.
+  DriverMetrics(int nodes, int self);
+
+  prometheus::Gauge& ready;
+  prometheus::Counter& steps;
+  prometheus::Counter& generated_tokens;
+  prometheus::Counter& prompt_tokens;
+  prometheus::Counter& requests_failed;
+  prometheus::Counter& faults;
+  prometheus::Gauge& step_ms;
+  prometheus::Counter& tensor_reads;
+  prometheus::Gauge& tensor_read_ms;
+  prometheus::Counter& tap_requests;
+  prometheus::Gauge& running;
+  prometheus::Gauge& waiting;
+
+  // Weight, KV and device bytes of each local rank (labels local_rank, backend).
+  void setRanks(const RankSet& ranks);
+  mesh::LinkMeters& links() { return links_; }
+
+  std::vector<prometheus::MetricFamily> collect() const;
+
+ private:
+  std::vector<prometheus::MetricFamily> linkFamilies() const;
+
+  prometheus::Family<prometheus::Gauge>& rank_weight_bytes_;
+  prometheus::Family<prometheus::Gauge>& rank_kv_bytes_;
+  prometheus::Family<prometheus::Gauge>& rank_device_bytes_;
+  mesh::LinkMeters links_;
+  const int self_;  // this node's id: no link to itself
+};
+
+}  // namespace tpnode::node

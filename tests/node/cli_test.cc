@@ -1,0 +1,108 @@
+// The command line as llama.cpp users type it (node/cli.cc): short flags, -np, --api-key,
+// --alias, exit status 2 for every usage error, a repeated --peers entry refused at once, and
+// the sampling flags becoming the API's request defaults (node/api/api_options.h).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "node/api/api_options.h"
+#include "node/options.h"
+
+namespace tpnode::node {
+namespace {
+
+struct Parsed {
+  ParseResult result;
+  int exit_code;
+  Options options;
+};
+
+Parsed parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "tpnode");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  Parsed p{ParseResult::kRun, 0, {}};
+  p.result = parseCommandLine(static_cast<int>(argv.size()), argv.data(), p.options, p.exit_code);
+  return p;
+}
+
+TEST(CliTest, LlamaCppShortFlags) {
+  Parsed p = parse({"-m", "x.gguf", "-c", "512", "-t", "3", "-np", "7", "-n", "9"});
+  ASSERT_EQ(p.result, ParseResult::kRun);
+  EXPECT_EQ(p.options.model, "x.gguf");
+  EXPECT_EQ(p.options.ctx_size, 512);
+  EXPECT_EQ(p.options.threads, 3);
+  EXPECT_EQ(p.options.parallel, 7);
+  EXPECT_EQ(p.options.n_predict, 9);
+  EXPECT_EQ(parse({"-np=5"}).options.parallel, 5);
+  EXPECT_EQ(parse({"--parallel", "6"}).options.parallel, 6);
+}
+
+TEST(CliTest, ApiKeyAndAlias) {
+  Parsed p = parse({"--api-key", "sk-a", "--api-key", "sk-b", "--alias", "my-model"});
+  ASSERT_EQ(p.result, ParseResult::kRun);
+  EXPECT_EQ(p.options.api_keys, (std::vector<std::string>{"sk-a", "sk-b"}));
+  EXPECT_EQ(p.options.alias, "my-model");
+  api::ApiOptions a = api::apiOptionsFrom(p.options);
+  EXPECT_EQ(a.api_keys, (std::vector<std::string>{"sk-a", "sk-b"}));
+}
+
+TEST(CliTest, UsageErrorsExitTwo) {
+  for (std::vector<std::string> bad : {std::vector<std::string>{"--no-such-flag"},
+                                       {"--ctx-size", "lots"},
+                                       {"-c"},
+                                       {"--head", "sideways"},
+                                       {"--peers", "a:1,b:2", "--node-id", "5"},
+                                       {"--peers", "127.0.0.1:9500,127.0.0.1:9500"}}) {
+    Parsed p = parse(bad);
+    EXPECT_EQ(p.result, ParseResult::kExitError) << bad[0];
+    EXPECT_EQ(p.exit_code, 2) << bad[0];
+  }
+  Parsed help = parse({"--help"});
+  EXPECT_EQ(help.result, ParseResult::kExitOk);
+  EXPECT_EQ(help.exit_code, 0);
+}
+
+TEST(CliTest, RepeatedPeerIsRefusedNamingBothEntries) {
+  Options o;
+  o.peers = "a:9500,b:9500,A:9500";
+  try {
+    finishLayout(o);
+    ADD_FAILURE() << "accepted " << o.peers;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("entry 2 (A:9500) repeats entry 0"), std::string::npos) << what;
+  }
+  o.peers = "a:9500,a:9501,b:9500";  // same host, other port; other host, same port: fine
+  EXPECT_NO_THROW(finishLayout(o));
+}
+
+TEST(CliTest, SamplingFlagsBecomeRequestDefaultsOnlyWhenGiven) {
+  api::RequestDefaults none = api::requestDefaultsFrom(parse({}).options);
+  EXPECT_EQ(none.sampling.temperature, 1.0);  // OpenAI's, not the one-shot CLI's 0
+  EXPECT_FALSE(none.sampling.seed.has_value());
+  EXPECT_FALSE(none.max_tokens.has_value());
+
+  api::RequestDefaults d = api::requestDefaultsFrom(
+      parse({"--temp", "0.3", "--top-k", "5", "--top-p", "0.8", "--min-p", "0.05",
+             "--repeat-penalty", "1.1", "--seed", "42", "-n", "77"})
+          .options);
+  EXPECT_DOUBLE_EQ(d.sampling.temperature, 0.3);
+  EXPECT_EQ(d.sampling.top_k, 5);
+  EXPECT_DOUBLE_EQ(d.sampling.top_p, 0.8);
+  EXPECT_DOUBLE_EQ(d.sampling.min_p, 0.05);
+  EXPECT_DOUBLE_EQ(d.sampling.repeat_penalty, 1.1);
+  ASSERT_TRUE(d.sampling.seed.has_value());
+  EXPECT_EQ(*d.sampling.seed, 42u);
+  ASSERT_TRUE(d.max_tokens.has_value());
+  EXPECT_EQ(*d.max_tokens, 77);
+
+  EXPECT_THROW(api::requestDefaultsFrom(parse({"--temp", "5"}).options), Error);
+  EXPECT_THROW(api::requestDefaultsFrom(parse({"-n", "0"}).options), Error);
+}
+
+}  // namespace
+}  // namespace tpnode::node
