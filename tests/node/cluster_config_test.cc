@@ -85,9 +85,10 @@ TEST(ClusterConfigTest, RefusesBadFiles) {
 }
 
 TEST(ClusterConfigTest, InsecureIsABooleanThatTheFlagOverrides) {
-  auto c = parseClusterConfig("nodes: [{host: a, port: 1}, {host: b, port: 2}]\n"
-                              "cluster: {insecure: true}\n",
-                              "x.yaml");
+  auto c = parseClusterConfig(
+      "nodes: [{host: a, port: 1}, {host: b, port: 2}]\n"
+      "cluster: {insecure: true}\n",
+      "x.yaml");
   ASSERT_TRUE(c.insecure.has_value());
   Options o;
   applyClusterConfig(c, {}, o);
