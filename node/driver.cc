@@ -183,11 +183,21 @@ std::vector<prometheus::MetricFamily> Driver::metricFamilies() const {
 
 void Driver::loop() {
   scheduler_ = std::make_unique<Scheduler>(driver_options_.scheduler);
-  auto backoff = kReformBackoffMin;
+  // The gap between attempts stays below what surviving workers wait for node 0 to listen
+  // again (their --connect-timeout).
+  const std::chrono::milliseconds max_backoff = std::min<std::chrono::milliseconds>(
+      kReformBackoffMax,
+      std::chrono::milliseconds(static_cast<int64_t>(options_.connect_timeout_s * 500)));
+  std::chrono::milliseconds backoff =
+      std::min<std::chrono::milliseconds>(kReformBackoffMin, max_backoff);
+  Clock::time_point attempt_start = Clock::now();
   while (!stop_) {
     try {
-      if (!session_ && !formCluster()) break;
-      backoff = kReformBackoffMin;
+      if (!session_) {
+        attempt_start = Clock::now();
+        if (!formCluster()) break;
+        backoff = std::min<std::chrono::milliseconds>(kReformBackoffMin, max_backoff);
+      }
       if (fault_) fail(ErrorCode::kPeerLost, "a node of the cluster was lost");
       admitIncoming();
       runStep();
@@ -210,11 +220,17 @@ void Driver::loop() {
       spdlog::error("[driver] cluster fault: {}", e.what());
       metrics_->faults.Increment();
       if (!driver_options_.reform_on_fault) break;
-      spdlog::info("[driver] re-forming the cluster in {} s (waiting for every node to come back)",
-                   std::chrono::duration_cast<std::chrono::seconds>(backoff).count());
+      // An attempt that failed fast (not by waiting out --connect-timeout) is not repeated
+      // before `backoff` has passed since it began.
+      const auto next = attempt_start + backoff;
+      spdlog::info("[driver] re-forming the cluster (waiting for every node to come back){}",
+                   next > Clock::now()
+                       ? fmt::format(" in {:.1f} s",
+                                     std::chrono::duration<double>(next - Clock::now()).count())
+                       : "");
       std::unique_lock lock(mu_);
-      wake_.wait_for(lock, backoff, [this] { return stop_.load(); });
-      backoff = std::min(backoff * 2, kReformBackoffMax);
+      wake_.wait_until(lock, next, [this] { return stop_.load(); });
+      backoff = std::min(backoff * 2, max_backoff);
     }
   }
   ready_ = false;

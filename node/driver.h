@@ -8,8 +8,10 @@
 // - Faults: a lost worker (seen by the mesh's liveness or a failed collective) fails every
 //   in-flight request with finish_reason "error" and the cause, makes ready() false, tells the
 //   surviving workers to re-form (kReset), and re-forms the cluster (waiting for the lost node
-//   to come back) unless options.reform_on_fault is false; attempts to re-form are spaced 2 s
-//   doubling to 30 s. Nothing is dropped silently.
+//   to come back) unless options.reform_on_fault is false. An attempt to re-form starts
+//   no sooner than 2 s after the previous one began (doubling to 30 s, at most half of
+//   --connect-timeout so that surviving workers still find node 0). Nothing is dropped
+//   silently.
 // - Startup: when the cluster cannot form the first time (this node cannot listen on its mesh
 //   port, a node is still missing after --connect-timeout, a shard does not load), the loop
 //   ends at once: ready() stays false, loopDone() turns true and lastError() says why; the

@@ -1,6 +1,7 @@
 // The command line as llama.cpp users type it (node/cli.cc): short flags, -np, --api-key,
-// --alias, exit status 2 for every usage error, a repeated --peers entry refused at once, and
-// the sampling flags becoming the API's request defaults (node/api/api_options.h).
+// --alias (and the default model id), exit status 2 for every usage error, a repeated --peers
+// entry refused at once, and the sampling flags becoming the API's request defaults
+// (node/api/api_options.h).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "common/error.h"
 #include "node/api/api_options.h"
+#include "node/loaded_model.h"
 #include "node/options.h"
 
 namespace tpnode::node {
@@ -47,6 +49,13 @@ TEST(CliTest, ApiKeyAndAlias) {
   EXPECT_EQ(p.options.alias, "my-model");
   api::ApiOptions a = api::apiOptionsFrom(p.options);
   EXPECT_EQ(a.api_keys, (std::vector<std::string>{"sk-a", "sk-b"}));
+}
+
+TEST(CliTest, DefaultModelIdIsASlugOfTheFileName) {
+  EXPECT_EQ(modelSlug("/models/gemma-3-270m-q4_k_m.gguf"), "gemma-3-270m-q4_k_m");
+  EXPECT_EQ(modelSlug("dir/My Model (v2) Q4.gguf"), "My-Model-v2-Q4");
+  EXPECT_EQ(modelSlug("weights.bin"), "weights.bin");
+  EXPECT_EQ(modelSlug("  .gguf"), "model");
 }
 
 TEST(CliTest, UsageErrorsExitTwo) {
