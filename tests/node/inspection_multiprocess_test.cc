@@ -17,7 +17,7 @@
 #include "tests/mesh/free_ports.h"
 #include "tests/mesh/process.h"
 #include "tests/model/reference_cases.h"
-#include "tests/model/shared_dir.h"
+#include "tests/model/reference_data.h"
 #include "tests/support/http_client.h"
 
 namespace tpnode::node {
@@ -97,7 +97,7 @@ Npy parseNpy(const std::string& b) {
 }
 
 std::string modelPath(const std::string& stem) {
-  return testing_support::sharedDir() + "/reference/models/" + stem + ".gguf";
+  return testing_support::referenceModel(stem);
 }
 
 // Reads every tensor of the file (or those whose index % every == 0) through the API, raw and
@@ -178,12 +178,7 @@ double maxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
   return d;
 }
 
-class InspectionTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (testing_support::sharedDir().empty()) GTEST_SKIP() << "skipped: ../shared not found";
-  }
-};
+class InspectionTest : public ::testing::Test {};
 
 // Every tensor of every reference model that tp can split (F32, Q8_0, Q4_0: quant blocks,
 // interleaved projections, vocab-parallel head; kv1 and qwen2: KV heads replicated for tp,
