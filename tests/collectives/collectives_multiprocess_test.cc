@@ -25,9 +25,7 @@ std::vector<std::unique_ptr<Process>> start(int nodes, const std::vector<std::st
   ::setenv("TPNODE_BIN", TPNODE_COLL_NODE_BIN, 1);
   const std::string peers = mesh::test::loopbackPeers(nodes);
   // A fresh 32-byte cluster secret (64 hex digits) for this cluster.
-  std::random_device rd;
-  std::string secret = "TPNODE_CLUSTER_SECRET=";
-  for (int i = 0; i < 32; ++i) secret += fmt::format("{:02x}", rd() & 0xff);
+  const std::string secret = "TPNODE_CLUSTER_SECRET=" + mesh::test::randomSecretHex();
   std::vector<std::unique_ptr<Process>> procs;
   for (int n = 0; n < nodes; ++n) {
     std::vector<std::string> a = {"--node-id", std::to_string(n), "--peers", peers};

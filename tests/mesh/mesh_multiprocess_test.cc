@@ -21,18 +21,10 @@ using std::chrono::seconds;
 class MeshProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/tpnode-mesh-XXXXXX";
-    dir_ = ::mkdtemp(pattern);
-    secret_ = randomSecret();
+    dir_ = makeTempDir("tpnode-mesh-");
+    secret_ = randomSecretHex();
   }
 
-  // 32 random bytes as 64 hex digits (what `tpnode gen-secret` writes).
-  static std::string randomSecret() {
-    std::random_device rd;
-    std::string out;
-    for (int i = 0; i < 32; ++i) out += fmt::format("{:02x}", rd() & 0xff);
-    return out;
-  }
   void TearDown() override {
     if (HasFailure()) {
       for (auto& [name, p] : procs_) std::cerr << "---- " << name << " ----\n" << p->log();
@@ -136,7 +128,7 @@ TEST_F(MeshProcessTest, AMissingPeerTimesOutNamingIt) {
 TEST_F(MeshProcessTest, AWrongSecretIsRefusedAndTheMeshWaitsForTheRightOne) {
   std::string peers = loopbackPeers(2);
   Process& n0 = start("node0", 0, peers, {"--connect-timeout", "20"});
-  Process& bad = start("bad1", 1, peers, {"--connect-timeout", "2"}, randomSecret());
+  Process& bad = start("bad1", 1, peers, {"--connect-timeout", "2"}, randomSecretHex());
   EXPECT_NE(bad.wait(seconds(15)), 0);
   EXPECT_NE(bad.log().find("refused us: authentication failed"), std::string::npos);
   EXPECT_TRUE(

@@ -33,14 +33,6 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-std::string randomSecret() {
-  std::array<uint8_t, 32> b{};
-  randomBytes(b);
-  std::string out;
-  for (uint8_t x : b) out += fmt::format("{:02x}", x);
-  return out;
-}
-
 // A blocking TCP client socket from `source` (a 127.0.0.x address) to host:port; -1 on failure.
 int connectFrom(const std::string& source, const std::string& host, uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -150,9 +142,8 @@ std::string rss(pid_t pid) {
 class MeshSecurityTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/tpnode-meshsec-XXXXXX";
-    dir_ = ::mkdtemp(pattern);
-    secret_ = randomSecret();
+    dir_ = makeTempDir("tpnode-meshsec-");
+    secret_ = randomSecretHex();
     peers_ = loopbackPeers(2);
     port0_ = static_cast<uint16_t>(std::stoi(peers_.substr(peers_.find(':') + 1)));
   }
