@@ -327,6 +327,7 @@ TEST_F(MeshSecurityTest, FloodsAndImpostorsDuringFormationDoNotKeepTheRealNodeOu
   Process& n0 = start("node0", 0, {"--connect-timeout", "120", "--mesh-hold", "2"});
   ASSERT_TRUE(n0.waitForLog("waiting for node 1", seconds(10)));
   const std::string rss_before = rss(n0.pid());
+  const long vm_before = statusKiB(n0.pid(), "VmSize");
 
   std::atomic<bool> stop{false};
   // Two impostors claiming node 1 (lanes 0 and 1, each from its own address): each holds its
@@ -380,6 +381,12 @@ TEST_F(MeshSecurityTest, FloodsAndImpostorsDuringFormationDoNotKeepTheRealNodeOu
   for (auto& t : flood(20'000, seconds(25))) t.join();
   const int phase1_cycles = cycles.load();
   const std::string rss_peak = rss(n0.pid());
+  // Every handshake thread is joined when it ends: a thread never joined keeps its stack
+  // (8 MiB of address space each), so thousands of them would show here. What may grow is
+  // bounded by the concurrent handshakes: malloc arenas (64 MiB of address space each, at most
+  // one per concurrent thread) and glibc's cache of joined threads' stacks.
+  const long vm_growth = statusKiB(n0.pid(), "VmSize") - vm_before;
+  EXPECT_LT(vm_growth, 16L << 20) << "KiB of address space after " << cycles.load() << " cycles";
   std::this_thread::sleep_for(seconds(6));  // pre-authentication timeout (5 s) and reaping
   const std::string rss_after_flood = rss(n0.pid());
   // Phase 2: the real node 1 arrives during the flood, while the impostors keep claiming.
@@ -399,9 +406,9 @@ TEST_F(MeshSecurityTest, FloodsAndImpostorsDuringFormationDoNotKeepTheRealNodeOu
   std::cout << fmt::format(
       "[ figures ] node 0 RSS (KiB): {} before; {} right after {} connect/reset cycles with 64 "
       "idle sockets and impostors claiming node 1; {} 6 s later; {} once node 1 joined during "
-      "{} more cycles ({} claims of node 1 in all)\n",
+      "{} more cycles ({} claims of node 1 in all); address space +{} KiB after the first flood\n",
       rss_before, rss_peak, phase1_cycles, rss_after_flood, rss_joined,
-      cycles.load() - phase1_cycles, claims.load());
+      cycles.load() - phase1_cycles, claims.load(), vm_growth);
   RecordProperty("rss_before_kib", rss_before);
   RecordProperty("rss_after_flood_kib", rss_after_flood);
   EXPECT_GT(phase1_cycles, 1000);
