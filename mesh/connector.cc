@@ -4,8 +4,13 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <system_error>
 
 #include <condition_variable>
+#include <list>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -19,6 +24,9 @@ namespace tpnode::mesh {
 namespace {
 
 constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
+// An accepted peer must have proved itself (TLS, then HELLO) within this.
+constexpr auto kPreAuthTimeout = std::chrono::seconds(5);
+constexpr int kMaxHandshakesPerSource = 8;
 constexpr auto kFirstWaitingLog = std::chrono::seconds(2);
 constexpr auto kWaitingLogPeriod = std::chrono::seconds(5);
 constexpr auto kRecheck = std::chrono::milliseconds(250);  // how often dead links are noticed
@@ -27,6 +35,18 @@ constexpr int kMaxConcurrentHandshakes = 64;
 double secondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
+
+// "ip" of "ip:port" (or "[v6]" of "[v6]:port"): handshakes are counted per source address.
+std::string sourceOf(const std::string& from) {
+  size_t colon = from.rfind(':');
+  return colon == std::string::npos ? from : from.substr(0, colon);
+}
+
+// One thread running an accepted connection's handshake; reaped as soon as it is done.
+struct Handshaker {
+  std::thread thread;
+  bool done = false;  // guarded by Connector::mu_
+};
 
 class Connector {
  public:
@@ -55,7 +75,14 @@ class Connector {
   bool completeLocked() const;
   void dialLoop(int peer, int lane);
   void acceptLoop(int listen_fd);
-  void acceptOne(Fd fd, std::string from);
+  // Starts a handshake thread for an accepted connection, or refuses it (caps, no threads).
+  void startAccepted(Fd fd, const std::string& from);
+  void acceptOne(Fd fd, std::string from, Handshaker* self);
+  // Joins the handshake threads that are done.
+  void reapHandshakers();
+  // Logs `message` (a problem with unauthenticated or resource-starved connections) at most
+  // once per period, with the number of such events since the last line.
+  void throttledWarn(LogLimiter& log, const std::string& message);
   // Runs the handshake; on success stores the socket and returns true.
   bool handshake(std::unique_ptr<Transport> transport, int expected_peer, int lane,
                  const std::string& from);
@@ -81,11 +108,10 @@ class Connector {
   std::vector<int> handshake_fds_;           // guarded by mu_: sockets mid-handshake
   std::vector<std::string> problem_;         // guarded by mu_
   std::vector<std::string> last_refusal_;    // guarded by mu_
-  std::vector<std::thread> handshakers_;     // guarded by mu_
-  // Refusals of connections that name no known node, and closed surplus connections: a
-  // misconfigured host may dial again every second.
-  LogLimiter stranger_log_;
-  LogLimiter surplus_log_;
+  std::list<Handshaker> handshakers_;        // guarded by mu_
+  std::map<std::string, int> per_source_;    // guarded by mu_: running handshakes by address
+  LogLimiter unauthenticated_log_;           // thread-safe
+  LogLimiter overload_log_;                  // thread-safe
 };
 
 bool Connector::peerUp(int peer) const {
@@ -130,6 +156,10 @@ std::string Connector::admitLocked(int peer, int lane, const std::string& from) 
   return {};
 }
 
+void Connector::throttledWarn(LogLimiter& log, const std::string& message) {
+  if (auto held = log.pass()) spdlog::warn("[mesh] {}{}", message, heldBackNote(*held));
+}
+
 bool Connector::handshake(std::unique_ptr<Transport> t, int expected_peer, int lane,
                           const std::string& from) {
   HandshakeConfig config;
@@ -141,6 +171,7 @@ bool Connector::handshake(std::unique_ptr<Transport> t, int expected_peer, int l
   config.fingerprint_text = o_.fingerprint_text;
   config.secret = o_.cluster_secret;
   config.expected_peer = expected_peer;
+  if (t->hasPeerCertificate()) config.peer_cert_nodes = t->peerCertNodes();
   config.admit = [&](int peer, int peer_lane) {
     std::lock_guard lock(mu_);
     return admitLocked(peer, peer_lane, from);
@@ -148,7 +179,9 @@ bool Connector::handshake(std::unique_ptr<Transport> t, int expected_peer, int l
   Nonce nonce{};
   randomBytes(nonce);
   Handshake hs(std::move(config), nonce);
-  auto deadline = std::min(deadline_, Clock::now() + kHandshakeTimeout);
+  const auto started = Clock::now();
+  const auto deadline = std::min(deadline_, started + kHandshakeTimeout);
+  const auto pre_auth_deadline = std::min(deadline, started + kPreAuthTimeout);
   {
     std::lock_guard lock(mu_);
     if (stop_) return false;
@@ -158,13 +191,15 @@ bool Connector::handshake(std::unique_ptr<Transport> t, int expected_peer, int l
   try {
     writeAll(*t, hs.start(), deadline);
     while (hs.state() != Handshake::State::kDone && hs.state() != Handshake::State::kFailed) {
+      // An acceptor gives a peer that has not proved itself less time.
+      const auto until = hs.state() == Handshake::State::kAwaitHello ? pre_auth_deadline : deadline;
       std::array<uint8_t, kFrameHeaderSize> header{};
-      readFull(*t, header, deadline);
+      readFull(*t, header, until);
       std::vector<uint8_t> reply;
       try {
         FrameHeader h = decodeFrameHeader(header, 0);
         payload.resize(h.length);
-        readFull(*t, payload, deadline);
+        readFull(*t, payload, until);
         reply = hs.onFrame(h.type, payload);
       } catch (const Error& e) {
         reply = hs.abort(e);
@@ -180,7 +215,7 @@ bool Connector::handshake(std::unique_ptr<Transport> t, int expected_peer, int l
   }
   const int peer = expected_peer >= 0 ? expected_peer : hs.claimedPeer();
   const std::string who = expected_peer >= 0 ? name(peer)
-                          : peer >= 0 ? fmt::format("node {} (connecting from {})", peer, from)
+                          : peer >= 0 ? fmt::format("a peer claiming node {} (from {})", peer, from)
                                       : fmt::format("a peer connecting from {}", from);
   if (hs.state() == Handshake::State::kDone) {
     spdlog::debug("[mesh] {} connected (socket {}, from {})", name(peer), hs.lane(), from);
@@ -193,17 +228,24 @@ bool Connector::handshake(std::unique_ptr<Transport> t, int expected_peer, int l
     cv_.notify_all();
     return true;
   }
-  if (expected_peer < 0 && hs.peerId() >= 0) {
+  if (hs.admitted()) {
     std::lock_guard lock(mu_);
-    std::string& holder = in_flight_[slot(hs.peerId(), hs.lane())];
+    std::string& holder = in_flight_[slot(hs.claimedPeer(), hs.lane())];
     if (holder == from) holder.clear();
   }
   std::string message = hs.refusedByPeer() ? fmt::format("{} refused us: {}", who, hs.error())
                                            : fmt::format("refused {}: {}", who, hs.error());
-  if (peer >= 0) {
+  if (expected_peer < 0 && !hs.peerAuthenticated() && !o_.insecure) {
+    // Anyone can connect: these lines must not flood the log.
+    if (peer >= 0) {
+      std::lock_guard lock(mu_);
+      problem_[static_cast<size_t>(peer)] = message;
+    }
+    throttledWarn(unauthenticated_log_, message);
+  } else if (peer >= 0) {
     noteProblem(peer, message, hs.error());
-  } else if (auto held = stranger_log_.pass()) {
-    spdlog::warn("[mesh] {}{}", message, heldBackNote(*held));
+  } else {
+    spdlog::warn("[mesh] {}", message);
   }
   return false;
 }
@@ -244,23 +286,69 @@ void Connector::dialLoop(int peer, int lane) {
   }
 }
 
-void Connector::acceptOne(Fd fd, std::string from) {
+void Connector::acceptOne(Fd fd, std::string from, Handshaker* self) {
   try {
-    auto deadline = std::min(deadline_, Clock::now() + kHandshakeTimeout);
     if (o_.socket_buffer_bytes > 0) setBuffers(fd.get(), o_.socket_buffer_bytes);
+    auto deadline = std::min(deadline_, Clock::now() + kPreAuthTimeout);
     handshake(make_transport_(std::move(fd), true, deadline), -1, 0, from);
   } catch (const Error& e) {
-    if (auto held = stranger_log_.pass()) {
-      spdlog::warn("[mesh] refused a connection from {}: {}{}", from, e.what(),
-                   heldBackNote(*held));
-    }
+    throttledWarn(unauthenticated_log_,
+                  fmt::format("refused a connection from {}: {}", from, e.what()));
   }
   std::lock_guard lock(mu_);
   --handshakes_running_;
+  if (--per_source_[sourceOf(from)] == 0) per_source_.erase(sourceOf(from));
+  self->done = true;  // the last thing this thread touches
+}
+
+void Connector::reapHandshakers() {
+  std::list<Handshaker> done;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = handshakers_.begin(); it != handshakers_.end();) {
+      auto next = std::next(it);
+      if (it->done) done.splice(done.end(), handshakers_, it);
+      it = next;
+    }
+  }
+  for (auto& h : done) h.thread.join();
+}
+
+void Connector::startAccepted(Fd fd, const std::string& from) {
+  const std::string source = sourceOf(from);
+  std::string refused;
+  {
+    std::lock_guard lock(mu_);
+    if (handshakes_running_ >= kMaxConcurrentHandshakes) {
+      refused = fmt::format("closed a connection from {}: {} handshakes are running already", from,
+                            handshakes_running_);
+    } else if (per_source_[source] >= kMaxHandshakesPerSource) {
+      refused =
+          fmt::format("closed a connection from {}: {} handshakes from {} are running already",
+                      from, per_source_[source], source);
+    } else {
+      auto& h = handshakers_.emplace_back();
+      try {
+        h.thread = std::thread([this, f = std::make_shared<Fd>(std::move(fd)), from, p = &h] {
+          acceptOne(std::move(*f), from, p);
+        });
+        ++handshakes_running_;
+        ++per_source_[source];
+        return;
+      } catch (const std::system_error& e) {
+        handshakers_.pop_back();
+        refused =
+            fmt::format("closed a connection from {}: cannot start a thread ({})", from, e.what());
+      }
+    }
+    if (per_source_[source] == 0) per_source_.erase(source);
+  }
+  throttledWarn(overload_log_, refused);
 }
 
 void Connector::acceptLoop(int listen_fd) {
   for (;;) {
+    reapHandshakers();
     {
       std::lock_guard lock(mu_);
       if (stop_ || Clock::now() >= deadline_) return;
@@ -268,19 +356,18 @@ void Connector::acceptLoop(int listen_fd) {
     pollfd p{listen_fd, POLLIN, 0};
     if (::poll(&p, 1, 200) <= 0) continue;
     std::string from;
-    Fd fd = mesh::acceptOne(listen_fd, from);
-    if (!fd.valid()) continue;
-    std::lock_guard lock(mu_);
-    if (handshakes_running_ >= kMaxConcurrentHandshakes) {
-      if (auto held = surplus_log_.pass()) {
-        spdlog::warn("[mesh] closed a connection from {}: {} handshakes are running already{}",
-                     from, handshakes_running_, heldBackNote(*held));
+    int error = 0;
+    Fd fd = mesh::acceptOne(listen_fd, from, &error);
+    if (!fd.valid()) {
+      if (error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM) {
+        // The connection stays queued; retrying at once would spin. Refuse nothing, wait.
+        throttledWarn(overload_log_,
+                      fmt::format("cannot accept a mesh connection: {}", std::strerror(error)));
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
       continue;
     }
-    ++handshakes_running_;
-    handshakers_.emplace_back(
-        [this, f = std::make_shared<Fd>(std::move(fd)), from] { acceptOne(std::move(*f), from); });
+    startAccepted(std::move(fd), from);
   }
 }
 
@@ -320,7 +407,7 @@ void Connector::run() {
   lock.lock();
   auto handshakers = std::move(handshakers_);
   lock.unlock();
-  for (auto& t : handshakers) t.join();
+  for (auto& h : handshakers) h.thread.join();
   if (complete) return;
   if (cancelled()) {
     fail(ErrorCode::kAborted, "node {}: connecting to the mesh was cancelled (shutting down)", me);

@@ -7,9 +7,11 @@
 // - Dials that are refused or time out are retried with backoff (100 ms doubling to 2 s) until
 //   options.connect_timeout; after 2 s and then every 5 s the node logs whom it is still
 //   waiting for.
-// - A connection that fails the handshake (wrong secret, fingerprint, version, duplicate id)
-//   is refused and logged on both sides; the node keeps waiting for the right peer until the
-//   deadline. A second node claiming an id that is connected or connecting is refused.
+// - A connection that fails the handshake (wrong secret, certificate, fingerprint, version,
+//   duplicate id) is refused and logged on both sides; the node keeps waiting for the right
+//   peer until the deadline. A second authenticated node claiming an id that is connected or
+//   connecting is refused; a peer that has not proved the secret (or, with TLS, a certificate
+//   naming its id) reserves nothing.
 // - Each socket is handed to `adopt` as soon as its handshake succeeds, so that the link runs
 //   (heartbeats, draining) while the rest of the mesh forms: a peer that finished early does
 //   not take this node for dead. `up(peer, lane)` says whether the adopted link still lives;
@@ -17,8 +19,13 @@
 //   accepted again instead of being refused as a duplicate.
 // - Returns once all links are up; throws Error(kTimeout) naming each missing peer (node id,
 //   host:port and the last problem seen) when the deadline passes. Joins every thread it
-//   started before returning or throwing. At most 64 handshakes run at once; connections
-//   beyond that are closed.
+//   started before returning or throwing.
+// - Accepting holds against hostile clients: at most 64 handshakes run at once and at most 8
+//   per source address (connections beyond are closed at once); each handshake thread is
+//   joined as soon as it ends; an accepted peer has 5 s to prove itself (TLS and HELLO) and
+//   10 s for the whole handshake. Failing to start a thread or to accept (EMFILE, ENFILE,
+//   ENOBUFS, ENOMEM) refuses that connection and goes on. Refusals of unauthenticated peers
+//   and these failures are logged at most once per 5 s, with how many happened since.
 #pragma once
 
 #include <functional>

@@ -11,8 +11,10 @@ std::string_view frameTypeName(FrameType type) {
   switch (type) {
     case FrameType::kHello:
       return "HELLO";
-    case FrameType::kAuth:
-      return "AUTH";
+    case FrameType::kChallenge:
+      return "CHALLENGE";
+    case FrameType::kWelcome:
+      return "WELCOME";
     case FrameType::kAccept:
       return "ACCEPT";
     case FrameType::kRefuse:
@@ -45,10 +47,11 @@ namespace {
 bool payloadLimit(uint8_t type, uint64_t max_data_bytes, uint64_t& limit) {
   switch (static_cast<FrameType>(type)) {
     case FrameType::kHello:
+    case FrameType::kWelcome:
     case FrameType::kRefuse:
       limit = kMaxHandshakePayload;
       return true;
-    case FrameType::kAuth:
+    case FrameType::kChallenge:
       limit = 32;
       return true;
     case FrameType::kAccept:

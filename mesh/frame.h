@@ -29,7 +29,7 @@
 namespace tpnode::mesh {
 
 inline constexpr uint32_t kFrameMagic = 0x4D4E5054;  // bytes 'T' 'P' 'N' 'M'
-inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = 2;
 inline constexpr size_t kFrameHeaderSize = 32;
 
 // Limits of the control frames; data frames are limited by MeshOptions::max_frame_bytes.
@@ -37,10 +37,12 @@ inline constexpr uint64_t kMaxHandshakePayload = 8192;
 inline constexpr uint64_t kHeartbeatPayload = 8;  // sender's steady clock, microseconds
 
 enum class FrameType : uint8_t {
-  kHello = 1,      // handshake: who I am (see handshake.h)
-  kAuth = 2,       // handshake: HMAC proof of the cluster secret
-  kAccept = 3,     // handshake: I accept you; the link is up once both sides sent it
-  kRefuse = 4,     // handshake: I refuse you, with a reason; the sender closes
+  // Handshake (see handshake.h), in the order they are sent:
+  kChallenge = 2,  // acceptor -> dialer: a fresh nonce, nothing else
+  kHello = 1,      // dialer -> acceptor: who I am, my nonce and my proof of the secret
+  kWelcome = 5,    // acceptor -> dialer (after verifying HELLO): its proof and the fingerprint
+  kAccept = 3,     // dialer -> acceptor: the fingerprints agree; the link is up
+  kRefuse = 4,     // either side: I refuse you, with a reason; the sender closes
   kData = 8,       // a user message on `tag`
   kHeartbeat = 9,  // sent on idle links; carries no meaning besides "alive"
   kGoodbye = 10,   // orderly close: the sender shuts down; not a fault

@@ -1,5 +1,6 @@
 #include "mesh/handshake.h"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -9,8 +10,10 @@ namespace tpnode::mesh {
 
 namespace {
 
-constexpr size_t kHelloFixed = 86;
-constexpr std::string_view kAuthDomain = "tpnode-mesh-auth-v1";
+constexpr size_t kHelloFixed = 52;
+constexpr size_t kWelcomeFixed = 74;
+constexpr std::string_view kJoinDomain = "tpnode-mesh-join-v2";
+constexpr std::string_view kWelcomeDomain = "tpnode-mesh-welcome-v2";
 
 std::map<std::string, std::string> keyValues(const std::string& text) {
   std::map<std::string, std::string> out;
@@ -46,17 +49,14 @@ std::vector<uint8_t> controlFrame(FrameType type, std::span<const uint8_t> paylo
 }
 
 std::vector<uint8_t> encodeHello(const Hello& hello) {
-  size_t text_len = std::min(hello.fingerprint_text.size(), kMaxFingerprintText);
-  std::vector<uint8_t> out(kHelloFixed + text_len, 0);
+  std::vector<uint8_t> out(kHelloFixed + (hello.auth ? hello.proof.size() : 0), 0);
   storeLE32(&out[0], hello.node_id);
   storeLE32(&out[4], hello.node_count);
   storeLE32(&out[8], hello.lane);
   storeLE32(&out[12], hello.lanes);
   out[16] = hello.auth ? 1 : 0;
-  std::copy(hello.fingerprint.begin(), hello.fingerprint.end(), out.begin() + 20);
-  std::copy(hello.nonce.begin(), hello.nonce.end(), out.begin() + 52);
-  storeLE16(&out[84], static_cast<uint16_t>(text_len));
-  std::copy_n(hello.fingerprint_text.begin(), text_len, out.begin() + kHelloFixed);
+  std::copy(hello.nonce.begin(), hello.nonce.end(), out.begin() + 20);
+  if (hello.auth) std::copy(hello.proof.begin(), hello.proof.end(), out.begin() + kHelloFixed);
   return out;
 }
 
@@ -74,21 +74,59 @@ Hello decodeHello(std::span<const uint8_t> p) {
   if (p[17] != 0 || p[18] != 0 || p[19] != 0) {
     fail(ErrorCode::kInvalidData, "HELLO: reserved bytes are not zero");
   }
-  std::copy_n(p.begin() + 20, 32, h.fingerprint.begin());
-  std::copy_n(p.begin() + 52, 32, h.nonce.begin());
-  size_t text_len = loadLE16(&p[84]);
-  if (text_len > kMaxFingerprintText || text_len != p.size() - kHelloFixed) {
-    fail(ErrorCode::kInvalidData, "HELLO: text length {} does not match the {} bytes sent",
-         text_len, p.size() - kHelloFixed);
+  std::copy_n(p.begin() + 20, 32, h.nonce.begin());
+  const size_t expected = kHelloFixed + (h.auth ? h.proof.size() : 0);
+  if (p.size() != expected) {
+    fail(ErrorCode::kInvalidData, "HELLO of {} bytes, expected {} (auth flag {})", p.size(),
+         expected, h.auth ? 1 : 0);
   }
-  auto text = p.subspan(kHelloFixed);
+  if (h.auth) std::copy_n(p.begin() + kHelloFixed, h.proof.size(), h.proof.begin());
+  return h;
+}
+
+std::vector<uint8_t> encodeWelcome(const Welcome& w) {
+  size_t text_len = std::min(w.fingerprint_text.size(), kMaxFingerprintText);
+  std::vector<uint8_t> out(kWelcomeFixed + text_len, 0);
+  storeLE32(&out[0], w.node_id);
+  out[4] = w.auth ? 1 : 0;
+  if (w.auth) std::copy(w.proof.begin(), w.proof.end(), out.begin() + 8);
+  std::copy(w.fingerprint.begin(), w.fingerprint.end(), out.begin() + 40);
+  storeLE16(&out[72], static_cast<uint16_t>(text_len));
+  std::copy_n(w.fingerprint_text.begin(), text_len, out.begin() + kWelcomeFixed);
+  return out;
+}
+
+Welcome decodeWelcome(std::span<const uint8_t> p) {
+  if (p.size() < kWelcomeFixed) {
+    fail(ErrorCode::kInvalidData, "WELCOME of {} bytes, expected at least {}", p.size(),
+         kWelcomeFixed);
+  }
+  Welcome w;
+  w.node_id = loadLE32(&p[0]);
+  if (p[4] > 1) fail(ErrorCode::kInvalidData, "WELCOME: auth flag {}, expected 0 or 1", p[4]);
+  w.auth = p[4] == 1;
+  if (p[5] != 0 || p[6] != 0 || p[7] != 0) {
+    fail(ErrorCode::kInvalidData, "WELCOME: reserved bytes are not zero");
+  }
+  std::copy_n(p.begin() + 8, 32, w.proof.begin());
+  if (!w.auth && std::any_of(w.proof.begin(), w.proof.end(), [](uint8_t b) { return b != 0; })) {
+    fail(ErrorCode::kInvalidData, "WELCOME: a proof without the auth flag");
+  }
+  std::copy_n(p.begin() + 40, 32, w.fingerprint.begin());
+  size_t text_len = loadLE16(&p[72]);
+  if (text_len > kMaxFingerprintText || text_len != p.size() - kWelcomeFixed) {
+    fail(ErrorCode::kInvalidData, "WELCOME: text length {} does not match the {} bytes sent",
+         text_len, p.size() - kWelcomeFixed);
+  }
+  auto text = p.subspan(kWelcomeFixed);
   for (uint8_t c : text) {
     if ((c < 0x20 || c >= 0x7f) && c != '\n') {
-      fail(ErrorCode::kInvalidData, "HELLO: fingerprint text has a non-printable byte 0x{:02x}", c);
+      fail(ErrorCode::kInvalidData, "WELCOME: fingerprint text has a non-printable byte 0x{:02x}",
+           c);
     }
   }
-  h.fingerprint_text.assign(text.begin(), text.end());
-  return h;
+  w.fingerprint_text.assign(text.begin(), text.end());
+  return w;
 }
 
 std::vector<uint8_t> encodeRefusal(const Refusal& r) {
@@ -116,22 +154,60 @@ Refusal decodeRefusal(std::span<const uint8_t> p) {
   return Refusal{static_cast<ErrorCode>(code), printable(p.subspan(6), kMaxRefuseText)};
 }
 
-Digest authMac(const std::string& secret, uint32_t prover, uint32_t verifier,
-               const Nonce& verifier_nonce, const Nonce& prover_nonce,
-               const Fingerprint& fingerprint, uint32_t lane) {
-  std::vector<uint8_t> msg(kAuthDomain.begin(), kAuthDomain.end());
-  auto append32 = [&](uint32_t v) {
+namespace {
+
+struct MacInput {
+  std::vector<uint8_t> bytes;
+  explicit MacInput(std::string_view domain) : bytes(domain.begin(), domain.end()) {}
+  void u32(uint32_t v) {
     uint8_t b[4];
     storeLE32(b, v);
-    msg.insert(msg.end(), b, b + 4);
-  };
-  append32(prover);
-  append32(verifier);
-  msg.insert(msg.end(), verifier_nonce.begin(), verifier_nonce.end());
-  msg.insert(msg.end(), prover_nonce.begin(), prover_nonce.end());
-  msg.insert(msg.end(), fingerprint.begin(), fingerprint.end());
-  append32(lane);
-  return hmacSha256(secret, msg);
+    bytes.insert(bytes.end(), b, b + 4);
+  }
+  void raw(std::span<const uint8_t> v) { bytes.insert(bytes.end(), v.begin(), v.end()); }
+};
+
+}  // namespace
+
+Digest joinProof(std::string_view secret, const Hello& h, uint32_t acceptor_id,
+                 const Nonce& acceptor_nonce) {
+  MacInput m(kJoinDomain);
+  m.u32(h.node_id);
+  m.u32(acceptor_id);
+  m.u32(h.node_count);
+  m.u32(h.lane);
+  m.u32(h.lanes);
+  m.raw(acceptor_nonce);
+  m.raw(h.nonce);
+  return hmacSha256(secret, m.bytes);
+}
+
+Digest welcomeProof(std::string_view secret, const Welcome& w, uint32_t dialer_id, uint32_t lane,
+                    const Nonce& dialer_nonce, const Nonce& acceptor_nonce) {
+  MacInput m(kWelcomeDomain);
+  m.u32(w.node_id);
+  m.u32(dialer_id);
+  m.u32(lane);
+  m.raw(dialer_nonce);
+  m.raw(acceptor_nonce);
+  m.raw(w.fingerprint);
+  size_t text_len = std::min(w.fingerprint_text.size(), kMaxFingerprintText);
+  m.u32(static_cast<uint32_t>(text_len));
+  m.raw(std::span(reinterpret_cast<const uint8_t*>(w.fingerprint_text.data()), text_len));
+  return hmacSha256(secret, m.bytes);
+}
+
+int nodeIdOfCertName(std::string_view name) {
+  constexpr std::string_view kPrefix = "tpnode-node-";
+  if (!name.starts_with(kPrefix)) return -1;
+  std::string_view digits = name.substr(kPrefix.size());
+  if (digits.empty() || digits.size() > 6 || (digits.size() > 1 && digits[0] == '0')) return -1;
+  int id = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return -1;
+    id = id * 10 + (c - '0');
+  }
+  return id;
 }
 
 std::string describeFingerprintMismatch(int node_a, const std::string& text_a, int node_b,
@@ -160,23 +236,20 @@ Handshake::Handshake(HandshakeConfig config, const Nonce& nonce)
 
 std::vector<uint8_t> Handshake::start() {
   started_ = true;
-  Hello h;
-  h.node_id = static_cast<uint32_t>(config_.node_id);
-  h.node_count = static_cast<uint32_t>(config_.node_count);
-  h.lane = static_cast<uint32_t>(config_.lane);
-  h.lanes = static_cast<uint32_t>(config_.lanes);
-  h.auth = !config_.secret.empty();
-  h.fingerprint = config_.fingerprint;
-  h.nonce = nonce_;
-  h.fingerprint_text = config_.fingerprint_text;
-  return controlFrame(FrameType::kHello, encodeHello(h));
+  if (dialer()) {
+    state_ = State::kAwaitChallenge;
+    return {};
+  }
+  state_ = State::kAwaitHello;
+  return controlFrame(FrameType::kChallenge, nonce_);
 }
 
-std::vector<uint8_t> Handshake::refuse(ErrorCode code, std::string reason) {
+std::vector<uint8_t> Handshake::refuse(ErrorCode code, std::string reason, std::string told) {
   state_ = State::kFailed;
   error_code_ = code;
-  error_ = reason;
-  return controlFrame(FrameType::kRefuse, encodeRefusal(Refusal{code, std::move(reason)}));
+  error_ = std::move(reason);
+  Refusal r{code, told.empty() ? error_ : std::move(told)};
+  return controlFrame(FrameType::kRefuse, encodeRefusal(r));
 }
 
 std::vector<uint8_t> Handshake::abort(const Error& error) {
@@ -199,8 +272,11 @@ std::vector<uint8_t> Handshake::onFrame(FrameType type, std::span<const uint8_t>
       error_ = r.reason;
       return {};
     }
+    if (type == FrameType::kChallenge && state_ == State::kAwaitChallenge) {
+      return onChallenge(payload);
+    }
     if (type == FrameType::kHello && state_ == State::kAwaitHello) return onHello(payload);
-    if (type == FrameType::kAuth && state_ == State::kAwaitAuth) return onAuth(payload);
+    if (type == FrameType::kWelcome && state_ == State::kAwaitWelcome) return onWelcome(payload);
     if (type == FrameType::kAccept && state_ == State::kAwaitAccept) {
       state_ = State::kDone;
       return {};
@@ -210,6 +286,69 @@ std::vector<uint8_t> Handshake::onFrame(FrameType type, std::span<const uint8_t>
   } catch (const Error& e) {
     return refuse(e.code(), e.what());
   }
+}
+
+bool Handshake::certNames(int node) const {
+  return std::find(config_.peer_cert_nodes.begin(), config_.peer_cert_nodes.end(), node) !=
+         config_.peer_cert_nodes.end();
+}
+
+std::vector<uint8_t> Handshake::onChallenge(std::span<const uint8_t> payload) {
+  if (payload.size() != peer_nonce_.size()) {
+    return refuse(ErrorCode::kInvalidData,
+                  fmt::format("CHALLENGE of {} bytes, expected 32", payload.size()));
+  }
+  std::copy(payload.begin(), payload.end(), peer_nonce_.begin());
+  const int peer = config_.expected_peer;
+  if (!certNames(kNoCertificate) && !certNames(peer)) {
+    // The acceptor is not told why: it has not proved anything yet.
+    return refuse(ErrorCode::kAuth,
+                  fmt::format("TLS: the certificate of the node at this address does not name "
+                              "node {} (it needs CN or DNS SAN tpnode-node-{})",
+                              peer, peer),
+                  "authentication failed");
+  }
+  Hello h;
+  h.node_id = static_cast<uint32_t>(config_.node_id);
+  h.node_count = static_cast<uint32_t>(config_.node_count);
+  h.lane = static_cast<uint32_t>(config_.lane);
+  h.lanes = static_cast<uint32_t>(config_.lanes);
+  h.auth = !config_.secret.empty();
+  h.nonce = nonce_;
+  if (h.auth) h.proof = joinProof(config_.secret, h, static_cast<uint32_t>(peer), peer_nonce_);
+  lane_ = h.lane;
+  state_ = State::kAwaitWelcome;
+  return controlFrame(FrameType::kHello, encodeHello(h));
+}
+
+std::string Handshake::authenticate(const Hello& h) const {
+  const int me = config_.node_id;
+  const bool tls = !certNames(kNoCertificate);
+  if (tls && !certNames(static_cast<int>(h.node_id))) {
+    std::string named;
+    for (int n : config_.peer_cert_nodes) named += (named.empty() ? "" : ", ") + std::to_string(n);
+    return fmt::format(
+        "TLS: a peer claims to be node {} but its certificate names {} (it needs CN or DNS SAN "
+        "tpnode-node-{})",
+        h.node_id, named.empty() ? "no node" : "node(s) " + named, h.node_id);
+  }
+  const bool secret = !config_.secret.empty();
+  if (secret && !h.auth) {
+    return fmt::format("cluster secret: node {} has one, node {} has none", me, h.node_id);
+  }
+  if (!secret && h.auth) {
+    return fmt::format("cluster secret: node {} has none, node {} has one", me, h.node_id);
+  }
+  if (secret) {
+    Digest expected = joinProof(config_.secret, h, static_cast<uint32_t>(me), nonce_);
+    if (!constantTimeEqual(h.proof, expected)) {
+      return fmt::format(
+          "cluster secret: a peer claiming node {} failed the HMAC challenge of node {} (the "
+          "two nodes have different secrets)",
+          h.node_id, me);
+    }
+  }
+  return {};
 }
 
 std::string Handshake::checkHello(const Hello& h) const {
@@ -225,22 +364,9 @@ std::string Handshake::checkHello(const Hello& h) const {
   }
   const int peer = static_cast<int>(h.node_id);
   if (peer == me) return fmt::format("duplicate node id: the peer says it is node {} too", me);
-  if (config_.expected_peer >= 0 && peer != config_.expected_peer) {
-    return fmt::format("node id: node {} dialed node {} but the peer says it is node {}", me,
-                       config_.expected_peer, peer);
-  }
   if (h.lanes != static_cast<uint32_t>(config_.lanes) || h.lane >= h.lanes) {
     return fmt::format("sockets per peer: node {} has {}, node {} has {} (socket {})", me,
                        config_.lanes, peer, h.lanes, h.lane);
-  }
-  if (h.fingerprint != config_.fingerprint) {
-    return "cluster fingerprint differs: " +
-           describeFingerprintMismatch(me, config_.fingerprint_text, peer, h.fingerprint_text);
-  }
-  bool auth = !config_.secret.empty();
-  if (h.auth != auth) {
-    return fmt::format("cluster secret: node {} has {}, node {} has {}", me, auth ? "one" : "none",
-                       peer, h.auth ? "one" : "none");
   }
   return {};
 }
@@ -250,42 +376,74 @@ std::vector<uint8_t> Handshake::onHello(std::span<const uint8_t> payload) {
   if (h.node_id < static_cast<uint32_t>(config_.node_count)) {
     claimed_peer_ = static_cast<int>(h.node_id);
   }
-  std::string why = checkHello(h);
+  const bool insecure = config_.secret.empty() && certNames(kNoCertificate);
+  std::string why = authenticate(h);
+  if (!why.empty()) {
+    // Nothing about this node is told to a peer that has not proved itself.
+    return refuse(ErrorCode::kAuth, why,
+                  "authentication failed: this node refuses peers that do not prove the cluster "
+                  "secret (or TLS certificate naming their node id) it expects");
+  }
+  authenticated_ = !insecure;
+  why = checkHello(h);
   if (!why.empty()) {
     bool duplicate = why.starts_with("duplicate");
     return refuse(duplicate ? ErrorCode::kInvalidArgument : ErrorCode::kMismatch, why);
   }
-  if (config_.expected_peer < 0 && config_.admit) {
+  if (config_.admit) {
     why = config_.admit(static_cast<int>(h.node_id), static_cast<int>(h.lane));
     if (!why.empty()) return refuse(ErrorCode::kInvalidArgument, why);
+    admitted_ = true;
   }
   peer_id_ = static_cast<int>(h.node_id);
   peer_nonce_ = h.nonce;
-  // The dialer names the lane; the acceptor's HELLO carries lane 0, which means nothing.
-  lane_ = config_.expected_peer >= 0 ? static_cast<uint32_t>(config_.lane) : h.lane;
-  state_ = State::kAwaitAuth;
-  if (config_.secret.empty()) return controlFrame(FrameType::kAuth, {});
-  Digest mac =
-      authMac(config_.secret, static_cast<uint32_t>(config_.node_id),
-              static_cast<uint32_t>(peer_id_), peer_nonce_, nonce_, config_.fingerprint, lane_);
-  return controlFrame(FrameType::kAuth, mac);
+  lane_ = h.lane;
+  Welcome w;
+  w.node_id = static_cast<uint32_t>(config_.node_id);
+  w.auth = !config_.secret.empty();
+  w.fingerprint = config_.fingerprint;
+  w.fingerprint_text = config_.fingerprint_text;
+  if (w.auth) w.proof = welcomeProof(config_.secret, w, h.node_id, lane_, peer_nonce_, nonce_);
+  state_ = State::kAwaitAccept;
+  return controlFrame(FrameType::kWelcome, encodeWelcome(w));
 }
 
-std::vector<uint8_t> Handshake::onAuth(std::span<const uint8_t> payload) {
-  if (!config_.secret.empty()) {
-    Digest expected = authMac(config_.secret, static_cast<uint32_t>(peer_id_),
-                              static_cast<uint32_t>(config_.node_id), nonce_, peer_nonce_,
-                              config_.fingerprint, lane_);
-    if (!constantTimeEqual(payload, expected)) {
+std::vector<uint8_t> Handshake::onWelcome(std::span<const uint8_t> payload) {
+  Welcome w = decodeWelcome(payload);
+  const int me = config_.node_id;
+  const int peer = config_.expected_peer;
+  const bool secret = !config_.secret.empty();
+  if (w.auth != secret) {
+    return refuse(ErrorCode::kAuth,
+                  fmt::format("cluster secret: node {} has {}, node {} has {}", me,
+                              secret ? "one" : "none", peer, w.auth ? "one" : "none"),
+                  "authentication failed");
+  }
+  if (secret) {
+    Digest expected =
+        welcomeProof(config_.secret, w, static_cast<uint32_t>(me), lane_, nonce_, peer_nonce_);
+    if (!constantTimeEqual(w.proof, expected)) {
       return refuse(ErrorCode::kAuth,
                     fmt::format("cluster secret: node {} failed the HMAC challenge of node {} "
                                 "(the two nodes have different secrets)",
-                                peer_id_, config_.node_id));
+                                peer, me),
+                    "authentication failed");
     }
-  } else if (!payload.empty()) {
-    return refuse(ErrorCode::kInvalidData, "AUTH: a proof was sent but no secret is in use");
   }
-  state_ = State::kAwaitAccept;
+  if (w.node_id != static_cast<uint32_t>(peer)) {
+    return refuse(ErrorCode::kMismatch,
+                  fmt::format("node id: node {} dialed node {} but the peer says it is node {}", me,
+                              peer, w.node_id));
+  }
+  authenticated_ = secret || !certNames(kNoCertificate);
+  if (w.fingerprint != config_.fingerprint) {
+    return refuse(
+        ErrorCode::kMismatch,
+        "cluster fingerprint differs: " +
+            describeFingerprintMismatch(me, config_.fingerprint_text, peer, w.fingerprint_text));
+  }
+  peer_id_ = peer;
+  state_ = State::kDone;
   return controlFrame(FrameType::kAccept, {});
 }
 

@@ -87,8 +87,14 @@ struct MeshOptions {
   std::chrono::milliseconds heartbeat_interval{500};
   uint64_t max_frame_bytes = uint64_t{1} << 30;
   int sockets_per_peer = 1;
-  std::string cluster_secret;  // empty: no HMAC authentication
+  // The shared secret (bytes) every node proves it knows; at least kMinSecretBytes. A mesh of
+  // more than one node needs it, or mutual TLS (whose certificates name the nodes), or
+  // `insecure`.
+  std::string cluster_secret;
   TlsOptions tls;
+  // Allows a multi-node mesh with neither secret nor TLS: anyone who can reach the port can
+  // join. Logged as "--insecure" whenever it matters.
+  bool insecure = false;
   Fingerprint fingerprint{};     // see computeFingerprint()
   std::string fingerprint_text;  // fingerprintText() of the same items
   // A receive that finds no data spins (non-blocking reads) this long before sleeping in
@@ -132,6 +138,9 @@ struct LinkStats {
   std::string error;  // non-empty: measuring this link failed (the peer was lost); no RTTs
 };
 
+// The shortest cluster secret accepted: 16 bytes (128 bits).
+inline constexpr size_t kMinSecretBytes = 16;
+
 // Tags below kFirstUserTag are reserved for the mesh itself (linkStats uses tag 1).
 inline constexpr uint32_t kFirstUserTag = 16;
 
@@ -145,7 +154,9 @@ class Mesh {
   // (wrong secret, fingerprint, version, duplicate id) are logged and retried until the
   // deadline, so that the right peer can still come; at the deadline throws Error(kTimeout)
   // naming each node that never came (id, host:port) and the last problem seen with it.
-  // Error(kInvalidArgument) for bad options or TLS files, Error(kIo) when it cannot listen.
+  // Error(kInvalidArgument) for bad options or TLS files, for a multi-node mesh with neither
+  // cluster secret nor TLS (unless `insecure`), and for a secret shorter than kMinSecretBytes;
+  // Error(kIo) when it cannot listen.
   static std::unique_ptr<Mesh> connect(const MeshOptions& options);
 
   virtual int nodeId() const = 0;

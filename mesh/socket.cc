@@ -133,11 +133,12 @@ Fd connectOnce(const PeerAddress& address, std::chrono::milliseconds timeout, st
   return fd;
 }
 
-Fd acceptOne(int listen_fd, std::string& from) {
+Fd acceptOne(int listen_fd, std::string& from, int* error) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
   int fd =
       ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (error != nullptr) *error = fd < 0 ? errno : 0;
   if (fd < 0) return Fd();
   from = sockaddrToString(reinterpret_cast<sockaddr*>(&ss));
   setNoDelay(fd);

@@ -45,8 +45,9 @@ Fd listenOn(const PeerAddress& address);
 // ("connection refused", "timed out", ...) when it fails; throws only for an unresolvable host.
 Fd connectOnce(const PeerAddress& address, std::chrono::milliseconds timeout, std::string& why);
 
-// Accepts one pending connection (invalid Fd when none is pending). `from` gets "ip:port".
-Fd acceptOne(int listen_fd, std::string& from);
+// Accepts one pending connection (invalid Fd when none is pending or accept failed; then
+// `*error`, if given, gets errno, e.g. EMFILE). `from` gets "ip:port". Never throws.
+Fd acceptOne(int listen_fd, std::string& from, int* error = nullptr);
 
 void setNoDelay(int fd);
 void setBuffers(int fd, int bytes);

@@ -6,6 +6,7 @@
 
 #include "mesh/connector.h"
 #include "mesh/tls.h"
+#include "mesh/validate.h"
 
 namespace tpnode::mesh {
 
@@ -43,7 +44,9 @@ class RecvRequest final : public Request {
   bool waited_ = false;
 };
 
-void validateOptions(const MeshOptions& o) {
+}  // namespace
+
+void validateMeshOptions(const MeshOptions& o) {
   const int n = static_cast<int>(o.peers.size());
   if (n < 1) fail(ErrorCode::kInvalidArgument, "--peers lists no node");
   if (o.node_id < 0 || o.node_id >= n) {
@@ -53,13 +56,27 @@ void validateOptions(const MeshOptions& o) {
   if (o.sockets_per_peer < 1 || o.sockets_per_peer > 16) {
     fail(ErrorCode::kInvalidArgument, "--sockets-per-peer {} is not in 1..16", o.sockets_per_peer);
   }
+  if (!o.cluster_secret.empty() && o.cluster_secret.size() < kMinSecretBytes) {
+    fail(ErrorCode::kInvalidArgument,
+         "the cluster secret is {} bytes ({} bits); at least {} bytes ({} bits) of random data "
+         "are required: make one with `tpnode gen-secret FILE`",
+         o.cluster_secret.size(), o.cluster_secret.size() * 8, kMinSecretBytes,
+         kMinSecretBytes * 8);
+  }
+  if (n > 1 && o.cluster_secret.empty() && !o.tls.enabled() && !o.insecure) {
+    fail(ErrorCode::kInvalidArgument,
+         "a mesh of {} nodes needs a cluster secret: run `tpnode gen-secret FILE` once, copy FILE "
+         "(mode 0600) to every node and pass --cluster-secret-file FILE (or set "
+         "TPNODE_CLUSTER_SECRET), or use mutual TLS (--tls-cert/--tls-key/--tls-ca, certificates "
+         "naming tpnode-node-<id>); --insecure allows a mesh anyone who reaches the port can join "
+         "(docs/security.md)",
+         n);
+  }
   if (o.connect_timeout.count() <= 0 || o.liveness_timeout.count() <= 0 ||
       o.heartbeat_interval.count() <= 0) {
     fail(ErrorCode::kInvalidArgument, "the connect and liveness timeouts must be positive");
   }
 }
-
-}  // namespace
 
 TcpMesh::TcpMesh(const MeshOptions& options)
     : options_(options),
@@ -289,7 +306,7 @@ void TcpMesh::shutdown() {
 }
 
 std::unique_ptr<Mesh> Mesh::connect(const MeshOptions& options) {
-  validateOptions(options);
+  validateMeshOptions(options);
   std::shared_ptr<TlsContext> tls;
   if (options.tls.enabled() || !options.tls.ca_file.empty() || !options.tls.key_file.empty()) {
     tls = TlsContext::create(options.tls);
@@ -300,6 +317,13 @@ std::unique_ptr<Mesh> Mesh::connect(const MeshOptions& options) {
   };
   auto mesh = std::make_unique<TcpMesh>(options);
   const int n = static_cast<int>(options.peers.size());
+  if (n > 1 && options.cluster_secret.empty() && !tls) {
+    spdlog::warn(
+        "[mesh] --insecure: no cluster secret and no TLS; any host that can reach port {} can "
+        "join this mesh as any node",
+        (options.listen ? *options.listen : options.peers[static_cast<size_t>(options.node_id)])
+            .port);
+  }
   if (n > 1) {
     LinkSink sink{[&](EstablishedSocket s) { mesh->adopt(std::move(s)); },
                   [&](int peer, int lane) { return mesh->linkUp(peer, lane); }};

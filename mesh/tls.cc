@@ -3,14 +3,18 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include "common/error.h"
+#include "mesh/handshake.h"
 
 namespace tpnode::mesh {
 
@@ -33,10 +37,47 @@ struct SslDeleter {
   void operator()(SSL* ssl) const { SSL_free(ssl); }
 };
 
+// The node ids a certificate names: subject CN and DNS SANs of the form tpnode-node-<id>.
+std::vector<int> certNodes(X509* cert) {
+  std::vector<int> out;
+  auto add = [&](const unsigned char* data, int len) {
+    if (data == nullptr || len <= 0) return;
+    std::string_view name(reinterpret_cast<const char*>(data), static_cast<size_t>(len));
+    if (name.find('\0') != std::string_view::npos) return;  // an embedded NUL is not a name
+    int id = nodeIdOfCertName(name);
+    if (id >= 0 && std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+  };
+  X509_NAME* subject = X509_get_subject_name(cert);
+  for (int i = X509_NAME_get_index_by_NID(subject, NID_commonName, -1); i >= 0;
+       i = X509_NAME_get_index_by_NID(subject, NID_commonName, i)) {
+    ASN1_STRING* s = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, i));
+    add(ASN1_STRING_get0_data(s), ASN1_STRING_length(s));
+  }
+  auto* sans =
+      static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+  if (sans != nullptr) {
+    for (int i = 0; i < sk_GENERAL_NAME_num(sans); ++i) {
+      const GENERAL_NAME* g = sk_GENERAL_NAME_value(sans, i);
+      if (g->type == GEN_DNS)
+        add(ASN1_STRING_get0_data(g->d.dNSName), ASN1_STRING_length(g->d.dNSName));
+    }
+    GENERAL_NAMES_free(sans);
+  }
+  return out;
+}
+
 class TlsTransport final : public Transport {
  public:
   TlsTransport(Fd fd, std::unique_ptr<SSL, SslDeleter> ssl)
-      : fd_(std::move(fd)), ssl_(std::move(ssl)) {}
+      : fd_(std::move(fd)), ssl_(std::move(ssl)) {
+    if (X509* cert = SSL_get0_peer_certificate(ssl_.get())) {
+      has_cert_ = true;
+      cert_nodes_ = certNodes(cert);
+    }
+  }
+
+  bool hasPeerCertificate() const override { return has_cert_; }
+  std::vector<int> peerCertNodes() const override { return cert_nodes_; }
 
   int fd() const override { return fd_.get(); }
 
@@ -94,6 +135,8 @@ class TlsTransport final : public Transport {
   }
 
   Fd fd_;
+  bool has_cert_ = false;
+  std::vector<int> cert_nodes_;
   mutable std::mutex mu_;
   std::unique_ptr<SSL, SslDeleter> ssl_;  // guarded by mu_
   std::vector<uint8_t> staging_;          // guarded by mu_

@@ -2,8 +2,11 @@
 //
 // Contract
 // - Both sides present a certificate and verify the other's against the cluster CA (TLS 1.2
-//   or later). Host names are not checked: the CA defines the cluster; the mesh handshake
-//   that runs inside TLS then checks node ids, fingerprint and (if set) the secret.
+//   or later). Host names are not checked: the CA defines the cluster, and each certificate
+//   names the node id(s) it may speak for, as subject CN or DNS SAN "tpnode-node-<id>"
+//   (Transport::peerCertNodes). The mesh handshake that runs inside TLS refuses a peer whose
+//   certificate does not name the node id it claims (or, for a dialer, the node it dialed),
+//   then checks node ids, fingerprint and (if set) the secret.
 // - TlsContext is immutable after create() and may be shared by threads; each transport keeps
 //   what it needs alive (OpenSSL reference counts).
 // - The TLS transport serializes its OpenSSL calls with a mutex (one reader and one writer may

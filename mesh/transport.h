@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "mesh/socket.h"
 
@@ -40,6 +41,10 @@ class Transport {
   virtual void shutdownWrite() = 0;
   virtual void shutdownBoth() = 0;
   virtual const char* name() const = 0;
+  // TLS: the peer presented a certificate verified against the cluster CA.
+  virtual bool hasPeerCertificate() const { return false; }
+  // The node ids that certificate names (CN and DNS SANs "tpnode-node-<id>"); empty without.
+  virtual std::vector<int> peerCertNodes() const { return {}; }
 };
 
 // Plain TCP: each call is one system call. The socket is switched to blocking mode with a

@@ -1,5 +1,7 @@
 #include "model/config.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "common/error.h"
@@ -19,6 +21,18 @@ std::string ModelConfig::summary() const {
                     : "") +
          (ffn_act == FfnAct::kGeluTanh ? ", geglu" : "") + (post_norms ? ", post norms" : "") +
          (logit_softcap > 0 ? fmt::format(", logit softcap {}", logit_softcap) : "");
+}
+
+double finitePositive(const std::string& key, double v) {
+  // A single float in (0, 1e30]: rms epsilons and RoPE bases outside that range produce NaN or
+  // constant activations rather than an error, so they are refused at load.
+  if (!std::isfinite(v) || v <= 0 || v > 1e30) {
+    fail(ErrorCode::kInvalidData,
+         "GGUF key '{}' = {} cannot be right (expected a finite value > 0); the file is corrupt "
+         "or was written by a broken converter",
+         key, v);
+  }
+  return v;
 }
 
 ModelConfig readModelConfig(const GgufMetadata& m) {
@@ -54,13 +68,21 @@ ModelConfig readModelConfig(const GgufMetadata& m) {
          a, c.n_rot, c.head_dim);
   }
   if (c.n_head % c.n_head_kv != 0) {
-    fail(ErrorCode::kInvalidData, "GGUF: {} heads are not a multiple of {} kv heads", c.n_head,
-         c.n_head_kv);
+    fail(ErrorCode::kInvalidData,
+         "GGUF keys '{}attention.head_count' = {} and '{}attention.head_count_kv' = {}: the heads "
+         "are not a multiple of the kv heads",
+         a, c.n_head, a, c.n_head_kv);
   }
-  c.rms_eps = static_cast<float>(m.getFloat(a + "attention.layer_norm_rms_epsilon"));
-  c.rope_base = static_cast<float>(m.getFloatOr(a + "rope.freq_base", 10000.0));
+  c.rms_eps = static_cast<float>(finitePositive(
+      a + "attention.layer_norm_rms_epsilon", m.getFloat(a + "attention.layer_norm_rms_epsilon")));
+  c.rope_base = static_cast<float>(
+      finitePositive(a + "rope.freq_base", m.getFloatOr(a + "rope.freq_base", 10000.0)));
   std::string scaling = m.getStringOr(a + "rope.scaling.type", "none");
   double factor = m.getFloatOr(a + "rope.scaling.factor", 0.0);
+  if (!std::isfinite(factor) || factor < 0) {
+    fail(ErrorCode::kInvalidData,
+         "GGUF key '{}rope.scaling.factor' = {} is not a finite value >= 0", a, factor);
+  }
   if (scaling == "linear" && factor > 0) {
     c.rope_freq_scale = static_cast<float>(1.0 / factor);
   } else if (scaling != "none" && scaling != "linear" && factor != 0.0 && factor != 1.0) {

@@ -61,4 +61,8 @@ ModelConfig readModelConfig(const GgufMetadata& meta);
 // The gemma3-specific keys (gemma3_config.cc), on top of the common ones already in `c`.
 void readGemma3Config(const GgufMetadata& meta, ModelConfig& c);
 
+// Returns v when it is finite and in (0, 1e30]; Error(kInvalidData) naming `key` and the value
+// otherwise (for epsilons and RoPE bases, which would otherwise give NaN or garbage silently).
+double finitePositive(const std::string& key, double v);
+
 }  // namespace tpnode::model

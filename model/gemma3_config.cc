@@ -25,9 +25,9 @@ void readGemma3Config(const GgufMetadata& m, ModelConfig& c) {
   c.attn_scale = c.n_layer == 62 ? 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head))
                                  : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   c.logit_softcap = static_cast<float>(m.getFloatOr(a + "final_logit_softcapping", 0.0));
-  if (c.logit_softcap < 0) {
-    fail(ErrorCode::kInvalidData, "GGUF key '{}final_logit_softcapping' = {} is negative", a,
-         c.logit_softcap);
+  if (!std::isfinite(c.logit_softcap) || c.logit_softcap < 0) {
+    fail(ErrorCode::kInvalidData,
+         "GGUF key '{}final_logit_softcapping' = {} is not finite and >= 0", a, c.logit_softcap);
   }
   c.n_swa = m.getIntOr(a + "attention.sliding_window", 0);
   if (c.n_swa < 0) {
@@ -52,7 +52,8 @@ void readGemma3Config(const GgufMetadata& m, ModelConfig& c) {
       c.swa_layers[static_cast<size_t>(l)] = pattern == 0 || l % pattern < pattern - 1;
     }
   }
-  c.rope_base_swa = static_cast<float>(m.getFloatOr(a + "rope.freq_base_swa", 10000.0));
+  c.rope_base_swa = static_cast<float>(
+      finitePositive(a + "rope.freq_base_swa", m.getFloatOr(a + "rope.freq_base_swa", 10000.0)));
 }
 
 }  // namespace tpnode::model

@@ -11,6 +11,7 @@
 #include <regex>
 
 #include "common/error.h"
+#include "model/kernels/cpu/blocks.h"
 
 namespace tpnode::model {
 
@@ -62,17 +63,31 @@ NpyMatrix readNpy(const std::string& path) {
   if (10 + hlen > b.size()) fail(ErrorCode::kInvalidData, "'{}': truncated header", path);
   std::string header = b.substr(10, hlen);
   std::smatch m;
-  if (header.find("'<f4'") == std::string::npos || header.find("False") == std::string::npos ||
-      !std::regex_search(header, m, std::regex(R"(\((\d+), (\d+)\))"))) {
-    fail(ErrorCode::kInvalidData, "'{}': not a float32 C-order 2-D array: {}", path, header);
+  const bool f16 = header.find("'<f2'") != std::string::npos;
+  if ((!f16 && header.find("'<f4'") == std::string::npos) ||
+      header.find("False") == std::string::npos ||
+      !std::regex_search(header, m, std::regex(R"(\((\d{1,9}), (\d{1,9})\))"))) {
+    fail(ErrorCode::kInvalidData, "'{}': not a float32/float16 C-order 2-D array: {}", path,
+         header);
   }
   NpyMatrix out;
   out.rows = std::stoll(m[1]);
   out.cols = std::stoll(m[2]);
-  size_t n = static_cast<size_t>(out.rows * out.cols);
-  if (b.size() - 10 - hlen != n * 4) fail(ErrorCode::kInvalidData, "'{}': size mismatch", path);
+  const size_t n = static_cast<size_t>(out.rows * out.cols), elem = f16 ? 2 : 4;
+  if ((b.size() - 10 - hlen) / elem != n || (b.size() - 10 - hlen) % elem != 0) {
+    fail(ErrorCode::kInvalidData, "'{}': size mismatch", path);
+  }
   out.data.resize(n);
-  std::memcpy(out.data.data(), b.data() + 10 + hlen, n * 4);
+  const char* p = b.data() + 10 + hlen;
+  if (f16) {
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      out.data[i] = kernels::fp16ToF32(h);
+    }
+  } else {
+    std::memcpy(out.data.data(), p, n * 4);
+  }
   return out;
 }
 

@@ -1,5 +1,6 @@
 // Minimal .npy (format 1.0) for float32 C-order arrays: the logits dumps, the reference cases
-// and tensor reads (npyBytes, any shape). Reading treats the file as hostile (Error(kInvalidData)
+// and tensor reads (npyBytes, any shape). readNpy also takes float16 (converted to float; the
+// quantized models' reference logits). Reading treats the file as hostile (Error(kInvalidData)
 // on any mismatch).
 #pragma once
 

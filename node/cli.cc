@@ -63,7 +63,13 @@ void addClusterFlags(CLI::App& app, Options& o, std::string& tp_layout) {
   flag("cluster-secret-file", o.cluster_secret_file,
        "File holding the shared secret (or env TPNODE_CLUSTER_SECRET)")
       ->group("Security");
-  flag("tls-cert", o.tls_cert, "PEM certificate for mutual TLS")->group("Security");
+  app.add_flag("--insecure", o.insecure,
+               "Allow a multi-node mesh with neither cluster secret nor TLS: anyone who reaches "
+               "the mesh port can join (loopback experiments only)")
+      ->envname(flagEnvName("insecure"))
+      ->group("Security");
+  flag("tls-cert", o.tls_cert, "PEM certificate for mutual TLS (CN or DNS SAN tpnode-node-<id>)")
+      ->group("Security");
   flag("tls-key", o.tls_key, "PEM private key for mutual TLS")->group("Security");
   flag("tls-ca", o.tls_ca, "PEM CA for mutual TLS")->group("Security");
 }
@@ -155,7 +161,7 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
       "  tpnode --node-id 0 --peers a:9500,b:9500            # mesh smoke test\n"
       "  tpnode -m m.gguf --tp 2 --prompt \"Hello\" -n 32       # one process\n"
       "  tpnode --model m.gguf --node-id 0 --peers a:9500,b:9500 --tp 2\n"
-      "  tpnode --config configs/cluster.yaml --node-id 1",
+      "  tpnode --config configs/cluster-2x2.yaml --node-id 1",
       "tpnode"};
   app.set_version_flag("--version",
                        std::string("tpnode ") + TPNODE_VERSION + " (" + TPNODE_GIT_COMMIT + ")");
@@ -235,6 +241,13 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
   dump->add_option("-o,--output", o.dump_output, "Output file (default: stdout)");
   dump->add_flag("--list", o.dump_list, "Print every tensor's name, shape, type and sharding");
 
+  // tpnode gen-secret FILE
+  CLI::App* gen = app.add_subcommand(
+      "gen-secret",
+      "Write a fresh 256-bit cluster secret (64 hex digits) to FILE with mode 0600 (refuses to "
+      "overwrite), for --cluster-secret-file on every node");
+  gen->add_option("file", o.gen_secret_file, "Where to write the secret")->required();
+
   try {
     std::vector<std::string> args = llamaCppSpellings(argc, argv);
     std::vector<char*> arg_ptrs;
@@ -247,6 +260,8 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
   }
   o.given = givenFlags(app);
   o.prompt_given = prompt->count() > 0 || !o.prompt_ids.empty();
+  o.gen_secret = gen->parsed();
+  if (o.gen_secret) return ParseResult::kRun;
   o.dump_tensor = dump->parsed();
   if (o.dump_tensor && o.dump_tensor_name.empty() && !o.dump_list) {
     std::fprintf(stderr, "tpnode dump-tensor: give a tensor name or --list\n");

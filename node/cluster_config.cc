@@ -98,12 +98,14 @@ NodeSpec parseNode(const Ctx& ctx, const std::string& path, const YAML::Node& n)
 
 void parseCluster(const Ctx& ctx, const YAML::Node& c, ClusterConfig& out) {
   checkKeys(ctx, "cluster", c,
-            {"model", "secret_file", "connect_timeout_s", "liveness_timeout_s", "sockets_per_peer",
-             "wire_format", "backend", "threads", "ctx_size", "head"});
+            {"model", "secret_file", "insecure", "connect_timeout_s", "liveness_timeout_s",
+             "sockets_per_peer", "wire_format", "backend", "threads", "ctx_size", "head"});
   if (c["model"]) out.model = scalarAs<std::string>(ctx, "cluster.model", c["model"], "a path");
   if (c["secret_file"]) {
     out.secret_file = scalarAs<std::string>(ctx, "cluster.secret_file", c["secret_file"], "a path");
   }
+  if (c["insecure"])
+    out.insecure = scalarAs<bool>(ctx, "cluster.insecure", c["insecure"], "true or false");
   if (c["connect_timeout_s"]) {
     out.connect_timeout_s = positive(ctx, "cluster.connect_timeout_s", c["connect_timeout_s"]);
   }
@@ -245,6 +247,7 @@ void applyClusterConfig(const ClusterConfig& c, const std::set<std::string>& giv
   if (c.secret_file && unset("cluster-secret-file")) {
     o.cluster_secret_file = resolvePath(c.source, *c.secret_file);
   }
+  if (c.insecure && unset("insecure")) o.insecure = *c.insecure;
   if (c.connect_timeout_s && unset("connect-timeout")) o.connect_timeout_s = *c.connect_timeout_s;
   if (c.liveness_timeout_s && unset("liveness-timeout")) {
     o.liveness_timeout_s = *c.liveness_timeout_s;

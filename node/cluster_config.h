@@ -30,6 +30,7 @@ struct ClusterConfig {
   std::vector<NodeSpec> nodes;
   std::optional<std::string> model;
   std::optional<std::string> secret_file;
+  std::optional<bool> insecure;  // cluster.insecure: the --insecure flag
   std::optional<double> connect_timeout_s;
   std::optional<double> liveness_timeout_s;
   std::optional<int> sockets_per_peer;

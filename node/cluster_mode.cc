@@ -11,11 +11,13 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "mesh/validate.h"
 #include "model/npy.h"
 #include "model/tensor_read.h"
 #include "node/api/api_server.h"
 #include "node/driver.h"
 #include "node/loaded_model.h"
+#include "node/mesh_setup.h"
 #include "node/modes.h"
 #include "node/placement.h"
 #include "node/worker.h"
@@ -226,6 +228,8 @@ int serve(Driver& driver, const Options& o) {
 
 int runCluster(const Options& o) {
   const Placement placement = resolvePlacement(o);  // checks --backend/--devices first
+  // The mesh's own checks (a secret, TLS or --insecure) before the model loads.
+  if (o.tp_layout.size() > 1) mesh::validateMeshOptions(makeMeshOptions(o, "none"));
   std::unique_ptr<LoadedModel> model = loadModel(o);
   if (o.node_id != 0) return runWorker(o, *model, placement);  // a signal ends a worker at once
   std::signal(SIGINT, onSignal);

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "mesh/secret.h"
 #include "node/modes.h"
 #include "node/options.h"
 
@@ -20,6 +21,17 @@ int main(int argc, char** argv) {
       return exit_code == 0 ? 2 : exit_code;
     case node::ParseResult::kRun:
       break;
+  }
+  if (options.gen_secret) {
+    try {
+      mesh::writeNewClusterSecret(options.gen_secret_file);
+      std::printf("wrote a 256-bit cluster secret to %s (mode 0600)\n",
+                  options.gen_secret_file.c_str());
+      return 0;
+    } catch (const Error& e) {
+      std::fprintf(stderr, "tpnode gen-secret: %s\n", e.what());
+      return 1;
+    }
   }
   try {
     std::string tag = "n";  // (not "n" + to_string: GCC 12 -O3 warns -Wrestrict on that)

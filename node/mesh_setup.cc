@@ -1,44 +1,14 @@
 #include "node/mesh_setup.h"
 
-#include <sys/stat.h>
-
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
-
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
+#include "mesh/secret.h"
 
 namespace tpnode::node {
 
 std::string readClusterSecret(const Options& o) {
-  if (!o.cluster_secret_file.empty()) {
-    std::ifstream in(o.cluster_secret_file, std::ios::binary);
-    if (!in) {
-      fail(ErrorCode::kInvalidArgument, "--cluster-secret-file '{}' cannot be read",
-           o.cluster_secret_file);
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string secret = ss.str();
-    while (!secret.empty() &&
-           (secret.back() == '\n' || secret.back() == '\r' || secret.back() == ' ')) {
-      secret.pop_back();
-    }
-    if (secret.empty()) {
-      fail(ErrorCode::kInvalidArgument, "--cluster-secret-file '{}' is empty",
-           o.cluster_secret_file);
-    }
-    struct stat st {};
-    if (::stat(o.cluster_secret_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
-      spdlog::warn("[mesh] --cluster-secret-file '{}' is readable by other users (chmod 600)",
-                   o.cluster_secret_file);
-    }
-    return secret;
-  }
-  const char* env = std::getenv("TPNODE_CLUSTER_SECRET");
-  return env != nullptr ? env : "";
+  return mesh::loadClusterSecret(o.cluster_secret_file);
 }
 
 mesh::MeshOptions makeMeshOptions(const Options& o, const std::string& model_identity,
@@ -66,6 +36,7 @@ mesh::MeshOptions makeMeshOptions(const Options& o, const std::string& model_ide
   m.spin = std::chrono::microseconds(o.mesh_spin_us);
   m.cluster_secret = readClusterSecret(o);
   m.tls = mesh::TlsOptions{o.tls_cert, o.tls_key, o.tls_ca};
+  m.insecure = o.insecure;
   std::string peers, tps;
   for (size_t i = 0; i < m.peers.size(); ++i) {
     peers += (i ? "," : "") + m.peers[i].toString();
@@ -83,11 +54,6 @@ mesh::MeshOptions makeMeshOptions(const Options& o, const std::string& model_ide
   items.insert(items.end(), extra_items.begin(), extra_items.end());
   m.fingerprint = mesh::computeFingerprint(items);
   m.fingerprint_text = mesh::fingerprintText(items);
-  if (m.cluster_secret.empty() && !m.tls.enabled()) {
-    spdlog::warn(
-        "[mesh] no cluster secret (--cluster-secret-file or TPNODE_CLUSTER_SECRET): "
-        "any host that can reach these ports can join");
-  }
   return m;
 }
 

@@ -14,7 +14,8 @@ namespace tpnode::node {
 inline constexpr uint32_t kTagControl = 0x100000;     // driver -> worker: StepCommand
 inline constexpr uint32_t kTagControlAck = 0x100001;  // worker -> driver: acknowledgements
 
-// The secret from --cluster-secret-file or TPNODE_CLUSTER_SECRET ("" when neither is given).
+// The secret from --cluster-secret-file or TPNODE_CLUSTER_SECRET ("" when neither is given),
+// in the format of mesh/secret.h; throws for one under 128 bits, naming its length.
 std::string readClusterSecret(const Options& options);
 
 // `model_identity` is model::modelIdentity() of the loaded file, or "none" for a mesh without

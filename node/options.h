@@ -33,6 +33,7 @@ struct Options {
   std::string head = "auto";        // output head layout: auto, vocab-parallel, replicated
   double mesh_hold_s = 0;  // mesh-only mode: stay connected this long before the coordinated exit
   std::string cluster_secret_file;
+  bool insecure = false;  // allow a multi-node mesh with neither secret nor TLS
   std::string tls_cert, tls_key, tls_ca;
   // Model and generation
   std::string model;
@@ -67,6 +68,9 @@ struct Options {
   std::string dump_format = "npy";  // npy or raw
   std::string dump_output;          // file; "-" or empty: stdout
   bool dump_list = false;           // print the tensor listing as JSON instead
+  // `tpnode gen-secret FILE`: write a fresh cluster secret, exit.
+  bool gen_secret = false;
+  std::string gen_secret_file;
   // Misc
   std::string log_level = "info";
   // Long names of the flags the command line, the environment or the config set ("temp",

@@ -18,6 +18,8 @@
 #   PROCS="2" SIZES=4K,16K ROUNDS=1 tools/bench-allreduce.sh
 # Needs: libgloo-dev openmpi-bin libopenmpi-dev (tools/install-deps.sh), a built tpbench.
 set -euo pipefail
+# The nodes started here share a fresh 256-bit cluster secret (docs/security.md).
+export TPNODE_CLUSTER_SECRET=${TPNODE_CLUSTER_SECRET:-$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')}
 cd "$(dirname "$0")/.."
 BUILD_DIR=${TPNODE_BUILD_DIR:-build}
 PROCS=${PROCS:-"2 4"}

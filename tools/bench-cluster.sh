@@ -4,12 +4,14 @@
 # and llama.cpp on the same file: llama-bench with 1 and 2 threads, and llama.cpp RPC over two
 # rpc-server processes (its multi-process mode), all in one run.
 #   tools/bench-cluster.sh [MODEL.gguf]      (default: a generated ~250M-parameter Q8_0 llama)
-# Env: LLAMA_BIN (folder with llama-bench and ggml-rpc-server; default /work/llama-build/bin),
+# Env: LLAMA_CPP_BIN (a llama.cpp bin folder; default: the managed build of tools/llama-cpp.sh),
 #      N_PROMPT (64), N_GEN (64), REPS (3). Prints a Markdown table.
 set -euo pipefail
+# The nodes started here share a fresh 256-bit cluster secret (docs/security.md).
+export TPNODE_CLUSTER_SECRET=${TPNODE_CLUSTER_SECRET:-$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')}
 cd "$(dirname "$0")/.."
 BIN=build/node/tpnode
-LLAMA_BIN=${LLAMA_BIN:-/work/llama-build/bin}
+LLAMA_BIN=$(tools/llama-cpp.sh)
 N_PROMPT=${N_PROMPT:-64}; N_GEN=${N_GEN:-64}; REPS=${REPS:-3}
 MODEL=${1:-}
 if [ -z "$MODEL" ]; then

@@ -5,9 +5,11 @@
 #   tools/bench-head.sh [MODEL.gguf]   (default: the quickstart's gemma-3-270m, ~/.cache/tpnode)
 # Env: N_PROMPT (64), N_GEN (64), REPS (3), LAYOUTS ("1x2 2x1 2x2"). Prints a Markdown table.
 set -euo pipefail
+# The nodes started here share a fresh 256-bit cluster secret (docs/security.md).
+export TPNODE_CLUSTER_SECRET=${TPNODE_CLUSTER_SECRET:-$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')}
 cd "$(dirname "$0")/.."
 BIN=${TPNODE_BIN:-build/node/tpnode}
-MODEL=${1:-${TPNODE_CACHE:-$HOME/.cache/tpnode}/models/gemma-3-270m-q4_k_m.gguf}
+MODEL=${1:-$(tools/fetch-model.sh)}
 N_PROMPT=${N_PROMPT:-64}; N_GEN=${N_GEN:-64}; REPS=${REPS:-3}; LAYOUTS=${LAYOUTS:-"1x2 2x1 2x2"}
 [ -s "$MODEL" ] || { echo "model $MODEL not found (tools/fetch-model.sh obtains it)" >&2; exit 1; }
 PROMPT_IDS=$(python3 -c "print(','.join(str(1 + (i * 37) % 900) for i in range($N_PROMPT)))")

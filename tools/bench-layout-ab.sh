@@ -5,11 +5,12 @@
 # turn, so all three see the same machine load. Prints one markdown row per thread count with
 # the median prefill / decode tokens/s and the ratios to llama.cpp.
 #
-#   MODEL=/tmp/bench/llama-0.5b-q4_k.gguf REPS=5 THREADS="1 2" tools/bench-layout-ab.sh
+#   MODEL=build/bench-models/llama-0.5b-q4_k.gguf REPS=5 THREADS="1 2" tools/bench-layout-ab.sh
+# llama-bench is the managed build's (tools/llama-cpp.sh; LLAMA_CPP_BIN picks another).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${TPNODE_BUILD_DIR:-build}
-LLAMA_BENCH=${LLAMA_BENCH:-/work/llama-build/bin/llama-bench}
+LLAMA_BENCH=$(tools/llama-cpp.sh)/llama-bench
 MODEL=${MODEL:?MODEL=path to a GGUF file}
 REPS=${REPS:-5}
 THREADS=${THREADS:-1}

@@ -5,14 +5,15 @@
 # machine load; each figure is the median of REPS runs.
 #
 #   tools/bench-model.sh                      # ~0.5 B-parameter Q8_0 and Q4_K models (generated)
-#   LLAMA_BENCH=/path/llama-bench REPS=5 THREADS="1 2" tools/bench-model.sh
+#   REPS=5 THREADS="1 2" tools/bench-model.sh
+# llama-bench is the managed build's (tools/llama-cpp.sh; LLAMA_CPP_BIN picks another).
 #   MODELS="a.gguf b.gguf" tools/bench-model.sh   # other files
 #
 # Prints one markdown table (for docs/benchmarks.md) on stdout; progress on stderr.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${TPNODE_BUILD_DIR:-build}
-LLAMA_BENCH=${LLAMA_BENCH:-/work/llama-build/bin/llama-bench}
+LLAMA_BENCH=$(tools/llama-cpp.sh)/llama-bench
 REPS=${REPS:-3}
 THREADS=${THREADS:-"1 2"}
 N_PROMPT=${N_PROMPT:-64}

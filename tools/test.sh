@@ -17,9 +17,15 @@ JOBS=${TPNODE_JOBS:-$(nproc)}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPNODE_WERROR=ON
 cmake --build "$BUILD_DIR" -j "$JOBS"
 
-ctest_args=(--test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 600)
+ctest_args=(--test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 600
+            --output-junit ctest-junit.xml)
 [ -n "${TPNODE_TEST_LABELS:-}" ] && ctest_args+=(-L "$TPNODE_TEST_LABELS")
-ctest "${ctest_args[@]}"
+rc=0
+ctest "${ctest_args[@]}" || rc=$?
+# Counts, and why each skipped test skipped (skips are allowed only for hardware or privileges
+# this machine lacks: a GPU, network namespaces, a browser).
+python3 tools/test-summary.py "$BUILD_DIR/ctest-junit.xml" || true
+[ "$rc" = 0 ] || exit "$rc"
 
 # Extra CI stages (sanitizers, fuzzing) live in tools/ci-extra.sh when present.
 if [ -x tools/ci-extra.sh ] && [ -z "${TPNODE_SKIP_EXTRA:-}" ]; then

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "model/gguf_writer.h"
 #include "model/kernels/cpu/quantize.h"
+#include "tools/test_vocab.h"
 
 namespace tpnode::tools {
 namespace {
@@ -88,42 +89,6 @@ void addTensor(GgufWriter& w, const TestModelShape& sh, const std::string& name,
   w.addTensor(name, t, ne, std::move(data));
 }
 
-void addVocab(GgufWriter& w, int64_t n) {
-  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
-  std::vector<int32_t> types = {2, 3, 3};
-  for (int b = 0; b < 256; ++b) {
-    char buf[8];
-    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
-    tokens.push_back(buf);
-    types.push_back(6);
-  }
-  const std::string letters = "etaoinshrdlucmfwypvbgkjqxz";
-  tokens.push_back("\xe2\x96\x81");  // "▁"
-  types.push_back(1);
-  for (size_t i = 0; static_cast<int64_t>(tokens.size()) < n; ++i) {
-    std::string piece;
-    size_t k = i;
-    do {
-      piece += letters[k % letters.size()];
-      k /= letters.size();
-    } while (k > 0);
-    tokens.push_back((i % 2 ? "" : "\xe2\x96\x81") + piece);
-    types.push_back(1);
-  }
-  tokens.resize(static_cast<size_t>(n));
-  types.resize(static_cast<size_t>(n));
-  std::vector<float> scores(static_cast<size_t>(n));
-  for (size_t i = 0; i < scores.size(); ++i) scores[i] = -static_cast<float>(i);
-  w.setString("tokenizer.ggml.model", "llama");
-  w.setStringArray("tokenizer.ggml.tokens", tokens);
-  w.setF32Array("tokenizer.ggml.scores", scores);
-  w.setI32Array("tokenizer.ggml.token_type", types);
-  w.setU32("tokenizer.ggml.unknown_token_id", 0);
-  w.setU32("tokenizer.ggml.bos_token_id", 1);
-  w.setU32("tokenizer.ggml.eos_token_id", 2);
-  w.setBool("tokenizer.ggml.add_bos_token", true);
-}
-
 // The gemma3 keys beyond the common ones, named as llama.cpp's llama-arch.cpp names them (the
 // real gemma-3 files carry only sliding_window; pattern and SWA base are llama.cpp defaults
 // there, written here so that a small model has both layer kinds).
@@ -148,9 +113,9 @@ void writeTestModel(const TestModelShape& sh, const std::string& out) {
     fail(ErrorCode::kInvalidArgument,
          "gemma3: swa window >= 0, swa pattern >= 1 and logit softcap >= 0");
   }
-  if (sh.vocab < 260 || sh.heads % sh.kv_heads != 0 || (!sh.head_dim && sh.dim % sh.heads)) {
+  if (sh.heads % sh.kv_heads != 0 || (!sh.head_dim && sh.dim % sh.heads)) {
     fail(ErrorCode::kInvalidArgument,
-         "inconsistent shape (vocab >= 260, heads % kv-heads == 0, dim % heads == 0)");
+         "inconsistent shape (heads % kv-heads == 0, dim % heads == 0)");
   }
   const int64_t hd = sh.head_dim ? sh.head_dim : sh.dim / sh.heads;
   GgufWriter w;
@@ -169,7 +134,7 @@ void writeTestModel(const TestModelShape& sh, const std::string& out) {
   w.setF32(a + "rope.freq_base", sh.rope_base);
   w.setF32(a + "attention.layer_norm_rms_epsilon", sh.eps);
   if (gemma) addGemma3Keys(w, sh);
-  addVocab(w, sh.vocab);
+  addTestVocab(w, sh.vocab_kind, sh.vocab);
   addTensor(w, sh, "token_embd.weight", sh.dim, sh.vocab, 0, gemma ? 0.156f : 0.02f, true);
   addTensor(w, sh, "output_norm.weight", sh.dim, 1, 1, 0.1f, false);
   if (!sh.tied) addTensor(w, sh, "output.weight", sh.dim, sh.vocab, 0, 0.156f, true);

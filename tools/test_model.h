@@ -1,8 +1,9 @@
 // Writes random-weight Llama-family GGUF models (llama, qwen2, qwen3, gemma3) of any shape and
-// tensor type, with a small SentencePiece-style vocabulary, deterministically from a seed (its own
-// PRNG, so every platform writes the same bytes). Weight scales follow
-// ../shared/reference/tools/make_model.py: matrices N(0, 0.02), attn_q/attn_k N(0, 0.125),
-// output N(0, 0.156), norms 1 + N(0, 0.1), biases N(0, 0.1). 1-D tensors stay F32.
+// tensor type, with one of the vocabularies of tools/test_vocab.h, deterministically from a seed
+// (its own PRNG, so every platform writes the same bytes). Weight scales: matrices N(0, 0.02),
+// attn_q/attn_k N(0, 0.125) so that attention is sharp and position-dependent (a RoPE, mask or
+// KV-cache bug changes the logits clearly), output N(0, 0.156) so that logits have std ~2.5,
+// norms 1 + N(0, 0.1), biases N(0, 0.1). 1-D tensors stay F32.
 // gemma3 (model/gemma3_config.cc) adds QK norms, post_attention_norm / post_ffw_norm, the
 // sliding-window keys below and an optional final logit softcap; its token_embd is
 // N(0, 0.156) so that a tied head's logits have the scale of an untied one (std ~2.5 at dim 256)
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "model/tensor_type.h"
+#include "tools/test_vocab.h"
 
 namespace tpnode::tools {
 
@@ -23,6 +25,7 @@ struct TestModelShape {
   float rope_base = 10000.f, eps = 1e-5f;
   uint64_t seed = 1;
   bool tied = false;
+  TestVocab vocab_kind = TestVocab::kLetters;
   model::TensorType type = model::TensorType::kF32;
   // Quantise the 2-D tensors to `type` but store their F32 dequantisation: a model with exactly
   // the quantised model's weight values on which every kernel computes in f32 (exact-math

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "collectives/hierarchical.h"
+#include "mesh/secret.h"
 #include "tests/collectives/test_util.h"
 
 namespace tpnode::collectives {
@@ -60,6 +61,7 @@ int run(std::map<std::string, std::string> a) {
   m.liveness_timeout =
       std::chrono::milliseconds(std::stoi(a.count("--liveness-ms") ? a["--liveness-ms"] : "5000"));
   m.heartbeat_interval = std::min(std::chrono::milliseconds(500), m.liveness_timeout / 4);
+  m.cluster_secret = mesh::loadClusterSecret("");  // TPNODE_CLUSTER_SECRET, set by the test
   m.fingerprint = mesh::computeFingerprint({"peers=" + a["--peers"]});
   m.fingerprint_text = mesh::fingerprintText({"peers=" + a["--peers"]});
   auto mesh = mesh::Mesh::connect(m);

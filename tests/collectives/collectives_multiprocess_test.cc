@@ -2,6 +2,10 @@
 // mesh on loopback: exact results for nodes x local ranks, and a node killed mid all-reduce.
 #include <gtest/gtest.h>
 
+#include <random>
+
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -20,12 +24,14 @@ std::vector<std::unique_ptr<Process>> start(int nodes, const std::vector<std::st
                                             const std::string& name) {
   ::setenv("TPNODE_BIN", TPNODE_COLL_NODE_BIN, 1);
   const std::string peers = mesh::test::loopbackPeers(nodes);
+  // A fresh 32-byte cluster secret (64 hex digits) for this cluster.
+  const std::string secret = "TPNODE_CLUSTER_SECRET=" + mesh::test::randomSecretHex();
   std::vector<std::unique_ptr<Process>> procs;
   for (int n = 0; n < nodes; ++n) {
     std::vector<std::string> a = {"--node-id", std::to_string(n), "--peers", peers};
     a.insert(a.end(), args.begin(), args.end());
     procs.push_back(std::make_unique<Process>(
-        a, std::vector<std::string>{},
+        a, std::vector<std::string>{secret},
         ::testing::TempDir() + "/" + name + "_node" + std::to_string(n) + ".log"));
   }
   return procs;

@@ -26,6 +26,7 @@ std::vector<std::unique_ptr<mesh::Mesh>> connectAll(int n) {
     o.node_id = i;
     o.peers = mesh::parsePeerList(peers);
     o.connect_timeout = std::chrono::seconds(20);
+    o.cluster_secret = "tcp-collectives-test-secret-32by";
     o.fingerprint = mesh::computeFingerprint({"peers=" + peers});
     o.fingerprint_text = mesh::fingerprintText({"peers=" + peers});
     futures.push_back(std::async(std::launch::async, [o] { return mesh::Mesh::connect(o); }));

@@ -54,8 +54,9 @@ TEST(FrameTest, IsExplicitlyLittleEndian) {
 }
 
 TEST(FrameTest, RoundTripsEveryControlType) {
-  for (FrameType t : {FrameType::kHello, FrameType::kAuth, FrameType::kAccept, FrameType::kRefuse,
-                      FrameType::kHeartbeat, FrameType::kGoodbye}) {
+  for (FrameType t :
+       {FrameType::kChallenge, FrameType::kHello, FrameType::kWelcome, FrameType::kAccept,
+        FrameType::kRefuse, FrameType::kHeartbeat, FrameType::kGoodbye}) {
     FrameHeader d = decodeFrameHeader(encode(FrameHeader{t, 0, 0, 0}), 0);
     EXPECT_EQ(d.type, t) << frameTypeName(t);
   }
@@ -81,7 +82,7 @@ TEST(FrameTest, RejectsOtherVersionAsMismatchNamingBoth) {
 }
 
 TEST(FrameTest, RejectsUnknownTypes) {
-  for (int t : {0, 5, 6, 7, 11, 255}) {
+  for (int t : {0, 6, 7, 11, 255}) {
     Bytes b = encode(FrameHeader{});
     b[6] = static_cast<uint8_t>(t);
     EXPECT_EQ(decodeError(b), ErrorCode::kInvalidData) << t;
@@ -108,7 +109,10 @@ TEST(FrameTest, RejectsDataLargerThanTheLimit) {
 TEST(FrameTest, RejectsOversizedControlFrames) {
   EXPECT_EQ(decodeError(encode(FrameHeader{FrameType::kHello, 0, 0, kMaxHandshakePayload + 1})),
             ErrorCode::kInvalidData);
-  EXPECT_EQ(decodeError(encode(FrameHeader{FrameType::kAuth, 0, 0, 33})), ErrorCode::kInvalidData);
+  EXPECT_EQ(decodeError(encode(FrameHeader{FrameType::kWelcome, 0, 0, kMaxHandshakePayload + 1})),
+            ErrorCode::kInvalidData);
+  EXPECT_EQ(decodeError(encode(FrameHeader{FrameType::kChallenge, 0, 0, 33})),
+            ErrorCode::kInvalidData);
   EXPECT_EQ(decodeError(encode(FrameHeader{FrameType::kAccept, 0, 0, 1})), ErrorCode::kInvalidData);
   EXPECT_EQ(decodeError(encode(FrameHeader{FrameType::kGoodbye, 0, 0, 1})),
             ErrorCode::kInvalidData);

@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 
 #include <fmt/format.h>
@@ -19,9 +21,10 @@ using std::chrono::seconds;
 class MeshProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/tpnode-mesh-XXXXXX";
-    dir_ = ::mkdtemp(pattern);
+    dir_ = makeTempDir("tpnode-mesh-");
+    secret_ = randomSecretHex();
   }
+
   void TearDown() override {
     if (HasFailure()) {
       for (auto& [name, p] : procs_) std::cerr << "---- " << name << " ----\n" << p->log();
@@ -29,11 +32,12 @@ class MeshProcessTest : public ::testing::Test {
   }
 
   Process& start(const std::string& name, int id, const std::string& peers,
-                 std::vector<std::string> extra = {}, std::string secret = "s3cret") {
+                 std::vector<std::string> extra = {}, std::optional<std::string> secret = {}) {
     std::vector<std::string> args = {"--node-id", std::to_string(id), "--peers", peers};
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<std::string> env;
-    if (!secret.empty()) env.push_back("TPNODE_CLUSTER_SECRET=" + secret);
+    std::string s = secret.value_or(secret_);
+    if (!s.empty()) env.push_back("TPNODE_CLUSTER_SECRET=" + s);
     procs_.emplace_back(name, std::make_unique<Process>(args, env, dir_ + "/" + name + ".log"));
     return *procs_.back().second;
   }
@@ -73,6 +77,7 @@ class MeshProcessTest : public ::testing::Test {
   }
 
   std::string dir_;
+  std::string secret_;
   std::vector<std::pair<std::string, std::unique_ptr<Process>>> procs_;
 };
 
@@ -123,10 +128,11 @@ TEST_F(MeshProcessTest, AMissingPeerTimesOutNamingIt) {
 TEST_F(MeshProcessTest, AWrongSecretIsRefusedAndTheMeshWaitsForTheRightOne) {
   std::string peers = loopbackPeers(2);
   Process& n0 = start("node0", 0, peers, {"--connect-timeout", "20"});
-  Process& bad = start("bad1", 1, peers, {"--connect-timeout", "2"}, "wrong-secret");
+  Process& bad = start("bad1", 1, peers, {"--connect-timeout", "2"}, randomSecretHex());
   EXPECT_NE(bad.wait(seconds(15)), 0);
-  EXPECT_NE(bad.log().find("cluster secret"), std::string::npos);
-  EXPECT_TRUE(n0.waitForLog("cluster secret: node 1 failed the HMAC challenge", seconds(5)));
+  EXPECT_NE(bad.log().find("refused us: authentication failed"), std::string::npos);
+  EXPECT_TRUE(
+      n0.waitForLog("a peer claiming node 1 failed the HMAC challenge of node 0", seconds(5)));
   Process& good = start("good1", 1, peers, {"--connect-timeout", "20"});
   EXPECT_EQ(good.wait(seconds(30)), 0);
   EXPECT_EQ(n0.wait(seconds(30)), 0);
@@ -135,12 +141,12 @@ TEST_F(MeshProcessTest, AWrongSecretIsRefusedAndTheMeshWaitsForTheRightOne) {
 TEST_F(MeshProcessTest, AMissingSecretOnOneSideIsRefusedNamingBoth) {
   std::string peers = loopbackPeers(2);
   Process& n0 = start("node0", 0, peers, {"--connect-timeout", "2"});
-  Process& n1 = start("node1", 1, peers, {"--connect-timeout", "2"}, "");
-  for (Process* p : {&n0, &n1}) {
-    EXPECT_NE(p->wait(seconds(15)), 0);
-    EXPECT_NE(p->log().find("cluster secret: node"), std::string::npos);
-  }
-  EXPECT_NE(n0.log().find("node 0 has one, node 1 has none"), std::string::npos);
+  Process& n1 = start("node1", 1, peers, {"--connect-timeout", "2", "--insecure"}, "");
+  for (Process* p : {&n0, &n1}) EXPECT_NE(p->wait(seconds(15)), 0);
+  // The node without a secret learns only that it failed; node 0's log says why.
+  EXPECT_NE(n0.log().find("cluster secret: node 0 has one, node 1 has none"), std::string::npos);
+  EXPECT_NE(n1.log().find("refused us: authentication failed"), std::string::npos);
+  EXPECT_NE(n1.log().find("--insecure"), std::string::npos);
 }
 
 TEST_F(MeshProcessTest, AFingerprintMismatchIsRefusedOnBothSidesNamingTheField) {
@@ -151,7 +157,8 @@ TEST_F(MeshProcessTest, AFingerprintMismatchIsRefusedOnBothSidesNamingTheField) 
     EXPECT_NE(p->wait(seconds(15)), 0);
     EXPECT_NE(p->log().find("cluster fingerprint differs"), std::string::npos);
   }
-  EXPECT_NE(n0.log().find("tp_per_node: node 0 has '1,1', node 1 has '2,2'"), std::string::npos);
+  // The dialer compares, once node 0 proved the secret, and tells node 0.
+  EXPECT_NE(n0.log().find("tp_per_node: node 1 has '2,2', node 0 has '1,1'"), std::string::npos);
   EXPECT_NE(n1.log().find("tp_per_node: node 1 has '2,2', node 0 has '1,1'"), std::string::npos);
 }
 
@@ -170,37 +177,74 @@ TEST_F(MeshProcessTest, ADuplicateNodeIdIsRefused) {
   EXPECT_NE(b.log().find("refused us: duplicate node id 2"), std::string::npos);
 }
 
-// Makes a CA and a node certificate signed by it under dir/<name>.{pem,key}, dir/<name>-ca.pem.
-bool makeCertificates(const std::string& dir, const std::string& name) {
-  std::string d = dir + "/" + name;
-  std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes ";
-  std::string cmd = "openssl req -x509" + ec + "-keyout " + d + "-ca.key -out " + d +
-                    "-ca.pem -days 1 -subj /CN=" + name + "-ca 2>/dev/null && openssl req" + ec +
-                    "-keyout " + d + ".key -out " + d + ".csr -subj /CN=node 2>/dev/null && " +
-                    "openssl x509 -req -in " + d + ".csr -CA " + d + "-ca.pem -CAkey " + d +
-                    "-ca.key -CAcreateserial -out " + d + ".pem -days 1 2>/dev/null";
+// Makes a CA under dir/<ca>-ca.{pem,key}.
+bool makeCa(const std::string& dir, const std::string& ca) {
+  std::string d = dir + "/" + ca;
+  std::string cmd =
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+      "-keyout " +
+      d + "-ca.key -out " + d + "-ca.pem -days 1 -subj /CN=" + ca + "-ca 2>/dev/null";
   return std::system(cmd.c_str()) == 0;
 }
 
+// Makes dir/<name>.{pem,key} signed by dir/<ca>-ca: subject CN `cn`, and DNS SAN `san` if given.
+bool makeCert(const std::string& dir, const std::string& ca, const std::string& name,
+              const std::string& cn, const std::string& san = {}) {
+  std::string d = dir + "/" + name;
+  std::string c = dir + "/" + ca;
+  std::string ext;
+  if (!san.empty()) {
+    std::ofstream(d + ".ext") << "subjectAltName=DNS:" << san << "\n";
+    ext = " -extfile " + d + ".ext";
+  }
+  std::string cmd = "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " +
+                    d + ".key -out " + d + ".csr -subj /CN=" + cn +
+                    " 2>/dev/null && openssl x509 -req -in " + d + ".csr -CA " + c +
+                    "-ca.pem -CAkey " + c + "-ca.key -CAcreateserial -out " + d + ".pem -days 1" +
+                    ext + " 2>/dev/null";
+  return std::system(cmd.c_str()) == 0;
+}
+
+std::vector<std::string> tlsFlags(const std::string& dir, const std::string& name,
+                                  const std::string& ca, const std::string& timeout) {
+  return {"--tls-cert", dir + "/" + name + ".pem",  "--tls-key",         dir + "/" + name + ".key",
+          "--tls-ca",   dir + "/" + ca + "-ca.pem", "--connect-timeout", timeout};
+}
+
 TEST_F(MeshProcessTest, MutualTlsConnectsAndACertificateFromAnotherCaIsRefused) {
-  ASSERT_TRUE(makeCertificates(dir_, "cluster"));
-  ASSERT_TRUE(makeCertificates(dir_, "rogue"));
-  auto tls = [&](const std::string& name) {
-    return std::vector<std::string>{
-        "--tls-cert", dir_ + "/" + name + ".pem", "--tls-key",         dir_ + "/" + name + ".key",
-        "--tls-ca",   dir_ + "/cluster-ca.pem",   "--connect-timeout", "20"};
-  };
+  ASSERT_TRUE(makeCa(dir_, "cluster"));
+  ASSERT_TRUE(makeCa(dir_, "rogue"));
+  ASSERT_TRUE(makeCert(dir_, "cluster", "node0", "tpnode-node-0"));
+  ASSERT_TRUE(makeCert(dir_, "cluster", "node1", "node-one", "tpnode-node-1"));  // DNS SAN
+  ASSERT_TRUE(makeCert(dir_, "rogue", "rogue1", "tpnode-node-1"));
   std::string peers = loopbackPeers(2);
-  Process& n0 = start("node0", 0, peers, tls("cluster"));
-  std::vector<std::string> rogue_flags = tls("rogue");
-  rogue_flags.back() = "2";
+  Process& n0 = start("node0", 0, peers, tlsFlags(dir_, "node0", "cluster", "20"));
+  std::vector<std::string> rogue_flags = tlsFlags(dir_, "rogue1", "cluster", "2");
   Process& rogue = start("rogue1", 1, peers, rogue_flags);
   EXPECT_NE(rogue.wait(seconds(15)), 0);
   EXPECT_TRUE(n0.waitForLog("TLS handshake failed", seconds(5)));
-  Process& good = start("node1", 1, peers, tls("cluster"));
+  Process& good = start("node1", 1, peers, tlsFlags(dir_, "node1", "cluster", "20"));
   EXPECT_EQ(good.wait(seconds(30)), 0);
   EXPECT_EQ(n0.wait(seconds(30)), 0);
   EXPECT_NE(n0.log().find("link round trips"), std::string::npos);
+}
+
+TEST_F(MeshProcessTest, MutualTlsWithoutASecretBindsTheNodeIdToTheCertificate) {
+  // A certificate of the cluster CA that names node 2 cannot join as node 1.
+  ASSERT_TRUE(makeCa(dir_, "cluster"));
+  ASSERT_TRUE(makeCert(dir_, "cluster", "node0", "tpnode-node-0"));
+  ASSERT_TRUE(makeCert(dir_, "cluster", "node1", "tpnode-node-1"));
+  ASSERT_TRUE(makeCert(dir_, "cluster", "node2", "tpnode-node-2"));
+  std::string peers = loopbackPeers(2);
+  Process& n0 = start("node0", 0, peers, tlsFlags(dir_, "node0", "cluster", "20"), "");
+  Process& impostor = start("impostor1", 1, peers, tlsFlags(dir_, "node2", "cluster", "2"), "");
+  EXPECT_NE(impostor.wait(seconds(15)), 0);
+  EXPECT_TRUE(n0.waitForLog("claims to be node 1 but its certificate names node(s) 2", seconds(5)));
+  EXPECT_NE(impostor.log().find("refused us: authentication failed"), std::string::npos);
+  Process& good = start("node1", 1, peers, tlsFlags(dir_, "node1", "cluster", "20"), "");
+  EXPECT_EQ(good.wait(seconds(30)), 0);
+  EXPECT_EQ(n0.wait(seconds(30)), 0);
+  EXPECT_EQ(n0.log().find("--insecure"), std::string::npos);  // TLS alone is not insecure
 }
 
 // Forms a 3-node mesh that holds, then `sig`nals node 2; the others must notice in time.

@@ -29,7 +29,7 @@ MeshOptions options(int id, const std::string& peers, int lanes = 1) {
   o.peers = parsePeerList(peers);
   o.connect_timeout = std::chrono::seconds(20);
   o.sockets_per_peer = lanes;
-  o.cluster_secret = "test-secret";
+  o.cluster_secret = "mesh-test-secret-of-32-bytes-ok!";
   o.fingerprint_text = fingerprintText({"peers=" + peers});
   o.fingerprint = computeFingerprint({"peers=" + peers});
   return o;

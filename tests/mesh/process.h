@@ -10,7 +10,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -20,6 +22,28 @@
 extern char** environ;
 
 namespace tpnode::mesh::test {
+
+// "TPNODE_CLUSTER_SECRET=<64 hex digits>": one random 32-byte cluster secret per test program,
+// for the environment of every node of a test cluster (Process drops the caller's own).
+// 32 random bytes as 64 hex digits (what `tpnode gen-secret` writes).
+inline std::string randomSecretHex() {
+  std::random_device rd;
+  const char* hex = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 64; ++i) out += hex[rd() % 16];
+  return out;
+}
+
+inline const std::string& testClusterSecretEnv() {
+  static const std::string env = "TPNODE_CLUSTER_SECRET=" + randomSecretHex();
+  return env;
+}
+
+// A fresh folder under the system's temporary directory ($TMPDIR or /tmp); "" on failure.
+inline std::string makeTempDir(const std::string& prefix) {
+  std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "XXXXXX")).string();
+  return ::mkdtemp(pattern.data()) ? pattern : std::string();
+}
 
 class Process {
  public:
@@ -82,6 +106,7 @@ class Process {
     return code_;
   }
   void signal(int sig) { ::kill(pid_, sig); }
+  pid_t pid() const { return pid_; }
 
   std::string log() const {
     std::ifstream in(log_path_);

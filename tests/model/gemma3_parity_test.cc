@@ -1,5 +1,5 @@
 // gemma-3-270m (Q4_K_M: Q8_0 tied head, Q5_0/Q8_0/Q4_K/Q6_K layers) against llama.cpp's
-// recorded outputs (tests/data/gemma3/reference.json, tools/record-reference.py), at tp=1,
+// recorded outputs (tests/data/gemma3/reference.json, tools/record-gemma3-reference.py), at tp=1,
 // tp=2 and tp=4 (1 kv head replicated), and a sensible answer. Skipped, saying so, when the model
 // file is absent (fetch it with tools/fetch-model.sh; env TPNODE_GEMMA_MODEL points at another
 // copy).
@@ -36,6 +36,7 @@
 #include "model/shard_plan.h"
 #include "model/tokenizer.h"
 #include "model/vocab_gguf.h"
+#include "tests/support/model_cache.h"
 
 namespace tpnode::model {
 namespace {
@@ -44,12 +45,7 @@ constexpr double kLogitTol = 1.5;
 constexpr double kGapNoise = 1.0;
 
 std::string modelPath() {
-  namespace fs = std::filesystem;
-  if (const char* p = std::getenv("TPNODE_GEMMA_MODEL")) return p;
-  const char* cache = std::getenv("TPNODE_CACHE");
-  const char* home = std::getenv("HOME");
-  fs::path base = cache ? fs::path(cache) : fs::path(home ? home : "/root") / ".cache" / "tpnode";
-  return (base / "models" / "gemma-3-270m-q4_k_m.gguf").string();
+  return testing_support::defaultModelPath();
 }
 
 nlohmann::json reference() {

@@ -8,7 +8,7 @@
 #include "common/error.h"
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
-#include "tests/model/shared_dir.h"
+#include "tests/model/reference_data.h"
 
 namespace tpnode::model {
 namespace {
@@ -224,15 +224,15 @@ TEST(GgufTest, OpensAFileAndNamesItInErrors) {
 }
 
 TEST(GgufTest, ParsesTheReferenceModels) {
-  std::string shared = testing_support::sharedDir();
-  if (shared.empty()) GTEST_SKIP() << "no ../shared/reference";
-  std::string dir = shared + "/reference/models/";
-  auto f = GgufFile::open(dir + "llama-tiny-q4_k.gguf");
+  auto f = GgufFile::open(testing_support::referenceModel("llama-tiny-q4_k"));
   const GgufMetadata& m = f->metadata();
   EXPECT_EQ(m.getString("general.architecture"), "llama");
   EXPECT_EQ(m.getStringArray("tokenizer.ggml.tokens").size(), 1024u);
   EXPECT_EQ(m.tensor("blk.0.attn_q.weight").type, TensorType::kQ4_K);
   EXPECT_EQ(m.tensor("output_norm.weight").type, TensorType::kF32);
+  auto q = GgufFile::open(testing_support::referenceModel("qwen2-tiny-f32"));
+  EXPECT_EQ(q->metadata().getString("tokenizer.ggml.model"), "gpt2");
+  EXPECT_EQ(q->metadata().getStringArray("tokenizer.ggml.merges").size(), 1024u - 256 - 3);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// The llama.cpp reference cases in ../shared/reference (see its README) and a helper that
-// runs a model teacher-forced on them at a given tp (ranks as threads, collectives::LocalGroup).
+// The llama.cpp reference cases (tests/data/reference/README.md) and a helper that runs a model
+// teacher-forced on them at a given tp (ranks as threads, collectives::LocalGroup).
 #pragma once
 
 #include <fstream>
@@ -11,28 +11,34 @@
 
 #include "collectives/communicator.h"
 #include "collectives/local_group.h"
+#include "common/error.h"
 #include "model/config.h"
 #include "model/gguf.h"
 #include "model/local_engine.h"
 #include "model/npy.h"
 #include "model/shard_plan.h"
-#include "tests/model/shared_dir.h"
+#include "tests/model/reference_data.h"
 
 namespace tpnode::testing_support {
 
 struct ReferenceCase {
   std::string name, model_file;
+  std::string model_mismatch;  // empty when the generated model is the recorded one
   std::vector<int32_t> prompt_ids, generated_ids;
   model::NpyMatrix logits;
 };
 
+// Error(kIo) / a JSON exception when the case file is missing or bad.
 inline ReferenceCase loadCase(const std::string& name) {
-  std::string dir = sharedDir() + "/reference/";
+  const std::string dir = referenceDataDir() + "/";
   std::ifstream in(dir + "cases/" + name + ".json");
+  if (!in) fail(ErrorCode::kIo, "no reference case {}cases/{}.json", dir, name);
   nlohmann::json j = nlohmann::json::parse(in);
   ReferenceCase c;
   c.name = name;
-  c.model_file = dir + "models/" + j["model"].get<std::string>();
+  const std::string stem = name.substr(0, name.find("__"));
+  c.model_file = referenceModel(stem);
+  c.model_mismatch = recordedModelMismatch(stem, j["model_sha256"].get<std::string>());
   c.prompt_ids = j["prompt_ids"].get<std::vector<int32_t>>();
   c.generated_ids = j["generated_ids"].get<std::vector<int32_t>>();
   c.logits = model::readNpy(dir + "cases/" + j["logits_file"].get<std::string>());

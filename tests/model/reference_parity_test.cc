@@ -1,6 +1,6 @@
 // Teacher-forced logits and greedy tokens against llama.cpp's reference cases, at every tp
-// degree the reference set allows. Tolerances are justified in the README of the reference set
-// (../shared/reference/README.md, "What to check"):
+// degree the reference set allows. Tolerances are justified in tests/data/reference/README.md
+// ("What to check"):
 // - F32: within 1e-4 on every row (llama.cpp disagrees with itself by up to 1.8e-5).
 // - Quantized: activations are quantized as llama.cpp does, so rows are bit-close until float
 //   summation-order noise flips one activation rounding; that row and later rows attending to
@@ -35,9 +35,9 @@ std::string paramName(const testing::TestParamInfo<Param>& p) {
 class ReferenceParity : public testing::TestWithParam<Param> {};
 
 TEST_P(ReferenceParity, TeacherForcedLogitsMatchLlamaCpp) {
-  if (sharedDir().empty()) GTEST_SKIP() << "no ../shared/reference";
   const Param& p = GetParam();
   ReferenceCase c = loadCase(p.model + "__" + p.prompt);
+  ASSERT_EQ(c.model_mismatch, "");
   RunOutput out = runModel(c.model_file, p.tp, c.prompt_ids, c.generated_ids,
                            static_cast<int>(c.generated_ids.size()));
   const int64_t rows = c.logits.rows, vocab = c.logits.cols;
@@ -79,9 +79,9 @@ TEST_P(ReferenceParity, TeacherForcedLogitsMatchLlamaCpp) {
 // difference there, which is exactly our free-running difference while the histories agree);
 // past such a step a divergence is legitimate and nothing more is compared.
 TEST_P(ReferenceParity, GreedyIdsMatchLlamaCpp) {
-  if (sharedDir().empty()) GTEST_SKIP() << "no ../shared/reference";
   const Param& p = GetParam();
   ReferenceCase c = loadCase(p.model + "__" + p.prompt);
+  ASSERT_EQ(c.model_mismatch, "");
   const int n = static_cast<int>(c.generated_ids.size());
   RunOutput forced = runModel(c.model_file, p.tp, c.prompt_ids, c.generated_ids, n);
   RunOutput out = runModel(c.model_file, p.tp, c.prompt_ids, {}, n);

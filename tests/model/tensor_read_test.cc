@@ -1,6 +1,6 @@
 // Tensor reads (model/tensor_read.h) without a cluster: every rank's slice is turned back into
 // GGUF bytes, the slices are concatenated as an all-gather would, and the assembled tensor must
-// equal the file's bytes exactly, for every tensor of the shared reference models and of
+// equal the file's bytes exactly, for every tensor of the reference models and of
 // generated models that cover what the reference set does not (K-quants split at tp > 1, F16 /
 // BF16 matrices, tied heads, KV heads replicated for tp).
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@
 #include "model/npy.h"
 #include "model/tensor_read.h"
 #include "model/weights.h"
-#include "tests/model/shared_dir.h"
+#include "tests/model/reference_data.h"
 #include "tools/test_model.h"
 
 namespace tpnode::model {
@@ -70,10 +70,8 @@ int checkModel(const std::string& path, int tp, HeadLayout head = HeadLayout::kA
 }
 
 TEST(TensorReadTest, ReferenceModelsEveryTensorEveryTp) {
-  const std::string shared = testing_support::sharedDir();
-  if (shared.empty()) GTEST_SKIP() << "skipped: ../shared/reference not found";
   int tensors = 0;
-  for (const auto& e : std::filesystem::directory_iterator(shared + "/reference/models")) {
+  for (const auto& e : std::filesystem::directory_iterator(testing_support::referenceModelDir())) {
     if (e.path().extension() != ".gguf") continue;
     for (int tp : {1, 2, 4}) {
       try {

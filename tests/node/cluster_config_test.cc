@@ -84,6 +84,22 @@ TEST(ClusterConfigTest, RefusesBadFiles) {
   expectRefused("nodes: [{host: a, port: 1}\n", {"not valid YAML"});
 }
 
+TEST(ClusterConfigTest, InsecureIsABooleanThatTheFlagOverrides) {
+  auto c = parseClusterConfig(
+      "nodes: [{host: a, port: 1}, {host: b, port: 2}]\n"
+      "cluster: {insecure: true}\n",
+      "x.yaml");
+  ASSERT_TRUE(c.insecure.has_value());
+  Options o;
+  applyClusterConfig(c, {}, o);
+  EXPECT_TRUE(o.insecure);
+  Options flagged;
+  applyClusterConfig(c, {"insecure"}, flagged);  // given on the command line: stays false
+  EXPECT_FALSE(flagged.insecure);
+  expectRefused("nodes: [{host: a, port: 1}]\ncluster: {insecure: maybe}\n",
+                {"cluster.insecure", "true or false"});
+}
+
 TEST(ClusterConfigTest, RefusesNodeIdOutsideTheList) {
   auto c = parseClusterConfig("nodes: [{host: a, port: 1}, {host: b, port: 1}]\n", "x.yaml");
   Options o;

@@ -9,7 +9,7 @@
 
 #include "tests/mesh/free_ports.h"
 #include "tests/mesh/process.h"
-#include "tests/model/shared_dir.h"
+#include "tests/model/reference_data.h"
 #include "tests/support/http_client.h"
 
 namespace tpnode::node {
@@ -21,9 +21,7 @@ using namespace std::chrono_literals;
 class ClusterFaultTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string shared = testing_support::sharedDir();
-    if (shared.empty()) GTEST_SKIP() << "skipped: ../shared/reference not found";
-    model_ = shared + "/reference/models/llama-tiny-q8_0.gguf";
+    model_ = testing_support::referenceModel("llama-tiny-q8_0");
     peers_ = mesh::test::loopbackPeers(2);
     api_port_ = mesh::test::freePort();
   }
@@ -46,7 +44,8 @@ class ClusterFaultTest : public ::testing::Test {
                                   "--ctx-size",
                                   "2048"};
     if (node == 0) a.insert(a.end(), {"--port", std::to_string(api_port_)});
-    return std::make_unique<Process>(a, std::vector<std::string>{},
+    return std::make_unique<Process>(a,
+                                     std::vector<std::string>{mesh::test::testClusterSecretEnv()},
                                      ::testing::TempDir() + "/fault_" + tag + ".log");
   }
 

@@ -19,7 +19,7 @@
 
 #include "tests/mesh/free_ports.h"
 #include "tests/mesh/process.h"
-#include "tests/model/shared_dir.h"
+#include "tests/model/reference_data.h"
 #include "tests/support/cuda_device.h"
 #include "tests/support/read_file.h"
 
@@ -38,7 +38,7 @@ struct Case {
 };
 
 // The environment of every tpnode process here: NCCL bootstraps over loopback only.
-const std::vector<std::string> kEnv = {"NCCL_SOCKET_IFNAME=lo"};
+const std::vector<std::string> kEnv = {"NCCL_SOCKET_IFNAME=lo", mesh::test::testClusterSecretEnv()};
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.model << "/" << c.prompt << " " << c.nodes << "x" << c.tp << " " << c.transport;
@@ -49,9 +49,7 @@ class GpuClusterTest : public ::testing::TestWithParam<Case> {};
 TEST_P(GpuClusterTest, GreedyTokensMatchLlamaCpp) {
   TP_SKIP_WITHOUT_CUDA_DEVICE();
   const Case& c = GetParam();
-  const std::string shared = testing_support::sharedDir();
-  if (shared.empty()) GTEST_SKIP() << "skipped: ../shared/reference not found";
-  const std::string ref = shared + "/reference/";
+  const std::string ref = testing_support::referenceDataDir() + "/";
   auto expected =
       nlohmann::json::parse(readFile(ref + "cases/" + c.model + "__" + c.prompt + ".json"));
   const std::string peers = mesh::test::loopbackPeers(c.nodes);
@@ -60,7 +58,7 @@ TEST_P(GpuClusterTest, GreedyTokensMatchLlamaCpp) {
   std::vector<std::unique_ptr<Process>> procs;
   for (int n = c.nodes - 1; n >= 0; --n) {
     std::vector<std::string> a = {"--model",
-                                  ref + "models/" + c.model + ".gguf",
+                                  testing_support::referenceModel(c.model),
                                   "--node-id",
                                   std::to_string(n),
                                   "--peers",
@@ -117,9 +115,7 @@ TEST_P(GpuClusterTest, GreedyTokensMatchLlamaCpp) {
 // node fails at startup (nonzero exit) with a message naming the flag and the fix.
 TEST(GpuClusterInterTest, ForcedNcclFailsAtStartupNamingTheFlag) {
   TP_SKIP_WITHOUT_CUDA_DEVICE();
-  const std::string shared = testing_support::sharedDir();
-  if (shared.empty()) GTEST_SKIP() << "skipped: ../shared/reference not found";
-  const std::string model = shared + "/reference/models/llama-tiny-f32.gguf";
+  const std::string model = testing_support::referenceModel("llama-tiny-f32");
   const std::string peers = mesh::test::loopbackPeers(2);
   std::vector<std::unique_ptr<Process>> procs;
   for (int n = 1; n >= 0; --n) {

@@ -17,7 +17,7 @@
 #include "tests/mesh/free_ports.h"
 #include "tests/mesh/process.h"
 #include "tests/model/reference_cases.h"
-#include "tests/model/shared_dir.h"
+#include "tests/model/reference_data.h"
 #include "tests/support/http_client.h"
 
 namespace tpnode::node {
@@ -41,7 +41,7 @@ class Cluster {
       a.insert(a.end(), extra.begin(), extra.end());
       if (n == 0) a.insert(a.end(), {"--port", std::to_string(port_)});
       procs_.push_back(std::make_unique<Process>(
-          a, std::vector<std::string>{},
+          a, std::vector<std::string>{mesh::test::testClusterSecretEnv()},
           ::testing::TempDir() + "/inspect_" + tag + "_n" + std::to_string(n) + ".log"));
     }
     std::reverse(procs_.begin(), procs_.end());
@@ -97,7 +97,7 @@ Npy parseNpy(const std::string& b) {
 }
 
 std::string modelPath(const std::string& stem) {
-  return testing_support::sharedDir() + "/reference/models/" + stem + ".gguf";
+  return testing_support::referenceModel(stem);
 }
 
 // Reads every tensor of the file (or those whose index % every == 0) through the API, raw and
@@ -178,12 +178,7 @@ double maxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
   return d;
 }
 
-class InspectionTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (testing_support::sharedDir().empty()) GTEST_SKIP() << "skipped: ../shared not found";
-  }
-};
+class InspectionTest : public ::testing::Test {};
 
 // Every tensor of every reference model that tp can split (F32, Q8_0, Q4_0: quant blocks,
 // interleaved projections, vocab-parallel head; kv1 and qwen2: KV heads replicated for tp,
@@ -356,8 +351,10 @@ TEST_F(InspectionTest, DumpTensorCliWritesTheGatheredTensor) {
                                               "--node-id",   "0"};
     w.insert(w.end(), {"--node-id", "1"});
     d.insert(d.end(), common.begin(), common.end());
-    Process worker(w, {}, ::testing::TempDir() + "/dump_worker.log");
-    Process driver(d, {}, ::testing::TempDir() + "/dump_driver.log");
+    Process worker(w, {mesh::test::testClusterSecretEnv()},
+                   ::testing::TempDir() + "/dump_worker.log");
+    Process driver(d, {mesh::test::testClusterSecretEnv()},
+                   ::testing::TempDir() + "/dump_driver.log");
     ASSERT_EQ(driver.wait(60s), 0) << driver.log();
     ASSERT_EQ(worker.wait(30s), 0) << worker.log();
   }

@@ -3,13 +3,15 @@
 # tensor with GET /v1/tensors/{name} (raw bit-exact, npy exact) on a 2x2 cluster (Q8_0) and a
 # one-rank Q6_K server; the logit-lens example (tools/logit_lens.py) runs against a 1x2 F32
 # server and checks that the last layer's lens reproduces the model's logits.
-# Exit 77 (skipped) when the reference models or numpy/gguf are missing.
+#   tests/node/inspection_python_test.sh MODEL_DIR   (the build's reference-models folder)
+# Exit 77 (skipped) when numpy/gguf are missing.
 set -uo pipefail
+# The nodes started here share a fresh 256-bit cluster secret (docs/security.md).
+export TPNODE_CLUSTER_SECRET=${TPNODE_CLUSTER_SECRET:-$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')}
 BIN=${TPNODE_BIN:?}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-REF=${TPNODE_SHARED_DIR:-$SRC/../shared}/reference/models
-[ -d "$REF" ] || REF=$SRC/../../shared/reference/models  # a git worktree one level deeper
-[ -s "$REF/llama-tiny-q8_0.gguf" ] || { echo "skipped: $REF not found"; exit 77; }
+REF=${1:?usage: inspection_python_test.sh MODEL_DIR}
+[ -s "$REF/llama-tiny-q8_0.gguf" ] || { echo "FAIL: no reference models in $REF (build the target reference_models)"; exit 1; }
 PY="$SRC/tools/venv-python.sh"
 "$PY" -c 'import numpy, gguf' 2>/dev/null || { echo "skipped: numpy/gguf missing"; exit 77; }
 LOG=$(mktemp -d)

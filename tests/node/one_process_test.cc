@@ -42,7 +42,12 @@ std::string joinIds(const std::vector<int32_t>& ids) {
 class LocalModeTest : public testing::Test {
  protected:
   void SetUp() override {
-    if (testing_support::sharedDir().empty()) GTEST_SKIP() << "no ../shared/reference";
+    for (const char* stem : {"llama-tiny-f32", "qwen2-tiny-f32", "llama-tiny-kv1-f32"}) {
+      std::ifstream in(testing_support::referenceDataDir() + "/cases/" + stem + "__word.json");
+      ASSERT_TRUE(in.good()) << stem;
+      const std::string sha = nlohmann::json::parse(in)["model_sha256"];
+      ASSERT_EQ(testing_support::recordedModelMismatch(stem, sha), "");
+    }
   }
 };
 
@@ -63,9 +68,9 @@ TEST_F(LocalModeTest, JsonGreedyIdsMatchLlamaCpp) {
 TEST_F(LocalModeTest, TextPromptMatchesLlamaCpp) {
   for (const char* name : {"llama-tiny-f32__en_sentence", "qwen2-tiny-f32__paragraph"}) {
     auto c = testing_support::loadCase(name);
-    std::ifstream in(testing_support::sharedDir() + "/reference/cases/" + name + ".json");
+    std::ifstream in(testing_support::referenceDataDir() + "/cases/" + name + ".json");
     nlohmann::json ref = nlohmann::json::parse(in);
-    std::string prompt_file = testing_support::sharedDir() + "/reference/prompts/" +
+    std::string prompt_file = testing_support::referenceDataDir() + "/prompts/" +
                               ref["prompt_name"].get<std::string>() + ".txt";
     std::ifstream pf(prompt_file);
     std::string prompt((std::istreambuf_iterator<char>(pf)), std::istreambuf_iterator<char>());

@@ -43,7 +43,8 @@ std::vector<std::string> quick(std::vector<std::string> args) {
 }
 
 std::unique_ptr<Process> start(const std::vector<std::string>& args, const std::string& name) {
-  return std::make_unique<Process>(args, std::vector<std::string>{},
+  return std::make_unique<Process>(args,
+                                   std::vector<std::string>{mesh::test::testClusterSecretEnv()},
                                    ::testing::TempDir() + "/tptopo_" + name + ".log", tptopoBin());
 }
 
@@ -342,7 +343,8 @@ TEST_F(TptopoCluster, TptopoAndTpnodeDoNotMix) {
   peers_ = mesh::test::loopbackPeers(2);
   auto topo = start(
       quick({"--json", "--node-id", "0", "--peers", peers_, "--connect-timeout", "4"}), "mix_topo");
-  Process tpnode({"--node-id", "1", "--peers", peers_, "--connect-timeout", "4"}, {},
+  Process tpnode({"--node-id", "1", "--peers", peers_, "--connect-timeout", "4"},
+                 {mesh::test::testClusterSecretEnv()},
                  ::testing::TempDir() + "/tptopo_mix_tpnode.log");
   const int code = topo->wait(60s);
   json j = reportOf(*topo);
@@ -352,7 +354,7 @@ TEST_F(TptopoCluster, TptopoAndTpnodeDoNotMix) {
   EXPECT_EQ(mesh->at("verdict"), "failed");
   EXPECT_EQ(code, 1);
   // The refusal names the differing fingerprint key.
-  EXPECT_NE(topo->log().find("tool: node 0 has 'tptopo'"), std::string::npos) << topo->log();
+  EXPECT_NE(topo->log().find("node 0 has 'tptopo'"), std::string::npos) << topo->log();
   tpnode.wait(30s);
 }
 
@@ -363,7 +365,7 @@ class TptopoConfig : public ::testing::Test {
     dir_ = ::testing::TempDir() + "/tptopo_config_" + std::to_string(::getpid());
     std::filesystem::create_directories(dir_);
     writeSecret("secret", "s3cret-of-the-cluster");
-    writeSecret("other", "another-secret");
+    writeSecret("other", "another-secret-of-the-cluster");
     std::ofstream yaml(dir_ + "/cluster.yaml");
     yaml << "nodes:\n"
          << "  - {host: 127.0.0.1, port: " << mesh::test::freePort("127.0.0.1") << ", tp: 1}\n"

@@ -22,6 +22,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "mesh/crypto.h"
 #include "mesh/mesh.h"
 
 namespace {
@@ -137,14 +138,14 @@ void runTcp(const Args& a) {
 
 // ---- The mesh: the same exchanges through send/recv. ------------------------------------------
 
-void meshSide(const Args& a, int id, const std::string& peers) {
+void meshSide(const Args& a, int id, const std::string& peers, const std::string& secret) {
   tpnode::mesh::MeshOptions o;
   o.node_id = id;
   o.peers = tpnode::mesh::parsePeerList(peers);
   o.connect_timeout = std::chrono::seconds(20);
   o.sockets_per_peer = a.sockets_per_peer;
   o.spin = std::chrono::microseconds(a.spin_us);
-  o.cluster_secret = "meshbench";
+  o.cluster_secret = secret;  // fresh per run, shared through fork()
   o.fingerprint = tpnode::mesh::computeFingerprint({"peers=" + peers});
   o.fingerprint_text = tpnode::mesh::fingerprintText({"peers=" + peers});
   auto mesh = tpnode::mesh::Mesh::connect(o);
@@ -194,17 +195,19 @@ void meshSide(const Args& a, int id, const std::string& peers) {
 void runMesh(const Args& a) {
   std::string peers = "127.0.0.1:" + std::to_string(freePort("127.0.0.1")) +
                       ",127.0.0.2:" + std::to_string(freePort("127.0.0.2"));
+  std::string secret(32, '\0');
+  tpnode::mesh::randomBytes(std::span(reinterpret_cast<uint8_t*>(secret.data()), secret.size()));
   pid_t child = ::fork();
   if (child == 0) {
     try {
-      meshSide(a, 1, peers);
+      meshSide(a, 1, peers, secret);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "meshbench node 1: %s\n", e.what());
       std::_Exit(1);
     }
     std::_Exit(0);
   }
-  meshSide(a, 0, peers);
+  meshSide(a, 0, peers, secret);
   int status = 0;
   ::waitpid(child, &status, 0);
 }

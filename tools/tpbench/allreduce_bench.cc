@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "mesh/mesh.h"
+#include "mesh/secret.h"
 
 namespace tpnode::tools {
 namespace {
@@ -140,6 +141,8 @@ mesh::MeshOptions meshOptions(const AllReduceBenchOptions& o) {
   m.sockets_per_peer = o.sockets_per_peer;
   m.socket_buffer_bytes = o.socket_buffer_bytes;
   m.spin = std::chrono::microseconds(o.mesh_spin_us);
+  m.cluster_secret = mesh::loadClusterSecret(o.cluster_secret_file);
+  m.insecure = o.insecure;
   std::vector<std::string> items = {"peers=" + o.peers, "tool=tpbench-allreduce",
                                     "tp=" + std::to_string(o.tp)};
   m.fingerprint = mesh::computeFingerprint(items);

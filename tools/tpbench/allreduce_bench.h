@@ -21,8 +21,10 @@ struct AllReduceBenchOptions {
   double connect_timeout_s = 60;
   double liveness_timeout_s = 5;
   int mesh_spin_us = 200;
-  int sockets_per_peer = 2;     // tpnode's default
-  int socket_buffer_bytes = 0;  // 0: the kernel's autotuning
+  int sockets_per_peer = 2;         // tpnode's default
+  int socket_buffer_bytes = 0;      // 0: the kernel's autotuning
+  std::string cluster_secret_file;  // empty: TPNODE_CLUSTER_SECRET (mesh/secret.h)
+  bool insecure = false;            // allow a mesh with no secret
   collectives::CollectiveOptions collectives;
 };
 

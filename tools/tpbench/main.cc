@@ -41,6 +41,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   ar->add_option("--socket-buffer", o.socket_buffer_bytes,
                  "SO_SNDBUF/SO_RCVBUF bytes (0: the kernel's autotuning)");
+  ar->add_option("--cluster-secret-file", o.cluster_secret_file,
+                 "the cluster secret (`tpnode gen-secret FILE`; default: env "
+                 "TPNODE_CLUSTER_SECRET)");
+  ar->add_flag("--insecure", o.insecure, "allow a mesh with neither secret nor TLS");
   ar->add_option("--connect-timeout", o.connect_timeout_s, "seconds");
   ar->add_option("--liveness-timeout", o.liveness_timeout_s, "seconds");
   ar->add_option("--log-level", log_level, "trace .. off");

@@ -101,9 +101,9 @@ class GpuReference : public testing::TestWithParam<Param> {};
 
 TEST_P(GpuReference, LogitsMatchLlamaCppAndTp2MatchesTp1) {
   SKIP_WITHOUT_GPU();
-  if (sharedDir().empty()) GTEST_SKIP() << "no ../shared/reference";
   const Param& p = GetParam();
   ReferenceCase c = loadCase(p.model + "__" + p.prompt);
+  ASSERT_EQ(c.model_mismatch, "");
   const int n = static_cast<int>(c.generated_ids.size());
   RunOutput gpu1 = runGpu(c.model_file, {}, c.prompt_ids, c.generated_ids, n);
   const int64_t rows = c.logits.rows, vocab = c.logits.cols;
@@ -155,9 +155,9 @@ TEST_P(GpuReference, LogitsMatchLlamaCppAndTp2MatchesTp1) {
 
 TEST_P(GpuReference, GreedyIdsMatchLlamaCpp) {
   SKIP_WITHOUT_GPU();
-  if (sharedDir().empty()) GTEST_SKIP() << "no ../shared/reference";
   const Param& p = GetParam();
   ReferenceCase c = loadCase(p.model + "__" + p.prompt);
+  ASSERT_EQ(c.model_mismatch, "");
   const int n = static_cast<int>(c.generated_ids.size());
   RunOutput forced = runGpu(c.model_file, {}, c.prompt_ids, c.generated_ids, n);
   RunOutput free = runGpu(c.model_file, {splits(p.model) ? 2 : 1, "auto"}, c.prompt_ids, {}, n);

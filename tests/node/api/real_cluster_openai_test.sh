@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The openai-client checks (test_openai_client.py) and curl against a real 2-node cluster on
 # loopback (node 0 serving with an API key, node 1 a worker), then 503 while the worker is down.
-# Exit 77 (skipped) when the reference model or the openai package is missing.
+#   real_cluster_openai_test.sh MODEL.gguf    (ctest passes the build's llama-tiny-q8_0.gguf)
+# Exit 77 (skipped) when the openai package is missing.
 set -uo pipefail
+# The nodes started here share a fresh 256-bit cluster secret (docs/security.md).
+export TPNODE_CLUSTER_SECRET=${TPNODE_CLUSTER_SECRET:-$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')}
 BIN=${TPNODE_BIN:?}
 SRC=$(cd "$(dirname "$0")/../../.." && pwd)
-MODEL=${1:-$SRC/../shared/reference/models/llama-tiny-q8_0.gguf}
-[ -s "$MODEL" ] || { echo "skipped: $MODEL not found"; exit 77; }
+MODEL=${1:?usage: real_cluster_openai_test.sh MODEL.gguf}
+[ -s "$MODEL" ] || { echo "FAIL: $MODEL not found (build the target reference_models)"; exit 1; }
 LOG=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$LOG"; }

@@ -12,6 +12,8 @@
 #      exits non-zero naming node 0.
 # Exit 77 (ctest: skipped) when namespaces cannot be created (no root / no CAP_NET_ADMIN).
 set -uo pipefail
+# The nodes started here share a fresh 256-bit cluster secret (docs/security.md).
+export TPNODE_CLUSTER_SECRET=${TPNODE_CLUSTER_SECRET:-$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')}
 BIN=${TPNODE_BIN:?}
 MODEL=${1:?model path}
 NS0=tpns0_$$; NS1=tpns1_$$; V0=tpv0_$$; V1=tpv1_$$

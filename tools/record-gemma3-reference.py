@@ -6,17 +6,20 @@ EOS does not stop), their text, llama.cpp's top-1/top-2 logit gap at each greedy
 top 40 logits of the last prompt position. Written to
 tests/data/gemma3/reference.json by default (kB, not the 262k-wide logit rows).
 
-Route (honest account): llama-cpp-python 0.3.36 from PyPI, whose bindings load a prebuilt
-libllama through LLAMA_CPP_LIB_PATH instead of compiling one:
-    python3 -m venv /tmp/lcp
-    /tmp/lcp/bin/pip install numpy scikit-build-core cmake ninja
-    CMAKE_ARGS="-DLLAMA_BUILD=OFF" /tmp/lcp/bin/pip install --no-build-isolation \\
+Route: llama-cpp-python 0.3.36 from PyPI, whose bindings load a prebuilt libllama through
+LLAMA_CPP_LIB_PATH instead of compiling one:
+    V=$(mktemp -d) && python3 -m venv "$V"
+    "$V/bin/pip" install numpy scikit-build-core cmake ninja
+    CMAKE_ARGS="-DLLAMA_BUILD=OFF" "$V/bin/pip" install --no-build-isolation \\
         llama-cpp-python==0.3.36
-    LLAMA_CPP_LIB_PATH=/work/llama-build/bin /tmp/lcp/bin/python tools/record-reference.py \\
-        --model $(tools/fetch-model.sh)
-/work/llama-build is a CPU build (cmake -DGGML_NATIVE=ON, Release) of the llama.cpp sources
-vendored in that same package (llama_cpp_python-0.3.36/vendor/llama.cpp). A plain
-`pip install llama-cpp-python==0.3.36` (which compiles the same sources) works too.
+    LLAMA_CPP_LIB_PATH=<bin folder of a llama.cpp build> "$V/bin/python" \\
+        tools/record-gemma3-reference.py --model "$(tools/fetch-model.sh)"
+The committed tests/data/gemma3/reference.json was recorded on a CPU build (cmake
+-DGGML_NATIVE=ON, Release) of the llama.cpp sources vendored in that same package
+(llama_cpp_python-0.3.36/vendor/llama.cpp); a plain `pip install llama-cpp-python==0.3.36`
+(which compiles the same sources) works too. The bindings of 0.3.36 match those sources' libllama,
+not necessarily the newer one of tools/llama-cpp.sh (which records tests/data/reference,
+tools/record-reference.sh).
 
 Settings, fixed so reruns are identical: n_ctx 2048, the whole prompt in one batch
 (n_batch = n_ubatch = 2048), F32 K/V cache, no flash attention, full-size SWA cache,
@@ -32,7 +35,7 @@ try:
     import numpy as np
     import llama_cpp
 except ImportError as e:  # scripts skip with 77 when a package is missing (tools/venv-python.sh)
-    print(f"record-reference: {e}; see the header of this script", file=sys.stderr)
+    print(f"record-gemma3-reference: {e}; see the header of this script", file=sys.stderr)
     sys.exit(77)
 
 # (name, text, parse_special). chat_france is the gemma template rendered for

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Records llama.cpp's outputs on the reference models into tests/data/reference/cases (see
+# tests/data/reference/README.md): for every model of tests/data/reference/models.txt (generated
+# into <build>/reference-models by the build) and every prompt of tests/data/reference/prompts,
+# tools/reference/llama_reference.cc -- compiled here against the managed llama.cpp
+# (tools/llama-cpp.sh) -- writes <model>__<prompt>.json and .logits.npy (float32 for the F32
+# models, float16 for the quantized ones).
+#   tools/record-reference.sh [BUILD_DIR]      (default: build, configured already)
+# Env: as tools/llama-cpp.sh (LLAMA_CPP_BIN is not enough here: the headers are needed too).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+REF=tests/data/reference
+LLAMA_BIN=$(tools/llama-cpp.sh)
+LLAMA_SRC=$(tools/llama-cpp.sh --src)
+VERSION=$(tools/llama-cpp.sh --version)
+
+cmake --build "$BUILD" --target reference_models >&2
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+"${CXX:-c++}" -std=c++17 -O2 tools/reference/llama_reference.cc -o "$TMP/llama_reference" \
+  -I"$LLAMA_SRC/include" -I"$LLAMA_SRC/ggml/include" -L"$LLAMA_BIN" -lllama -lggml -lggml-base \
+  -Wl,-rpath,"$LLAMA_BIN"
+
+rm -rf "$REF/cases"
+mkdir -p "$REF/cases"
+grep -v '^#' "$REF/models.txt" | while read -r stem _; do
+  [ -n "$stem" ] || continue
+  model="$BUILD/reference-models/$stem.gguf"
+  sha=$(cut -c1-64 "$model.sha256")
+  f16=(--f16)
+  case "$stem" in *f32*) f16=() ;; esac
+  for prompt in "$REF"/prompts/*.txt; do
+    name=$(basename "$prompt" .txt)
+    echo "[record-reference] $stem / $name" >&2
+    "$TMP/llama_reference" "$model" "$prompt" "$REF/cases/${stem}__$name" --n-gen 32 "${f16[@]}" \
+      --meta "case=${stem}__$name" --meta "model=$stem.gguf" --meta "model_sha256=$sha" \
+      --meta "prompt_name=$name" --meta "llama_cpp=$VERSION, CPU, Release, GGML_NATIVE"
+  done
+done
+du -sh "$REF/cases" >&2
