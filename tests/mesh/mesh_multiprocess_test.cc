@@ -19,8 +19,8 @@ using std::chrono::seconds;
 class MeshProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/tpnode-mesh-XXXXXX";
-    dir_ = ::mkdtemp(pattern);
+    std::string pattern = ::testing::TempDir() + "tpnode-mesh-XXXXXX";
+    dir_ = ::mkdtemp(pattern.data());
   }
   void TearDown() override {
     if (HasFailure()) {
