@@ -35,7 +35,7 @@ grep -v '^#' "$REF/models.txt" | while read -r stem _; do
     echo "[record-reference] $stem / $name" >&2
     "$TMP/llama_reference" "$model" "$prompt" "$REF/cases/${stem}__$name" --n-gen 32 "${f16[@]}" \
       --meta "case=${stem}__$name" --meta "model=$stem.gguf" --meta "model_sha256=$sha" \
-      --meta "prompt_name=$name" --meta "llama_cpp=$VERSION, CPU, Release, GGML_NATIVE"
+      --meta "prompt_name=$name" --meta "llama_cpp=$VERSION, CPU, Release"
   done
 done
 du -sh "$REF/cases" >&2
