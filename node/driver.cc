@@ -48,6 +48,8 @@ Driver::~Driver() {
 }
 
 void Driver::start() {
+  watchdog_ = std::make_unique<StepWatchdog>(std::chrono::milliseconds(
+      static_cast<int64_t>(std::max(0.0, options_.step_timeout_s) * 1e3)));
   loop_thread_ = std::thread([this] { loop(); });
 }
 
@@ -55,6 +57,7 @@ void Driver::shutdown() {
   stop_ = true;
   wake_.notify_all();
   if (loop_thread_.joinable()) loop_thread_.join();
+  watchdog_.reset();
 }
 
 ModelInfo Driver::modelInfo() const {
@@ -249,6 +252,7 @@ bool Driver::formCluster() {
     for (int p = 1; p < nodes; ++p) session->mesh->recv(p, kTagControlAck, ack);
   }
   session_ = std::move(session);
+  if (session_->mesh) watchdog_->watch(session_->mesh.get());
   ready_ = true;
   {
     std::string lines =
@@ -284,6 +288,7 @@ void Driver::teardown(bool reset_workers) {
     encodeStepCommand(cmd, command_bytes_);
     std::byte ack[1];
     for (int p = 1; p < session_->mesh->nodeCount(); ++p) {
+      StepWatchdog::Scope bounded(*watchdog_);  // a peer that does not acknowledge is lost
       try {
         if (!session_->mesh->peerAlive(p)) continue;
         session_->mesh->send(p, kTagControl, command_bytes_);
@@ -294,6 +299,7 @@ void Driver::teardown(bool reset_workers) {
       }
     }
   }
+  watchdog_->watch(nullptr);
   session_->ranks.reset();
   session_->group.reset();
   session_.reset();
@@ -458,6 +464,7 @@ void Driver::runStep() {
   if (step.command.seqs.empty()) return;
 
   auto t0 = Clock::now();
+  StepWatchdog::Scope watched(*watchdog_);
   broadcastCommand(step.command);
   batch_.clear();
   for (const SeqChunk& c : step.command.seqs) {
@@ -471,6 +478,7 @@ void Driver::runStep() {
   model::TapSink sink;
   markTaps(step, sink);
   session_->ranks->run(batch_, logits_, sink.specs.empty() ? nullptr : &sink);
+  watchdog_->end();
   collectTaps(step, sink);
   scheduler_->commit(step);
   ++steps_;

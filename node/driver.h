@@ -9,6 +9,8 @@
 //   in-flight request with finish_reason "error" and the cause, makes ready() false, tells the
 //   surviving workers to re-form (kReset), and re-forms the cluster (waiting for the lost node
 //   to come back) unless options.reform_on_fault is false. Nothing is dropped silently.
+// - Progress: a step, tensor read or reset acknowledgement that peers do not complete within
+//   --step-timeout makes them lost like dead peers (node/step_watchdog.h).
 // - Tensor reads (readTensor) queue like requests; the loop serves at most one between two
 //   steps (kReadTensor to every worker, then RankSet::gatherTensor), so a running batch waits
 //   at most one read per step and its tokens do not change (no KV or sampler state is touched).
@@ -33,6 +35,7 @@
 #include "node/loaded_model.h"
 #include "node/rank_set.h"
 #include "node/scheduler.h"
+#include "node/step_watchdog.h"
 
 namespace tpnode::node {
 
@@ -132,6 +135,8 @@ class Driver final : public Engine {
     std::function<void(TensorReadResult)> done;
   };
   std::deque<PendingRead> reads_;  // GUARDED_BY(mu_)
+
+  std::unique_ptr<StepWatchdog> watchdog_;  // made by start(), before the loop thread
 
   // Loop thread only:
   std::unique_ptr<Session> session_;

@@ -58,6 +58,11 @@ void ApiMetrics::connectionClosed() {
   --open_connections_;
 }
 
+void ApiMetrics::connectionRefused() {
+  std::lock_guard lock(mu_);
+  ++refused_connections_;
+}
+
 void ApiMetrics::generationStarted(int prompt_tokens) {
   std::lock_guard lock(mu_);
   prompt_tokens_ += static_cast<uint64_t>(prompt_tokens);
@@ -122,6 +127,9 @@ std::string ApiMetrics::text() const {
   out += fmt::format("tpnode_api_client_cancels_total {}\n", client_cancels_);
   header(out, "tpnode_api_open_connections", "gauge", "Open HTTP connections");
   out += fmt::format("tpnode_api_open_connections {}\n", open_connections_);
+  header(out, "tpnode_api_refused_connections_total", "counter",
+         "Connections answered 503 at --max-connections (none idle to close)");
+  out += fmt::format("tpnode_api_refused_connections_total {}\n", refused_connections_);
   header(out, "tpnode_api_active_requests", "gauge", "Generations submitted and not finished");
   out += fmt::format("tpnode_api_active_requests {}\n", active_generations_);
   header(out, "tpnode_api_queue_depth", "gauge", "Generations still waiting for their first token");

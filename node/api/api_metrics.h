@@ -36,6 +36,7 @@ class ApiMetrics {
   void requestFinished(const std::string& route, int status, double seconds);
   void connectionOpened();
   void connectionClosed();
+  void connectionRefused();                   // over --max-connections
   void generationStarted(int prompt_tokens);  // submitted to the engine
   void firstToken(double seconds_since_submit);
   void tokensGenerated(int n);
@@ -57,6 +58,7 @@ class ApiMetrics {
   uint64_t generated_tokens_ = 0;
   uint64_t client_cancels_ = 0;
   int64_t open_connections_ = 0;
+  uint64_t refused_connections_ = 0;
   int64_t active_generations_ = 0;
   int64_t waiting_first_token_ = 0;
   // Generated tokens per wall-clock second, ring of the last seconds.

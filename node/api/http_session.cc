@@ -147,11 +147,34 @@ std::optional<ApiError> readFailure(const beast::error_code& ec) {
   return std::nullopt;
 }
 
+// Waits for the first bytes of the next request while the connection is marked idle (it may be
+// closed then to make room under --max-connections). Returns the error (end_of_stream style
+// when the client closed, timeout when it stayed idle for read_timeout_s).
 template <class Stream>
-net::awaitable<void> serveRequests(ServerContext& ctx, Stream& stream) {
+net::awaitable<beast::error_code> awaitNextRequest(Stream& stream, beast::flat_buffer& buffer,
+                                                   ConnectionLimit::Slot& slot,
+                                                   const ApiOptions& options) {
+  beast::error_code ec;
+  if (buffer.size() > 0) co_return ec;  // pipelined bytes already read
+  slot.setIdle(true);
+  lowest(stream).expires_after(millis(options.read_timeout_s));
+  size_t n = co_await stream.async_read_some(buffer.prepare(4096),
+                                             net::redirect_error(net::use_awaitable, ec));
+  buffer.commit(n);
+  slot.setIdle(false);
+  if (ec && n == 0) co_return ec;
+  co_return beast::error_code{};
+}
+
+template <class Stream>
+net::awaitable<void> serveRequests(ServerContext& ctx, Stream& stream,
+                                   ConnectionLimit::Slot& slot) {
   StreamConnection<Stream> conn(stream, ctx.options);
   beast::flat_buffer buffer;
   for (;;) {
+    if (beast::error_code ec = co_await awaitNextRequest(stream, buffer, slot, ctx.options)) {
+      co_return;  // closed, idle too long, or closed to make room: nothing to answer
+    }
     http::request_parser<http::string_body> parser;
     parser.header_limit(static_cast<uint32_t>(ctx.options.max_header_bytes));
     parser.body_limit(ctx.options.max_body_bytes);
@@ -169,9 +192,12 @@ net::awaitable<void> serveRequests(ServerContext& ctx, Stream& stream) {
   }
 }
 
-net::awaitable<void> servePlain(ServerContext& ctx, tcp::socket socket) {
+net::awaitable<void> servePlain(ServerContext& ctx, tcp::socket socket,
+                                std::unique_ptr<ConnectionLimit::Slot> slot_in) {
   beast::tcp_stream stream(std::move(socket));
-  co_await serveRequests(ctx, stream);
+  // Declared after the stream: released before the socket is closed.
+  std::unique_ptr<ConnectionLimit::Slot> slot = std::move(slot_in);
+  co_await serveRequests(ctx, stream, *slot);
   // Lingering close: stop sending, then drain what the client still sends (for a short while),
   // so that closing with unread bytes does not reset the connection before the client has
   // read our last answer (a 4xx sent before its whole request was read).
@@ -187,17 +213,23 @@ net::awaitable<void> servePlain(ServerContext& ctx, tcp::socket socket) {
   }
 }
 
-net::awaitable<void> serveTls(ServerContext& ctx, tcp::socket socket, net::ssl::context& tls) {
+net::awaitable<void> serveTls(ServerContext& ctx, tcp::socket socket,
+                              std::unique_ptr<ConnectionLimit::Slot> slot_in,
+                              net::ssl::context& tls) {
   TlsStream stream(std::move(socket), tls);
+  // Declared after the stream: released before the socket is closed.
+  std::unique_ptr<ConnectionLimit::Slot> slot = std::move(slot_in);
   beast::error_code ec;
   stream.next_layer().expires_after(millis(ctx.options.read_timeout_s));
+  slot->setIdle(true);  // a connection that never finishes its handshake may be closed for room
   co_await stream.async_handshake(net::ssl::stream_base::server,
                                   net::redirect_error(net::use_awaitable, ec));
+  slot->setIdle(false);
   if (ec) {
     spdlog::debug("[api] TLS handshake failed: {}", ec.message());
     co_return;
   }
-  co_await serveRequests(ctx, stream);
+  co_await serveRequests(ctx, stream, *slot);
   stream.next_layer().expires_after(std::chrono::seconds(2));
   co_await stream.async_shutdown(net::redirect_error(net::use_awaitable, ec));
 }
@@ -205,15 +237,16 @@ net::awaitable<void> serveTls(ServerContext& ctx, tcp::socket socket, net::ssl::
 }  // namespace
 
 net::awaitable<void> serveConnection(ServerContext& ctx, tcp::socket socket,
+                                     std::unique_ptr<ConnectionLimit::Slot> slot,
                                      net::ssl::context* tls) {
   ctx.metrics.connectionOpened();
   try {
     beast::error_code ec;
     socket.set_option(tcp::no_delay(true), ec);
     if (tls) {
-      co_await serveTls(ctx, std::move(socket), *tls);
+      co_await serveTls(ctx, std::move(socket), std::move(slot), *tls);
     } else {
-      co_await servePlain(ctx, std::move(socket));
+      co_await servePlain(ctx, std::move(socket), std::move(slot));
     }
   } catch (const std::exception& e) {
     spdlog::warn("[api] connection closed after an unexpected error: {}", e.what());

@@ -82,6 +82,7 @@ class Process {
     return code_;
   }
   void signal(int sig) { ::kill(pid_, sig); }
+  pid_t pid() const { return pid_; }
 
   std::string log() const {
     std::ifstream in(log_path_);
