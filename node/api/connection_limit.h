@@ -5,10 +5,10 @@
 //   every slot is busy with a request (the caller answers 503 and closes), or when connections
 //   it evicted are still closing (`*retry` is set then: the caller waits a moment and asks
 //   again, so a burst of new connections cannot push descriptors past the bound). At the cap it
-//   makes room by evicting the connection that has been idle longest (no request in progress:
-//   waiting for the first byte of its next request, or for a TLS handshake; a new connection is
-//   idle until its coroutine has read the first bytes of a request): its socket is shut down
-//   (shutdown(2) on its descriptor), so its pending read ends and its coroutine closes it.
+//   makes room by evicting the connection that has been idle longest (no request being
+//   handled: it waits for its TLS handshake, for its next request or for the rest of one; a new
+//   connection is idle from the start): its socket is shut down (shutdown(2) on its
+//   descriptor), so its pending read ends and its coroutine closes it.
 // - A Slot belongs to one connection coroutine (its strand): setIdle() marks it evictable or
 //   not; the Slot must be destroyed before the connection's socket is closed, so that an
 //   eviction never touches a descriptor number that was reused.

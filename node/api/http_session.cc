@@ -147,38 +147,20 @@ std::optional<ApiError> readFailure(const beast::error_code& ec) {
   return std::nullopt;
 }
 
-// Waits for the first bytes of the next request while the connection is marked idle (it may be
-// closed then to make room under --max-connections). Returns the error (end_of_stream style
-// when the client closed, timeout when it stayed idle for read_timeout_s).
-template <class Stream>
-net::awaitable<beast::error_code> awaitNextRequest(Stream& stream, beast::flat_buffer& buffer,
-                                                   ConnectionLimit::Slot& slot,
-                                                   const ApiOptions& options) {
-  beast::error_code ec;
-  if (buffer.size() > 0) co_return ec;  // pipelined bytes already read
-  slot.setIdle(true);
-  lowest(stream).expires_after(millis(options.read_timeout_s));
-  size_t n = co_await stream.async_read_some(buffer.prepare(4096),
-                                             net::redirect_error(net::use_awaitable, ec));
-  buffer.commit(n);
-  slot.setIdle(false);
-  if (ec && n == 0) co_return ec;
-  co_return beast::error_code{};
-}
-
 template <class Stream>
 net::awaitable<void> serveRequests(ServerContext& ctx, Stream& stream,
                                    ConnectionLimit::Slot& slot) {
   StreamConnection<Stream> conn(stream, ctx.options);
   beast::flat_buffer buffer;
   for (;;) {
-    if (beast::error_code ec = co_await awaitNextRequest(stream, buffer, slot, ctx.options)) {
-      co_return;  // closed, idle too long, or closed to make room: nothing to answer
-    }
     http::request_parser<http::string_body> parser;
     parser.header_limit(static_cast<uint32_t>(ctx.options.max_header_bytes));
     parser.body_limit(ctx.options.max_body_bytes);
+    // Until a whole request has arrived the connection may be closed to make room under
+    // --max-connections (idle keep-alive connections and slow senders go first, oldest first).
+    slot.setIdle(true);
     beast::error_code ec = co_await readRequest(stream, buffer, parser, ctx.options);
+    slot.setIdle(false);
     if (ec) {
       if (auto failure = readFailure(ec)) {
         ctx.metrics.requestFinished("other", failure->status(), 0);
