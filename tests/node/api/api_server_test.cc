@@ -622,6 +622,25 @@ TEST_F(ApiServerTest, MaxConnectionsClosesIdleOnesThenAnswers503) {
   EXPECT_NE(get("/metrics").body.find("tpnode_api_refused_connections_total 1"), std::string::npos);
 }
 
+// Slow senders (slowloris: a request begun and never finished) are closed for room like idle
+// connections, oldest first, so they cannot hold every connection for the read timeout.
+TEST_F(ApiServerTest, MaxConnectionsClosesSlowSendersForRoom) {
+  ApiOptions o;
+  o.max_connections = 4;
+  start(o);
+  std::vector<std::unique_ptr<RawConnection>> slow;
+  for (int i = 0; i < 4; ++i) {
+    slow.push_back(std::make_unique<RawConnection>(port_));
+    ASSERT_TRUE(slow.back()->send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Le"));
+  }
+  std::this_thread::sleep_for(100ms);
+  for (int i = 0; i < 3; ++i) {
+    HttpReply health = testing::httpRequest(port_, "GET", "/health");
+    EXPECT_EQ(health.status, 200) << health.body;
+  }
+  EXPECT_TRUE(slow[0]->closedByPeer(5000)) << "the oldest slow sender was not closed";
+}
+
 // Activation taps are bounded across connections: beyond --max-tap-requests in flight a tap
 // request gets 429; beyond --max-tap-bytes on its own, 400.
 TEST_F(ApiServerTest, TapsBeyondTheBudgetGet429) {
