@@ -333,8 +333,8 @@ TEST(OpenAiRequestTest, InvalidJsonMessageIsShort) {
 // Found by openai_request_fuzz: a number too large for a double (1e400) made the JSON library
 // throw out_of_range, which escaped as a 500 instead of a 400.
 TEST(OpenAiRequestTest, NumberOverflowIsInvalidJson) {
-  for (const char* body : {R"({"prompt": "hi", "temperature": 1e400})", "161e308.0\t",
-                           R"({"prompt": [1e999]})"}) {
+  for (const char* body :
+       {R"({"prompt": "hi", "temperature": 1e400})", "161e308.0\t", R"({"prompt": [1e999]})"}) {
     try {
       parseOpenAiRequest(Endpoint::kCompletions, body);
       ADD_FAILURE() << "accepted: " << body;
