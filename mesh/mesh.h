@@ -176,6 +176,11 @@ class Mesh {
   // must not call back into the Mesh. Replaces any earlier callback.
   virtual void setEventCallback(std::function<void(const PeerEvent&)> callback) = 0;
   virtual bool peerAlive(int peer) const = 0;
+  // Declares `peer` lost as if its links had failed with `reason` (e.g. it keeps heartbeating
+  // but does not answer a step in time): its links are closed, pending and later operations on
+  // it throw Error(kPeerLost) naming the reason, and the event callback reports kLost once.
+  // Never blocks; from any thread. A peer already lost is left as it is.
+  virtual void failPeer(int peer, const std::string& reason) = 0;
 
   // Measures `rounds` round trips of a 64-byte message with every peer and returns one entry
   // per peer (index = node id; this node's own entry has peer = -1). Collective: every node

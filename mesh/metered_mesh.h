@@ -54,6 +54,7 @@ class MeteredMesh final : public Mesh {
     inner_.setEventCallback(std::move(callback));
   }
   bool peerAlive(int peer) const override { return inner_.peerAlive(peer); }
+  void failPeer(int peer, const std::string& reason) override { inner_.failPeer(peer, reason); }
   std::vector<LinkStats> linkStats(int rounds) override { return inner_.linkStats(rounds); }
   void shutdown() override { inner_.shutdown(); }
 

@@ -231,6 +231,11 @@ bool TcpMesh::peerAlive(int peer) const {
   return true;
 }
 
+void TcpMesh::failPeer(int peer, const std::string& reason) {
+  if (peer < 0 || peer >= node_count_ || peer == node_id_) return;
+  onLinkEvent(peer, PeerEventKind::kLost, reason);
+}
+
 std::vector<LinkStats> TcpMesh::linkStats(int rounds) {
   std::vector<LinkStats> out(static_cast<size_t>(node_count_));
   std::array<std::byte, 64> ping{};

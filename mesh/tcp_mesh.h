@@ -39,6 +39,7 @@ class TcpMesh final : public Mesh, private LinkGroup {
   std::unique_ptr<Request> irecv(int peer, uint32_t tag, std::span<std::byte> out) override;
   void setEventCallback(std::function<void(const PeerEvent&)> callback) override;
   bool peerAlive(int peer) const override;
+  void failPeer(int peer, const std::string& reason) override;
   std::vector<LinkStats> linkStats(int rounds) override;
   void shutdown() override;
 

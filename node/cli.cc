@@ -53,6 +53,13 @@ void addClusterFlags(CLI::App& app, Options& o, std::string& tp_layout) {
   flag("connect-timeout", o.connect_timeout_s, "Seconds to wait for all peers")->group("Cluster");
   flag("liveness-timeout", o.liveness_timeout_s, "Seconds of silence before a peer is lost")
       ->group("Cluster");
+  flag("step-timeout", o.step_timeout_s,
+       "Node 0: seconds a step may take before the peers that did not answer are lost "
+       "(0: no limit)")
+      ->group("Cluster");
+  flag("rejoin-timeout", o.rejoin_timeout_s,
+       "Worker: seconds to try rejoining a lost driver (node 0) before exiting 3")
+      ->group("Cluster");
   flag("sockets-per-peer", o.sockets_per_peer, "Parallel TCP connections per node pair")
       ->group("Cluster");
   flag("mesh-spin-us", o.mesh_spin_us,
@@ -224,6 +231,16 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
       ->group("Serving");
   flag(app, "api-tls-key", o.api_tls_key, "PEM private key for the HTTPS API")->group("Serving");
   flag(app, "api-max-body", o.api_max_body, "Largest accepted request body in bytes")
+      ->group("Serving");
+  flag(app, "max-connections", o.max_connections,
+       "Open API connections at most (0: max(64, 8 x --parallel)); idle ones are closed to make "
+       "room, else 503")
+      ->group("Serving");
+  flag(app, "max-tap-requests", o.max_tap_requests,
+       "Requests with activation taps in flight at once (more get 429)")
+      ->group("Serving");
+  flag(app, "max-tap-bytes", o.max_tap_bytes,
+       "Bytes of activation taps in flight (4 per value; more get 429)")
       ->group("Serving");
 
   flag(app, "log-level", o.log_level, "trace, debug, info, warn, error")->group("Misc");

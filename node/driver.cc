@@ -56,6 +56,8 @@ Driver::~Driver() {
 }
 
 void Driver::start() {
+  watchdog_ = std::make_unique<StepWatchdog>(std::chrono::milliseconds(
+      static_cast<int64_t>(std::max(0.0, options_.step_timeout_s) * 1e3)));
   loop_thread_ = std::thread([this] { loop(); });
 }
 
@@ -66,6 +68,7 @@ void Driver::shutdown() {
   }
   wake_.notify_all();
   if (loop_thread_.joinable()) loop_thread_.join();
+  watchdog_.reset();
 }
 
 ModelInfo Driver::modelInfo() const {
@@ -269,6 +272,7 @@ bool Driver::formCluster() {
   }
   session_ = std::move(session);
   formed_once_ = true;
+  if (session_->mesh) watchdog_->watch(session_->mesh.get());
   ready_ = true;
   metrics_->setRanks(*session_->ranks);
   {
@@ -289,6 +293,7 @@ void Driver::teardown(bool reset_workers) {
     encodeStepCommand(cmd, command_bytes_);
     std::byte ack[1];
     for (int p = 1; p < session_->mesh->nodeCount(); ++p) {
+      StepWatchdog::Scope bounded(*watchdog_);  // a peer that does not acknowledge is lost
       try {
         if (!session_->mesh->peerAlive(p)) continue;
         session_->mesh->send(p, kTagControl, command_bytes_);
@@ -299,6 +304,7 @@ void Driver::teardown(bool reset_workers) {
       }
     }
   }
+  watchdog_->watch(nullptr);
   session_->ranks.reset();
   session_->group.reset();
   session_.reset();
@@ -467,6 +473,7 @@ void Driver::runStep() {
   if (step.command.seqs.empty()) return;
 
   auto t0 = Clock::now();
+  StepWatchdog::Scope watched(*watchdog_);
   broadcastCommand(step.command);
   batch_.clear();
   for (const SeqChunk& c : step.command.seqs) {
@@ -480,6 +487,7 @@ void Driver::runStep() {
   model::TapSink sink;
   markTaps(step, sink);
   session_->ranks->run(batch_, logits_, sink.specs.empty() ? nullptr : &sink);
+  watchdog_->end();
   collectTaps(step, sink);
   scheduler_->commit(step);
   metrics_->steps.Increment();

@@ -16,6 +16,8 @@
 //   port, a node is still missing after --connect-timeout, a shard does not load), the loop
 //   ends at once: ready() stays false, loopDone() turns true and lastError() says why; the
 //   caller reports it and exits. shutdown() during formation ends it quietly.
+// - Progress: a step, tensor read or reset acknowledgement that peers do not complete within
+//   --step-timeout makes them lost like dead peers (node/step_watchdog.h).
 // - Tensor reads (readTensor) queue like requests; the loop serves at most one between two
 //   steps (kReadTensor to every worker, then RankSet::gatherTensor), so a running batch waits
 //   at most one read per step and its tokens do not change (no KV or sampler state is touched).
@@ -41,6 +43,7 @@
 #include "node/loaded_model.h"
 #include "node/rank_set.h"
 #include "node/scheduler.h"
+#include "node/step_watchdog.h"
 
 namespace tpnode::node {
 
@@ -141,6 +144,8 @@ class Driver final : public Engine {
     std::function<void(TensorReadResult)> done;
   };
   std::deque<PendingRead> reads_;  // GUARDED_BY(mu_)
+
+  std::unique_ptr<StepWatchdog> watchdog_;  // made by start(), before the loop thread
 
   // Loop thread only:
   std::unique_ptr<Session> session_;

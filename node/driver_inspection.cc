@@ -142,6 +142,7 @@ void Driver::serveTensorRead() {
   cmd.tensor = static_cast<uint32_t>(read.index);
   const auto t0 = Clock::now();
   try {
+    StepWatchdog::Scope watched(*watchdog_);
     // Replicated tensors pass through (node 0's copy): no collective, workers not involved.
     if (shard.kind != model::ShardKind::kReplicate) broadcastCommand(cmd);
     res.raw = session_->ranks->gatherTensor(shard);

@@ -26,6 +26,10 @@ struct Options {
   std::string cuda_graphs = "on";        // on | off: CUDA graphs for decode steps
   double connect_timeout_s = 120;
   double liveness_timeout_s = 5;
+  // A step that the peers do not complete within this many seconds makes them lost (0: off).
+  double step_timeout_s = 300;
+  // A worker whose driver was lost tries this many seconds to rejoin it, then exits 3.
+  double rejoin_timeout_s = 10;
   // 2: the ring gives each direction of a pair its own socket (collectives/allreduce_ring.cc)
   int sockets_per_peer = 2;
   int mesh_spin_us = 200;  // a mesh receive yield-spins this long before sleeping in recv/poll
@@ -61,7 +65,10 @@ struct Options {
   std::string alias;                  // the served model id (default: a slug of the file name)
   // API over HTTPS (node/api/): both or neither.
   std::string api_tls_cert, api_tls_key;
-  size_t api_max_body = 1 << 20;  // bytes; larger request bodies get 413
+  size_t api_max_body = 1 << 20;               // bytes; larger request bodies get 413
+  int max_connections = 0;                     // open API connections; 0: max(64, 8 x --parallel)
+  int max_tap_requests = 4;                    // requests with activation taps in flight
+  uint64_t max_tap_bytes = uint64_t{1} << 28;  // tap values in flight (4 bytes each)
   // `tpnode dump-tensor NAME` (node 0): read one tensor from the cluster, write it, exit.
   bool dump_tensor = false;
   std::string dump_tensor_name;     // empty with --list

@@ -1,5 +1,11 @@
 #include "node/worker.h"
 
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
 #include <spdlog/spdlog.h>
 
 #include "collectives/hierarchical.h"
@@ -30,8 +36,27 @@ size_t commandBufferBytes(const StepLimits& limits) {
   return 32 + 20 * (size_t{limits.max_slot} + 1) + 4 * size_t{limits.max_tokens};
 }
 
+// TPNODE_TEST_STALL_AT_STEP (worker.h): the step number to stall at, 0 for none.
+uint64_t stallAtStep() {
+  const char* v = std::getenv("TPNODE_TEST_STALL_AT_STEP");
+  if (v == nullptr || *v == '\0') return 0;
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(v, &end, 10);
+  return (end != nullptr && *end == '\0') ? n : 0;
+}
+
+// Test-only: stays silent (the mesh keeps heartbeating) until the driver drops this node.
+void stallUntilDropped(mesh::Mesh& mesh, uint64_t step) {
+  spdlog::warn("[worker] TPNODE_TEST_STALL_AT_STEP: stalling at step {} (test fault injection)",
+               step);
+  while (mesh.peerAlive(0)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+std::atomic<uint64_t> g_steps_received{0};
+
 // Serves one formed cluster until the driver says shutdown or reset. Throws on a fault.
 Outcome serve(mesh::Mesh& mesh, RankSet& ranks, const Options& o, const LoadedModel& m) {
+  static const uint64_t stall_at = stallAtStep();
   const StepLimits limits = stepLimits(o, m);
   std::vector<std::byte> buffer(commandBufferBytes(limits));
   std::vector<model::BatchToken> batch;
@@ -51,6 +76,9 @@ Outcome serve(mesh::Mesh& mesh, RankSet& ranks, const Options& o, const LoadedMo
     if (cmd.kind == StepKind::kReadTensor) {  // node 0 keeps the result; ours is dropped
       ranks.gatherTensor(m.plan.shards[cmd.tensor], /*assemble=*/false);
       continue;
+    }
+    if (const uint64_t step = ++g_steps_received; stall_at != 0 && step == stall_at) {
+      stallUntilDropped(mesh, step);
     }
     batch.clear();
     for (const SeqChunk& c : cmd.seqs) {
@@ -91,10 +119,29 @@ int runWorker(const Options& o, const LoadedModel& m, const Placement& placement
   ro.local_transport = o.local_transport;
   ro.inter_transport = o.inter_transport;
   ro.cuda_graphs = o.cuda_graphs != "off" && o.cuda_graphs != "0";
+  bool rejoining = false;  // the driver was lost: connect() waits --rejoin-timeout for it
   for (;;) {
-    std::unique_ptr<mesh::Mesh> mesh = mesh::Mesh::connect(makeMeshOptions(o, m.identity));
+    mesh::MeshOptions mo = makeMeshOptions(o, m.identity);
+    if (rejoining) {
+      mo.connect_timeout =
+          std::chrono::milliseconds(static_cast<int64_t>(std::max(0.0, o.rejoin_timeout_s) * 1e3));
+    }
+    std::unique_ptr<mesh::Mesh> mesh;
+    try {
+      mesh = mesh::Mesh::connect(mo);
+    } catch (const Error& e) {
+      if (!rejoining) throw;
+      spdlog::error(
+          "[worker] the driver (node 0) was lost and did not come back within --rejoin-timeout "
+          "{} s ({}); exiting",
+          o.rejoin_timeout_s, e.what());
+      return 3;
+    }
+    if (rejoining) spdlog::info("[worker] node {} rejoined the driver (node 0)", o.node_id);
+    rejoining = false;
     auto group = collectives::NodeGroup::create(mesh.get(), o.tp, collectiveOptionsFor(o), nullptr);
     Outcome outcome = Outcome::kReform;
+    std::string driver_lost;  // non-empty: why the driver is gone
     try {
       RankSet ranks(*m.file, m.config, m.plan, group, ro);
       const std::byte loaded[1] = {std::byte{1}};
@@ -104,18 +151,26 @@ int runWorker(const Options& o, const LoadedModel& m, const Placement& placement
       outcome = serve(*mesh, ranks, o, m);
     } catch (const Error& e) {
       if (!mesh->peerAlive(0)) {
-        spdlog::error("[worker] the driver (node 0) was lost: {}; exiting", e.what());
-        return 3;
-      }
-      spdlog::warn("[worker] cluster fault: {}; waiting for the driver to re-form", e.what());
-      try {
-        outcome = awaitDriver(*mesh, stepLimits(o, m));
-      } catch (const Error& e2) {
-        spdlog::error("[worker] the driver (node 0) was lost: {}; exiting", e2.what());
-        return 3;
+        driver_lost = e.what();
+      } else {
+        spdlog::warn("[worker] cluster fault: {}; waiting for the driver to re-form", e.what());
+        try {
+          outcome = awaitDriver(*mesh, stepLimits(o, m));
+        } catch (const Error& e2) {
+          driver_lost = e2.what();
+        }
       }
     }
     group.reset();
+    if (!driver_lost.empty()) {
+      spdlog::warn(
+          "[worker] the driver (node 0) was lost: {}; trying to rejoin it for up to {} s "
+          "(--rejoin-timeout)",
+          driver_lost, o.rejoin_timeout_s);
+      mesh->shutdown();
+      rejoining = true;
+      continue;
+    }
     if (outcome == Outcome::kShutdown) {
       spdlog::info("[worker] node {}: shutdown by the driver", o.node_id);
       mesh->shutdown();

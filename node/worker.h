@@ -2,8 +2,15 @@
 // whatever StepCommand the driver sends, until kShutdown (exit 0). It never samples.
 //
 // Faults: if another worker is lost, the worker waits for the driver's kReset and re-forms the
-// cluster with it. If the driver (node 0) is lost, the worker exits non-zero with a message
-// naming it (the cluster cannot go on without its driver).
+// cluster with it. If the driver (node 0) is lost (it died, or declared this node lost: e.g.
+// this process was paused past the liveness timeout, or a step did not finish within the
+// driver's --step-timeout), the worker tries to rejoin it for --rejoin-timeout seconds, then
+// exits 3 with a message naming it (the cluster cannot go on without its driver).
+//
+// Test-only fault injection: TPNODE_TEST_STALL_AT_STEP=N makes the worker, at the N-th step
+// command it receives (counted from 1 over the whole process), stop answering while its mesh
+// stays alive (heartbeats go on) until the driver drops it; then it goes on as after any
+// fault. It exists for the tests of --step-timeout; never set it in production.
 #pragma once
 
 #include "node/loaded_model.h"

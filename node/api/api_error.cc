@@ -1,5 +1,7 @@
 #include "node/api/api_error.h"
 
+#include <fmt/format.h>
+
 namespace tpnode::node::api {
 
 nlohmann::json ApiError::body() const {
@@ -31,6 +33,14 @@ ApiError fromEngineError(const Error& e) {
 }
 
 std::string describeValue(const nlohmann::json& value) {
+  if (value.is_array()) {
+    return value.size() == 1 ? "an array of 1 item"
+                             : fmt::format("an array of {} items", value.size());
+  }
+  if (value.is_object()) {
+    return value.size() == 1 ? "an object with 1 key"
+                             : fmt::format("an object with {} keys", value.size());
+  }
   std::string text = dumpJson(value);
   constexpr size_t kMax = 80;
   if (text.size() > kMax) text = text.substr(0, kMax) + "...";

@@ -40,7 +40,8 @@ class ApiError : public std::runtime_error {
 // kPeerLost / kAborted / kTimeout / kResource -> 503, anything else -> 500.
 ApiError fromEngineError(const Error& e);
 
-// A JSON value shortened for an error message (at most ~80 characters).
+// A JSON value for an error message: a scalar as JSON text (at most ~80 characters), an array
+// or object only by its type and size ("an array of 3 items"), never its contents.
 std::string describeValue(const nlohmann::json& value);
 
 // JSON text that is always valid UTF-8 (invalid bytes become U+FFFD).

@@ -45,6 +45,9 @@ ApiMetrics::ApiMetrics()
       client_cancels_(counter(*registry_, "tpnode_api_client_cancels_total",
                               "Generations cancelled because the client went away")),
       open_connections_(gauge(*registry_, "tpnode_api_open_connections", "Open HTTP connections")),
+      refused_connections_(
+          counter(*registry_, "tpnode_api_refused_connections_total",
+                  "Connections answered 503 at --max-connections (none idle to close)")),
       active_generations_(gauge(*registry_, "tpnode_api_active_requests",
                                 "Generations submitted and not finished")),
       waiting_first_token_(gauge(*registry_, "tpnode_api_queue_depth",
@@ -63,6 +66,10 @@ void ApiMetrics::connectionOpened() {
 
 void ApiMetrics::connectionClosed() {
   open_connections_.Decrement();
+}
+
+void ApiMetrics::connectionRefused() {
+  refused_connections_.Increment();
 }
 
 void ApiMetrics::generationStarted(int prompt_tokens) {

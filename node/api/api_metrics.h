@@ -31,6 +31,7 @@ class ApiMetrics {
   void requestFinished(const std::string& route, int status, double seconds);
   void connectionOpened();
   void connectionClosed();
+  void connectionRefused();                   // over --max-connections
   void generationStarted(int prompt_tokens);  // submitted to the engine
   void firstToken(double seconds_since_submit);
   void tokensGenerated(int n);
@@ -52,6 +53,7 @@ class ApiMetrics {
   prometheus::Counter& generated_tokens_;
   prometheus::Counter& client_cancels_;
   prometheus::Gauge& open_connections_;
+  prometheus::Counter& refused_connections_;
   prometheus::Gauge& active_generations_;
   prometheus::Gauge& waiting_first_token_;
   prometheus::Gauge& tokens_per_second_;

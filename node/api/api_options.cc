@@ -1,6 +1,9 @@
 #include "node/api/api_options.h"
 
+#include <algorithm>
 #include <fstream>
+
+#include <boost/asio/ip/address.hpp>
 
 #include "common/error.h"
 
@@ -50,6 +53,17 @@ RequestDefaults requestDefaultsFrom(const Options& o) {
   return d;
 }
 
+bool exposedWithoutKey(const ApiOptions& o) {
+  if (!o.api_keys.empty() || o.host == "localhost") return false;
+  boost::system::error_code ec;
+  auto address = boost::asio::ip::make_address(o.host, ec);
+  return ec || !address.is_loopback();
+}
+
+size_t defaultMaxConnections(int slots) {
+  return std::max<size_t>(64, 8 * static_cast<size_t>(std::max(1, slots)));
+}
+
 ApiOptions apiOptionsFrom(const Options& o) {
   ApiOptions a;
   a.host = o.host;
@@ -75,6 +89,18 @@ ApiOptions apiOptionsFrom(const Options& o) {
   }
   a.max_body_bytes = o.api_max_body;
   a.defaults = requestDefaultsFrom(o);
+  if (o.max_connections < 0 || o.max_connections > 1'000'000) {
+    fail(ErrorCode::kInvalidArgument, "--max-connections {} must be in 1..1000000 (0: default)",
+         o.max_connections);
+  }
+  a.max_connections = o.max_connections > 0 ? static_cast<size_t>(o.max_connections)
+                                            : defaultMaxConnections(o.parallel);
+  if (o.max_tap_requests < 0) {
+    fail(ErrorCode::kInvalidArgument, "--max-tap-requests {} must be >= 0 (0: taps refused)",
+         o.max_tap_requests);
+  }
+  a.max_tap_requests = o.max_tap_requests;
+  a.max_tap_bytes = o.max_tap_bytes;
   return a;
 }
 

@@ -36,15 +36,29 @@ struct ApiOptions {
   std::string tls_key_file;
   bool serve_ui = true;  // the chat page at /
   RequestDefaults defaults;
+  // Open connections at most; at the cap the connection idle longest is closed to make room,
+  // and a new connection is answered 503 when none is idle (apiOptionsFrom: --max-connections,
+  // default defaultMaxConnections(--parallel)).
+  size_t max_connections = 64;
+  int max_tap_requests = 4;                    // requests with taps in flight at once (else 429)
+  uint64_t max_tap_bytes = uint64_t{1} << 28;  // tap values in flight, 4 bytes each (else 429)
 };
+
+// True when the API would listen on a non-loopback address (or one that is not an IP address)
+// without an API key: ApiServer::start() logs a warning then (docs/security.md).
+bool exposedWithoutKey(const ApiOptions& options);
+
+// The default --max-connections for `slots` sequence slots (--parallel): max(64, 8 x slots).
+size_t defaultMaxConnections(int slots);
 
 // Reads one key per line (blank lines and lines starting with '#' ignored; surrounding
 // whitespace trimmed). Throws Error(kInvalidArgument) when the file cannot be read or holds no
 // key.
 std::vector<std::string> loadApiKeys(const std::string& path);
 
-// From --host/--port/--api-key/--api-key-file/--api-tls-cert/--api-tls-key/--api-max-body,
-// and the request defaults from the sampling flags the command line gave (Options::given).
+// From --host/--port/--api-key/--api-key-file/--api-tls-cert/--api-tls-key/--api-max-body/
+// --max-connections/--max-tap-requests/--max-tap-bytes, and the request defaults from the
+// sampling flags the command line gave (Options::given).
 ApiOptions apiOptionsFrom(const Options& options);
 // The RequestDefaults part; Error(kInvalidArgument) for a value the API would refuse.
 RequestDefaults requestDefaultsFrom(const Options& options);

@@ -1,6 +1,8 @@
 #include "node/api/api_server.h"
 
+#include <chrono>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -44,6 +46,9 @@ struct ApiServer::Impl {
   net::awaitable<void> acceptLoop();
   LogLimiter accept_log;
   void loadTls();
+  // A connection over --max-connections with none idle to close: 503 (plain HTTP) and close.
+  void refuse(tcp::socket& socket);
+  void warnIfExposed() const;
 
   // Declared first: destroyed after the io_context (connection frames refer to them).
   ServerContext ctx;
@@ -53,7 +58,50 @@ struct ApiServer::Impl {
   std::vector<std::thread> threads;
   uint16_t port = 0;
   bool started = false;
+  std::chrono::steady_clock::time_point last_refusal_log{};  // accept loop only
+  uint64_t refusals = 0, refusals_logged = 0;                // accept loop only
 };
+
+void ApiServer::Impl::refuse(tcp::socket& socket) {
+  ctx.metrics.connectionRefused();
+  ++refusals;
+  boost::system::error_code ec;
+  if (!tls) {
+    static const std::string kAnswer = [] {
+      const std::string body =
+          R"({"error":{"message":"the server has too many open connections (--max-connections); )"
+          R"(retry later","type":"service_unavailable","param":null,"code":"too_many_connections"}})";
+      return "HTTP/1.1 503 Service Unavailable\r\nServer: tpnode\r\nContent-Type: "
+             "application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " +
+             std::to_string(body.size()) + "\r\n\r\n" + body;
+    }();
+    socket.non_blocking(true, ec);
+    if (!ec) socket.send(net::buffer(kAnswer), 0, ec);
+    socket.shutdown(tcp::socket::shutdown_both, ec);
+  }
+  socket.close(ec);
+  // Once per interval, with counts (a flood must not flood the log).
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_refusal_log > std::chrono::seconds(10)) {
+    const uint64_t refused = refusals;
+    spdlog::warn(
+        "[api] --max-connections {} reached with every connection busy: {} connection(s) "
+        "refused with 503 since the last report ({} in all, {} idle ones closed to make room)",
+        ctx.connections.max(), refused - refusals_logged, refused, ctx.connections.evicted());
+    refusals_logged = refused;
+    last_refusal_log = now;
+  }
+}
+
+void ApiServer::Impl::warnIfExposed() const {
+  const ApiOptions& o = ctx.options;
+  if (!exposedWithoutKey(o)) return;
+  spdlog::warn(
+      "[api] listening on {} (not loopback) without an API key: anyone who can reach port {} can "
+      "generate, read tensors and use the server's resources; give --api-key-file (docs/"
+      "security.md)",
+      o.host, port);
+}
 
 void ApiServer::Impl::loadTls() {
   const ApiOptions& o = ctx.options;
@@ -86,8 +134,22 @@ net::awaitable<void> ApiServer::Impl::acceptLoop() {
       co_await pause.async_wait(net::redirect_error(net::use_awaitable, ec));
       continue;
     }
+    bool retry = false;
+    std::unique_ptr<ConnectionLimit::Slot> slot =
+        ctx.connections.admit(socket.native_handle(), &retry);
+    // Connections closed to make room are still closing: give them a moment (bounded).
+    for (int i = 0; !slot && retry && i < 200; ++i) {
+      net::steady_timer pause(co_await net::this_coro::executor, std::chrono::milliseconds(1));
+      co_await pause.async_wait(net::redirect_error(net::use_awaitable, ec));
+      slot = ctx.connections.admit(socket.native_handle(), &retry);
+    }
+    if (!slot) {
+      refuse(socket);
+      continue;
+    }
     auto executor = socket.get_executor();
-    net::co_spawn(executor, serveConnection(ctx, std::move(socket), tls ? &*tls : nullptr),
+    net::co_spawn(executor,
+                  serveConnection(ctx, std::move(socket), std::move(slot), tls ? &*tls : nullptr),
                   net::detached);
   }
 }
@@ -131,9 +193,10 @@ void ApiServer::start() {
     });
   }
   m.started = true;
-  spdlog::info("[api] listening on {}://{}:{} ({} I/O threads{})", m.tls ? "https" : "http", o.host,
-               m.port, std::max(1, o.io_threads),
-               o.api_keys.empty() ? ", no API key" : ", API keys");
+  m.warnIfExposed();
+  spdlog::info("[api] listening on {}://{}:{} ({} I/O threads, at most {} connections{})",
+               m.tls ? "https" : "http", o.host, m.port, std::max(1, o.io_threads),
+               o.max_connections, o.api_keys.empty() ? ", no API key" : ", API keys");
 }
 
 void ApiServer::stop() {

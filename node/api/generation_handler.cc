@@ -184,6 +184,11 @@ net::awaitable<GenerationResult> handleGeneration(ServerContext& ctx, Connection
   ModelInfo model = ctx.engine.modelInfo();
   GenerationRequest gen = prepareGeneration(req, ctx.engine, model, ctx.options.defaults);
   const int prompt_tokens = static_cast<int>(gen.prompt_ids.size());
+  // Held until the answer is written: the taps' values live until then.
+  std::unique_ptr<TapBudget::Lease> tap_lease;
+  if (!gen.taps.empty()) {
+    tap_lease = ctx.taps.acquire(4 * tapValueCount(gen.taps, prompt_tokens, model));
+  }
 
   auto events = std::make_shared<GenerationEvents>(co_await net::this_coro::executor);
   uint64_t id = 0;

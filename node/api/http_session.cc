@@ -148,14 +148,19 @@ std::optional<ApiError> readFailure(const beast::error_code& ec) {
 }
 
 template <class Stream>
-net::awaitable<void> serveRequests(ServerContext& ctx, Stream& stream) {
+net::awaitable<void> serveRequests(ServerContext& ctx, Stream& stream,
+                                   ConnectionLimit::Slot& slot) {
   StreamConnection<Stream> conn(stream, ctx.options);
   beast::flat_buffer buffer;
   for (;;) {
     http::request_parser<http::string_body> parser;
     parser.header_limit(static_cast<uint32_t>(ctx.options.max_header_bytes));
     parser.body_limit(ctx.options.max_body_bytes);
+    // Until a whole request has arrived the connection may be closed to make room under
+    // --max-connections (idle keep-alive connections and slow senders go first, oldest first).
+    slot.setIdle(true);
     beast::error_code ec = co_await readRequest(stream, buffer, parser, ctx.options);
+    slot.setIdle(false);
     if (ec) {
       if (auto failure = readFailure(ec)) {
         ctx.metrics.requestFinished("other", failure->status(), 0);
@@ -169,9 +174,12 @@ net::awaitable<void> serveRequests(ServerContext& ctx, Stream& stream) {
   }
 }
 
-net::awaitable<void> servePlain(ServerContext& ctx, tcp::socket socket) {
+net::awaitable<void> servePlain(ServerContext& ctx, tcp::socket socket,
+                                std::unique_ptr<ConnectionLimit::Slot> slot_in) {
   beast::tcp_stream stream(std::move(socket));
-  co_await serveRequests(ctx, stream);
+  // Declared after the stream: released before the socket is closed.
+  std::unique_ptr<ConnectionLimit::Slot> slot = std::move(slot_in);
+  co_await serveRequests(ctx, stream, *slot);
   // Lingering close: stop sending, then drain what the client still sends (for a short while),
   // so that closing with unread bytes does not reset the connection before the client has
   // read our last answer (a 4xx sent before its whole request was read).
@@ -187,17 +195,23 @@ net::awaitable<void> servePlain(ServerContext& ctx, tcp::socket socket) {
   }
 }
 
-net::awaitable<void> serveTls(ServerContext& ctx, tcp::socket socket, net::ssl::context& tls) {
+net::awaitable<void> serveTls(ServerContext& ctx, tcp::socket socket,
+                              std::unique_ptr<ConnectionLimit::Slot> slot_in,
+                              net::ssl::context& tls) {
   TlsStream stream(std::move(socket), tls);
+  // Declared after the stream: released before the socket is closed.
+  std::unique_ptr<ConnectionLimit::Slot> slot = std::move(slot_in);
   beast::error_code ec;
   stream.next_layer().expires_after(millis(ctx.options.read_timeout_s));
+  slot->setIdle(true);  // a connection that never finishes its handshake may be closed for room
   co_await stream.async_handshake(net::ssl::stream_base::server,
                                   net::redirect_error(net::use_awaitable, ec));
+  slot->setIdle(false);
   if (ec) {
     spdlog::debug("[api] TLS handshake failed: {}", ec.message());
     co_return;
   }
-  co_await serveRequests(ctx, stream);
+  co_await serveRequests(ctx, stream, *slot);
   stream.next_layer().expires_after(std::chrono::seconds(2));
   co_await stream.async_shutdown(net::redirect_error(net::use_awaitable, ec));
 }
@@ -205,15 +219,16 @@ net::awaitable<void> serveTls(ServerContext& ctx, tcp::socket socket, net::ssl::
 }  // namespace
 
 net::awaitable<void> serveConnection(ServerContext& ctx, tcp::socket socket,
+                                     std::unique_ptr<ConnectionLimit::Slot> slot,
                                      net::ssl::context* tls) {
   ctx.metrics.connectionOpened();
   try {
     beast::error_code ec;
     socket.set_option(tcp::no_delay(true), ec);
     if (tls) {
-      co_await serveTls(ctx, std::move(socket), *tls);
+      co_await serveTls(ctx, std::move(socket), std::move(slot), *tls);
     } else {
-      co_await servePlain(ctx, std::move(socket));
+      co_await servePlain(ctx, std::move(socket), std::move(slot));
     }
   } catch (const std::exception& e) {
     spdlog::warn("[api] connection closed after an unexpected error: {}", e.what());

@@ -6,6 +6,8 @@
 // must outlive the coroutine (ApiServer owns it, and destroys its io_context first).
 #pragma once
 
+#include <memory>
+
 #include <boost/asio/ssl.hpp>
 
 #include "node/api/http_types.h"
@@ -13,7 +15,10 @@
 
 namespace tpnode::node::api {
 
+// `slot` is the connection's place under --max-connections (ConnectionLimit); it is released
+// before the socket is closed.
 net::awaitable<void> serveConnection(ServerContext& ctx, tcp::socket socket,
+                                     std::unique_ptr<ConnectionLimit::Slot> slot,
                                      net::ssl::context* tls);
 
 }  // namespace tpnode::node::api

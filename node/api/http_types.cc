@@ -19,6 +19,7 @@ Response jsonResponse(int status, const nlohmann::json& body, bool keep_alive) {
 Response errorResponse(const ApiError& error, bool keep_alive) {
   Response res = jsonResponse(error.status(), error.body(), keep_alive);
   if (error.status() == 401) res.set(http::field::www_authenticate, "Bearer");
+  if (error.status() == 429 || error.status() == 503) res.set(http::field::retry_after, "1");
   return res;
 }
 

@@ -276,13 +276,50 @@ void parseTaps(const json& body, OpenAiRequest& r) {
 
 }  // namespace
 
+int jsonNestingDepth(std::string_view text, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) return limit + 1;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 OpenAiRequest parseOpenAiRequest(Endpoint endpoint, const std::string& body_text,
                                  const RequestDefaults& defaults) {
+  if (jsonNestingDepth(body_text, kMaxJsonDepth) > kMaxJsonDepth) {
+    throw ApiError(400,
+                   fmt::format("the request body nests arrays and objects deeper than {} levels",
+                               kMaxJsonDepth),
+                   "invalid_request_error", "", "json_too_deep");
+  }
   json body;
   try {
     body = json::parse(body_text);
-  } catch (const json::parse_error& e) {
-    throw ApiError(400, fmt::format("the request body is not valid JSON: {}", e.what()),
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for 1e400
+    // The library's message quotes the offending token (control characters spelled out as
+    // <U+000A>): shortened, so that an answer never echoes much of the body.
+    std::string detail = e.what();
+    constexpr size_t kMaxDetail = 200;
+    if (detail.size() > kMaxDetail) detail = detail.substr(0, kMaxDetail) + "...";
+    throw ApiError(400, fmt::format("the request body is not valid JSON: {}", detail),
                    "invalid_request_error", "", "invalid_json");
   }
   if (!body.is_object()) {
@@ -319,13 +356,24 @@ OpenAiRequest parseOpenAiRequest(Endpoint endpoint, const std::string& body_text
   return r;
 }
 
+uint64_t tapValueCount(const std::vector<model::TapSpec>& taps, int64_t n_prompt,
+                       const ModelInfo& model) {
+  uint64_t values = 0;
+  for (const model::TapSpec& t : taps) {
+    values +=
+        static_cast<uint64_t>(std::max<int64_t>(0, n_prompt)) *
+        static_cast<uint64_t>(t.point == model::TapPoint::kLogits ? model.n_vocab : model.n_embd);
+  }
+  return values;
+}
+
 GenerationRequest prepareGeneration(const OpenAiRequest& r, const Engine& engine,
                                     const ModelInfo& model, const RequestDefaults& defaults) {
   if (!r.model.empty() && r.model != model.id) {
-    throw ApiError(
-        404,
-        fmt::format("The model `{}` does not exist; this server serves `{}`.", r.model, model.id),
-        "invalid_request_error", "model", "model_not_found");
+    throw ApiError(404,
+                   fmt::format("The model {} does not exist; this server serves `{}`.",
+                               describeValue(json(r.model)), model.id),
+                   "invalid_request_error", "model", "model_not_found");
   }
   GenerationRequest g;
   const char* prompt_field = r.endpoint == Endpoint::kChat ? "messages" : "prompt";
@@ -375,7 +423,6 @@ GenerationRequest prepareGeneration(const OpenAiRequest& r, const Engine& engine
   g.top_logprobs = r.top_logprobs;
   g.logprobs = r.logprobs || r.top_logprobs > 0;
   g.ignore_eos = r.ignore_eos;
-  uint64_t tap_floats = 0;
   for (size_t i = 0; i < r.taps.size(); ++i) {
     const model::TapSpec& t = r.taps[i];
     if (t.point != model::TapPoint::kLogits && t.layer >= model.n_layer) {
@@ -383,10 +430,8 @@ GenerationRequest prepareGeneration(const OpenAiRequest& r, const Engine& engine
                  fmt::format("'taps[{}].layer' must be in [0, {}], got {}", i, model.n_layer - 1,
                              t.layer));
     }
-    tap_floats +=
-        static_cast<uint64_t>(n_prompt) *
-        static_cast<uint64_t>(t.point == model::TapPoint::kLogits ? model.n_vocab : model.n_embd);
   }
+  const uint64_t tap_floats = tapValueCount(r.taps, n_prompt, model);
   const uint64_t cap = r.taps_base64 ? kMaxTapFloatsBase64 : kMaxTapFloats;
   if (tap_floats > cap) {
     badRequest("taps", fmt::format("the taps ask for {} values ({} prompt tokens); at most {} "

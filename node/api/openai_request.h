@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "node/api/api_options.h"
@@ -36,10 +37,25 @@ struct OpenAiRequest {
   bool taps_base64 = false;          // "tap_encoding": "base64" (f32 little endian)
 };
 
+// Arrays and objects may nest at most this deep in a request body (the body itself is level 1);
+// deeper bodies get 400 before they are parsed, so no later step (copy, compare, dump) can
+// recurse without bound. The body's size is bounded by ApiOptions::max_body_bytes.
+inline constexpr int kMaxJsonDepth = 64;
+
+// The deepest nesting of arrays and objects in `text`, counting only brackets outside strings;
+// stops counting once it passes `limit` (returns limit + 1 then). Linear, no allocation.
+int jsonNestingDepth(std::string_view text, int limit);
+
 // Parses `body` (the raw HTTP body); sampling fields it omits take `defaults.sampling`.
-// Throws ApiError.
+// Throws ApiError: 400 for invalid JSON, a body nested deeper than kMaxJsonDepth, or a bad field
+// (the message shows a scalar value, or only the type and size of an array or object).
 OpenAiRequest parseOpenAiRequest(Endpoint endpoint, const std::string& body,
                                  const RequestDefaults& defaults = {});
+
+// The activation values the taps of a request produce: prompt tokens x (n_embd, or n_vocab for
+// "logits") per tap.
+uint64_t tapValueCount(const std::vector<model::TapSpec>& taps, int64_t n_prompt,
+                       const ModelInfo& model);
 
 // Tokenizes (rendering chat messages through the engine's template), checks the model name
 // (404 when unknown), the prompt's token ids and the context length, and fills in defaults:

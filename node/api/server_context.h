@@ -8,6 +8,8 @@
 
 #include "node/api/api_metrics.h"
 #include "node/api/api_options.h"
+#include "node/api/connection_limit.h"
+#include "node/api/tap_budget.h"
 #include "node/engine.h"
 
 namespace tpnode::node::api {
@@ -40,6 +42,8 @@ struct ServerContext {
   const ApiOptions options;
   ApiMetrics metrics;
   InFlight in_flight;
+  ConnectionLimit connections{options.max_connections};
+  TapBudget taps{options.max_tap_requests, options.max_tap_bytes};
 };
 
 }  // namespace tpnode::node::api

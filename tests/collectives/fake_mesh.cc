@@ -60,6 +60,7 @@ class FakeMesh final : public mesh::Mesh {
     net_->setCallback(node_, std::move(callback));
   }
   bool peerAlive(int peer) const override { return net_->alive(peer); }
+  void failPeer(int peer, const std::string&) override { net_->kill(peer); }
   std::vector<mesh::LinkStats> linkStats(int) override { return {}; }
   void shutdown() override {}
 

@@ -89,5 +89,49 @@ TEST(ApiOptionsTest, BearerTokensAreCheckedExactly) {
   EXPECT_FALSE(authorized(keys, "sk-a"));
 }
 
+TEST(ApiOptionsTest, LimitsDefaultsAndFlags) {
+  Options o;
+  o.parallel = 4;
+  EXPECT_EQ(apiOptionsFrom(o).max_connections, 64u);  // max(64, 8 x 4)
+  o.parallel = 16;
+  EXPECT_EQ(apiOptionsFrom(o).max_connections, 128u);
+  o.max_connections = 10;
+  EXPECT_EQ(apiOptionsFrom(o).max_connections, 10u);
+  o.max_connections = -1;
+  EXPECT_THROW(apiOptionsFrom(o), Error);
+  o.max_connections = 0;
+  o.max_tap_requests = -1;
+  EXPECT_THROW(apiOptionsFrom(o), Error);
+
+  const char* argv[] = {"tpnode", "--max-connections", "100",     "--max-tap-requests",
+                        "2",      "--max-tap-bytes",   "1000000", "--step-timeout",
+                        "30",     "--rejoin-timeout",  "5"};
+  Options f;
+  int exit_code = 0;
+  ASSERT_EQ(
+      parseCommandLine(static_cast<int>(std::size(argv)), const_cast<char**>(argv), f, exit_code),
+      ParseResult::kRun);
+  ApiOptions a = apiOptionsFrom(f);
+  EXPECT_EQ(a.max_connections, 100u);
+  EXPECT_EQ(a.max_tap_requests, 2);
+  EXPECT_EQ(a.max_tap_bytes, 1000000u);
+  EXPECT_DOUBLE_EQ(f.step_timeout_s, 30);
+  EXPECT_DOUBLE_EQ(f.rejoin_timeout_s, 5);
+}
+
+TEST(ApiOptionsTest, NonLoopbackWithoutAKeyIsFlagged) {
+  ApiOptions a;
+  for (const char* host : {"127.0.0.1", "127.0.0.2", "::1"}) {
+    a.host = host;
+    EXPECT_FALSE(exposedWithoutKey(a)) << host;
+  }
+  for (const char* host : {"0.0.0.0", "::", "10.1.2.3", "not-an-address"}) {
+    a.host = host;
+    EXPECT_TRUE(exposedWithoutKey(a)) << host;
+  }
+  a.api_keys = {"k"};
+  EXPECT_FALSE(exposedWithoutKey(a));
+}
+
 }  // namespace
 }  // namespace tpnode::node::api

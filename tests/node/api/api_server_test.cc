@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "node/api/utf8_assembler.h"
+#include "tests/node/api/deep_json.h"
 #include "tests/node/api/fake_engine.h"
 #include "tests/node/api/http_test_client.h"
 
@@ -559,6 +560,132 @@ TEST_F(ApiServerTest, MetricsCountRequestsTokensAndLatency) {
 
 namespace tpnode::node::api {
 namespace {
+
+// ~200-600 KB bodies nested 100,000 levels deep in every field of both endpoints: each gets
+// 400 "json_too_deep" and the server keeps serving (once, one such body crashed it).
+TEST_F(ApiServerTest, DeepJsonOnEveryFieldGets400AndTheServerStaysUp) {
+  const std::vector<std::string> deep = {testing::nested(100'000, false),
+                                         testing::nested(100'000, true)};
+  for (const std::string& value : deep) {
+    for (const auto& [ep, body] : testing::everyFieldTemplate()) {
+      HttpReply r = testing::httpRequest(port_, "POST", testing::endpointPath(ep),
+                                         testing::withValue(body, value),
+                                         {{"Authorization", "Bearer " + kKey}});
+      ASSERT_EQ(r.status, 400) << body;
+      EXPECT_EQ(r.json()["error"]["code"], "json_too_deep") << r.body;
+    }
+  }
+  EXPECT_EQ(testing::httpRequest(port_, "GET", "/health").status, 200);
+  EXPECT_EQ(post("/v1/completions", {{"prompt", "Hello"}, {"max_tokens", 2}}).status, 200);
+}
+
+// At --max-connections the connection idle longest is closed to make room, so idle
+// connections never lock the server out; when every connection is busy, a new one gets 503.
+TEST_F(ApiServerTest, MaxConnectionsClosesIdleOnesThenAnswers503) {
+  ApiOptions o;
+  o.max_connections = 4;
+  start(o);
+  std::vector<std::unique_ptr<RawConnection>> idle;
+  for (int i = 0; i < 4; ++i) idle.push_back(std::make_unique<RawConnection>(port_));
+  std::this_thread::sleep_for(100ms);  // let the server see them before the next arrives
+  HttpReply health = testing::httpRequest(port_, "GET", "/health");
+  EXPECT_EQ(health.status, 200) << health.body;
+  EXPECT_TRUE(idle[0]->closedByPeer(5000)) << "the oldest idle connection was not closed";
+
+  // Four busy streams (slow tokens), then a fifth connection: 503, too_many_connections.
+  engine_.setTokenDelay(50ms);
+  idle.clear();
+  std::vector<std::unique_ptr<RawConnection>> busy;
+  const std::string body = R"({"prompt": "Hello", "max_tokens": 100, "stream": true})";
+  for (int i = 0; i < 4; ++i) {
+    busy.push_back(std::make_unique<RawConnection>(port_));
+    ASSERT_TRUE(busy.back()->send(
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: "
+        "Bearer " +
+        kKey + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
+    EXPECT_NE(busy.back()->readUntil("data: ").find("200 OK"), std::string::npos);
+  }
+  HttpReply refused = testing::httpRequest(port_, "GET", "/health");
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_NE(refused.body.find("too_many_connections"), std::string::npos) << refused.body;
+  EXPECT_EQ(refused.headers["retry-after"], "1");
+  busy.clear();
+  expectEngineIdle();
+  engine_.setTokenDelay(0ms);
+  // The busy ones gone, the server answers again.
+  HttpReply later;
+  for (int i = 0; i < 50 && later.status != 200; ++i) {
+    std::this_thread::sleep_for(50ms);
+    later = testing::httpRequest(port_, "GET", "/health");
+  }
+  EXPECT_EQ(later.status, 200);
+  EXPECT_NE(get("/metrics").body.find("tpnode_api_refused_connections_total 1"), std::string::npos);
+}
+
+// Slow senders (slowloris: a request begun and never finished) are closed for room like idle
+// connections, oldest first, so they cannot hold every connection for the read timeout.
+TEST_F(ApiServerTest, MaxConnectionsClosesSlowSendersForRoom) {
+  ApiOptions o;
+  o.max_connections = 4;
+  start(o);
+  std::vector<std::unique_ptr<RawConnection>> slow;
+  for (int i = 0; i < 4; ++i) {
+    slow.push_back(std::make_unique<RawConnection>(port_));
+    ASSERT_TRUE(slow.back()->send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Le"));
+  }
+  std::this_thread::sleep_for(100ms);
+  for (int i = 0; i < 3; ++i) {
+    HttpReply health = testing::httpRequest(port_, "GET", "/health");
+    EXPECT_EQ(health.status, 200) << health.body;
+  }
+  EXPECT_TRUE(slow[0]->closedByPeer(5000)) << "the oldest slow sender was not closed";
+}
+
+// Activation taps are bounded across connections: beyond --max-tap-requests in flight a tap
+// request gets 429; beyond --max-tap-bytes on its own, 400.
+TEST_F(ApiServerTest, TapsBeyondTheBudgetGet429) {
+  ApiOptions o;
+  o.max_tap_requests = 1;
+  o.max_tap_bytes = 1 << 20;
+  start(o);
+  engine_.setTokenDelay(20ms);
+  const json tap_request = {
+      {"prompt", "Hello"}, {"max_tokens", 100}, {"taps", {{{"layer", 0}, {"point", "residual"}}}}};
+  HttpReply first;
+  std::thread holder([&] { first = post("/v1/completions", tap_request); });
+  for (int i = 0; i < 200 && engine_.activeCount() == 0; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(engine_.activeCount(), 1u);
+  std::vector<HttpReply> others(3);
+  std::vector<std::thread> clients;
+  for (auto& r : others) {
+    clients.emplace_back([&] {
+      json small = tap_request;
+      small["max_tokens"] = 1;
+      r = post("/v1/completions", small);
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (const HttpReply& r : others) {
+    expectOpenAiError(r, 429, "taps");
+    EXPECT_EQ(r.json()["error"]["code"], "tap_budget_exhausted") << r.body;
+    EXPECT_NE(r.body.find("--max-tap-requests"), std::string::npos) << r.body;
+  }
+  // Requests without taps are not limited by the tap budget.
+  EXPECT_EQ(post("/v1/completions", {{"prompt", "Hi"}, {"max_tokens", 1}}).status, 200);
+  holder.join();
+  EXPECT_EQ(first.status, 200) << first.body;
+  engine_.setTokenDelay(0ms);
+  json again = tap_request;
+  again["max_tokens"] = 1;
+  EXPECT_EQ(post("/v1/completions", again).status, 200);
+  // One request larger than the whole byte budget can never fit: 400.
+  json huge = {{"prompt", std::string(200, 'x')},
+               {"max_tokens", 1},
+               {"taps", {{{"point", "logits"}}, {{"point", "logits"}}, {{"point", "logits"}}}}};
+  HttpReply too_big = post("/v1/completions", huge);
+  expectOpenAiError(too_big, 400, "taps");
+  EXPECT_EQ(too_big.json()["error"]["code"], "tap_budget_exceeded") << too_big.body;
+}
 
 // Mutations of valid requests (bytes flipped, inserted, cut) at the HTTP and at the JSON level:
 // the server answers each with a 2xx/4xx (never a 5xx) or closes, and keeps serving.

@@ -33,7 +33,15 @@ FakeEngine::~FakeEngine() {
 }
 
 ModelInfo FakeEngine::modelInfo() const {
-  return {options_.model_id, options_.context_length, kVocab, true, 1700000000};
+  ModelInfo m;
+  m.id = options_.model_id;
+  m.context_length = options_.context_length;
+  m.n_vocab = kVocab;
+  m.n_layer = 2;
+  m.n_embd = 64;
+  m.has_chat_template = true;
+  m.created_unix = 1700000000;
+  return m;
 }
 
 bool FakeEngine::ready() const {

@@ -5,15 +5,24 @@
 #include <openssl/evp.h>
 
 #include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "node/api/api_error.h"
 #include "node/api/openai_response.h"
+#include "tests/node/api/deep_json.h"
 #include "tests/node/api/fake_engine.h"
 
 namespace tpnode::node::api {
 namespace {
 
 using nlohmann::json;
+using testing::everyFieldTemplate;
+using testing::nested;
+using testing::withValue;
 
 // Expects parsing `body` to fail with `status`, naming `param`.
 void expectRefused(Endpoint ep, const json& body, const std::string& param, int status = 400) {
@@ -245,6 +254,95 @@ TEST(OpenAiRequestTest, PrepareChecksModelContextAndVocabulary) {
       parseOpenAiRequest(Endpoint::kChat, R"({"messages":[{"role":"user","content":"x"}]})"),
       engine, info);
   EXPECT_EQ(chat.max_tokens, 32 - static_cast<int>(chat.prompt_ids.size()));
+}
+
+TEST(OpenAiRequestTest, DeepJsonOnEveryFieldIsRefusedWithoutRecursion) {
+  // ~200 KB nested 100,000 levels deep: once crashed the API (a recursive dump of the value).
+  for (bool objects : {false, true}) {
+    const std::string deep = nested(100'000, objects);
+    for (const auto& [ep, body] : everyFieldTemplate()) {
+      try {
+        parseOpenAiRequest(ep, withValue(body, deep));
+        ADD_FAILURE() << "accepted: " << body;
+      } catch (const ApiError& e) {
+        EXPECT_EQ(e.status(), 400) << body;
+        EXPECT_EQ(e.body()["error"]["code"], "json_too_deep") << body << ": " << e.what();
+      }
+    }
+  }
+}
+
+TEST(OpenAiRequestTest, ErrorsShowScalarsOrATypeNameNeverAContainer) {
+  // Just under the depth limit: parsed, and every error is short and echoes no container.
+  for (bool objects : {false, true}) {
+    const std::string value = nested(kMaxJsonDepth - 6, objects);
+    for (const auto& [ep, body] : everyFieldTemplate()) {
+      try {
+        parseOpenAiRequest(ep, withValue(body, value));
+      } catch (const ApiError& e) {
+        EXPECT_EQ(e.status(), 400) << body;
+        const std::string message = e.what();
+        EXPECT_LT(message.size(), 400u) << body << ": " << message;
+        EXPECT_EQ(message.find("[["), std::string::npos) << body << ": " << message;
+        EXPECT_EQ(message.find("{\"a\""), std::string::npos) << body << ": " << message;
+      }
+    }
+  }
+  try {
+    parseOpenAiRequest(Endpoint::kCompletions, R"({"prompt": "hi", "temperature": [1, 2, 3]})");
+    ADD_FAILURE();
+  } catch (const ApiError& e) {
+    EXPECT_NE(std::string(e.what()).find("an array of 3 items"), std::string::npos) << e.what();
+  }
+  try {
+    parseOpenAiRequest(Endpoint::kCompletions, R"({"prompt": "hi", "temperature": "warm"})");
+    ADD_FAILURE();
+  } catch (const ApiError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"warm\""), std::string::npos) << e.what();
+  }
+}
+
+TEST(OpenAiRequestTest, NestingDepthCountsBracketsOutsideStringsOnly) {
+  EXPECT_EQ(jsonNestingDepth(R"({"a": [1, [2]]})", 64), 3);
+  EXPECT_EQ(jsonNestingDepth(R"({"a": "[[[[{{{{", "b": "\"[[["})", 64), 1);
+  EXPECT_EQ(jsonNestingDepth(R"("\\" [[[)", 64), 3);
+  EXPECT_EQ(jsonNestingDepth(nested(10, false), 4), 5);
+  EXPECT_EQ(jsonNestingDepth(nested(kMaxJsonDepth, true), kMaxJsonDepth), kMaxJsonDepth);
+  // The limit itself is accepted; one level more is refused.
+  std::string at_limit =
+      withValue(R"({"prompt": "hi", "unknown_field": @})", nested(kMaxJsonDepth - 1, false));
+  EXPECT_NO_THROW(parseOpenAiRequest(Endpoint::kCompletions, at_limit));
+  std::string over =
+      withValue(R"({"prompt": "hi", "unknown_field": @})", nested(kMaxJsonDepth, false));
+  EXPECT_THROW(parseOpenAiRequest(Endpoint::kCompletions, over), ApiError);
+}
+
+// Found by openai_request_fuzz: the JSON library's message quotes the bad token with control
+// characters spelled out (<U+000A>, 8 bytes each): the answer must not grow with the body.
+TEST(OpenAiRequestTest, InvalidJsonMessageIsShort) {
+  const std::string body = "{\"prompt\": \"" + std::string(5000, '\n') + "\"}";
+  try {
+    parseOpenAiRequest(Endpoint::kCompletions, body);
+    ADD_FAILURE();
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.body()["error"]["code"], "invalid_json");
+    EXPECT_LT(std::string(e.what()).size(), 300u) << e.what();
+  }
+}
+
+// Found by openai_request_fuzz: a number too large for a double (1e400) made the JSON library
+// throw out_of_range, which escaped as a 500 instead of a 400.
+TEST(OpenAiRequestTest, NumberOverflowIsInvalidJson) {
+  for (const char* body :
+       {R"({"prompt": "hi", "temperature": 1e400})", "161e308.0\t", R"({"prompt": [1e999]})"}) {
+    try {
+      parseOpenAiRequest(Endpoint::kCompletions, body);
+      ADD_FAILURE() << "accepted: " << body;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400) << body;
+      EXPECT_EQ(e.body()["error"]["code"], "invalid_json") << body << ": " << e.what();
+    }
+  }
 }
 
 }  // namespace
