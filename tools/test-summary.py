@@ -14,6 +14,12 @@ import xml.etree.ElementTree as ET
 
 def reason(output: str) -> str:
     lines = [l.strip() for l in output.splitlines()]
+    # GoogleTest prints "file:line: Skipped", then the message given to GTEST_SKIP().
+    for i, l in enumerate(lines):
+        if l.endswith(": Skipped"):
+            rest = [m for m in lines[i + 1:i + 4] if m and not m.startswith("[  ")]
+            if rest:
+                return rest[0][:240]
     for l in lines:
         if "skipped" in l.lower() and "[  SKIPPED ]" not in l and not l.startswith("[  "):
             return l[:240]

@@ -46,8 +46,10 @@ class StandInMesh final : public Mesh {
   }
   void setEventCallback(std::function<void(const PeerEvent&)>) override {}
   bool peerAlive(int) const override { return true; }
+  void failPeer(int peer, const std::string&) override { failed.push_back(peer); }
   std::vector<LinkStats> linkStats(int) override { return {}; }
   void shutdown() override {}
+  std::vector<int> failed;  // failPeer calls, in order
 };
 
 TEST(MeteredMeshTest, CountsBytesMessagesAndBlockedTimePerPeer) {
@@ -70,6 +72,9 @@ TEST(MeteredMeshTest, CountsBytesMessagesAndBlockedTimePerPeer) {
   EXPECT_EQ(meters.peer(2).bytes_received.load(), 0u);
   EXPECT_GE(meters.peer(2).wait_ns.load(), 10'000'000u);  // a failed receive still waited
   EXPECT_EQ(meters.peer(0).messages.load(), 0u);
+
+  m.failPeer(2, "a step did not complete");  // the step watchdog reaches the real mesh
+  EXPECT_EQ(inner.failed, std::vector<int>{2});
 }
 
 TEST(MeteredMeshTest, MetersMustMatchTheMesh) {
