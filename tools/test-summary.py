@@ -37,7 +37,7 @@ def main() -> int:
         return 1
     passed, failed, skipped = 0, [], []
     for case in root.iter("testcase"):
-        name = case.get("name", "?")
+        name = case.get("name", "?").split("  # GetParam()")[0]
         out = "".join(e.text or "" for e in case.iter("system-out"))
         if case.find("skipped") is not None or case.get("status") == "notrun":
             skipped.append((name, reason(out)))

@@ -22,7 +22,7 @@
 #include "tests/mesh/process.h"
 #include "tests/node/api/deep_json.h"
 #include "tests/support/http_client.h"
-#include "tools/test_model.h"
+#include "tests/support/small_model.h"
 
 namespace tpnode::node {
 namespace {
@@ -68,20 +68,10 @@ int connectLoopback(uint16_t port) {
 class ApiLimitsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string pattern = ::testing::TempDir() + "api_limits_XXXXXX";
-    std::vector<char> buf(pattern.begin(), pattern.end());
-    buf.push_back('\0');
-    ASSERT_NE(::mkdtemp(buf.data()), nullptr) << pattern;
-    dir_ = buf.data();
-    tools::TestModelShape shape;
-    shape.dim = 64;
-    shape.heads = 4;
-    shape.kv_heads = 2;
-    shape.ffn = 128;
-    shape.vocab = 512;
-    shape.type = model::TensorType::kQ8_0;
+    dir_ = mesh::test::makeTempDir("api_limits_");
+    ASSERT_FALSE(dir_.empty());
     model_ = dir_ + "/model.gguf";
-    tools::writeTestModel(shape, model_);
+    testing_support::writeSmallTestModel(model_);
   }
 
   void SetUp() override {

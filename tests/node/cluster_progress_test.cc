@@ -17,7 +17,7 @@
 #include "tests/mesh/free_ports.h"
 #include "tests/mesh/process.h"
 #include "tests/support/http_client.h"
-#include "tools/test_model.h"
+#include "tests/support/small_model.h"
 
 namespace tpnode::node {
 namespace {
@@ -28,31 +28,13 @@ using namespace std::chrono_literals;
 class ClusterProgressTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string pattern = ::testing::TempDir() + "cluster_progress_XXXXXX";
-    std::vector<char> buf(pattern.begin(), pattern.end());
-    buf.push_back('\0');
-    ASSERT_NE(::mkdtemp(buf.data()), nullptr) << pattern;
-    dir_ = buf.data();
-    tools::TestModelShape shape;
-    shape.dim = 64;
-    shape.heads = 4;
-    shape.kv_heads = 2;
-    shape.ffn = 128;
-    shape.vocab = 512;
-    shape.type = model::TensorType::kQ8_0;
+    dir_ = mesh::test::makeTempDir("cluster_progress_");
+    ASSERT_FALSE(dir_.empty());
     model_ = dir_ + "/model.gguf";
-    tools::writeTestModel(shape, model_);
+    testing_support::writeSmallTestModel(model_);
     // 256 random bits as hex, mode 0600.
     secret_ = dir_ + "/cluster.secret";
-    std::random_device rd;
-    std::string hex;
-    for (int i = 0; i < 32; ++i) {
-      static const char* kDigits = "0123456789abcdef";
-      const unsigned byte = rd() & 0xffu;
-      hex += kDigits[byte >> 4];
-      hex += kDigits[byte & 15];
-    }
-    std::ofstream(secret_) << hex << "\n";
+    std::ofstream(secret_) << mesh::test::randomSecretHex() << "\n";
     ::chmod(secret_.c_str(), 0600);
   }
 

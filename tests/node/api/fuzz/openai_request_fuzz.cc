@@ -51,7 +51,7 @@ class StubEngine final : public Engine {
   }
   uint64_t submit(GenerationRequest, std::function<void(const TokenEvent&)>) override { return 1; }
   void cancel(uint64_t) override {}
-  std::string metricsText() const override { return {}; }
+  std::vector<prometheus::MetricFamily> metricFamilies() const override { return {}; }
 };
 
 void checkError(const ApiError& e) {
