@@ -16,10 +16,11 @@ void InterNode::allReduceTree(void* data, size_t count, DType dtype) {
   const uint32_t up = tag(InterOp::kTree, 0);
   const uint32_t down = tag(InterOp::kTree, 1);
   if (node_ != kRoot) {
-    // The root answers only after it has all of our partial, so its sum can land in place.
-    auto result = mesh_.irecv(kRoot, down, asWritableBytes(data, bytes));
+    // The receive of the sum is posted only once our partial has left `data`: the root answers
+    // after it has all of it, but that order passes through the kernel, where ThreadSanitizer
+    // (and the memory model) cannot see it. An early answer waits in the mesh's parked frames.
     mesh_.send(kRoot, up, asBytes(data, bytes));
-    checkReceived(result->wait(), bytes, kRoot);
+    checkReceived(mesh_.irecv(kRoot, down, asWritableBytes(data, bytes))->wait(), bytes, kRoot);
     return;
   }
   std::byte* base = scratch_.reserve(static_cast<size_t>(nodes_) * bytes);
