@@ -47,14 +47,21 @@ MeteredMesh::MeteredMesh(Mesh& inner, LinkMeters& meters) : inner_(inner), meter
   }
 }
 
+namespace {
+
+// Adds the time from its construction to its destruction to the link's wait counter.
+struct WaitTimer {
+  explicit WaitTimer(LinkMeter& meter) : m(meter) {}
+  ~WaitTimer() { addWait(m, t0); }
+  LinkMeter& m;
+  const Clock::time_point t0 = Clock::now();
+};
+
+}  // namespace
+
 void MeteredMesh::send(int peer, uint32_t tag, std::span<const std::byte> data) {
   LinkMeter& m = meters_.peer(peer);
-  const auto t0 = Clock::now();
-  struct Done {
-    LinkMeter& m;
-    Clock::time_point t0;
-    ~Done() { addWait(m, t0); }
-  } done{m, t0};
+  const WaitTimer timer(m);  // counts the blocked time also when the call throws
   inner_.send(peer, tag, data);
   m.bytes_sent.fetch_add(data.size(), std::memory_order_relaxed);
   m.messages.fetch_add(1, std::memory_order_relaxed);
@@ -62,12 +69,7 @@ void MeteredMesh::send(int peer, uint32_t tag, std::span<const std::byte> data) 
 
 size_t MeteredMesh::recv(int peer, uint32_t tag, std::span<std::byte> out) {
   LinkMeter& m = meters_.peer(peer);
-  const auto t0 = Clock::now();
-  struct Done {
-    LinkMeter& m;
-    Clock::time_point t0;
-    ~Done() { addWait(m, t0); }
-  } done{m, t0};
+  const WaitTimer timer(m);  // counts the blocked time also when the call throws
   const size_t n = inner_.recv(peer, tag, out);
   m.bytes_received.fetch_add(n, std::memory_order_relaxed);
   m.messages.fetch_add(1, std::memory_order_relaxed);
