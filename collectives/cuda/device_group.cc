@@ -2,7 +2,6 @@
 // measured choice, and the DeviceComm objects. The transports themselves are in *_stage.cc.
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -21,12 +20,6 @@ namespace tpnode::collectives::cuda {
 namespace {
 
 constexpr std::array<Transport, 3> kOrder = {Transport::kHost, Transport::kP2p, Transport::kNccl};
-constexpr int kWarmup = 5;
-constexpr int kTimedIterations = 50;
-
-float testValue(int rank, size_t i) {
-  return selfTestValue(rank, i);
-}
 
 class DeviceCommImpl final : public DeviceComm {
  public:
@@ -125,24 +118,13 @@ size_t indexOf(Transport t) {
 std::string verifyLocal(LocalStage& stage, int rank, int ranks, float* buf, size_t max_count,
                         cudaStream_t stream) {
   std::string failure;
-  std::vector<size_t> counts = {1, 1000, 65537};
-  for (size_t count : counts) {
-    count = std::min(count, max_count);
-    std::vector<float> host(count);
-    for (size_t i = 0; i < count; ++i) host[i] = testValue(rank, i);
-    TP_CUDA(
-        cudaMemcpyAsync(buf, host.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream));
-    stage.reduce(buf, count, stream);
-    TP_CUDA(
-        cudaMemcpyAsync(host.data(), buf, count * sizeof(float), cudaMemcpyDeviceToHost, stream));
-    waitStream(stream, "self-test all-reduce");
-    for (size_t i = 0; i < count && failure.empty(); ++i) {
-      float want = 0.0f;
-      for (int q = 0; q < ranks; ++q) want += testValue(q, i);
-      if (std::memcmp(&want, &host[i], sizeof(float)) != 0) {
-        failure = fmt::format("local rank {}: element {} of {} is {}, want {}", rank, i, count,
-                              host[i], want);
-      }
+  const ReduceFn reduce = [&](float* data, size_t n, cudaStream_t s) { stage.reduce(data, n, s); };
+  for (size_t count : {size_t{1}, size_t{1000}, size_t{65537}}) {
+    const VerifyResult result = verifyOnDevice(reduce, rank, ranks, buf,
+                                               std::min(count, max_count), stream,
+                                               "self-test all-reduce");
+    if (!result.ok && failure.empty()) {
+      failure = fmt::format("local rank {}: {}", rank, result.describe());
     }
   }
   return failure;
@@ -319,23 +301,12 @@ void verifyFullPath(std::vector<std::unique_ptr<DeviceComm>>& comms,
         const size_t count = std::min<size_t>(max_count, 4099);
         Stream stream(device);
         DeviceBuffer buf(device, count);
-        std::vector<float> host(count);
-        for (size_t i = 0; i < count; ++i) host[i] = testValue(comm.rank(), i);
-        TP_CUDA(cudaMemcpyAsync(buf.get(), host.data(), count * sizeof(float),
-                                cudaMemcpyHostToDevice, stream.get()));
-        comm.allReduceSum(buf.get(), count, stream.get());
-        TP_CUDA(cudaMemcpyAsync(host.data(), buf.get(), count * sizeof(float),
-                                cudaMemcpyDeviceToHost, stream.get()));
-        waitStream(stream.get(), "full-path self-test");
-        for (size_t i = 0; i < count; ++i) {
-          float want = 0.0f;
-          for (int g = 0; g < comm.size(); ++g) want += testValue(g, i);
-          if (std::memcmp(&want, &host[i], sizeof(float)) != 0) {
-            fail(ErrorCode::kInternal,
-                 "[coll] device all-reduce ({}) self-test failed on rank {}: element {} is {}, "
-                 "want {}",
-                 transportName(comm.transport()), comm.rank(), i, host[i], want);
-          }
+        const VerifyResult result = verifyOnDevice(
+            [&](float* data, size_t n, cudaStream_t s) { comm.allReduceSum(data, n, s); },
+            comm.rank(), comm.size(), buf.get(), count, stream.get(), "full-path self-test");
+        if (!result.ok) {
+          fail(ErrorCode::kInternal, "[coll] device all-reduce ({}) self-test failed on rank {}: {}",
+               transportName(comm.transport()), comm.rank(), result.describe());
         }
       },
       [](const std::string&) {});
@@ -412,25 +383,6 @@ void runLocalRanks(const std::vector<int>& devices, const std::function<void(int
   }
   for (auto& t : threads) t.join();
   if (first) std::rethrow_exception(first);
-}
-
-float selfTestValue(int rank, size_t i) {
-  return static_cast<float>(static_cast<int>((i * 3 + static_cast<size_t>(rank) * 17) % 61)) -
-         30.0f;
-}
-
-double medianReduceMicros(const ReduceFn& reduce, float* buf, size_t count, cudaStream_t stream) {
-  TP_CUDA(cudaMemsetAsync(buf, 0, count * sizeof(float), stream));
-  std::vector<double> us;
-  for (int it = 0; it < kWarmup + kTimedIterations; ++it) {
-    const auto t0 = std::chrono::steady_clock::now();
-    reduce(buf, count, stream);
-    waitStream(stream, "timed all-reduce");
-    const auto t1 = std::chrono::steady_clock::now();
-    if (it >= kWarmup) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-  }
-  std::nth_element(us.begin(), us.begin() + static_cast<std::ptrdiff_t>(us.size() / 2), us.end());
-  return us[us.size() / 2];
 }
 
 std::unique_ptr<DeviceGroup> DeviceGroup::create(std::vector<Communicator*> host_comms,

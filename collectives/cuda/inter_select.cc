@@ -61,24 +61,13 @@ std::shared_ptr<NcclGlobal> initStep(Communicator& host, int device,
   }
 }
 
-// Step 3: known integer values (exact in f32 in any order) through the NCCL communicator.
+// Step 3: the shared verify-by-reduction (collectives/verify.h) through the NCCL communicator.
 void verifyStep(LocalStage& stage, const Communicator& host, float* buf, size_t count,
                 cudaStream_t stream) {
-  std::vector<float> values(count);
-  for (size_t i = 0; i < count; ++i) values[i] = selfTestValue(host.rank(), i);
-  TP_CUDA(
-      cudaMemcpyAsync(buf, values.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream));
-  stage.reduce(buf, count, stream);
-  TP_CUDA(
-      cudaMemcpyAsync(values.data(), buf, count * sizeof(float), cudaMemcpyDeviceToHost, stream));
-  waitStream(stream, "inter-node nccl self-test");
-  for (size_t i = 0; i < count; ++i) {
-    float want = 0.0f;
-    for (int g = 0; g < host.size(); ++g) want += selfTestValue(g, i);
-    if (std::memcmp(&want, &values[i], sizeof(float)) != 0) {
-      fail(ErrorCode::kInternal, "element {} of {} is {}, want {}", i, count, values[i], want);
-    }
-  }
+  const VerifyResult result = verifyOnDevice(
+      [&](float* d, size_t n, cudaStream_t s) { stage.reduce(d, n, s); }, host.rank(),
+      host.size(), buf, count, stream, "inter-node nccl self-test");
+  if (!result.ok) fail(ErrorCode::kInternal, "{}", result.describe());
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include "collectives/cuda/cuda_resources.h"
 #include "collectives/cuda/device_comm.h"
 #include "collectives/spin_barrier.h"
+#include "collectives/verify.h"
 
 namespace tpnode::collectives::cuda {
 
@@ -135,10 +136,15 @@ std::shared_ptr<NcclGlobal> initNcclGlobal(const NcclId& id, int nranks, int ran
 // The stage over that communicator: one ncclAllReduce (capturable).
 std::unique_ptr<LocalStage> createNcclGlobalStage(std::shared_ptr<NcclGlobal> global);
 
-// Self-test helpers (device_group.cc), shared with the inter-node check (inter_select.cc).
+// Self-test helpers (device_verify.cc), shared by the local checks and the full-path check
+// (device_group.cc) and the inter-node check (inter_select.cc).
 using ReduceFn = std::function<void(float* data, size_t count, cudaStream_t stream)>;
-// Known test values: integers, so every sum is exact in f32 whatever the order.
-float selfTestValue(int rank, size_t i);
+// collectives/verify.h through device memory: uploads rank `rank`'s known pattern of `count`
+// floats into `buf`, runs `reduce` on `stream`, downloads the result, waits for the stream
+// (`what` names it in a timeout) and compares it bit for bit with the sum over `ranks` ranks.
+// A wrong value is the result; a CUDA error or a failed reduction throws.
+VerifyResult verifyOnDevice(const ReduceFn& reduce, int rank, int ranks, float* buf,
+                            size_t count, cudaStream_t stream, const char* what);
 // Median time of a reduction over `count` floats of `buf` (5 warm-up calls, 50 timed, each to
 // the end of its stream work).
 double medianReduceMicros(const ReduceFn& reduce, float* buf, size_t count, cudaStream_t stream);
