@@ -1,5 +1,6 @@
 // DeviceGroup::create: availability, the startup self-tests (one thread per local rank), the
-// measured choice, and the DeviceComm objects. The transports themselves are in *_stage.cc.
+// measured choice, and the DeviceComm objects (DeviceHierarchical). The ops themselves (the
+// GPU transports) are in *_stage.cc and nccl_global.cc.
 #include <algorithm>
 #include <array>
 #include <exception>
@@ -21,10 +22,17 @@ namespace {
 
 constexpr std::array<Transport, 3> kOrder = {Transport::kHost, Transport::kP2p, Transport::kNccl};
 
-class DeviceCommImpl final : public DeviceComm {
+// The DeviceComm of one GPU rank: the all-reduce composition of docs/collectives.md ("One
+// composition") over device memory. Step 1, the local op, sums the node's GPU ranks on the
+// chosen transport (every local rank then holds the node sum). Step 2, the inter-node op (on
+// several nodes over the mesh only), sums the node sums: local rank 0 contributes the node sum,
+// the others zeros, and the op's host all-reduce hands the result to every local rank, which is
+// also step 3 (no separate local broadcast). When one op is the whole composition (the host
+// transport: the hierarchical host Communicator; NCCL across nodes) there is no inter-node op.
+class DeviceHierarchical final : public DeviceComm {
  public:
-  DeviceCommImpl(int rank, int size, Transport transport, size_t max_count,
-                 std::unique_ptr<LocalStage> local, std::unique_ptr<LocalStage> inter)
+  DeviceHierarchical(int rank, int size, Transport transport, size_t max_count,
+                 std::unique_ptr<DeviceLocalOp> local, std::unique_ptr<DeviceLocalOp> inter)
       : rank_(rank),
         size_(size),
         transport_(transport),
@@ -45,8 +53,8 @@ class DeviceCommImpl final : public DeviceComm {
            max_count_);
     }
     try {
-      local_->reduce(data, count, stream);
-      if (inter_) inter_->reduce(data, count, stream);
+      local_->allReduceSum(data, count, stream);                // step 1
+      if (inter_) inter_->allReduceSum(data, count, stream);  // steps 2 and 3
     } catch (const std::exception& e) {
       local_->abort(e.what());  // release the local ranks waiting for this one
       throw;
@@ -58,8 +66,8 @@ class DeviceCommImpl final : public DeviceComm {
   const int size_;
   const Transport transport_;
   const size_t max_count_;
-  std::unique_ptr<LocalStage> local_;
-  std::unique_ptr<LocalStage> inter_;  // inter-node host stage; null for host or one node
+  std::unique_ptr<DeviceLocalOp> local_;
+  std::unique_ptr<DeviceLocalOp> inter_;  // null on one node or when local_ does it all
 };
 
 class DeviceGroupImpl final : public DeviceGroup {
@@ -91,7 +99,7 @@ class DeviceGroupImpl final : public DeviceGroup {
 struct Probe {
   explicit Probe(int ranks) : barrier(ranks, std::chrono::microseconds(200)) {}
   SpinBarrier barrier;
-  std::shared_ptr<LocalGroup> cpu_group;  // host-stage probes: local ranks only
+  std::shared_ptr<LocalGroup> cpu_group;  // host-staging probes: local ranks only
   std::vector<std::unique_ptr<Communicator>> cpu_comms;
   std::shared_ptr<P2pShared> p2p;
   std::shared_ptr<NcclShared> nccl;
@@ -115,10 +123,10 @@ size_t indexOf(Transport t) {
 
 // Reduces known values at a few counts; returns the first mismatch ("" when all matched).
 // Every rank runs every count (a rank that stopped early would leave the others waiting).
-std::string verifyLocal(LocalStage& stage, int rank, int ranks, float* buf, size_t max_count,
+std::string verifyLocal(DeviceLocalOp& op, int rank, int ranks, float* buf, size_t max_count,
                         cudaStream_t stream) {
   std::string failure;
-  const ReduceFn reduce = [&](float* data, size_t n, cudaStream_t s) { stage.reduce(data, n, s); };
+  const ReduceFn reduce = [&](float* data, size_t n, cudaStream_t s) { op.allReduceSum(data, n, s); };
   for (size_t count : {size_t{1}, size_t{1000}, size_t{65537}}) {
     const VerifyResult result = verifyOnDevice(reduce, rank, ranks, buf,
                                                std::min(count, max_count), stream,
@@ -130,24 +138,24 @@ std::string verifyLocal(LocalStage& stage, int rank, int ranks, float* buf, size
   return failure;
 }
 
-double medianMicros(LocalStage& stage, float* buf, size_t count, cudaStream_t stream) {
+double medianMicros(DeviceLocalOp& op, float* buf, size_t count, cudaStream_t stream) {
   return medianReduceMicros(
-      [&](float* data, size_t n, cudaStream_t s) { stage.reduce(data, n, s); }, buf, count, stream);
+      [&](float* data, size_t n, cudaStream_t s) { op.allReduceSum(data, n, s); }, buf, count, stream);
 }
 
-std::unique_ptr<LocalStage> makeProbeStage(Probe& probe, Transport t, int r, int device) {
+std::unique_ptr<DeviceLocalOp> makeProbeOp(Probe& probe, Transport t, int r, int device) {
   switch (t) {
     case Transport::kHost:
-      return std::make_unique<HostStage>(probe.cpu_comms[static_cast<size_t>(r)].get(), device,
+      return std::make_unique<HostStagingOp>(probe.cpu_comms[static_cast<size_t>(r)].get(), device,
                                          probe.max_count, true);
     case Transport::kP2p:
-      return std::make_unique<P2pStage>(probe.p2p, r);
+      return std::make_unique<P2pOp>(probe.p2p, r);
     case Transport::kNccl:
-      return createNcclStage(probe.nccl, r);
+      return createNcclOp(probe.nccl, r);
     case Transport::kAuto:
       break;
   }
-  TP_CHECK(false, "probe stage for {}", transportName(t));
+  TP_CHECK(false, "probe op for {}", transportName(t));
   return nullptr;
 }
 
@@ -185,12 +193,12 @@ void probeRank(Probe& probe, const std::vector<int>& devices, int r) {
         continue;
       }
     }
-    auto stage = makeProbeStage(probe, kOrder[k], r, device);
+    auto op = makeProbeOp(probe, kOrder[k], r, device);
     try {
-      failure = verifyLocal(*stage, r, ranks, buf.get(), probe.max_count, stream.get());
+      failure = verifyLocal(*op, r, ranks, buf.get(), probe.max_count, stream.get());
     } catch (const std::exception& e) {
       failure = fmt::format("local rank {}: {}", r, e.what());
-      stage->abort(e.what());  // p2p: releases the barrier; nccl: marks it broken
+      op->abort(e.what());  // p2p: releases the barrier; nccl: marks it broken
       if (kOrder[k] == Transport::kHost) {
         probe.cpu_group->abort(ErrorCode::kAborted, failure);  // host staging is not used again
       }
@@ -201,7 +209,7 @@ void probeRank(Probe& probe, const std::vector<int>& devices, int r) {
     for (auto& f : probe.failures[k]) passed = passed && f.empty();
     if (passed && probe.timing) {
       probe.median_us[k][static_cast<size_t>(r)] =
-          medianMicros(*stage, buf.get(), probe.probe_count, stream.get());
+          medianMicros(*op, buf.get(), probe.probe_count, stream.get());
     }
   }
   probe.barrier.arriveAndWait();
@@ -272,24 +280,24 @@ std::vector<std::unique_ptr<DeviceComm>> buildComms(Probe& probe, Transport chos
   std::vector<std::unique_ptr<DeviceComm>> comms;
   for (size_t r = 0; r < devices.size(); ++r) {
     const int device = devices[r];
-    std::unique_ptr<LocalStage> local, inter;
+    std::unique_ptr<DeviceLocalOp> local, inter;
     if (chosen == Transport::kHost) {
-      local = std::make_unique<HostStage>(host_comms[r], device, probe.max_count, true);
+      local = std::make_unique<HostStagingOp>(host_comms[r], device, probe.max_count, true);
     } else {
-      local = chosen == Transport::kP2p ? std::make_unique<P2pStage>(probe.p2p, static_cast<int>(r))
-                                        : createNcclStage(probe.nccl, static_cast<int>(r));
+      local = chosen == Transport::kP2p ? std::make_unique<P2pOp>(probe.p2p, static_cast<int>(r))
+                                        : createNcclOp(probe.nccl, static_cast<int>(r));
       if (multi_node) {
-        inter = std::make_unique<HostStage>(host_comms[r], device, probe.max_count, r == 0);
+        inter = std::make_unique<HostStagingOp>(host_comms[r], device, probe.max_count, r == 0);
       }
     }
-    comms.push_back(std::make_unique<DeviceCommImpl>(host_comms[r]->rank(), host_comms[r]->size(),
+    comms.push_back(std::make_unique<DeviceHierarchical>(host_comms[r]->rank(), host_comms[r]->size(),
                                                      chosen, probe.max_count, std::move(local),
                                                      std::move(inter)));
   }
   return comms;
 }
 
-// One all-reduce of known values through the full path (inter-node stage included) on every
+// One all-reduce of known values through the full path (inter-node op included) on every
 // rank; every node does exactly one, whatever it chose, so the host collectives line up.
 void verifyFullPath(std::vector<std::unique_ptr<DeviceComm>>& comms,
                     const std::vector<int>& devices, size_t max_count) {
@@ -330,9 +338,9 @@ void chooseInter(std::vector<std::unique_ptr<DeviceComm>>& comms, TransportRepor
     spdlog::info("[coll] inter-node: nccl ({})", report.inter_reason);
     std::vector<std::unique_ptr<DeviceComm>> nccl;
     for (size_t r = 0; r < comms.size(); ++r) {
-      nccl.push_back(std::make_unique<DeviceCommImpl>(
+      nccl.push_back(std::make_unique<DeviceHierarchical>(
           comms[r]->rank(), comms[r]->size(), comms[r]->transport(), max_count,
-          createNcclGlobalStage(std::move(sel.globals[r])), nullptr));
+          createNcclGlobalOp(std::move(sel.globals[r])), nullptr));
     }
     comms = std::move(nccl);  // the mesh path's buffers are freed here
     // cudaFree / cudaFreeHost synchronise the device: no rank may enqueue an NCCL all-reduce
