@@ -79,7 +79,7 @@ struct InterOptions {
 
 // The local GPU ranks of one node: builds the DeviceComm of each local rank over the given
 // host Communicators (one per local rank, from NodeGroup::communicator; used for the
-// inter-node stage and for host staging) and devices (devices[r] = CUDA device of local rank
+// inter-node op and for host staging) and devices (devices[r] = CUDA device of local rank
 // r; a device may repeat: two ranks on one GPU, then NCCL is not offered).
 //
 // create() is called once per node from one thread, before the rank threads start; it
