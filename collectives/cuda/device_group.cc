@@ -1,5 +1,5 @@
 // DeviceGroup::create: availability, the startup self-tests (one thread per local rank), the
-// measured choice, and the DeviceComm objects (DeviceHierarchical). The ops themselves (the
+// measured choice, and the DeviceComm objects (device_hierarchical.cc). The ops themselves (the
 // GPU transports) are in *_stage.cc and nccl_global.cc.
 #include <algorithm>
 #include <array>
@@ -21,54 +21,6 @@ namespace tpnode::collectives::cuda {
 namespace {
 
 constexpr std::array<Transport, 3> kOrder = {Transport::kHost, Transport::kP2p, Transport::kNccl};
-
-// The DeviceComm of one GPU rank: the all-reduce composition of docs/collectives.md ("One
-// composition") over device memory. Step 1, the local op, sums the node's GPU ranks on the
-// chosen transport (every local rank then holds the node sum). Step 2, the inter-node op (on
-// several nodes over the mesh only), sums the node sums: local rank 0 contributes the node sum,
-// the others zeros, and the op's host all-reduce hands the result to every local rank, which is
-// also step 3 (no separate local broadcast). When one op is the whole composition (the host
-// transport: the hierarchical host Communicator; NCCL across nodes) there is no inter-node op.
-class DeviceHierarchical final : public DeviceComm {
- public:
-  DeviceHierarchical(int rank, int size, Transport transport, size_t max_count,
-                 std::unique_ptr<DeviceLocalOp> local, std::unique_ptr<DeviceLocalOp> inter)
-      : rank_(rank),
-        size_(size),
-        transport_(transport),
-        max_count_(max_count),
-        local_(std::move(local)),
-        inter_(std::move(inter)) {}
-
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  Transport transport() const override { return transport_; }
-  bool capturable() const override { return local_->capturable() && inter_ == nullptr; }
-
-  void allReduceSum(float* data, size_t count, cudaStream_t stream) override {
-    if (count == 0) return;
-    if (count > max_count_) {
-      fail(ErrorCode::kInvalidArgument,
-           "[coll] device all-reduce of {} elements; the group was created for at most {}", count,
-           max_count_);
-    }
-    try {
-      local_->allReduceSum(data, count, stream);                // step 1
-      if (inter_) inter_->allReduceSum(data, count, stream);  // steps 2 and 3
-    } catch (const std::exception& e) {
-      local_->abort(e.what());  // release the local ranks waiting for this one
-      throw;
-    }
-  }
-
- private:
-  const int rank_;
-  const int size_;
-  const Transport transport_;
-  const size_t max_count_;
-  std::unique_ptr<DeviceLocalOp> local_;
-  std::unique_ptr<DeviceLocalOp> inter_;  // null on one node or when local_ does it all
-};
 
 class DeviceGroupImpl final : public DeviceGroup {
  public:
@@ -126,11 +78,12 @@ size_t indexOf(Transport t) {
 std::string verifyLocal(DeviceLocalOp& op, int rank, int ranks, float* buf, size_t max_count,
                         cudaStream_t stream) {
   std::string failure;
-  const ReduceFn reduce = [&](float* data, size_t n, cudaStream_t s) { op.allReduceSum(data, n, s); };
+  const ReduceFn reduce = [&](float* data, size_t n, cudaStream_t s) {
+    op.allReduceSum(data, n, s);
+  };
   for (size_t count : {size_t{1}, size_t{1000}, size_t{65537}}) {
-    const VerifyResult result = verifyOnDevice(reduce, rank, ranks, buf,
-                                               std::min(count, max_count), stream,
-                                               "self-test all-reduce");
+    const VerifyResult result = verifyOnDevice(reduce, rank, ranks, buf, std::min(count, max_count),
+                                               stream, "self-test all-reduce");
     if (!result.ok && failure.empty()) {
       failure = fmt::format("local rank {}: {}", rank, result.describe());
     }
@@ -140,14 +93,15 @@ std::string verifyLocal(DeviceLocalOp& op, int rank, int ranks, float* buf, size
 
 double medianMicros(DeviceLocalOp& op, float* buf, size_t count, cudaStream_t stream) {
   return medianReduceMicros(
-      [&](float* data, size_t n, cudaStream_t s) { op.allReduceSum(data, n, s); }, buf, count, stream);
+      [&](float* data, size_t n, cudaStream_t s) { op.allReduceSum(data, n, s); }, buf, count,
+      stream);
 }
 
 std::unique_ptr<DeviceLocalOp> makeProbeOp(Probe& probe, Transport t, int r, int device) {
   switch (t) {
     case Transport::kHost:
       return std::make_unique<HostStagingOp>(probe.cpu_comms[static_cast<size_t>(r)].get(), device,
-                                         probe.max_count, true);
+                                             probe.max_count, true);
     case Transport::kP2p:
       return std::make_unique<P2pOp>(probe.p2p, r);
     case Transport::kNccl:
@@ -290,9 +244,8 @@ std::vector<std::unique_ptr<DeviceComm>> buildComms(Probe& probe, Transport chos
         inter = std::make_unique<HostStagingOp>(host_comms[r], device, probe.max_count, r == 0);
       }
     }
-    comms.push_back(std::make_unique<DeviceHierarchical>(host_comms[r]->rank(), host_comms[r]->size(),
-                                                     chosen, probe.max_count, std::move(local),
-                                                     std::move(inter)));
+    comms.push_back(makeDeviceHierarchical(host_comms[r]->rank(), host_comms[r]->size(), chosen,
+                                           probe.max_count, std::move(local), std::move(inter)));
   }
   return comms;
 }
@@ -313,7 +266,8 @@ void verifyFullPath(std::vector<std::unique_ptr<DeviceComm>>& comms,
             [&](float* data, size_t n, cudaStream_t s) { comm.allReduceSum(data, n, s); },
             comm.rank(), comm.size(), buf.get(), count, stream.get(), "full-path self-test");
         if (!result.ok) {
-          fail(ErrorCode::kInternal, "[coll] device all-reduce ({}) self-test failed on rank {}: {}",
+          fail(ErrorCode::kInternal,
+               "[coll] device all-reduce ({}) self-test failed on rank {}: {}",
                transportName(comm.transport()), comm.rank(), result.describe());
         }
       },
@@ -338,7 +292,7 @@ void chooseInter(std::vector<std::unique_ptr<DeviceComm>>& comms, TransportRepor
     spdlog::info("[coll] inter-node: nccl ({})", report.inter_reason);
     std::vector<std::unique_ptr<DeviceComm>> nccl;
     for (size_t r = 0; r < comms.size(); ++r) {
-      nccl.push_back(std::make_unique<DeviceHierarchical>(
+      nccl.push_back(makeDeviceHierarchical(
           comms[r]->rank(), comms[r]->size(), comms[r]->transport(), max_count,
           createNcclGlobalOp(std::move(sel.globals[r])), nullptr));
     }

@@ -15,8 +15,8 @@ constexpr int kTimedIterations = 50;
 
 }  // namespace
 
-VerifyResult verifyOnDevice(const ReduceFn& reduce, int rank, int ranks, float* buf,
-                            size_t count, cudaStream_t stream, const char* what) {
+VerifyResult verifyOnDevice(const ReduceFn& reduce, int rank, int ranks, float* buf, size_t count,
+                            cudaStream_t stream, const char* what) {
   return verifyByReduction(rank, ranks, count, [&](std::span<float> host) {
     const size_t bytes = host.size() * sizeof(float);
     TP_CUDA(cudaMemcpyAsync(buf, host.data(), bytes, cudaMemcpyHostToDevice, stream));

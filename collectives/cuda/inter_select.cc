@@ -64,9 +64,9 @@ std::shared_ptr<NcclGlobal> initStep(Communicator& host, int device,
 // Step 3: the shared verify-by-reduction (collectives/verify.h) through the NCCL communicator.
 void verifyStep(DeviceLocalOp& op, const Communicator& host, float* buf, size_t count,
                 cudaStream_t stream) {
-  const VerifyResult result = verifyOnDevice(
-      [&](float* d, size_t n, cudaStream_t s) { op.allReduceSum(d, n, s); }, host.rank(),
-      host.size(), buf, count, stream, "inter-node nccl self-test");
+  const VerifyResult result =
+      verifyOnDevice([&](float* d, size_t n, cudaStream_t s) { op.allReduceSum(d, n, s); },
+                     host.rank(), host.size(), buf, count, stream, "inter-node nccl self-test");
   if (!result.ok) fail(ErrorCode::kInternal, "{}", result.describe());
 }
 

@@ -12,7 +12,7 @@
 //                                    sum into the hierarchical host Communicator over the mesh),
 //                                    NcclGlobalOp (one NCCL communicator over every GPU rank of
 //                                    every node, nccl_global.cc: the whole composition at once).
-// DeviceHierarchical (device_group.cc) composes them into the DeviceComm of a rank.
+// makeDeviceHierarchical (device_hierarchical.cc) composes them into the DeviceComm of a rank.
 //
 // Contract
 // - One op object per local rank, used only by that rank's thread with its device current.
@@ -53,6 +53,14 @@ class DeviceLocalOp {
   virtual bool capturable() const = 0;
   virtual void abort(const std::string& reason) { (void)reason; }
 };
+
+// The DeviceComm of a GPU rank (device_hierarchical.cc): `local` (step 1), then `inter` when
+// not null (steps 2 and 3: null on one node, or when `local` is the whole composition). Checks
+// count against max_count; a failure aborts `local` (releasing the other local ranks).
+std::unique_ptr<DeviceComm> makeDeviceHierarchical(int rank, int size, Transport transport,
+                                                   size_t max_count,
+                                                   std::unique_ptr<DeviceLocalOp> local,
+                                                   std::unique_ptr<DeviceLocalOp> inter);
 
 // D2H into a pinned buffer, wait, comm->allReduceSum, H2D. With contribute == false the rank
 // contributes zeros instead of its data (the inter-node op after a local GPU reduction:
@@ -157,8 +165,8 @@ using ReduceFn = std::function<void(float* data, size_t count, cudaStream_t stre
 // floats into `buf`, runs `reduce` on `stream`, downloads the result, waits for the stream
 // (`what` names it in a timeout) and compares it bit for bit with the sum over `ranks` ranks.
 // A wrong value is the result; a CUDA error or a failed reduction throws.
-VerifyResult verifyOnDevice(const ReduceFn& reduce, int rank, int ranks, float* buf,
-                            size_t count, cudaStream_t stream, const char* what);
+VerifyResult verifyOnDevice(const ReduceFn& reduce, int rank, int ranks, float* buf, size_t count,
+                            cudaStream_t stream, const char* what);
 // Median time of a reduction over `count` floats of `buf` (5 warm-up calls, 50 timed, each to
 // the end of its stream work).
 double medianReduceMicros(const ReduceFn& reduce, float* buf, size_t count, cudaStream_t stream);

@@ -70,8 +70,7 @@ TEST(VerifyTest, OneWrongElementIsFoundAndNamed) {
   EXPECT_EQ(r.index, 4097u);
   EXPECT_EQ(r.count, 4099u);
   EXPECT_EQ(r.got, r.want + 1.0f);
-  EXPECT_EQ(r.describe(),
-            fmt::format("element 4097 of 4099 is {}, want {}", r.got, r.want));
+  EXPECT_EQ(r.describe(), fmt::format("element 4097 of 4099 is {}, want {}", r.got, r.want));
 }
 
 TEST(VerifyTest, ToleranceAcceptsSmallErrorsButNeverNaN) {
