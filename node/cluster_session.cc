@@ -9,7 +9,7 @@
 namespace tpnode::node {
 
 ClusterSession::ClusterSession(const Options& o, const LoadedModel& model, SessionHooks hooks)
-    : model_(model), nodes_(static_cast<int>(o.tp_layout.size())) {
+    : options_(o), model_(model), nodes_(static_cast<int>(o.tp_layout.size())), hooks_(hooks) {
   if (nodes_ > 1) {
     if (hooks.log_formation) spdlog::info("[driver] forming the mesh of {} nodes", nodes_);
     mesh::MeshOptions mo = makeMeshOptions(o, model.identity);
@@ -20,10 +20,13 @@ ClusterSession::ClusterSession(const Options& o, const LoadedModel& model, Sessi
       metered_ = std::make_unique<mesh::MeteredMesh>(*mesh_, *hooks.meters);
     }
   }
-  auto coll = collectiveOptionsFor(o);
-  if (hooks.log_formation) spdlog::info("[collectives] {}", describeTransports(o, coll));
-  mesh::Mesh* over = hooks.meters != nullptr ? metered_.get() : mesh_.get();
-  group_ = collectives::NodeGroup::create(over, o.tp, coll, std::move(hooks.on_peer));
+}
+
+void ClusterSession::formGroup() {
+  auto coll = collectiveOptionsFor(options_);
+  if (hooks_.log_formation) spdlog::info("[collectives] {}", describeTransports(options_, coll));
+  mesh::Mesh* over = hooks_.meters != nullptr ? metered_.get() : mesh_.get();
+  group_ = collectives::NodeGroup::create(over, options_.tp, coll, hooks_.on_peer);
 }
 
 ClusterSession::~ClusterSession() {

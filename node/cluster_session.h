@@ -9,11 +9,12 @@
 // - One session per formation: a fault ends it and the next formation makes a new one. Node 0
 //   makes it on the Driver's loop thread, a worker on its main thread; every method is called
 //   from that thread. `hooks.on_peer` runs on the mesh's thread (NodeGroup::create).
-// - The constructor forms the mesh (more than one node) and the NodeGroup; it throws Error when
-//   the mesh cannot form (a node missing past the connect timeout, a refused handshake, a port
-//   taken, *hooks.cancel turning true).
-// - Order of formation: constructor, loadRanks(), then reportLoaded() on every worker and
-//   awaitLoaded() on node 0. Destruction (or close()) releases the ranks, then the group, then
+// - The constructor forms the mesh (more than one node); it throws Error when the mesh cannot
+//   form (a node missing past the connect timeout, a refused handshake, a port taken,
+//   *hooks.cancel turning true). formGroup() then makes the NodeGroup (collective: every node
+//   calls it).
+// - Order of formation: constructor, formGroup(), loadRanks(), then reportLoaded() on every
+//   worker and awaitLoaded() on node 0. Destruction (or close()) releases the ranks, then the group, then
 //   the mesh: each uses the next.
 // - Node 0 only: sendToWorkers(), dismissWorkers(). Workers only: reportLoaded(), acknowledge().
 #pragma once
@@ -53,6 +54,8 @@ class ClusterSession {
   ClusterSession(const ClusterSession&) = delete;
   ClusterSession& operator=(const ClusterSession&) = delete;
 
+  // Makes the collectives' NodeGroup over the mesh (throws when a peer is lost meanwhile).
+  void formGroup();
   // Loads this node's ranks of the model (throws on a shard that does not load).
   void loadRanks(const RankSetOptions& options);
   // Worker: tells node 0 that its ranks are loaded.
@@ -79,8 +82,10 @@ class ClusterSession {
   int nodes() const { return nodes_; }
 
  private:
+  const Options& options_;  // outlives the session (the Driver's copy, or main's)
   const LoadedModel& model_;
   const int nodes_;
+  const SessionHooks hooks_;
   std::unique_ptr<mesh::Mesh> mesh_;     // null for a single node
   std::unique_ptr<mesh::Mesh> metered_;  // node 0: counts the collectives' traffic over mesh_
   std::shared_ptr<collectives::NodeGroup> group_;

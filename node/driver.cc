@@ -194,6 +194,7 @@ bool Driver::formCluster() {
     queue_.wake();
   };
   auto session = std::make_unique<ClusterSession>(options_, model_, std::move(hooks));
+  session->formGroup();
   session->loadRanks(driver_options_.ranks);
   // Every worker reports when its ranks are loaded, so that "ready" means ready.
   session->awaitLoaded();

@@ -123,6 +123,7 @@ int runWorker(const Options& o, const LoadedModel& m, const Placement& placement
     }
     if (rejoining) spdlog::info("[worker] node {} rejoined the driver (node 0)", o.node_id);
     rejoining = false;
+    session->formGroup();
     Outcome outcome = Outcome::kReform;
     std::string driver_lost;  // non-empty: why the driver is gone
     try {
