@@ -13,6 +13,7 @@
 
 namespace tpnode::node {
 
-std::string renderChatOrFallback(const LoadedModel& model, const std::vector<ChatMessage>& messages);
+std::string renderChatOrFallback(const LoadedModel& model,
+                                 const std::vector<ChatMessage>& messages);
 
 }  // namespace tpnode::node

@@ -14,8 +14,8 @@
 //   *hooks.cancel turning true). formGroup() then makes the NodeGroup (collective: every node
 //   calls it).
 // - Order of formation: constructor, formGroup(), loadRanks(), then reportLoaded() on every
-//   worker and awaitLoaded() on node 0. Destruction (or close()) releases the ranks, then the group, then
-//   the mesh: each uses the next.
+//   worker and awaitLoaded() on node 0. Destruction (or close()) releases the ranks, then the
+//   group, then the mesh: each uses the next.
 // - Node 0 only: sendToWorkers(), dismissWorkers(). Workers only: reportLoaded(), acknowledge().
 #pragma once
 

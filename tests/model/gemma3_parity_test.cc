@@ -78,21 +78,21 @@ class Gemma {
     testing_support::RunRequest req;
     req.prompt = prompt;
     req.n_predict = n;
-    testing_support::RunResult res = runner_->generate(req, [&](const float* logits,
-                                                                int64_t vocab) {
-      if (run.last_row.empty()) run.last_row.assign(logits, logits + vocab);
-      float a = -INFINITY, b = -INFINITY;  // top-1, top-2
-      for (int64_t i = 0; i < vocab; ++i) {
-        if (logits[i] > a) {
-          b = a;
-          a = logits[i];
-        } else if (logits[i] > b) {
-          b = logits[i];
-        }
-      }
-      run.gaps.push_back(double(a) - double(b));
-      return testing_support::greedyPick(logits, vocab);
-    });
+    testing_support::RunResult res =
+        runner_->generate(req, [&](const float* logits, int64_t vocab) {
+          if (run.last_row.empty()) run.last_row.assign(logits, logits + vocab);
+          float a = -INFINITY, b = -INFINITY;  // top-1, top-2
+          for (int64_t i = 0; i < vocab; ++i) {
+            if (logits[i] > a) {
+              b = a;
+              a = logits[i];
+            } else if (logits[i] > b) {
+              b = logits[i];
+            }
+          }
+          run.gaps.push_back(double(a) - double(b));
+          return testing_support::greedyPick(logits, vocab);
+        });
     run.ids = std::move(res.ids);
     return run;
   }

@@ -36,7 +36,8 @@ TEST(RequestQueueTest, ReadsComeOutOldestFirstAndDrainTakesWhatIsLeft) {
   RequestQueue q;
   q.pushRead({3, [](TensorReadResult) {}});
   q.pushRead({4, [](TensorReadResult) {}});
-  q.push({}, [](const TokenEvent&) {}, false);
+  q.push(
+      {}, [](const TokenEvent&) {}, false);
   auto first = q.takeRead();
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(first->index, 3u);

@@ -104,8 +104,7 @@ TEST_P(GpuReference, LogitsMatchLlamaCppAndTp2MatchesTp1) {
     std::vector<float> top(ref, ref + vocab);
     std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<>());
     if (top[0] - top[1] > 2 * d) {
-      EXPECT_EQ(greedyPick(got, vocab), greedyPick(ref, vocab))
-          << c.name << " row " << r;
+      EXPECT_EQ(greedyPick(got, vocab), greedyPick(ref, vocab)) << c.name << " row " << r;
     }
   }
   std::vector<double> sorted = diffs;
