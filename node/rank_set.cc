@@ -69,7 +69,7 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
     g.inter_transport = options.inter_transport;
     g.graphs = options.cuda_graphs;
     // Decode steps and short prefills in one call; longer all-reduces go in pieces.
-    g.max_allreduce_floats = static_cast<size_t>(config.n_embd) * 256;
+    g.max_allreduce_floats = static_cast<size_t>(config.n_embd) * options.allreduce_piece_rows;
     std::vector<collectives::Communicator*> comms;
     for (auto& rank : ranks_) comms.push_back(rank->comm.get());
     gpu_ = model::GpuNode::create(comms, g);

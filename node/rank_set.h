@@ -50,6 +50,9 @@ struct RankSetOptions {
   std::string local_transport = "auto";  // GPU ranks' all-reduce (--local-transport)
   std::string inter_transport = "auto";  // GPU ranks across nodes (--inter-transport)
   bool cuda_graphs = true;
+  // GPU ranks all-reduce at most this many rows of n_embd floats at a time (longer prompts go
+  // in pieces); tests lower it.
+  size_t allreduce_piece_rows = 256;
   // gatherTensor all-gathers at most this many bytes of each rank's slice at a time, so that
   // no message exceeds the mesh's frame limit (1 GiB) for any local tp. Must be the same on
   // every node (it fixes the number of collectives per read); tests lower it.
