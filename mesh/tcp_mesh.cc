@@ -12,7 +12,7 @@ namespace tpnode::mesh {
 
 namespace {
 
-constexpr uint32_t kPingTag = 1;
+constexpr uint32_t kPingTag = kMeshInternalTags.at(1);
 
 class DoneRequest final : public Request {
  public:
