@@ -6,13 +6,12 @@
 // - One InterNode per (node, lane); used by one thread at a time (the lane's rank thread). All
 //   nodes call the same operations in the same order with the same sizes. The Mesh must
 //   outlive the InterNode (it is owned by the node layer, which destroys collectives first).
-// - Tags: op `o` of lane `l` owns kTagSlots tags, mesh::kCollectiveTags.first + (o * kMaxLanes
-//   + l) * kTagSlots + slot (inside the collectives' range of mesh/tags.h), so lanes and ops never
-//   share a tag. The ring gives each receive it posts ahead its own slot tag, so at most ONE
-//   receive is ever outstanding per (peer, tag): the algorithms never depend on how the mesh orders
-//   several posted receives of one tag against parked frames (it misorders them today: see
-//   docs/collectives.md). With sockets_per_peer > 1 the slots of a lane spread over the sockets (a
-//   tag travels on tag % sockets_per_peer).
+// - Tags: op `o` of lane `l` owns kTagSlots tags, kFirstUserTag + (o * kMaxLanes + l) *
+//   kTagSlots + slot, so lanes and ops never share a tag. The ring gives each receive it posts
+//   ahead its own slot tag, so at most ONE receive is ever outstanding per (peer, tag): the
+//   algorithms never depend on how the mesh orders several posted receives of one tag against
+//   parked frames (it misorders them today: see docs/collectives.md). With sockets_per_peer
+//   > 1 the slots of a lane spread over the sockets (a tag travels on tag % sockets_per_peer).
 // - Buffers: every call works in place on the caller's buffer; intermediate data lives in a
 //   ScratchBuffer owned by this object (grown once, never per call).
 // - Summation orders (bit-identical on every node; docs/collectives.md):
@@ -60,12 +59,8 @@ enum class InterOp : uint32_t {
 };
 inline constexpr uint32_t kInterOpCount = 9;
 
-// Every (op, lane, slot) fits in the collectives' range of mesh/tags.h.
-static_assert(kInterOpCount * kMaxLanes * kTagSlots <= mesh::kCollectiveTags.count,
-              "the collectives' tags outgrow their range in mesh/tags.h");
-
 inline uint32_t interTag(InterOp op, int lane, uint32_t slot = 0) {
-  return mesh::kCollectiveTags.first +
+  return mesh::kFirstUserTag +
          (static_cast<uint32_t>(op) * kMaxLanes + static_cast<uint32_t>(lane)) * kTagSlots + slot;
 }
 

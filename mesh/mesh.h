@@ -41,8 +41,6 @@
 #include <utility>
 #include <vector>
 
-#include "mesh/tags.h"
-
 namespace tpnode::mesh {
 
 struct PeerAddress {
@@ -143,9 +141,8 @@ struct LinkStats {
 // The shortest cluster secret accepted: 16 bytes (128 bits).
 inline constexpr size_t kMinSecretBytes = 16;
 
-// Tags below kFirstUserTag are reserved for the mesh itself (linkStats uses tag 1). Every
-// user's tags come from one named range of mesh/tags.h.
-inline constexpr uint32_t kFirstUserTag = kMeshInternalTags.end();
+// Tags below kFirstUserTag are reserved for the mesh itself (linkStats uses tag 1).
+inline constexpr uint32_t kFirstUserTag = 16;
 
 class Mesh {
  public:

@@ -33,10 +33,10 @@ struct TagRange {
 };
 
 // The mesh itself (mesh/tcp_mesh.cc: tag 1 is linkStats' ping). Tags below its end are refused
-// to users (mesh::kFirstUserTag).
+// to users (mesh::kFirstUserTag in mesh/mesh.h; tcp_mesh.cc asserts that they agree).
 inline constexpr TagRange kMeshInternalTags{"mesh/tcp_mesh.cc", 0, 16};
 // The collectives between nodes (collectives/inter_node.h: interTag(op, lane, slot));
-// inter_node.h asserts that every op, lane and slot fits.
+// inter_node.cc asserts that every op, lane and slot fits.
 inline constexpr TagRange kCollectiveTags{"collectives/inter_node.h", 16, 0x10000 - 16};
 // The node layer's control channel (node/mesh_setup.h): StepCommand and its acknowledgements.
 inline constexpr TagRange kNodeControlTags{"node/mesh_setup.h", 0x100000, 2};

@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "mesh/mesh.h"
+#include "mesh/tags.h"
 #include "node/mesh_gather.h"
 #include "node/mesh_setup.h"
 #include "node/modes.h"

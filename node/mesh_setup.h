@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "mesh/mesh.h"
+#include "mesh/tags.h"
 #include "node/options.h"
 
 namespace tpnode::node {

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "mesh/mesh.h"
+#include "mesh/tags.h"
 
 namespace tpnode::collectives {
 namespace {

@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "mesh/crypto.h"
 #include "mesh/mesh.h"
+#include "mesh/tags.h"
 
 namespace {
 

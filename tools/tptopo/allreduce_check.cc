@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "collectives/hierarchical.h"
+#include "collectives/topology.h"
 #include "common/error.h"
 #include "node/placement.h"
 
@@ -143,14 +144,16 @@ AllReduceResult runAllReduceCheck(mesh::Mesh* mesh, const TopoOptions& o,
                                   const collectives::CollectiveOptions& coll,
                                   const std::vector<int>& cpu_of_rank) {
   AllReduceResult result;
-  const int nodes = mesh != nullptr ? mesh->nodeCount() : 1;
-  result.ranks = nodes * o.node.tp;
+  const collectives::Topology topo = collectives::Topology::uniform(
+      mesh != nullptr ? mesh->nodeCount() : 1, o.node.tp, mesh != nullptr ? mesh->nodeId() : 0);
+  const int nodes = topo.nodes();
+  result.ranks = topo.worldSize();
   if (result.ranks == 1) return result;  // not run: skipped
   result.ran = true;
   Shared sh;
   planResult(result, sh, nodes, coll);
   spdlog::info("[tptopo] hierarchical all-reduce: {} node(s) x {} rank(s), {} sizes checked", nodes,
-               o.node.tp, std::size(kCaseCounts));
+               topo.ranksPerNode(), std::size(kCaseCounts));
   collectives::CollectiveOptions resolved = coll;
   runRanks(mesh, o, coll, cpu_of_rank, sh, resolved);
   // The plan named what the options say; with small_algo auto the group measured its choice.

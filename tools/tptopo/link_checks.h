@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "mesh/mesh.h"
+#include "mesh/tags.h"
 #include "tools/tptopo/report.h"
 #include "tools/tptopo/topo_options.h"
 
