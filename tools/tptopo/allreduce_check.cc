@@ -148,8 +148,8 @@ AllReduceResult runAllReduceCheck(mesh::Mesh* mesh, const TopoOptions& o,
   Shared sh;
   collectives::CollectiveOptions resolved = coll;
   try {
-    const collectives::Topology topo = collectives::Topology::uniform(
-        nodes, o.node.tp, mesh != nullptr ? mesh->nodeId() : 0);
+    const collectives::Topology topo =
+        collectives::Topology::uniform(nodes, o.node.tp, mesh != nullptr ? mesh->nodeId() : 0);
     result.ranks = topo.worldSize();
     if (result.ranks == 1) return result;  // not run: skipped
     result.ran = true;
