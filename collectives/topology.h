@@ -30,7 +30,7 @@
 
 namespace tpnode::collectives {
 
-inline constexpr int kMaxNodes = 1024;
+inline constexpr int kMaxNodes = 65536;  // the mesh sets no limit; this keeps ranks in an int
 inline constexpr int kMaxRanksPerNode = 1024;
 
 class Topology {

@@ -138,8 +138,8 @@ struct Refused {
 
 TEST(TopologyTest, InvalidShapesAreRefusedClearly) {
   const std::vector<Refused> cases = {
-      {"no nodes", 0, 1, 0, {}, "topology of 0 nodes: need 1..1024"},
-      {"too many nodes", kMaxNodes + 1, 1, 0, {}, "topology of 1025 nodes"},
+      {"no nodes", 0, 1, 0, {}, "topology of 0 nodes: need 1..65536"},
+      {"too many nodes", kMaxNodes + 1, 1, 0, {}, "topology of 65537 nodes"},
       {"no ranks", 2, 0, 0, {}, "topology of 0 ranks per node: need 1..1024"},
       {"negative ranks", 1, -3, 0, {}, "topology of -3 ranks per node"},
       {"node id past the end", 2, 1, 2, {}, "node id 2 is not a node of a 2-node topology (0..1)"},
