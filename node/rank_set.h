@@ -61,7 +61,8 @@ struct RankSetOptions {
 
 class RankSet {
  public:
-  // Loads the shards of global ranks node_id * tp + r (r < tp) in parallel, with progress logs.
+  // Loads the shards of this node's global ranks (group->topology().globalRank(r), r < local
+  // tp) in parallel, with progress logs.
   RankSet(const model::GgufFile& file, const model::ModelConfig& config,
           const model::ShardPlan& plan, std::shared_ptr<collectives::NodeGroup> group,
           const RankSetOptions& options);

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "collectives/hierarchical.h"
+#include "collectives/topology.h"
 #include "collectives/verify.h"
 #include "common/error.h"
 #include "node/placement.h"
@@ -131,15 +132,23 @@ AllReduceResult runAllReduceCheck(mesh::Mesh* mesh, const TopoOptions& o,
                                   const std::vector<int>& cpu_of_rank) {
   AllReduceResult result;
   const int nodes = mesh != nullptr ? mesh->nodeCount() : 1;
-  result.ranks = nodes * o.node.tp;
-  if (result.ranks == 1) return result;  // not run: skipped
-  result.ran = true;
   Shared sh;
-  planResult(result, sh, nodes, coll);
-  spdlog::info("[tptopo] hierarchical all-reduce: {} node(s) x {} rank(s), {} sizes checked", nodes,
-               o.node.tp, std::size(kCaseCounts));
   collectives::CollectiveOptions resolved = coll;
-  runRanks(mesh, o, coll, cpu_of_rank, sh, resolved);
+  try {
+    const collectives::Topology topo =
+        collectives::Topology::uniform(nodes, o.node.tp, mesh != nullptr ? mesh->nodeId() : 0);
+    result.ranks = topo.worldSize();
+    if (result.ranks == 1) return result;  // not run: skipped
+    result.ran = true;
+    planResult(result, sh, nodes, coll);
+    spdlog::info("[tptopo] hierarchical all-reduce: {} node(s) x {} rank(s), {} sizes checked",
+                 nodes, topo.ranksPerNode(), std::size(kCaseCounts));
+    runRanks(mesh, o, coll, cpu_of_rank, sh, resolved);
+  } catch (const Error& e) {  // a --tp no topology holds: the check fails (placement says why)
+    result.ran = true;
+    planResult(result, sh, nodes, coll);
+    sh.error = e.what();
+  }
   // The plan named what the options say; with small_algo auto the group measured its choice.
   for (auto& c : result.cases) c.inter = interName(resolved, nodes, c.bytes);
   for (auto& b : sh.bench) b.inter = interName(resolved, nodes, b.bytes);
