@@ -42,7 +42,7 @@ DriverOptions driverOptions(const Options& o, const Placement& placement) {
   d.ranks.gpu_of_rank = placement.gpu_of_rank;
   d.ranks.local_transport = o.local_transport;
   d.ranks.inter_transport = o.inter_transport;
-  d.ranks.cuda_graphs = o.cuda_graphs != "off" && o.cuda_graphs != "0";
+  d.ranks.cuda_graphs = o.cuda_graphs == CudaGraphs::kOn;
   return d;
 }
 

@@ -1,5 +1,7 @@
 // Everything a tpnode process is told on its command line, in its environment (TPNODE_<FLAG>)
-// or in its YAML config. Plain data: parsing lives in cli.cc, validation in each consumer.
+// or in its YAML config. Plain data: every member is a row of the settings table
+// (common/settings.h: name, type, default, help), bound in node/settings_binding.cc; the
+// command line is read by cli.cc, the YAML file by cluster_config.cc.
 #pragma once
 
 #include <cstddef>
@@ -7,9 +9,16 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tpnode::node {
+
+// --cuda-graphs: capture decode steps as CUDA graphs (on, also "1") or not (off, also "0").
+enum class CudaGraphs { kOn, kOff };
+// Error(kInvalidArgument) naming --cuda-graphs for any other text.
+CudaGraphs parseCudaGraphs(std::string_view text);
+std::string_view cudaGraphsName(CudaGraphs value);  // "on" or "off"
 
 struct Options {
   // Cluster
@@ -23,7 +32,7 @@ struct Options {
   std::string backend = "auto";
   std::string local_transport = "auto";  // GPU ranks' all-reduce: auto, nccl, p2p, host
   std::string inter_transport = "auto";  // GPU ranks across nodes: auto, mesh, nccl
-  std::string cuda_graphs = "on";        // on | off: CUDA graphs for decode steps
+  CudaGraphs cuda_graphs = CudaGraphs::kOn;
   double connect_timeout_s = 120;
   double liveness_timeout_s = 5;
   // A step that the peers do not complete within this many seconds makes them lost (0: off).

@@ -79,10 +79,6 @@ Placement resolvePlacement(const Options& o) {
       fail(ErrorCode::kInvalidArgument, "--local-transport '{}' is not auto, nccl, p2p or host",
            o.local_transport);
     }
-    if (o.cuda_graphs != "on" && o.cuda_graphs != "off" && o.cuda_graphs != "1" &&
-        o.cuda_graphs != "0") {
-      fail(ErrorCode::kInvalidArgument, "--cuda-graphs '{}' is not on or off", o.cuda_graphs);
-    }
     std::string list;
     for (int d : p.gpu_of_rank) list += (list.empty() ? "" : ",") + std::to_string(d);
     spdlog::info("[node] GPU ranks: {} local rank(s) on CUDA device(s) {} ({} visible)", o.tp, list,

@@ -10,6 +10,7 @@
 
 #include "collectives/hierarchical.h"
 #include "common/error.h"
+#include "common/settings.h"
 #include "mesh/mesh.h"
 #include "node/collective_setup.h"
 #include "node/mesh_setup.h"
@@ -38,10 +39,10 @@ size_t commandBufferBytes(const StepLimits& limits) {
 
 // TPNODE_TEST_STALL_AT_STEP (worker.h): the step number to stall at, 0 for none.
 uint64_t stallAtStep() {
-  const char* v = std::getenv("TPNODE_TEST_STALL_AT_STEP");
-  if (v == nullptr || *v == '\0') return 0;
+  const std::optional<std::string> v = settings::envValue("TPNODE_TEST_STALL_AT_STEP");
+  if (!v) return 0;
   char* end = nullptr;
-  unsigned long long n = std::strtoull(v, &end, 10);
+  unsigned long long n = std::strtoull(v->c_str(), &end, 10);
   return (end != nullptr && *end == '\0') ? n : 0;
 }
 
@@ -118,7 +119,7 @@ int runWorker(const Options& o, const LoadedModel& m, const Placement& placement
   ro.gpu_of_rank = placement.gpu_of_rank;
   ro.local_transport = o.local_transport;
   ro.inter_transport = o.inter_transport;
-  ro.cuda_graphs = o.cuda_graphs != "off" && o.cuda_graphs != "0";
+  ro.cuda_graphs = o.cuda_graphs == CudaGraphs::kOn;
   bool rejoining = false;  // the driver was lost: connect() waits --rejoin-timeout for it
   for (;;) {
     mesh::MeshOptions mo = makeMeshOptions(o, m.identity);
