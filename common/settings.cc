@@ -127,7 +127,7 @@ std::string parseSettingText(const Setting& s, std::string_view text, Source sou
       for (std::string_view c : s.choices) {
         if (c == text) return std::string(text);
       }
-      fail(ErrorCode::kInvalidArgument, "{}: '{}' is not {}", where, text, choiceList(s));
+      fail(ErrorCode::kInvalidArgument, "{} '{}' is not {}", where, text, choiceList(s));
     case Type::kInt: {
       long long v = 0;
       if (!parseWhole(text, v)) refuse(where, text, "an integer");

@@ -40,8 +40,8 @@ DriverOptions driverOptions(const Options& o, const Placement& placement) {
   d.ranks.ctx = o.ctx_size;
   d.ranks.cpu_of_rank = placement.cpu_of_rank;
   d.ranks.gpu_of_rank = placement.gpu_of_rank;
-  d.ranks.local_transport = o.local_transport;
-  d.ranks.inter_transport = o.inter_transport;
+  d.ranks.local_transport = std::string(enumName(o.local_transport));
+  d.ranks.inter_transport = std::string(enumName(o.inter_transport));
   d.ranks.cuda_graphs = o.cuda_graphs == CudaGraphs::kOn;
   return d;
 }

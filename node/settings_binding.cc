@@ -20,6 +20,8 @@ static_assert(std::is_same_v<size_t, uint64_t>, "api_max_body binds as a uint64_
 
 using Member = std::variant<std::string Options::*, int Options::*, double Options::*,
                             bool Options::*, uint64_t Options::*, CudaGraphs Options::*,
+                            Backend Options::*, LocalTransport Options::*,
+                            InterTransport Options::*,
                             std::vector<int> Options::*, std::vector<std::string> Options::*>;
 
 struct Binding {
@@ -115,6 +117,10 @@ CudaGraphs parseCudaGraphs(std::string_view text) {
   fail(ErrorCode::kInvalidArgument, "--cuda-graphs '{}' is not on or off", text);
 }
 
+void throwInvalidChoice(std::string_view flag, std::string_view text, const std::string& choices) {
+  fail(ErrorCode::kInvalidArgument, "{} '{}' is not {}", flag, text, choices);
+}
+
 std::string_view cudaGraphsName(CudaGraphs value) {
   return value == CudaGraphs::kOff ? "off" : "on";
 }
@@ -133,6 +139,8 @@ void setOption(Options& o, std::string_view flag, std::string_view text, setting
           o.*member = checked == "true";
         } else if constexpr (std::is_same_v<T, CudaGraphs>) {
           o.*member = parseCudaGraphs(checked);
+        } else if constexpr (std::is_enum_v<T>) {
+          o.*member = parseEnum<T>("--" + std::string(flag), checked);
         } else if constexpr (std::is_same_v<T, std::vector<int>>) {
           o.*member = parseIntList(std::string(where), checked);
         } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
@@ -154,6 +162,8 @@ std::string optionText(const Options& o, std::string_view flag) {
           return o.*member ? "true" : "false";
         } else if constexpr (std::is_same_v<T, CudaGraphs>) {
           return std::string(cudaGraphsName(o.*member));
+        } else if constexpr (std::is_enum_v<T>) {
+          return std::string(enumName(o.*member));
         } else if constexpr (std::is_same_v<T, std::vector<int>>) {
           return fmt::format("{}", fmt::join(o.*member, ","));
         } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {

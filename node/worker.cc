@@ -117,8 +117,8 @@ int runWorker(const Options& o, const LoadedModel& m, const Placement& placement
   ro.ctx = o.ctx_size;
   ro.cpu_of_rank = placement.cpu_of_rank;
   ro.gpu_of_rank = placement.gpu_of_rank;
-  ro.local_transport = o.local_transport;
-  ro.inter_transport = o.inter_transport;
+  ro.local_transport = std::string(enumName(o.local_transport));
+  ro.inter_transport = std::string(enumName(o.inter_transport));
   ro.cuda_graphs = o.cuda_graphs == CudaGraphs::kOn;
   bool rejoining = false;  // the driver was lost: connect() waits --rejoin-timeout for it
   for (;;) {

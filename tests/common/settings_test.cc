@@ -68,7 +68,7 @@ TEST(SettingsTest, ChecksValuesByTypeChoicesAndYamlRange) {
     ADD_FAILURE() << "accepted --backend gpu";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("--backend: 'gpu' is not auto, cpu or cuda"),
+    EXPECT_NE(std::string(e.what()).find("--backend 'gpu' is not auto, cpu or cuda"),
               std::string::npos)
         << e.what();
   }

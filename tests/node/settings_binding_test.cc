@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,31 @@ TEST(SettingsBindingTest, CommandLineBeatsEnvironmentBeatsFileBeatsDefault) {
   EXPECT_EQ(o.mesh_spin_us, 33);      // command line over environment
   EXPECT_EQ(o.max_connections, 14);
   EXPECT_EQ(o.liveness_timeout_s, 5);  // default
+}
+
+template <typename E>
+void expectNamesAreTheChoices(std::string_view flag) {
+  const Setting& s = *settings::findFlag(flag);
+  const std::span<const std::string_view> names = enumNames(E{});
+  ASSERT_EQ(names.size(), s.choices.size()) << flag;
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(names[i], s.choices[i]) << flag;
+    EXPECT_EQ(enumName(parseEnum<E>(flag, names[i])), names[i]) << flag;
+  }
+}
+
+TEST(SettingsBindingTest, EnumNamesAreTheTablesChoices) {
+  expectNamesAreTheChoices<Backend>("backend");
+  expectNamesAreTheChoices<LocalTransport>("local-transport");
+  expectNamesAreTheChoices<InterTransport>("inter-transport");
+  for (std::string_view c : settings::findFlag("cuda-graphs")->choices) {
+    EXPECT_NO_THROW(parseCudaGraphs(c)) << c;
+  }
+  Options o;
+  int exit_code = 0;
+  EXPECT_EQ(parse({"--backend", "tpu"}, o, exit_code), ParseResult::kExitError);
+  EXPECT_EQ(parse({"--local-transport", "ib"}, o, exit_code), ParseResult::kExitError);
+  EXPECT_EQ(exit_code, 2);
 }
 
 TEST(SettingsBindingTest, CudaGraphsIsParsedOnce) {
