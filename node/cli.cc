@@ -43,6 +43,11 @@ void addSettingFlags(CLI::App& app, settings::Scope scope, FlagTexts& texts) {
     if (s.type == settings::Type::kInt) opt->type_name("INT");
     if (s.type == settings::Type::kUInt) opt->type_name("UINT");
     if (s.type == settings::Type::kDouble) opt->type_name("FLOAT");
+    if (s.type == settings::Type::kChoice) {
+      std::string list;
+      for (std::string_view c : s.choices) list += (list.empty() ? "" : ",") + std::string(c);
+      opt->type_name("TEXT:{" + list + "}");
+    }
   }
 }
 

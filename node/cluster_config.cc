@@ -114,8 +114,9 @@ void parseSection(const Ctx& ctx, const std::string& section, const YAML::Node& 
     const std::string path = prefix + kv.first.as<std::string>();
     const settings::Setting& s = *settings::findYaml(path);
     const std::string kind = s.type == settings::Type::kBool ? "true or false" : "a value";
-    if (!kv.second.IsScalar()) ctx.bad(path, kv.second, "expected " + kind + ", got " +
-                                                            describe(kv.second));
+    if (!kv.second.IsScalar()) {
+      ctx.bad(path, kv.second, "expected " + kind + ", got " + describe(kv.second));
+    }
     std::string where = ctx.source;
     if (kv.second.Mark().line >= 0) where += fmt::format(" line {}", kv.second.Mark().line + 1);
     std::string text = settings::parseSettingText(s, kv.second.Scalar(), settings::Source::kYaml,

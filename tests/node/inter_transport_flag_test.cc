@@ -60,8 +60,7 @@ TEST(InterTransportFlagTest, ValidatedForEveryBackend) {
       ADD_FAILURE() << "accepted " << bad;
     } catch (const Error& e) {
       const std::string why = e.what();
-      EXPECT_NE(why.find(std::string("--inter-transport '") + bad + "'"), std::string::npos)
-          << why;
+      EXPECT_NE(why.find(std::string("--inter-transport '") + bad + "'"), std::string::npos) << why;
       EXPECT_NE(why.find("auto, mesh or nccl"), std::string::npos) << why;
     }
     std::vector<std::string> args = {"tpnode", "--backend", "cpu", "--inter-transport", bad};

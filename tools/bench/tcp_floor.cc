@@ -6,7 +6,8 @@
 // between tries, as the mesh does. What tpnode adds on top of this is its own overhead; what
 // this costs is the floor of the pattern on this machine.
 // Not part of the tpnode build: the script compiles it alone (plain C++17, POSIX sockets).
-//   tcp_floor NPROCS SIZES(bytes,comma) ITERS [BIND]  -> JSON on stdout (process 0), as tpbench --json
+//   tcp_floor NPROCS SIZES(bytes,comma) ITERS [BIND]  -> JSON on stdout (process 0, as tpbench
+//   --json)
 // Talks only to 127.0.0.1, on ports it binds itself; forks NPROCS-1 children. With BIND=1 and
 // no more processes than CPUs, process i is pinned to CPU i (as mpirun binds).
 #include <arpa/inet.h>
