@@ -1,18 +1,19 @@
 #include "collectives/options.h"
 
 #include <charconv>
-#include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "common/error.h"
+#include "common/settings.h"
 
 namespace tpnode::collectives {
 namespace {
 
 size_t envSize(const char* name, size_t fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  std::string_view text(v);
+  const std::optional<std::string> v = settings::envValue(name);
+  if (!v) return fallback;
+  std::string_view text(*v);
   size_t value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size()) {
@@ -104,16 +105,14 @@ InterAlgo chooseInterAlgo(const CollectiveOptions& o, size_t bytes) {
 CollectiveOptions CollectiveOptions::fromEnv() {
   CollectiveOptions o;
   o.spin = std::chrono::microseconds(envSize("TPNODE_COLL_SPIN_US", o.spin.count()));
-  if (const char* v = std::getenv("TPNODE_COLL_ALGO"); v && *v) o.algo = parseInterAlgo(v);
+  if (auto v = settings::envValue("TPNODE_COLL_ALGO")) o.algo = parseInterAlgo(*v);
   o.crossover_bytes = envSize("TPNODE_COLL_CROSSOVER", o.crossover_bytes);
-  if (const char* v = std::getenv("TPNODE_COLL_SMALL_ALGO"); v && *v) {
-    o.small_algo = parseSmallAlgo(v);
-  }
+  if (auto v = settings::envValue("TPNODE_COLL_SMALL_ALGO")) o.small_algo = parseSmallAlgo(*v);
   o.chunk_bytes = envSize("TPNODE_COLL_CHUNK", o.chunk_bytes);
   if (o.chunk_bytes == 0) fail(ErrorCode::kInvalidArgument, "TPNODE_COLL_CHUNK must be > 0");
-  if (const char* v = std::getenv("TPNODE_COLL_HIER"); v && *v) o.hier = parseHierMode(v);
+  if (auto v = settings::envValue("TPNODE_COLL_HIER")) o.hier = parseHierMode(*v);
   o.leader_max_bytes = envSize("TPNODE_COLL_LEADER_MAX", o.leader_max_bytes);
-  if (const char* v = std::getenv("TPNODE_COLL_WIRE"); v && *v) o.wire = parseWireFormat(v);
+  if (auto v = settings::envValue("TPNODE_COLL_WIRE")) o.wire = parseWireFormat(*v);
   return o;
 }
 

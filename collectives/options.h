@@ -1,5 +1,6 @@
-// Every tuning knob of the collectives layer, declared once with its default and the
-// environment variable that overrides it (read by CollectiveOptions::fromEnv()).
+// Every tuning knob of the collectives layer, with its default and the environment variable
+// that overrides it (read by CollectiveOptions::fromEnv() through the settings table,
+// common/settings.h, where each variable is declared).
 //
 //   TPNODE_COLL_SPIN_US         local barrier: spin this long before sleeping      (default 50)
 //   TPNODE_COLL_ALGO            inter-node algorithm: auto | direct | tree | ring   (auto)

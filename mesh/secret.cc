@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
+#include "common/settings.h"
 #include "mesh/crypto.h"
 #include "mesh/mesh.h"
 
@@ -66,9 +67,9 @@ std::string loadClusterSecret(const std::string& file) {
     }
     return secret;
   }
-  const char* env = std::getenv("TPNODE_CLUSTER_SECRET");
-  if (env == nullptr || *env == '\0') return "";
-  return decodeClusterSecret(env, "TPNODE_CLUSTER_SECRET");
+  const std::optional<std::string> env = settings::envValue("TPNODE_CLUSTER_SECRET");
+  if (!env) return "";
+  return decodeClusterSecret(*env, "TPNODE_CLUSTER_SECRET");
 }
 
 void writeNewClusterSecret(const std::string& path) {

@@ -8,6 +8,7 @@
 #include "common/check.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/settings.h"
 #include "model/kernels/cpu/matmul.h"
 #include "model/kernels/cpu/quantize.h"
 
@@ -65,8 +66,7 @@ class Loader {
   Matrix interleaved(Matrix m) {
     if (!pack_) return m;
     static const kernels::WeightLayout layout = [] {
-      const char* e = std::getenv("TPNODE_INTERLEAVE");
-      const std::string v = e ? e : "";
+      const std::string v = settings::envValue("TPNODE_INTERLEAVE").value_or("");
       if (v == "0") return kernels::WeightLayout::kPlain;
       if (v == "4") return kernels::WeightLayout::kRows4;
       return kernels::WeightLayout::kAuto;

@@ -6,79 +6,69 @@
 
 #include <set>
 
+#include "common/check.h"
 #include "common/error.h"
+#include "common/settings.h"
 #include "common/version.h"
 #include "mesh/mesh.h"
 #include "node/cli_flags.h"
 #include "node/cluster_config.h"
 #include "node/options.h"
+#include "node/settings_binding.h"
 
 namespace tpnode::node {
 
-// Every flag is also read from TPNODE_<FLAG> (upper case, '-' -> '_').
 std::string flagEnvName(const std::string& flag) {
-  std::string env = "TPNODE_";
-  for (char c : flag) env += (c == '-') ? '_' : static_cast<char>(std::toupper(c));
-  return env;
+  const settings::Setting* s = settings::findFlag(flag);
+  TP_CHECK(s != nullptr, "--{} is not in common/settings_table.cc", flag);
+  return std::string(s->env);
 }
 
-void addClusterFlags(CLI::App& app, Options& o, std::string& tp_layout) {
-  auto flag = [&app](const std::string& name, auto& value, const std::string& help) {
-    return addFlag(app, name, value, help);
-  };
-  flag("config", o.config_file, "YAML cluster config (flags override it)")->group("Cluster");
-  flag("node-id", o.node_id, "This node's index in --peers")->group("Cluster");
-  flag("peers", o.peers, "host:port of every node, in node-id order")->group("Cluster");
-  flag("mesh-listen", o.mesh_listen,
-       "host:port to bind instead of this node's --peers entry (NAT, containers, a proxy)")
-      ->group("Cluster");
-  flag("tp", o.tp, "Local tensor-parallel ranks in this process")->group("Cluster");
-  flag("tp-layout", tp_layout, "tp of every node, e.g. 2,1 (default: --tp on every node)")
-      ->group("Cluster");
-  flag("devices", o.devices,
-       "Device of each local rank, e.g. 0,2 (a CUDA device for GPU ranks, may repeat; the CPU "
-       "core a CPU rank is pinned to)")
-      ->envname("TPNODE_TP_DEVICES")
-      ->group("Cluster");
-  flag("backend", o.backend, "auto (cuda when GPUs are visible), cpu or cuda")->group("Cluster");
-  flag("local-transport", o.local_transport,
-       "GPU ranks' all-reduce inside the node: auto (measured), nccl, p2p or host")
-      ->group("Cluster");
-  flag("inter-transport", o.inter_transport,
-       "GPU ranks' all-reduce across nodes: auto (NCCL when it passes its check and measures "
-       "faster), mesh (the TCP mesh) or nccl")
-      ->group("Cluster");
-  flag("cuda-graphs", o.cuda_graphs, "on or off: capture decode steps as CUDA graphs")
-      ->group("Cluster");
-  flag("connect-timeout", o.connect_timeout_s, "Seconds to wait for all peers")->group("Cluster");
-  flag("liveness-timeout", o.liveness_timeout_s, "Seconds of silence before a peer is lost")
-      ->group("Cluster");
-  flag("step-timeout", o.step_timeout_s,
-       "Node 0: seconds a step may take before the peers that did not answer are lost "
-       "(0: no limit)")
-      ->group("Cluster");
-  flag("rejoin-timeout", o.rejoin_timeout_s,
-       "Worker: seconds to try rejoining a lost driver (node 0) before exiting 3")
-      ->group("Cluster");
-  flag("sockets-per-peer", o.sockets_per_peer, "Parallel TCP connections per node pair")
-      ->group("Cluster");
-  flag("mesh-spin-us", o.mesh_spin_us,
-       "Microseconds a mesh receive keeps polling (yielding the core) before it sleeps")
-      ->group("Cluster");
-  flag("wire-format", o.wire_format, "Inter-node all-reduce payload: f32, bf16, q8_0")
-      ->group("Cluster");
-  flag("cluster-secret-file", o.cluster_secret_file,
-       "File holding the shared secret (or env TPNODE_CLUSTER_SECRET)")
-      ->group("Security");
-  app.add_flag("--insecure", o.insecure,
-               "Allow a multi-node mesh with neither cluster secret nor TLS: anyone who reaches "
-               "the mesh port can join (loopback experiments only)")
-      ->envname(flagEnvName("insecure"))
-      ->group("Security");
-  flag("tls-cert", o.tls_cert, "PEM certificate for mutual TLS (CN or DNS SAN tpnode-node-<id>)")
-      ->group("Security");
-  flag("tls-key", o.tls_key, "PEM private key for mutual TLS")->group("Security");
-  flag("tls-ca", o.tls_ca, "PEM CA for mutual TLS")->group("Security");
+void addSettingFlags(CLI::App& app, settings::Scope scope, FlagTexts& texts) {
+  for (const settings::Setting& s : settings::settingsTable()) {
+    if (s.scope != scope || s.flag.empty()) continue;
+    const std::string flag(s.flag);
+    const std::string names =
+        s.short_name.empty() ? "--" + flag : std::string(s.short_name) + ",--" + flag;
+    const std::string help(s.help);
+    CLI::Option* opt = nullptr;
+    if (s.type == settings::Type::kBool) {
+      opt = app.add_flag(names, texts.on[flag], help);
+    } else if (s.type == settings::Type::kStringList) {
+      opt = app.add_option(names, texts.list[flag], help);
+    } else {
+      opt = app.add_option(names, texts.text[flag], help)->default_str(std::string(s.default_text));
+    }
+    opt->envname(std::string(s.env))->group(std::string(s.group));
+    if (s.type == settings::Type::kInt) opt->type_name("INT");
+    if (s.type == settings::Type::kUInt) opt->type_name("UINT");
+    if (s.type == settings::Type::kDouble) opt->type_name("FLOAT");
+    if (s.type == settings::Type::kChoice) {
+      std::string list;
+      for (std::string_view c : s.choices) list += (list.empty() ? "" : ",") + std::string(c);
+      opt->type_name("TEXT:{" + list + "}");
+    }
+  }
+}
+
+void applyFlagTexts(const CLI::App& app, const FlagTexts& texts, Options& o) {
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt->count() == 0 || opt->get_lnames().empty()) continue;
+    const std::string& flag = opt->get_lnames().front();
+    const std::string where = "--" + flag;
+    const auto src = settings::Source::kCommandLine;
+    if (auto t = texts.text.find(flag); t != texts.text.end()) {
+      setOption(o, flag, t->second, src, where);
+    } else if (auto b = texts.on.find(flag); b != texts.on.end()) {
+      setOption(o, flag, b->second ? "true" : "false", src, where);
+    } else if (auto l = texts.list.find(flag); l != texts.list.end()) {
+      for (const std::string& item : l->second) setOption(o, flag, item, src, where);
+    }
+  }
+}
+
+void addClusterFlags(CLI::App& app, FlagTexts& texts) {
+  addSettingFlags(app, settings::Scope::kCluster, texts);
 }
 
 std::set<std::string> givenFlags(const CLI::App& app) {
@@ -89,20 +79,13 @@ std::set<std::string> givenFlags(const CLI::App& app) {
   return given;
 }
 
-void finishClusterFlags(const CLI::App& app, const std::string& tp_layout, Options& o) {
+void finishClusterFlags(const CLI::App& app, Options& o) {
   const std::set<std::string> given = givenFlags(app);
-  if (!tp_layout.empty()) o.tp_layout = parseIntList("--tp-layout", tp_layout);
   if (!o.config_file.empty()) applyClusterConfig(loadClusterConfig(o.config_file), given, o);
   finishLayout(o);
 }
 
 namespace {
-
-template <typename T>
-CLI::Option* flag(CLI::App& app, const std::string& name, T& value, const std::string& help,
-                  const std::string& short_name = {}) {
-  return addFlag(app, name, value, help, short_name);
-}
 
 // llama.cpp spells --parallel "-np", which CLI11 cannot declare (a short name is one letter):
 // the token is rewritten before parsing.
@@ -174,76 +157,9 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
                        std::string("tpnode ") + TPNODE_VERSION + " (" + TPNODE_GIT_COMMIT + ")");
   app.get_formatter()->column_width(34);
 
-  std::string tp_layout;
-  addClusterFlags(app, o, tp_layout);
-  flag(app, "head", o.head,
-       "Output head: vocab-parallel (split by vocabulary), replicated (rank 0 only) or auto")
-      ->check(CLI::IsMember({"auto", "vocab-parallel", "replicated"}))
-      ->group("Cluster");
-  flag(app, "mesh-hold", o.mesh_hold_s,
-       "Mesh smoke test (no --model): stay connected this many seconds before exiting")
-      ->group("Cluster");
-
-  flag(app, "model", o.model, "GGUF model file", "-m")->group("Model");
-  flag(app, "alias", o.alias,
-       "Model id the API serves and expects in 'model' (default: the file name without .gguf, "
-       "spaces as '-')")
-      ->group("Model");
-  auto* prompt = flag(app, "prompt", o.prompt, "Generate from this prompt, then exit");
-  prompt->group("Generation");
-  flag(app, "prompt-ids", o.prompt_ids, "Token ids instead of text (nothing added)")
-      ->group("Generation");
-  app.add_option("-n,--n-predict", o.n_predict,
-                 "Tokens to generate; serving: the default max_tokens of API requests")
-      ->envname("TPNODE_N_PREDICT")
-      ->capture_default_str()
-      ->group("Generation");
-  app.add_flag("--ignore-eos", o.ignore_eos,
-               "One-shot generation: keep going past end-of-generation tokens (benchmarks)")
-      ->group("Generation");
-  // Serving: each sampling flag given is the default of API requests that omit the field.
-  flag(app, "temp", o.temperature, "Sampling temperature (0 = greedy; API default when given)")
-      ->group("Generation");
-  flag(app, "top-k", o.top_k, "Top-k (0 = off)")->group("Generation");
-  flag(app, "top-p", o.top_p, "Top-p")->group("Generation");
-  flag(app, "min-p", o.min_p, "Min-p")->group("Generation");
-  flag(app, "repeat-penalty", o.repeat_penalty, "Repetition penalty")->group("Generation");
-  flag(app, "seed", o.seed, "Sampling seed")->group("Generation");
-  flag(app, "threads", o.threads, "Compute threads per rank", "-t")->group("Generation");
-  flag(app, "ctx-size", o.ctx_size, "Context length per sequence", "-c")->group("Generation");
-  app.add_flag("--json", o.json, "Print one JSON object instead of text")
-      ->envname("TPNODE_JSON")
-      ->group("Generation");
-  flag(app, "dump-logits", o.dump_logits, "Write float32 logits [positions, n_vocab] .npy")
-      ->group("Generation");
-
-  flag(app, "host", o.host, "API listen address or host name (node 0)")->group("Serving");
-  flag(app, "port", o.port, "API listen port (node 0)")->group("Serving");
-  flag(app, "parallel", o.parallel, "Concurrent sequence slots (also -np)")->group("Serving");
-  app.add_option("--api-key", o.api_keys,
-                 "An accepted API key (repeatable; visible to other local users in ps: prefer "
-                 "--api-key-file)")
-      ->envname("TPNODE_API_KEY")
-      ->group("Serving");
-  flag(app, "api-key-file", o.api_key_file, "File of accepted API keys")->group("Serving");
-  // API over HTTPS (node/api/).
-  flag(app, "api-tls-cert", o.api_tls_cert, "PEM certificate (chain) for the HTTPS API")
-      ->group("Serving");
-  flag(app, "api-tls-key", o.api_tls_key, "PEM private key for the HTTPS API")->group("Serving");
-  flag(app, "api-max-body", o.api_max_body, "Largest accepted request body in bytes")
-      ->group("Serving");
-  flag(app, "max-connections", o.max_connections,
-       "Open API connections at most (0: max(64, 8 x --parallel)); idle ones are closed to make "
-       "room, else 503")
-      ->group("Serving");
-  flag(app, "max-tap-requests", o.max_tap_requests,
-       "Requests with activation taps in flight at once (more get 429)")
-      ->group("Serving");
-  flag(app, "max-tap-bytes", o.max_tap_bytes,
-       "Bytes of activation taps in flight (4 per value; more get 429)")
-      ->group("Serving");
-
-  flag(app, "log-level", o.log_level, "trace, debug, info, warn, error")->group("Misc");
+  FlagTexts texts;
+  addClusterFlags(app, texts);
+  addSettingFlags(app, settings::Scope::kNode, texts);
 
   // tpnode dump-tensor NAME [--format npy|raw] [-o FILE] [--list] plus the cluster flags.
   CLI::App* dump = app.add_subcommand(
@@ -275,8 +191,15 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
     exit_code = app.exit(e) == 0 ? 0 : 2;
     return exit_code == 0 ? ParseResult::kExitOk : ParseResult::kExitError;
   }
+  try {
+    applyFlagTexts(app, texts, o);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "tpnode: %s\n", e.what());
+    exit_code = 2;
+    return ParseResult::kExitError;
+  }
   o.given = givenFlags(app);
-  o.prompt_given = prompt->count() > 0 || !o.prompt_ids.empty();
+  o.prompt_given = o.given.count("prompt") > 0 || !o.prompt_ids.empty();
   o.gen_secret = gen->parsed();
   if (o.gen_secret) return ParseResult::kRun;
   o.dump_tensor = dump->parsed();
@@ -294,7 +217,7 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
   }
 
   try {
-    finishClusterFlags(app, tp_layout, o);
+    finishClusterFlags(app, o);
   } catch (const Error& e) {
     std::fprintf(stderr, "tpnode: %s\n", e.what());
     exit_code = 2;

@@ -1,6 +1,5 @@
 #include "node/cluster_config.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -8,7 +7,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/error.h"
+#include "common/settings.h"
 #include "mesh/mesh.h"
+#include "node/settings_binding.h"
 
 namespace tpnode::node {
 namespace {
@@ -31,15 +32,15 @@ std::string describe(const YAML::Node& node) {
 }
 
 void checkKeys(const Ctx& ctx, const std::string& path, const YAML::Node& map,
-               std::initializer_list<const char*> allowed) {
+               const std::vector<std::string>& allowed) {
   if (!map.IsMap()) ctx.bad(path, map, "expected a mapping, got " + describe(map));
   for (const auto& kv : map) {
     std::string key = kv.first.as<std::string>();
     bool ok = false;
-    for (const char* a : allowed) ok = ok || key == a;
+    for (const std::string& a : allowed) ok = ok || key == a;
     if (!ok) {
       std::string list;
-      for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
       ctx.bad(path.empty() ? key : path + "." + key, kv.first,
               "unknown key; valid keys here: " + list);
     }
@@ -62,12 +63,6 @@ int intIn(const Ctx& ctx, const std::string& path, const YAML::Node& node, int l
   if (v < lo || v > hi) {
     ctx.bad(path, node, fmt::format("{} is out of range; use {}..{}", v, lo, hi));
   }
-  return v;
-}
-
-double positive(const Ctx& ctx, const std::string& path, const YAML::Node& node) {
-  double v = scalarAs<double>(ctx, path, node, "a number of seconds");
-  if (!(v > 0)) ctx.bad(path, node, fmt::format("{} must be greater than 0", v));
   return v;
 }
 
@@ -96,58 +91,39 @@ NodeSpec parseNode(const Ctx& ctx, const std::string& path, const YAML::Node& n)
   return spec;
 }
 
-void parseCluster(const Ctx& ctx, const YAML::Node& c, ClusterConfig& out) {
-  checkKeys(ctx, "cluster", c,
-            {"model", "secret_file", "insecure", "connect_timeout_s", "liveness_timeout_s",
-             "sockets_per_peer", "wire_format", "backend", "threads", "ctx_size", "head"});
-  if (c["model"]) out.model = scalarAs<std::string>(ctx, "cluster.model", c["model"], "a path");
-  if (c["secret_file"]) {
-    out.secret_file = scalarAs<std::string>(ctx, "cluster.secret_file", c["secret_file"], "a path");
+// "~/x" -> $HOME/x; a relative path is taken relative to the config file's folder.
+std::string resolvePath(const std::string& source, const std::string& path) {
+  if (path.rfind("~/", 0) == 0) {
+    return settings::envValue("HOME").value_or("") + path.substr(1);
   }
-  if (c["insecure"])
-    out.insecure = scalarAs<bool>(ctx, "cluster.insecure", c["insecure"], "true or false");
-  if (c["connect_timeout_s"]) {
-    out.connect_timeout_s = positive(ctx, "cluster.connect_timeout_s", c["connect_timeout_s"]);
-  }
-  if (c["liveness_timeout_s"]) {
-    out.liveness_timeout_s = positive(ctx, "cluster.liveness_timeout_s", c["liveness_timeout_s"]);
-  }
-  if (c["sockets_per_peer"]) {
-    out.sockets_per_peer = intIn(ctx, "cluster.sockets_per_peer", c["sockets_per_peer"], 1, 16);
-  }
-  if (c["wire_format"]) {
-    std::string w = scalarAs<std::string>(ctx, "cluster.wire_format", c["wire_format"], "a name");
-    if (w != "f32" && w != "bf16" && w != "q8_0") {
-      ctx.bad("cluster.wire_format", c["wire_format"], "'" + w + "' is not f32, bf16 or q8_0");
-    }
-    out.wire_format = w;
-  }
-  if (c["head"]) {
-    std::string h = scalarAs<std::string>(ctx, "cluster.head", c["head"], "a name");
-    if (h != "auto" && h != "vocab-parallel" && h != "replicated") {
-      ctx.bad("cluster.head", c["head"], "'" + h + "' is not auto, vocab-parallel or replicated");
-    }
-    out.head = h;
-  }
-  if (c["backend"]) {
-    std::string b = scalarAs<std::string>(ctx, "cluster.backend", c["backend"], "a name");
-    if (b != "auto" && b != "cpu" && b != "cuda") {
-      ctx.bad("cluster.backend", c["backend"], "'" + b + "' is not auto, cpu or cuda");
-    }
-    out.backend = b;
-  }
-  if (c["threads"]) out.threads = intIn(ctx, "cluster.threads", c["threads"], 1, 1024);
-  if (c["ctx_size"]) out.ctx_size = intIn(ctx, "cluster.ctx_size", c["ctx_size"], 16, 1 << 20);
+  if (path.empty() || path[0] == '/') return path;
+  auto dir = std::filesystem::path(source).parent_path();
+  return dir.empty() ? path : (dir / path).string();
 }
 
-void parseApi(const Ctx& ctx, const YAML::Node& a, ClusterConfig& out) {
-  checkKeys(ctx, "api", a, {"host", "port", "api_key_file", "parallel"});
-  if (a["host"]) out.api_host = scalarAs<std::string>(ctx, "api.host", a["host"], "an address");
-  if (a["port"]) out.api_port = intIn(ctx, "api.port", a["port"], 1, 65535);
-  if (a["api_key_file"]) {
-    out.api_key_file = scalarAs<std::string>(ctx, "api.api_key_file", a["api_key_file"], "a path");
+// The `cluster` or `api` section: every key is a setting of the table with that YAML prefix.
+void parseSection(const Ctx& ctx, const std::string& section, const YAML::Node& map,
+                  ClusterConfig& out) {
+  const std::string prefix = section + ".";
+  std::vector<std::string> keys;
+  for (const settings::Setting& s : settings::settingsTable()) {
+    if (s.yaml.rfind(prefix, 0) == 0) keys.emplace_back(s.yaml.substr(prefix.size()));
   }
-  if (a["parallel"]) out.parallel = intIn(ctx, "api.parallel", a["parallel"], 1, 4096);
+  checkKeys(ctx, section, map, keys);
+  for (const auto& kv : map) {
+    const std::string path = prefix + kv.first.as<std::string>();
+    const settings::Setting& s = *settings::findYaml(path);
+    const std::string kind = s.type == settings::Type::kBool ? "true or false" : "a value";
+    if (!kv.second.IsScalar()) {
+      ctx.bad(path, kv.second, "expected " + kind + ", got " + describe(kv.second));
+    }
+    std::string where = ctx.source;
+    if (kv.second.Mark().line >= 0) where += fmt::format(" line {}", kv.second.Mark().line + 1);
+    std::string text = settings::parseSettingText(s, kv.second.Scalar(), settings::Source::kYaml,
+                                                  where + ": " + path);
+    if (s.type == settings::Type::kPath) text = resolvePath(ctx.source, text);
+    out.values[std::string(s.flag)] = text;
+  }
 }
 
 void checkPortClashes(const Ctx& ctx, const YAML::Node& root, const ClusterConfig& out) {
@@ -160,28 +136,24 @@ void checkPortClashes(const Ctx& ctx, const YAML::Node& root, const ClusterConfi
             fmt::format("{} is already used by nodes[{}]; give each node its own host:port",
                         addresses[dup->second].toString(), dup->first));
   }
-  if (out.api_port && !out.nodes.empty()) {
+  const std::optional<std::string> api_port = out.value("port");
+  if (api_port && !out.nodes.empty()) {
     const NodeSpec& n0 = out.nodes[0];
-    if (*out.api_port == n0.port) {
+    if (std::stoi(*api_port) == n0.port) {
       ctx.bad("api.port", root["api"]["port"],
               fmt::format("{} clashes with node 0's mesh port {}:{}; pick another API port",
-                          *out.api_port, n0.host, n0.port));
+                          *api_port, n0.host, n0.port));
     }
   }
 }
 
-// "~/x" -> $HOME/x; a relative path is taken relative to the config file's folder.
-std::string resolvePath(const std::string& source, const std::string& path) {
-  if (path.rfind("~/", 0) == 0) {
-    const char* home = std::getenv("HOME");
-    return std::string(home ? home : "") + path.substr(1);
-  }
-  if (path.empty() || path[0] == '/') return path;
-  auto dir = std::filesystem::path(source).parent_path();
-  return dir.empty() ? path : (dir / path).string();
-}
-
 }  // namespace
+
+std::optional<std::string> ClusterConfig::value(std::string_view flag) const {
+  auto it = values.find(flag);
+  if (it == values.end()) return std::nullopt;
+  return it->second;
+}
 
 ClusterConfig parseClusterConfig(const std::string& text, const std::string& source) {
   Ctx ctx{source};
@@ -202,8 +174,8 @@ ClusterConfig parseClusterConfig(const std::string& text, const std::string& sou
   for (size_t i = 0; i < nodes.size(); ++i) {
     out.nodes.push_back(parseNode(ctx, fmt::format("nodes[{}]", i), nodes[i]));
   }
-  if (root["cluster"]) parseCluster(ctx, root["cluster"], out);
-  if (root["api"]) parseApi(ctx, root["api"], out);
+  if (root["cluster"]) parseSection(ctx, "cluster", root["cluster"], out);
+  if (root["api"]) parseSection(ctx, "api", root["api"], out);
   checkPortClashes(ctx, root, out);
   return out;
 }
@@ -243,27 +215,11 @@ void applyClusterConfig(const ClusterConfig& c, const std::set<std::string>& giv
     for (int dev : self.devices) d += (d.empty() ? "" : ",") + std::to_string(dev);
     o.devices = d;
   }
-  if (c.model && unset("model")) o.model = resolvePath(c.source, *c.model);
-  if (c.secret_file && unset("cluster-secret-file")) {
-    o.cluster_secret_file = resolvePath(c.source, *c.secret_file);
+  for (const auto& [flag, text] : c.values) {
+    if (unset(flag.c_str())) {
+      setOption(o, flag, text, settings::Source::kYaml, fmt::format("{}: {}", c.source, flag));
+    }
   }
-  if (c.insecure && unset("insecure")) o.insecure = *c.insecure;
-  if (c.connect_timeout_s && unset("connect-timeout")) o.connect_timeout_s = *c.connect_timeout_s;
-  if (c.liveness_timeout_s && unset("liveness-timeout")) {
-    o.liveness_timeout_s = *c.liveness_timeout_s;
-  }
-  if (c.sockets_per_peer && unset("sockets-per-peer")) o.sockets_per_peer = *c.sockets_per_peer;
-  if (c.wire_format && unset("wire-format")) o.wire_format = *c.wire_format;
-  if (c.backend && unset("backend")) o.backend = *c.backend;
-  if (c.head && unset("head")) o.head = *c.head;
-  if (c.threads && unset("threads")) o.threads = *c.threads;
-  if (c.ctx_size && unset("ctx-size")) o.ctx_size = *c.ctx_size;
-  if (c.api_host && unset("host")) o.host = *c.api_host;
-  if (c.api_port && unset("port")) o.port = *c.api_port;
-  if (c.api_key_file && unset("api-key-file")) {
-    o.api_key_file = resolvePath(c.source, *c.api_key_file);
-  }
-  if (c.parallel && unset("parallel")) o.parallel = *c.parallel;
 }
 
 }  // namespace tpnode::node

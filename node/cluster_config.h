@@ -5,13 +5,17 @@
 // - loadClusterConfig() parses and validates; every problem is Error(kInvalidArgument) naming
 //   the file, the field path (e.g. `nodes[1].port`), the value and what to do. Unknown keys are
 //   errors (a typo must not be silently ignored).
+// - The `cluster` and `api` sections hold the settings whose row in the settings table
+//   (common/settings.h) has a YAML key; their keys, types, choices and ranges come from there.
 // - The result is plain data. applyClusterConfig() copies it into Options for every field
 //   the command line (or TPNODE_* environment) did not set: flags override the file.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "node/options.h"
@@ -28,21 +32,12 @@ struct NodeSpec {
 struct ClusterConfig {
   std::string source;  // file name, for messages
   std::vector<NodeSpec> nodes;
-  std::optional<std::string> model;
-  std::optional<std::string> secret_file;
-  std::optional<bool> insecure;  // cluster.insecure: the --insecure flag
-  std::optional<double> connect_timeout_s;
-  std::optional<double> liveness_timeout_s;
-  std::optional<int> sockets_per_peer;
-  std::optional<std::string> wire_format;  // f32 (default), bf16, q8_0
-  std::optional<std::string> head;         // auto (default), vocab-parallel, replicated
-  std::optional<std::string> backend;
-  std::optional<int> threads;
-  std::optional<int> ctx_size;
-  std::optional<std::string> api_host;
-  std::optional<int> api_port;
-  std::optional<std::string> api_key_file;
-  std::optional<int> parallel;
+  // The `cluster` and `api` keys given, by the long flag name of their setting ("model",
+  // "step-timeout"), as checked text; paths already resolved against the file's folder.
+  std::map<std::string, std::string, std::less<>> values;
+
+  // The value given for the setting of `flag`, if any.
+  std::optional<std::string> value(std::string_view flag) const;
 };
 
 // `text` is YAML; `source` names it in messages.

@@ -1,15 +1,66 @@
 // Everything a tpnode process is told on its command line, in its environment (TPNODE_<FLAG>)
-// or in its YAML config. Plain data: parsing lives in cli.cc, validation in each consumer.
+// or in its YAML config. Plain data: every member is a row of the settings table
+// (common/settings.h: name, type, default, help), bound in node/settings_binding.cc; the
+// command line is read by cli.cc, the YAML file by cluster_config.cc.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tpnode::node {
+
+// The choice-valued settings as enums. Each enum's names are listed once, in value order;
+// settings_binding_test checks them against the choices of common/settings_table.cc.
+enum class Backend { kAuto, kCpu, kCuda };                // --backend
+enum class LocalTransport { kAuto, kNccl, kP2p, kHost };  // --local-transport (GPU ranks)
+enum class InterTransport { kAuto, kMesh, kNccl };        // --inter-transport (GPU ranks)
+inline constexpr std::string_view kBackendNames[] = {"auto", "cpu", "cuda"};
+inline constexpr std::string_view kLocalTransportNames[] = {"auto", "nccl", "p2p", "host"};
+inline constexpr std::string_view kInterTransportNames[] = {"auto", "mesh", "nccl"};
+constexpr std::span<const std::string_view> enumNames(Backend) { return kBackendNames; }
+constexpr std::span<const std::string_view> enumNames(LocalTransport) {
+  return kLocalTransportNames;
+}
+constexpr std::span<const std::string_view> enumNames(InterTransport) {
+  return kInterTransportNames;
+}
+
+// Throws Error(kInvalidArgument): "--backend 'tpu' is not auto, cpu or cuda".
+[[noreturn]] void throwInvalidChoice(std::string_view flag, std::string_view text,
+                                     const std::string& choices);
+
+// "auto", "cpu", ...
+template <typename E>
+std::string_view enumName(E value) {
+  return enumNames(value)[static_cast<size_t>(value)];
+}
+
+// The value named `text`; Error(kInvalidArgument) naming `flag` ("--backend") and the choices.
+template <typename E>
+E parseEnum(std::string_view flag, std::string_view text) {
+  const std::span<const std::string_view> names = enumNames(E{});
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == text) return static_cast<E>(i);
+  }
+  std::string list;
+  for (size_t i = 0; i < names.size(); ++i) {
+    list += std::string(i == 0 ? "" : (i + 1 == names.size() ? " or " : ", ")) +
+            std::string(names[i]);
+  }
+  throwInvalidChoice(flag, text, list);
+}
+
+// --cuda-graphs: capture decode steps as CUDA graphs (on, also "1") or not (off, also "0").
+enum class CudaGraphs { kOn, kOff };
+// Error(kInvalidArgument) naming --cuda-graphs for any other text.
+CudaGraphs parseCudaGraphs(std::string_view text);
+std::string_view cudaGraphsName(CudaGraphs value);  // "on" or "off"
 
 struct Options {
   // Cluster
@@ -20,10 +71,10 @@ struct Options {
   int tp = 1;
   std::vector<int> tp_layout;  // tp of every node, index = node id (default: --tp everywhere)
   std::string devices;         // "0,2"
-  std::string backend = "auto";
-  std::string local_transport = "auto";  // GPU ranks' all-reduce: auto, nccl, p2p, host
-  std::string inter_transport = "auto";  // GPU ranks across nodes: auto, mesh, nccl
-  std::string cuda_graphs = "on";        // on | off: CUDA graphs for decode steps
+  Backend backend = Backend::kAuto;
+  LocalTransport local_transport = LocalTransport::kAuto;  // GPU ranks' all-reduce in the node
+  InterTransport inter_transport = InterTransport::kAuto;  // GPU ranks across nodes
+  CudaGraphs cuda_graphs = CudaGraphs::kOn;
   double connect_timeout_s = 120;
   double liveness_timeout_s = 5;
   // A step that the peers do not complete within this many seconds makes them lost (0: off).

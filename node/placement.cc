@@ -28,17 +28,11 @@ int countNvidiaGpus() {
 Placement resolvePlacement(const Options& o) {
   Placement p;
   p.gpus_present = countNvidiaGpus();
-  if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda") {
-    fail(ErrorCode::kInvalidArgument, "--backend '{}' is not auto, cpu or cuda", o.backend);
-  }
-  // Checked for every backend (CPU ranks ignore it), so that a typo never waits for a GPU host.
-  if (o.inter_transport != "auto" && o.inter_transport != "mesh" && o.inter_transport != "nccl") {
-    fail(ErrorCode::kInvalidArgument, "--inter-transport '{}' is not auto, mesh or nccl",
-         o.inter_transport);
-  }
+  // --backend, --local-transport and --inter-transport are enums: checked when parsed (for every
+  // backend, so that a typo never waits for a GPU host).
   std::string why;
-  const int visible = o.backend == "cpu" ? 0 : model::visibleCudaDevices(&why);
-  if (o.backend == "cuda" || (o.backend == "auto" && visible > 0)) {
+  const int visible = o.backend == Backend::kCpu ? 0 : model::visibleCudaDevices(&why);
+  if (o.backend == Backend::kCuda || (o.backend == Backend::kAuto && visible > 0)) {
     if (visible == 0) {
       fail(ErrorCode::kResource,
            "--backend cuda: no CUDA device is usable: {} ({} NVIDIA GPU(s) listed by the driver "
@@ -74,15 +68,6 @@ Placement resolvePlacement(const Options& o) {
         }
       }
     }
-    if (o.local_transport != "auto" && o.local_transport != "nccl" && o.local_transport != "p2p" &&
-        o.local_transport != "host") {
-      fail(ErrorCode::kInvalidArgument, "--local-transport '{}' is not auto, nccl, p2p or host",
-           o.local_transport);
-    }
-    if (o.cuda_graphs != "on" && o.cuda_graphs != "off" && o.cuda_graphs != "1" &&
-        o.cuda_graphs != "0") {
-      fail(ErrorCode::kInvalidArgument, "--cuda-graphs '{}' is not on or off", o.cuda_graphs);
-    }
     std::string list;
     for (int d : p.gpu_of_rank) list += (list.empty() ? "" : ",") + std::to_string(d);
     spdlog::info("[node] GPU ranks: {} local rank(s) on CUDA device(s) {} ({} visible)", o.tp, list,
@@ -93,7 +78,7 @@ Placement resolvePlacement(const Options& o) {
     spdlog::warn(
         "[node] this host has {} NVIDIA GPU(s) but runs CPU ranks ({}): the {} local "
         "rank(s) use the CPU",
-        p.gpus_present, o.backend == "cpu" ? "--backend cpu" : why, o.tp);
+        p.gpus_present, o.backend == Backend::kCpu ? "--backend cpu" : why, o.tp);
   }
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (o.devices.empty() && o.tp > cores) {

@@ -1,6 +1,7 @@
 #include "node/rank_set_options.h"
 
 #include <algorithm>
+#include <string>
 
 namespace tpnode::node {
 
@@ -11,9 +12,9 @@ RankSetOptions rankSetOptions(const Options& o, const Placement& placement) {
   ro.ctx = o.ctx_size;
   ro.cpu_of_rank = placement.cpu_of_rank;
   ro.gpu_of_rank = placement.gpu_of_rank;
-  ro.local_transport = o.local_transport;
-  ro.inter_transport = o.inter_transport;
-  ro.cuda_graphs = o.cuda_graphs != "off" && o.cuda_graphs != "0";
+  ro.local_transport = std::string(enumName(o.local_transport));
+  ro.inter_transport = std::string(enumName(o.inter_transport));
+  ro.cuda_graphs = o.cuda_graphs == CudaGraphs::kOn;
   return ro;
 }
 

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
+#include "common/settings.h"
 #include "mesh/mesh.h"
 #include "node/cluster_session.h"
 #include "node/mesh_setup.h"
@@ -38,10 +39,10 @@ size_t commandBufferBytes(const StepLimits& limits) {
 
 // TPNODE_TEST_STALL_AT_STEP (worker.h): the step number to stall at, 0 for none.
 uint64_t stallAtStep() {
-  const char* v = std::getenv("TPNODE_TEST_STALL_AT_STEP");
-  if (v == nullptr || *v == '\0') return 0;
+  const std::optional<std::string> v = settings::envValue("TPNODE_TEST_STALL_AT_STEP");
+  if (!v) return 0;
   char* end = nullptr;
-  unsigned long long n = std::strtoull(v, &end, 10);
+  unsigned long long n = std::strtoull(v->c_str(), &end, 10);
   return (end != nullptr && *end == '\0') ? n : 0;
 }
 

@@ -90,7 +90,7 @@ run_mpi() {
 }
 
 run_floor() {
-  TCP_FLOOR_BIND=$BIND timeout 600 "$FLOOR" "$1" "$2" "$3"
+  timeout 600 "$FLOOR" "$1" "$2" "$3" "$BIND"
 }
 
 for n in $PROCS; do

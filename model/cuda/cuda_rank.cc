@@ -9,6 +9,7 @@
 
 #include "common/check.h"
 #include "common/error.h"
+#include "common/settings.h"
 
 #include <spdlog/spdlog.h>
 
@@ -93,15 +94,6 @@ class CudaRank::Runner {
   bool capturing_ = false;
   size_t next_ = 0;
 };
-
-namespace {
-
-bool graphsFromEnv() {
-  const char* e = std::getenv("TPNODE_CUDA_GRAPHS");
-  return e == nullptr || std::string(e) != "0";
-}
-
-}  // namespace
 
 CudaRank::~CudaRank() {
   if (profile_ && profile_->steps() > 0) {
@@ -189,8 +181,7 @@ void CudaRank::forward(std::span<const BatchToken> batch, std::vector<float>& lo
   if (taps != nullptr) taps->rows.assign(taps->specs.size(), {});
 
   static const bool profiling = [] {
-    const char* e = std::getenv("TPNODE_CUDA_PROFILE");
-    return e != nullptr && std::string(e) == "1";
+    return settings::envValue("TPNODE_CUDA_PROFILE").value_or("") == "1";
   }();
   prof_ = nullptr;
   if (profiling && n <= kMaxGraphTokens) {
@@ -199,8 +190,7 @@ void CudaRank::forward(std::span<const BatchToken> batch, std::vector<float>& lo
     prof_->begin(stream_);
   }
   Graph* graph = nullptr;
-  if (prof_ == nullptr && options_.graphs && graphsFromEnv() && taps == nullptr &&
-      n <= kMaxGraphTokens) {
+  if (prof_ == nullptr && options_.graphs && taps == nullptr && n <= kMaxGraphTokens) {
     std::unique_ptr<Graph>& g = graphs_[{n, n_out}];
     if (!g) g = std::make_unique<Graph>();
     graph = g.get();

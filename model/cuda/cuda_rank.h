@@ -18,7 +18,8 @@
 //   captured once per (tokens, logits rows) shape and replayed afterwards; token ids,
 //   positions and slots live in device arrays that each step overwrites, so the graph stays
 //   valid. When the all-reduce cannot be captured (host staging) the pass is captured as one
-//   graph per stretch between all-reduces. TPNODE_CUDA_GRAPHS=0 turns graphs off.
+//   graph per stretch between all-reduces. --cuda-graphs off (or TPNODE_CUDA_GRAPHS=0, read
+//   once by node/ through the settings table) sets options.graphs false.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -6,10 +6,10 @@
 // between tries, as the mesh does. What tpnode adds on top of this is its own overhead; what
 // this costs is the floor of the pattern on this machine.
 // Not part of the tpnode build: the script compiles it alone (plain C++17, POSIX sockets).
-//   tcp_floor NPROCS SIZES(bytes,comma) ITERS   -> JSON on stdout (process 0), as tpbench --json
-// Talks only to 127.0.0.1, on ports it binds itself; forks NPROCS-1 children. With
-// TCP_FLOOR_BIND=1 and no more processes than CPUs, process i is pinned to CPU i (as mpirun
-// binds).
+//   tcp_floor NPROCS SIZES(bytes,comma) ITERS [BIND]  -> JSON on stdout (process 0, as tpbench
+//   --json)
+// Talks only to 127.0.0.1, on ports it binds itself; forks NPROCS-1 children. With BIND=1 and
+// no more processes than CPUs, process i is pinned to CPU i (as mpirun binds).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -60,13 +60,16 @@ void sum(float* acc, const float* x, size_t count) {
   for (size_t i = 0; i < count; ++i) acc[i] += x[i];
 }
 
+bool g_bind = false;  // the BIND argument
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: tcp_floor NPROCS SIZES(bytes,comma) ITERS\n");
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr, "usage: tcp_floor NPROCS SIZES(bytes,comma) ITERS [BIND]\n");
     return 2;
   }
+  g_bind = argc == 5 && std::string(argv[4]) == "1";
   const int n = std::atoi(argv[1]);
   std::vector<size_t> sizes;
   std::stringstream ss(argv[2]);
@@ -120,9 +123,8 @@ int main(int argc, char** argv) {
     fds[0] = fd;
   }
   ::close(listener);
-  const char* bind = std::getenv("TCP_FLOOR_BIND");
   const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
-  if (bind != nullptr && std::string(bind) == "1" && n <= cpus) {
+  if (g_bind && n <= cpus) {
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(me, &set);

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/settings.h"
 #include "tools/tpbench/allreduce_bench.h"
 
 int main(int argc, char** argv) {
@@ -57,13 +58,13 @@ int main(int argc, char** argv) {
     initLogging(log_level, "n" + std::to_string(o.node_id));
     o.sizes = tools::parseSizes(sizes);
     o.collectives = collectives::CollectiveOptions::fromEnv();
-    if (algo != "auto" || !std::getenv("TPNODE_COLL_ALGO"))
+    if (algo != "auto" || !settings::envValue("TPNODE_COLL_ALGO"))
       o.collectives.algo = collectives::parseInterAlgo(algo);
-    if (small_algo != "auto" || !std::getenv("TPNODE_COLL_SMALL_ALGO"))
+    if (small_algo != "auto" || !settings::envValue("TPNODE_COLL_SMALL_ALGO"))
       o.collectives.small_algo = collectives::parseSmallAlgo(small_algo);
-    if (hier != "auto" || !std::getenv("TPNODE_COLL_HIER"))
+    if (hier != "auto" || !settings::envValue("TPNODE_COLL_HIER"))
       o.collectives.hier = collectives::parseHierMode(hier);
-    if (wire != "native" || !std::getenv("TPNODE_COLL_WIRE"))
+    if (wire != "native" || !settings::envValue("TPNODE_COLL_WIRE"))
       o.collectives.wire = collectives::parseWireFormat(wire);
     if (crossover >= 0) o.collectives.crossover_bytes = static_cast<size_t>(crossover);
     if (chunk > 0) o.collectives.chunk_bytes = static_cast<size_t>(chunk);

@@ -65,7 +65,7 @@ void placementCheck(const TopoOptions& t, HostReport& host) {
       if (!p.cpu_of_rank.empty()) detail += ", ranks pinned to CPUs " + t.node.devices;
       if (p.gpus_present > 0) {
         detail += fmt::format("; {} NVIDIA GPU(s) present but not used (--backend {})",
-                              p.gpus_present, t.node.backend);
+                              p.gpus_present, node::enumName(t.node.backend));
       }
     }
     host.checks.push_back({"placement", scope, Verdict::kOk, detail});

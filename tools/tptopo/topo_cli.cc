@@ -23,9 +23,9 @@ ParseOutcome parseTopoCommandLine(int argc, char** argv, TopoOptions& t, int& ex
   app.set_version_flag("--version",
                        std::string("tptopo ") + TPNODE_VERSION + " (" + TPNODE_GIT_COMMIT + ")");
   app.get_formatter()->column_width(34);
-  std::string tp_layout;
+  node::FlagTexts texts;
   node::Options& o = t.node;
-  node::addClusterFlags(app, o, tp_layout);
+  node::addClusterFlags(app, texts);
   auto flag = [&app](const std::string& name, auto& value, const std::string& help) {
     return node::addFlag(app, name, value, help)->group("Measuring");
   };
@@ -63,7 +63,8 @@ ParseOutcome parseTopoCommandLine(int argc, char** argv, TopoOptions& t, int& ex
     return ParseOutcome::kExit;
   }
   try {
-    node::finishClusterFlags(app, tp_layout, o);
+    node::applyFlagTexts(app, texts, o);
+    node::finishClusterFlags(app, o);
   } catch (const Error& e) {
     std::fprintf(stderr, "tptopo: %s\n", e.what());
     exit_code = kExitUsage;

@@ -8,6 +8,7 @@
 #include "common/check.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/settings.h"
 
 namespace tpnode::model::kernels {
 
@@ -133,8 +134,7 @@ const DotKernels* avx512Kernels() {
 }
 
 static const DotKernels& pickKernels() {
-  const char* env = std::getenv("TPNODE_CPU_ISA");
-  std::string want = env ? env : "";
+  std::string want = settings::envValue("TPNODE_CPU_ISA").value_or("");
   const DotKernels* k = nullptr;
   if (want.empty() || want == "avx512") k = avx512Kernels();
   if (!k && (want.empty() || want == "avx2" || want == "avx512")) k = avx2Kernels();
