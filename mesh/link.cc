@@ -252,13 +252,13 @@ void Link::failAllLocked() {
   }
 }
 
-void Link::serveClaimsLocked(uint32_t tag, MutexLock& lock) {
+void Link::serveClaimsLocked(uint32_t tag) {
   for (;;) {
     TagQueues::Served served = queues_.serveClaims(tag);
     if (served.misfit != nullptr) {
-      lock.unlock();
+      mu_.unlock();
       fail(ErrorCode::kInvalidData, served.reason);
-      lock.lock();
+      mu_.lock();
       failOpLocked(*served.misfit);
     }
     if (served.changed) cv_.notifyAll();
@@ -283,7 +283,7 @@ void Link::post(RecvOp& op, uint32_t tag, std::span<std::byte> out) {
 size_t Link::wait(RecvOp& op) {
   MutexLock lock(mu_);
   for (;;) {
-    if (op.state == RecvOp::State::kClaiming) serveClaimsLocked(op.tag, lock);
+    if (op.state == RecvOp::State::kClaiming) serveClaimsLocked(op.tag);
     if (op.state == RecvOp::State::kDone) break;
     if (!reader_active_) {
       reader_active_ = true;
@@ -309,7 +309,7 @@ size_t Link::wait(RecvOp& op) {
 bool Link::test(RecvOp& op) {
   {
     MutexLock lock(mu_);
-    if (op.state == RecvOp::State::kClaiming) serveClaimsLocked(op.tag, lock);
+    if (op.state == RecvOp::State::kClaiming) serveClaimsLocked(op.tag);
     if (op.state == RecvOp::State::kDone) return true;
   }
   if (tryAcquireRole()) {
@@ -317,7 +317,7 @@ bool Link::test(RecvOp& op) {
     pump();
   }
   MutexLock lock(mu_);
-  if (op.state == RecvOp::State::kClaiming) serveClaimsLocked(op.tag, lock);
+  if (op.state == RecvOp::State::kClaiming) serveClaimsLocked(op.tag);
   return op.state == RecvOp::State::kDone;
 }
 

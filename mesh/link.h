@@ -151,9 +151,9 @@ class Link {
       TP_EXCLUDES(mu_);
   void writeFrame(const FrameHeader& header, std::span<const std::byte> payload,
                   Clock::time_point deadline) TP_REQUIRES(send_mu_);
-  // Serves the claims of `tag`; a claim whose message does not fit fails the link (which
-  // releases `lock` for the duration).
-  void serveClaimsLocked(uint32_t tag, MutexLock& lock) TP_REQUIRES(mu_);
+  // Serves the claims of `tag`; a claim whose message does not fit fails the link (mu_ is
+  // released meanwhile).
+  void serveClaimsLocked(uint32_t tag) TP_REQUIRES(mu_);
   void failOpLocked(RecvOp& op) TP_REQUIRES(mu_);
   void failAllLocked() TP_REQUIRES(mu_);
   [[noreturn]] void throwFailure() const TP_EXCLUDES(mu_);
