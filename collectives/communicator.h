@@ -5,9 +5,10 @@
 // - One Communicator object per rank; each is used by exactly one thread (the rank's thread).
 //   All ranks of the group must call the same collectives in the same order with the same
 //   count and dtype.
-// - Buffers are contiguous and owned by the caller; they are host memory for CPU ranks (device
-//   memory for CUDA ranks, see collectives/ docs). Calls are blocking: on return the result is
-//   in the buffer and the buffer may be reused.
+// - Buffers are contiguous host memory owned by the caller (GPU ranks all-reduce device memory
+//   through cuda::DeviceComm, collectives/cuda/device_comm.h, built in the same composition:
+//   docs/collectives.md, "One composition"). Calls are blocking: on return the result is in the
+//   buffer and the buffer may be reused.
 // - Determinism: the summation order is fixed and documented, so every rank holds bit-identical
 //   results and a rerun gives the same bits.
 // - Failure: if a peer dies, every surviving rank's call throws Error(kPeerLost) within the

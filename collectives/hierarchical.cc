@@ -16,8 +16,8 @@ class HierarchicalCommunicator final : public Communicator {
                            InterNode* inter)
       : group_(std::move(group)), local_(std::move(local)), inter_(inter) {}
 
-  int rank() const override { return group_->nodeId() * local_->localSize() + local_->localRank(); }
-  int size() const override { return group_->nodeCount() * local_->localSize(); }
+  int rank() const override { return topo().globalRank(local_->localRank()); }
+  int size() const override { return topo().worldSize(); }
 
   void allReduceSum(void* data, size_t count, DType dtype) override {
     guarded([&] { allReduceImpl(data, count, dtype); });
@@ -47,7 +47,8 @@ class HierarchicalCommunicator final : public Communicator {
   }
 
  private:
-  bool leader() const { return inter_ != nullptr && local_->localRank() == 0; }
+  const Topology& topo() const { return group_->topology(); }
+  bool leader() const { return inter_ != nullptr && Topology::isLeader(local_->localRank()); }
 
   // Runs one collective; a failure aborts the whole group (local ranks and peer nodes) and
   // returns once no local rank can still read this rank's buffer.
@@ -84,42 +85,48 @@ class HierarchicalCommunicator final : public Communicator {
     local_->allGatherSlices(data, count, dtype);
   }
 
+  // This node's block of a gathered buffer: its ranks' `count` elements each, in rank order.
+  std::byte* nodeBlock(void* out, size_t count, DType dtype) const {
+    return static_cast<std::byte*>(out) +
+           static_cast<size_t>(topo().firstRank()) * count * dtypeSize(dtype);
+  }
+
   void allGatherImpl(const void* in, void* out, size_t count, DType dtype) {
     const size_t es = dtypeSize(dtype);
-    const size_t node_elems = static_cast<size_t>(local_->localSize()) * count;
-    auto* node_block = static_cast<std::byte*>(out) + group_->nodeId() * node_elems * es;
+    const size_t node_elems = static_cast<size_t>(topo().ranksPerNode()) * count;
+    std::byte* node_block = nodeBlock(out, count, dtype);
     local_->allGather(in, node_block, count, dtype);
     if (inter_ == nullptr) return;
     if (leader()) inter_->allGather(node_block, out, node_elems * es);
-    local_->broadcast(out, node_elems * group_->nodeCount(), dtype, 0);
+    local_->broadcast(out, static_cast<size_t>(topo().worldSize()) * count, dtype, 0);
   }
 
   // Local all-gather of the node's block (shared memory), then only the leaders of the other
   // nodes send it to root's node; root's node has it on every local rank, root included.
   void gatherImpl(const void* in, void* out, size_t count, DType dtype, int root) {
     const size_t es = dtypeSize(dtype);
-    const size_t node_elems = static_cast<size_t>(local_->localSize()) * count;
-    const int root_node = root / local_->localSize();
-    auto* node_block = static_cast<std::byte*>(out) + group_->nodeId() * node_elems * es;
+    const size_t node_elems = static_cast<size_t>(topo().ranksPerNode()) * count;
+    const int root_node = topo().nodeOf(root);
+    std::byte* node_block = nodeBlock(out, count, dtype);
     local_->allGather(in, node_block, count, dtype);
     if (inter_ == nullptr) return;
-    if (root % local_->localSize() != 0) {
+    if (!Topology::isLeader(topo().localRankOf(root))) {
       // Root is not its node's leader: the leaders exchange as in allGather, then root's node
       // shares the blocks locally.
       if (leader()) inter_->allGather(node_block, out, node_elems * es);
-      local_->broadcast(out, node_elems * group_->nodeCount(), dtype, 0);
+      local_->broadcast(out, static_cast<size_t>(topo().worldSize()) * count, dtype, 0);
       return;
     }
     if (leader()) inter_->gather(node_block, out, node_elems * es, root_node);
   }
 
   void broadcastImpl(void* data, size_t count, DType dtype, int root) {
-    const int root_node = root / local_->localSize();
-    const int root_local = root % local_->localSize();
-    if (group_->nodeId() == root_node) local_->broadcast(data, count, dtype, root_local);
+    const int root_node = topo().nodeOf(root);
+    const bool root_here = topo().isOnThisNode(root);
+    if (root_here) local_->broadcast(data, count, dtype, topo().localRankOf(root));
     if (inter_ == nullptr) return;
     if (leader()) inter_->broadcast(data, count * dtypeSize(dtype), root_node);
-    if (group_->nodeId() != root_node) local_->broadcast(data, count, dtype, 0);
+    if (!root_here) local_->broadcast(data, count, dtype, 0);
   }
 
   const std::shared_ptr<NodeGroup> group_;
@@ -131,8 +138,8 @@ class HierarchicalCommunicator final : public Communicator {
 
 NodeGroup::NodeGroup(mesh::Mesh* mesh, int local_tp, const CollectiveOptions& options)
     : mesh_(mesh),
-      node_(mesh ? mesh->nodeId() : 0),
-      nodes_(mesh ? mesh->nodeCount() : 1),
+      topology_(
+          Topology::uniform(mesh ? mesh->nodeCount() : 1, local_tp, mesh ? mesh->nodeId() : 0)),
       options_(options),
       local_(LocalGroup::create(local_tp, options)) {}
 
@@ -140,16 +147,16 @@ void NodeGroup::resolveSmallAlgo() {
   if (options_.small_algo != InterAlgo::kAuto) return;
   // Two nodes: the direct exchange is one message each way, the tree two in a row. A forced
   // algorithm never asks.
-  if (nodes_ == 2 || options_.algo != InterAlgo::kAuto) {
+  if (nodeCount() == 2 || options_.algo != InterAlgo::kAuto) {
     options_.small_algo = InterAlgo::kDirect;
     return;
   }
   InterNode probe_lane(*mesh_, 0, options_);
   const SmallAlgoChoice choice = probeSmallAlgo(probe_lane);
   options_.small_algo = choice.algo;
-  if (node_ == 0) {
+  if (nodeId() == 0) {
     spdlog::info("[collectives] small all-reduce (< {} bytes, {} nodes): {} (measured: {})",
-                 options_.crossover_bytes, nodes_, interAlgoName(choice.algo), choice.detail);
+                 options_.crossover_bytes, nodeCount(), interAlgoName(choice.algo), choice.detail);
   } else {
     spdlog::debug("[collectives] small all-reduce: {} (node 0 measured)",
                   interAlgoName(choice.algo));
@@ -164,10 +171,10 @@ std::shared_ptr<NodeGroup> NodeGroup::create(mesh::Mesh* mesh, int local_tp,
          kMaxLanes);
   }
   auto group = std::make_shared<NodeGroup>(mesh, local_tp, options);
-  if (group->nodes_ == 1) return group;
+  if (group->topology_.singleNode()) return group;
   group->checkLayout(local_tp);
   group->resolveSmallAlgo();
-  for (int l = 0; l < local_tp; ++l) {
+  for (int l = 0; l < local_tp; ++l) {  // lane l: local rank l of every node (Topology::laneOf)
     group->lanes_.push_back(std::make_unique<InterNode>(*mesh, l, group->options_));
   }
   std::weak_ptr<NodeGroup> weak = group;
@@ -242,12 +249,14 @@ void NodeGroup::checkLayout(int local_tp) {
   const std::vector<LayoutField> fields = layoutFields(local_tp, options_);
   std::vector<uint8_t> mine(fields.size() * 8);
   for (size_t f = 0; f < fields.size(); ++f) storeLE64(mine.data() + 8 * f, fields[f].value);
-  for (int j = 0; j < nodes_; ++j) {
-    if (j != node_) mesh_->send(j, tag, asBytes(mine.data(), mine.size()));
+  const int nodes = nodeCount();
+  const int node = nodeId();
+  for (int j = 0; j < nodes; ++j) {
+    if (j != node) mesh_->send(j, tag, asBytes(mine.data(), mine.size()));
   }
   std::vector<uint8_t> theirs(mine.size() + 1);  // one spare byte: a longer layout is wrong too
-  for (int j = 0; j < nodes_; ++j) {
-    if (j == node_) continue;
+  for (int j = 0; j < nodes; ++j) {
+    if (j == node) continue;
     const size_t got = mesh_->recv(j, tag, asWritableBytes(theirs.data(), theirs.size()));
     if (got != mine.size()) {
       fail(ErrorCode::kMismatch,
@@ -261,14 +270,15 @@ void NodeGroup::checkLayout(int local_tp) {
       fail(ErrorCode::kMismatch,
            "[collectives] node {} runs {} = {}, this node (node {}) {}: every node needs the "
            "same value",
-           j, fields[f].name, fields[f].show(v), node_, fields[f].show(fields[f].value));
+           j, fields[f].name, fields[f].show(v), node, fields[f].show(fields[f].value));
     }
   }
 }
 
 std::unique_ptr<Communicator> NodeGroup::communicator(int local_rank) {
   auto local = local_->localOp(local_rank);  // validates local_rank
-  InterNode* inter = nodes_ > 1 ? lanes_[static_cast<size_t>(local_rank)].get() : nullptr;
+  InterNode* inter =
+      !topology_.singleNode() ? lanes_[static_cast<size_t>(local_rank)].get() : nullptr;
   return std::make_unique<HierarchicalCommunicator>(shared_from_this(), std::move(local), inter);
 }
 

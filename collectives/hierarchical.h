@@ -1,6 +1,7 @@
 // NodeGroup: the global tensor-parallel group of a node: its local ranks (threads of this
-// process, a LocalGroup) times the nodes of the mesh. Global rank = node_id * local_tp +
-// local_rank. It hands out one hierarchical Communicator per local rank.
+// process, a LocalGroup) times the nodes of the mesh. Its Topology (collectives/topology.h)
+// numbers the ranks: global rank = node_id * local_tp + local_rank, lane = local rank. It hands
+// out one hierarchical Communicator per local rank.
 //
 // Usage (node layer, after Mesh::connect):
 //   auto group = collectives::NodeGroup::create(mesh.get(), tp, CollectiveOptions::fromEnv());
@@ -39,6 +40,7 @@
 #include "collectives/inter_node.h"
 #include "collectives/local_group.h"
 #include "collectives/options.h"
+#include "collectives/topology.h"
 #include "common/mutex.h"
 #include "mesh/mesh.h"
 
@@ -55,9 +57,12 @@ class NodeGroup : public std::enable_shared_from_this<NodeGroup> {
 
   std::unique_ptr<Communicator> communicator(int local_rank);
 
-  int nodeId() const { return node_; }
-  int nodeCount() const { return nodes_; }
-  int localSize() const { return local_->size(); }
+  // Nodes x local ranks of this group, this node's id (no device list: placement is the node
+  // layer's).
+  const Topology& topology() const { return topology_; }
+  int nodeId() const { return topology_.nodeId(); }
+  int nodeCount() const { return topology_.nodes(); }
+  int localSize() const { return topology_.ranksPerNode(); }
   // As given to create(), with small_algo resolved (never kAuto on more than one node).
   const CollectiveOptions& options() const { return options_; }
 
@@ -75,11 +80,10 @@ class NodeGroup : public std::enable_shared_from_this<NodeGroup> {
   void abortLoop();
 
   mesh::Mesh* const mesh_;  // may be null; outlives the group (see contract)
-  const int node_;
-  const int nodes_;
+  const Topology topology_;
   CollectiveOptions options_;  // small_algo resolved by create()
   std::shared_ptr<LocalGroup> local_;
-  std::vector<std::unique_ptr<InterNode>> lanes_;  // one per local rank when nodes_ > 1
+  std::vector<std::unique_ptr<InterNode>> lanes_;  // one per local rank on more than one node
 
   Mutex mutex_;
   CondVar wake_;

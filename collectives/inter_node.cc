@@ -6,8 +6,16 @@
 #include "collectives/reduce.h"
 #include "common/check.h"
 #include "common/log.h"
+#include "mesh/tags.h"
 
 namespace tpnode::collectives {
+
+// interTag() (inter_node.h) numbers from kFirstUserTag: every (op, lane, slot) must stay inside
+// the collectives' range of mesh/tags.h.
+static_assert(mesh::kCollectiveTags.first == mesh::kFirstUserTag,
+              "the collectives' tags start at the first user tag (mesh/tags.h)");
+static_assert(kInterOpCount * kMaxLanes * kTagSlots <= mesh::kCollectiveTags.count,
+              "the collectives' tags outgrow their range in mesh/tags.h");
 
 InterNode::InterNode(mesh::Mesh& mesh, int lane, const CollectiveOptions& options)
     : mesh_(mesh), lane_(lane), node_(mesh.nodeId()), nodes_(mesh.nodeCount()), options_(options) {

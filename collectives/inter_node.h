@@ -8,10 +8,10 @@
 //   outlive the InterNode (it is owned by the node layer, which destroys collectives first).
 // - Tags: op `o` of lane `l` owns kTagSlots tags, kFirstUserTag + (o * kMaxLanes + l) *
 //   kTagSlots + slot, so lanes and ops never share a tag. The ring gives each receive it posts
-//   ahead its own slot tag, so at most ONE receive is ever outstanding per (peer, tag): the
-//   algorithms never depend on how the mesh orders several posted receives of one tag against
-//   parked frames (it misorders them today: see docs/collectives.md). With sockets_per_peer
-//   > 1 the slots of a lane spread over the sockets (a tag travels on tag % sockets_per_peer).
+//   ahead its own slot tag, so at most ONE receive is outstanding per (peer, tag) (the mesh
+//   would also keep several in order: docs/collectives.md, "Receive order"). With
+//   sockets_per_peer > 1 the slots of a lane spread over the sockets (a tag travels on
+//   tag % sockets_per_peer).
 // - Buffers: every call works in place on the caller's buffer; intermediate data lives in a
 //   ScratchBuffer owned by this object (grown once, never per call).
 // - Summation orders (bit-identical on every node; docs/collectives.md):

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "collectives/reduce.h"
+#include "collectives/topology.h"
 #include "common/check.h"
 
 namespace tpnode::collectives {
@@ -177,8 +178,9 @@ std::shared_ptr<LocalGroup> LocalGroup::create(int ranks) {
 }
 
 std::shared_ptr<LocalGroup> LocalGroup::create(int ranks, const CollectiveOptions& options) {
-  if (ranks < 1 || ranks > 1024) {
-    fail(ErrorCode::kInvalidArgument, "local group of {} ranks: need 1..1024", ranks);
+  if (ranks < 1 || ranks > kMaxRanksPerNode) {
+    fail(ErrorCode::kInvalidArgument, "local group of {} ranks: need 1..{}", ranks,
+         kMaxRanksPerNode);
   }
   return std::make_shared<LocalGroup>(ranks, options);
 }

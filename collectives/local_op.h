@@ -1,8 +1,11 @@
-// LocalOp: the collectives among the ranks of ONE process (one node), for one rank. This is the
-// seam where the local transports plug in: CPU ranks as threads sharing memory (LocalGroup,
-// collectives/local_group.h) now; CUDA P2P copy + add kernel, host staging and NCCL later, each
-// as another LocalOp implementation. The hierarchical communicator composes a LocalOp with the
-// inter-node exchange and knows nothing of how the local ranks talk.
+// LocalOp: the collectives among the ranks of ONE process (one node), for one rank, on host
+// memory: CPU ranks as threads sharing memory (LocalGroup, collectives/local_group.h). The
+// all-reduce is one composition for CPU and GPU ranks (docs/collectives.md, "One composition"):
+// a local op, an inter-node op, the result on every local rank. The hierarchical communicator
+// (collectives/hierarchical.h) composes a LocalOp with the inter-node exchange (InterNode) and
+// knows nothing of how the local ranks talk. GPU ranks plug their transports (NCCL, CUDA
+// peer-to-peer + add kernel, host staging) into the same composition as device local ops
+// (cuda::DeviceLocalOp, collectives/cuda/stages.h), which do the all-reduce step only.
 //
 // Contract
 // - One LocalOp per local rank, used only by that rank's thread. All local ranks call the same

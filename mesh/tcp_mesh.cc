@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "mesh/connector.h"
+#include "mesh/tags.h"
 #include "mesh/tls.h"
 #include "mesh/validate.h"
 
@@ -12,7 +13,9 @@ namespace tpnode::mesh {
 
 namespace {
 
-constexpr uint32_t kPingTag = 1;
+constexpr uint32_t kPingTag = kMeshInternalTags.at(1);
+static_assert(kFirstUserTag == kMeshInternalTags.end(),
+              "mesh.h's first user tag and the mesh's range in mesh/tags.h disagree");
 
 class DoneRequest final : public Request {
  public:

@@ -1,6 +1,6 @@
 // RankModel: one tensor-parallel rank of the decoder, whatever it runs on: LlamaRank (CPU,
-// model/llama_rank.h) or CudaRank (one GPU, model/cuda/cuda_rank.h). The node layer and
-// LocalEngine drive ranks only through this interface.
+// model/llama_rank.h) or CudaRank (one GPU, model/cuda/cuda_rank.h). The node layer
+// (node::RankSet) drives ranks only through this interface.
 //
 // Contract
 // - Every rank of the group calls forward() with the same batch, in the same order; the ranks

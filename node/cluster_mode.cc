@@ -20,6 +20,7 @@
 #include "node/mesh_setup.h"
 #include "node/modes.h"
 #include "node/placement.h"
+#include "node/rank_set_options.h"
 #include "node/worker.h"
 
 namespace tpnode::node {
@@ -35,14 +36,7 @@ DriverOptions driverOptions(const Options& o, const Placement& placement) {
   DriverOptions d;
   d.scheduler.slots = std::max(1, o.parallel);
   d.scheduler.ctx_size = o.ctx_size;
-  d.ranks.threads = o.threads;
-  d.ranks.slots = d.scheduler.slots;
-  d.ranks.ctx = o.ctx_size;
-  d.ranks.cpu_of_rank = placement.cpu_of_rank;
-  d.ranks.gpu_of_rank = placement.gpu_of_rank;
-  d.ranks.local_transport = o.local_transport;
-  d.ranks.inter_transport = o.inter_transport;
-  d.ranks.cuda_graphs = o.cuda_graphs != "off" && o.cuda_graphs != "0";
+  d.ranks = rankSetOptions(o, placement);
   return d;
 }
 

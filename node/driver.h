@@ -25,23 +25,30 @@
 //   rank 0 copies the rows (model/taps.h); a "logits" tap asks for every prompt row
 //   (kLogitsAll). They are returned on the final event.
 // - shutdown() stops the loop: workers receive kShutdown and exit 0.
+//
+// Parts (each in its own file): node/request_checks.h (what submit() refuses),
+// node/chat_fallback.h (renderChat), node/request_queue.h (callers -> loop thread),
+// node/request_tracker.h (admission, sampling, final events), node/cluster_session.h (the
+// formed cluster, shared with the workers), node/step_batch.h (step command -> batch, shared
+// with the workers), node/driver_metrics.h (Prometheus). The Driver itself owns the loop:
+// forming and re-forming the cluster, and running each step.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
-#include <deque>
-#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
-#include "collectives/hierarchical.h"
-#include "mesh/mesh.h"
-#include "model/sampling.h"
+#include "model/taps.h"
+#include "node/cluster_session.h"
 #include "node/driver_metrics.h"
 #include "node/engine.h"
 #include "node/loaded_model.h"
 #include "node/rank_set.h"
+#include "node/request_queue.h"
+#include "node/request_tracker.h"
 #include "node/scheduler.h"
 #include "node/step_watchdog.h"
 
@@ -52,13 +59,6 @@ struct DriverOptions {
   RankSetOptions ranks;
   bool reform_on_fault = true;
   bool record_timings = false;  // keep RequestTiming per request (the CLI's --prompt)
-};
-
-// Timing of one finished request, for the CLI's tokens/s.
-struct RequestTiming {
-  double prefill_seconds = 0;  // from its first step to its first sampled token
-  double decode_seconds = 0;   // from its first to its last sampled token
-  int64_t decode_steps = 0;
 };
 
 class Driver final : public Engine {
@@ -95,17 +95,10 @@ class Driver final : public Engine {
   std::string lastError() const;
 
  private:
-  struct Active;
-  struct Session;
-
   void loop();
   bool formCluster();
   void teardown(bool reset_workers);
   void runStep();
-  void failAll(const std::string& reason);
-  void admitIncoming();
-  void finishSequence(Active& a, const std::string& reason);
-  void sampleInto(Active& a, const float* row);
   void broadcastCommand(const StepCommand& command);
   void serveTensorRead();
   void markTaps(const PlannedStep& step, model::TapSink& sink);
@@ -125,38 +118,23 @@ class Driver final : public Engine {
   bool formed_once_ = false;  // loop thread only
 
   mutable std::mutex mu_;
-  std::condition_variable wake_;
   std::string not_ready_reason_;  // GUARDED_BY(mu_)
   std::string last_error_;        // GUARDED_BY(mu_)
-  uint64_t next_id_ = 1;          // GUARDED_BY(mu_)
-  struct Incoming {
-    uint64_t id;
-    GenerationRequest request;
-    std::function<void(const TokenEvent&)> on_event;
-    bool all_logits;
-  };
-  std::deque<Incoming> incoming_;                       // GUARDED_BY(mu_)
-  std::vector<uint64_t> cancels_;                       // GUARDED_BY(mu_)
-  std::map<uint64_t, std::vector<float>> kept_logits_;  // GUARDED_BY(mu_)
-  std::map<uint64_t, RequestTiming> timings_;           // GUARDED_BY(mu_)
-  struct PendingRead {
-    size_t index;  // in model_.plan.shards
-    std::function<void(TensorReadResult)> done;
-  };
-  std::deque<PendingRead> reads_;  // GUARDED_BY(mu_)
 
+  RequestQueue queue_;                      // any thread -> the loop thread
   std::unique_ptr<StepWatchdog> watchdog_;  // made by start(), before the loop thread
 
+  // Updated by the loop thread, read by /metrics from HTTP threads (atomic values).
+  // Declared before the loop thread's parts, which refer to it.
+  std::unique_ptr<DriverMetrics> metrics_;
+
   // Loop thread only:
-  std::unique_ptr<Session> session_;
+  std::unique_ptr<ClusterSession> session_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::map<uint64_t, std::unique_ptr<Active>> active_;
+  std::unique_ptr<RequestTracker> requests_;
   std::vector<model::BatchToken> batch_;
   std::vector<float> logits_;
   std::vector<std::byte> command_bytes_;
-
-  // Updated by the loop thread, read by /metrics from HTTP threads (atomic values).
-  std::unique_ptr<DriverMetrics> metrics_;
 };
 
 }  // namespace tpnode::node

@@ -1,11 +1,12 @@
 // Driver, the inspection part: activation taps (marked in the batch, collected after the step)
 // and tensor reads (served between steps). See node/driver.h and docs/inspection.md.
 #include <algorithm>
+#include <optional>
 
 #include "common/error.h"
 #include "model/tensor_read.h"
 #include "node/driver.h"
-#include "node/driver_state.h"
+#include "node/step_batch.h"
 #include "node/step_command.h"
 
 namespace tpnode::node {
@@ -18,7 +19,7 @@ void Driver::markTaps(const PlannedStep& step, model::TapSink& sink) {
   size_t at = 0;
   for (size_t i = 0; i < step.command.seqs.size(); ++i) {
     const SeqChunk& c = step.command.seqs[i];
-    const Active& a = *active_.at(step.participants[i]->id);
+    const ActiveRequest& a = requests_->at(step.participants[i]->id);
     const size_t n_prompt = a.request.prompt_ids.size();
     for (size_t j = 0; j < c.tokens.size(); ++j) {
       batch_[at + j].tap = a.state_taps && c.start_pos + j < n_prompt;
@@ -39,10 +40,9 @@ void Driver::collectTaps(const PlannedStep& step, const model::TapSink& sink) {
   size_t at = 0, tapped = 0, row = 0;
   for (size_t i = 0; i < step.command.seqs.size(); ++i) {
     const SeqChunk& c = step.command.seqs[i];
-    Active& a = *active_.at(step.participants[i]->id);
+    ActiveRequest& a = requests_->at(step.participants[i]->id);
     const size_t n_prompt = a.request.prompt_ids.size();
-    const size_t rows =
-        (c.flags & kLogitsAll) ? c.tokens.size() : ((c.flags & kLogitsLast) ? 1 : 0);
+    const size_t rows = logitRows(c);
     for (size_t j = 0; j < c.tokens.size(); ++j) {
       const bool in_prompt = c.start_pos + j < n_prompt;
       for (TapResult& t : a.taps) {
@@ -114,24 +114,18 @@ void Driver::readTensor(const std::string& name, std::function<void(TensorReadRe
     fail(ErrorCode::kInvalidArgument, "the model has no tensor named '{}'", name);
   }
   if (!ready_) fail(ErrorCode::kPeerLost, "the cluster is not ready: {}", notReadyReason());
-  std::lock_guard lock(mu_);
-  reads_.push_back({index, std::move(done)});
-  wake_.notify_all();
+  queue_.pushRead({index, std::move(done)});
 }
 
 void Driver::serveTensorRead() {
-  PendingRead read;
-  {
-    std::lock_guard lock(mu_);
-    if (reads_.empty()) return;
-    read = std::move(reads_.front());
-    reads_.pop_front();
-  }
+  std::optional<PendingRead> next = queue_.takeRead();
+  if (!next) return;
+  PendingRead read = std::move(*next);
   TensorReadResult res;
   res.info = listing(read.index);
   const model::TensorShard& shard = model_.plan.shards[read.index];
   // Refused before any rank takes part: a refusal is the caller's error, not a fault.
-  if (std::string why = session_->ranks->readRefusal(shard); !why.empty()) {
+  if (std::string why = session_->ranks().readRefusal(shard); !why.empty()) {
     res.error_code = static_cast<int>(ErrorCode::kUnsupported);
     res.error = why;
     read.done(std::move(res));
@@ -145,7 +139,7 @@ void Driver::serveTensorRead() {
     StepWatchdog::Scope watched(*watchdog_);
     // Replicated tensors pass through (node 0's copy): no collective, workers not involved.
     if (shard.kind != model::ShardKind::kReplicate) broadcastCommand(cmd);
-    res.raw = session_->ranks->gatherTensor(shard);
+    res.raw = session_->ranks().gatherTensor(shard);
     res.ok = true;
     metrics_->tensor_reads.Increment();
     metrics_->tensor_read_ms.Set(

@@ -2,7 +2,6 @@
 
 #include <cctype>
 #include <filesystem>
-#include <numeric>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -32,6 +31,7 @@ std::string modelSlug(const std::string& path) {
 
 std::unique_ptr<LoadedModel> loadModel(const Options& o) {
   auto m = std::make_unique<LoadedModel>();
+  m->topology = collectives::Topology::fromLayout(o.tp_layout, o.node_id);
   spdlog::info("[model] opening {}", o.model);
   m->file = model::GgufFile::open(o.model);
   const auto& meta = m->file->metadata();
@@ -43,22 +43,13 @@ std::unique_ptr<LoadedModel> loadModel(const Options& o) {
   m->has_chat_template = !m->chat_template.empty();
   m->tokenizer = std::make_unique<model::Tokenizer>(model::loadVocab(*m->file));
 
-  const int global_tp = std::accumulate(o.tp_layout.begin(), o.tp_layout.end(), 0);
-  for (size_t i = 1; i < o.tp_layout.size(); ++i) {
-    if (o.tp_layout[i] != o.tp_layout[0]) {
-      fail(ErrorCode::kUnsupported,
-           "--tp-layout {}: nodes with different tp degrees are not supported yet (the "
-           "hierarchical all-reduce pairs local rank r of every node); give every node the "
-           "same tp, e.g. --tp {}",
-           fmt::join(o.tp_layout, ","), o.tp_layout[0]);
-    }
-  }
-  m->plan = model::planShards(m->config, model::tensorDescs(meta), global_tp,
+  const collectives::Topology& topo = m->topology;
+  m->plan = model::planShards(m->config, model::tensorDescs(meta), topo.worldSize(),
                               model::parseHeadLayout(o.head));
   spdlog::info("[model] {} (served as '{}'; {}), {}", general_name, m->name, m->config.summary(),
                m->identity);
-  spdlog::info("[model] shard plan for {} ranks ({} nodes x {} local):\n{}", global_tp,
-               o.tp_layout.size(), o.tp, m->plan.describe());
+  spdlog::info("[model] shard plan for {} ranks ({} nodes x {} local):\n{}", topo.worldSize(),
+               topo.nodes(), topo.ranksPerNode(), m->plan.describe());
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   if (static_cast<unsigned>(o.tp * o.threads) > cores) {
     spdlog::warn(

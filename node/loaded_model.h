@@ -1,11 +1,12 @@
 // LoadedModel: the model file as every node of the cluster sees it before any rank loads its
-// shard: the mapped GGUF, its hyperparameters, the shard plan for the whole cluster, the
-// tokenizer (used on node 0) and the identity that goes into the cluster fingerprint.
+// shard: the mapped GGUF, its hyperparameters, the cluster's topology and the shard plan for
+// it, the tokenizer (used on node 0) and the identity that goes into the cluster fingerprint.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "collectives/topology.h"
 #include "model/config.h"
 #include "model/gguf.h"
 #include "model/shard_plan.h"
@@ -17,7 +18,8 @@ namespace tpnode::node {
 struct LoadedModel {
   std::unique_ptr<model::GgufFile> file;
   model::ModelConfig config;
-  model::ShardPlan plan;  // for the global group: sum of tp over nodes
+  collectives::Topology topology;  // --tp-layout and --node-id (no devices: node/placement.h)
+  model::ShardPlan plan;           // for every rank of `topology`
   std::unique_ptr<model::Tokenizer> tokenizer;
   std::string identity;  // model::modelIdentity()
   std::string name;      // the served model id: --alias, or modelSlug(the file)
@@ -29,8 +31,10 @@ struct LoadedModel {
 // digits, '.', '_', '-' (and UTF-8) as one '-': "My Model Q4.gguf" -> "My-Model-Q4".
 std::string modelSlug(const std::string& path);
 
-// Opens options.model, checks that the layout in options.tp_layout can shard it (the error
-// names the tensor, its size and the tp degrees that work) and logs what will run.
+// Builds the topology of options.tp_layout (refusing a layout tpnode cannot run yet, before
+// anything loads: collectives::Topology::fromLayout), opens options.model, checks that the
+// topology can shard it (the error names the tensor, its size and the tp degrees that work) and
+// logs what will run.
 std::unique_ptr<LoadedModel> loadModel(const Options& options);
 
 }  // namespace tpnode::node

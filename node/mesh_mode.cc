@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "mesh/mesh.h"
+#include "mesh/tags.h"
 #include "node/mesh_gather.h"
 #include "node/mesh_setup.h"
 #include "node/modes.h"
@@ -23,9 +24,10 @@ namespace tpnode::node {
 
 namespace {
 
-constexpr uint32_t kTagStats = mesh::kFirstUserTag;
-constexpr uint32_t kTagDone = mesh::kFirstUserTag + 1;
-constexpr uint32_t kTagBye = mesh::kFirstUserTag + 2;
+// Tags of the smoke test (mesh/tags.h; they were inside the collectives' range before).
+constexpr uint32_t kTagStats = mesh::kMeshModeTags.at(0);
+constexpr uint32_t kTagDone = mesh::kMeshModeTags.at(1);
+constexpr uint32_t kTagBye = mesh::kMeshModeTags.at(2);
 
 // Node 0 gathers every node's row of median round trips and prints the table.
 void gatherAndPrintTable(mesh::Mesh& mesh, const std::vector<mesh::LinkStats>& own) {

@@ -6,13 +6,14 @@
 #include <vector>
 
 #include "mesh/mesh.h"
+#include "mesh/tags.h"
 #include "node/options.h"
 
 namespace tpnode::node {
 
-// Control-channel tags of the node layer (the collectives use tags below 0x10000).
-inline constexpr uint32_t kTagControl = 0x100000;     // driver -> worker: StepCommand
-inline constexpr uint32_t kTagControlAck = 0x100001;  // worker -> driver: acknowledgements
+// Control-channel tags of the node layer (their range: mesh/tags.h).
+inline constexpr uint32_t kTagControl = mesh::kNodeControlTags.at(0);     // driver -> worker
+inline constexpr uint32_t kTagControlAck = mesh::kNodeControlTags.at(1);  // worker -> driver
 
 // The secret from --cluster-secret-file or TPNODE_CLUSTER_SECRET ("" when neither is given),
 // in the format of mesh/secret.h; throws for one under 128 bits, naming its length.

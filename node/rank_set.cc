@@ -30,12 +30,12 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
     : cpu_of_rank_(options.cpu_of_rank),
       read_chunk_(std::max<size_t>(2, options.read_chunk_bytes & ~size_t{1})),
       group_(std::move(group)) {
-  const int tp = group_->localSize();
-  const int first = group_->nodeId() * tp;
+  const collectives::Topology& topo = group_->topology();
+  const int tp = topo.ranksPerNode();
   auto t0 = std::chrono::steady_clock::now();
   const bool gpu = !options.gpu_of_rank.empty();
   spdlog::info("[model] loading {} local rank shards (global ranks {}..{} of {}) for {} ranks", tp,
-               first, first + tp - 1, plan.tp, gpu ? "GPU" : "CPU");
+               topo.firstRank(), topo.globalRank(tp - 1), plan.tp, gpu ? "GPU" : "CPU");
   // Load in parallel: each rank copies only its own slice out of the mapped file.
   std::vector<model::RankWeights> weights(static_cast<size_t>(tp));
   std::vector<std::exception_ptr> errors(static_cast<size_t>(tp));
@@ -45,7 +45,7 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
       loaders.emplace_back([&, r] {
         try {
           weights[static_cast<size_t>(r)] =
-              model::loadRankWeights(file, config, plan, first + r, /*pack=*/!gpu);
+              model::loadRankWeights(file, config, plan, topo.globalRank(r), /*pack=*/!gpu);
         } catch (...) {
           errors[static_cast<size_t>(r)] = std::current_exception();
         }
@@ -58,7 +58,7 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
   for (int r = 0; r < tp; ++r) {
     auto rank = std::make_unique<Rank>();
     rank->local_rank = r;
-    rank->weight_bytes = plan.rankBytes(first + r);
+    rank->weight_bytes = plan.rankBytes(topo.globalRank(r));
     rank->comm = group_->communicator(r);
     ranks_.push_back(std::move(rank));
   }
@@ -69,7 +69,7 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
     g.inter_transport = options.inter_transport;
     g.graphs = options.cuda_graphs;
     // Decode steps and short prefills in one call; longer all-reduces go in pieces.
-    g.max_allreduce_floats = static_cast<size_t>(config.n_embd) * 256;
+    g.max_allreduce_floats = static_cast<size_t>(config.n_embd) * options.allreduce_piece_rows;
     std::vector<collectives::Communicator*> comms;
     for (auto& rank : ranks_) comms.push_back(rank->comm.get());
     gpu_ = model::GpuNode::create(comms, g);
@@ -87,7 +87,7 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
     spdlog::info(
         "[model] rank {} (local {}) on {}: {:.1f} MiB weights, {:.1f} MiB KV cache "
         "({} slots x {} positions){}",
-        first + r, r, rank->model->backend(), rank->weight_bytes / 1048576.0,
+        topo.globalRank(r), r, rank->model->backend(), rank->weight_bytes / 1048576.0,
         rank->model->kvBytes() / 1048576.0, options.slots, options.ctx,
         gpu ? "" : fmt::format(", {} threads", options.threads));
   }
@@ -173,8 +173,9 @@ void RankSet::rankRead(Rank& rank, const model::TensorShard& shard, std::vector<
   std::vector<uint8_t> mine = model::shardBytes(rank.model->weights(), shard);
   const size_t stride = (mine.size() + 1) & ~size_t{1};  // gathered as 16-bit units
   mine.resize(stride);
-  const size_t tp = static_cast<size_t>(rank.comm->size());
-  const bool root = rank.comm->rank() == 0;  // global rank 0 (node 0's local rank 0) keeps it
+  const collectives::Topology& topo = group_->topology();
+  const size_t tp = static_cast<size_t>(topo.worldSize());
+  const bool root = topo.globalRank(rank.local_rank) == 0;  // node 0's local rank 0 keeps it
   std::vector<uint8_t> all(root ? stride * tp : 0), part;
   // In chunks of the slice (every rank has the same stride, so the same number of calls).
   for (size_t off = 0; off < stride; off += read_chunk_) {

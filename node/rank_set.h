@@ -50,6 +50,9 @@ struct RankSetOptions {
   std::string local_transport = "auto";  // GPU ranks' all-reduce (--local-transport)
   std::string inter_transport = "auto";  // GPU ranks across nodes (--inter-transport)
   bool cuda_graphs = true;
+  // GPU ranks all-reduce at most this many rows of n_embd floats at a time (longer prompts go
+  // in pieces); tests lower it.
+  size_t allreduce_piece_rows = 256;
   // gatherTensor all-gathers at most this many bytes of each rank's slice at a time, so that
   // no message exceeds the mesh's frame limit (1 GiB) for any local tp. Must be the same on
   // every node (it fixes the number of collectives per read); tests lower it.
@@ -58,7 +61,8 @@ struct RankSetOptions {
 
 class RankSet {
  public:
-  // Loads the shards of global ranks node_id * tp + r (r < tp) in parallel, with progress logs.
+  // Loads the shards of this node's global ranks (group->topology().globalRank(r), r < local
+  // tp) in parallel, with progress logs.
   RankSet(const model::GgufFile& file, const model::ModelConfig& config,
           const model::ShardPlan& plan, std::shared_ptr<collectives::NodeGroup> group,
           const RankSetOptions& options);

@@ -8,12 +8,12 @@
 
 #include <spdlog/spdlog.h>
 
-#include "collectives/hierarchical.h"
 #include "common/error.h"
 #include "mesh/mesh.h"
-#include "node/collective_setup.h"
+#include "node/cluster_session.h"
 #include "node/mesh_setup.h"
-#include "node/rank_set.h"
+#include "node/rank_set_options.h"
+#include "node/step_batch.h"
 #include "node/step_command.h"
 
 namespace tpnode::node {
@@ -55,22 +55,23 @@ void stallUntilDropped(mesh::Mesh& mesh, uint64_t step) {
 std::atomic<uint64_t> g_steps_received{0};
 
 // Serves one formed cluster until the driver says shutdown or reset. Throws on a fault.
-Outcome serve(mesh::Mesh& mesh, RankSet& ranks, const Options& o, const LoadedModel& m) {
+Outcome serve(ClusterSession& session, const Options& o, const LoadedModel& m) {
+  mesh::Mesh& mesh = *session.mesh();
+  RankSet& ranks = session.ranks();
   static const uint64_t stall_at = stallAtStep();
   const StepLimits limits = stepLimits(o, m);
   std::vector<std::byte> buffer(commandBufferBytes(limits));
   std::vector<model::BatchToken> batch;
   std::vector<float> logits;
-  const std::byte ack[1] = {std::byte{1}};
   for (;;) {
     size_t n = mesh.recv(0, kTagControl, buffer);
     StepCommand cmd = decodeStepCommand(std::span(buffer.data(), n), limits);
     if (cmd.kind == StepKind::kShutdown) {
-      mesh.send(0, kTagControlAck, ack);
+      session.acknowledge();
       return Outcome::kShutdown;
     }
     if (cmd.kind == StepKind::kReset) {
-      mesh.send(0, kTagControlAck, ack);
+      session.acknowledge();
       return Outcome::kReform;
     }
     if (cmd.kind == StepKind::kReadTensor) {  // node 0 keeps the result; ours is dropped
@@ -80,29 +81,20 @@ Outcome serve(mesh::Mesh& mesh, RankSet& ranks, const Options& o, const LoadedMo
     if (const uint64_t step = ++g_steps_received; stall_at != 0 && step == stall_at) {
       stallUntilDropped(mesh, step);
     }
-    batch.clear();
-    for (const SeqChunk& c : cmd.seqs) {
-      for (size_t j = 0; j < c.tokens.size(); ++j) {
-        bool last = j + 1 == c.tokens.size();
-        bool want = (c.flags & kLogitsAll) || ((c.flags & kLogitsLast) && last);
-        batch.push_back({c.tokens[j], static_cast<int32_t>(c.start_pos + j),
-                         static_cast<int32_t>(c.slot), want});
-      }
-    }
+    expandStep(cmd, batch);
     ranks.run(batch, logits);
   }
 }
 
 // After a fault that did not take the driver: wait for its kReset (or shutdown).
-Outcome awaitDriver(mesh::Mesh& mesh, const StepLimits& limits) {
+Outcome awaitDriver(ClusterSession& session, const StepLimits& limits) {
   std::vector<std::byte> buffer(commandBufferBytes(limits));
-  const std::byte ack[1] = {std::byte{1}};
   for (;;) {
-    size_t n = mesh.recv(0, kTagControl, buffer);
+    size_t n = session.mesh()->recv(0, kTagControl, buffer);
     StepCommand cmd = decodeStepCommand(std::span(buffer.data(), n), limits);
     if (cmd.kind == StepKind::kStep || cmd.kind == StepKind::kReadTensor)
       continue;  // sent before the fault
-    mesh.send(0, kTagControlAck, ack);
+    session.acknowledge();
     return cmd.kind == StepKind::kShutdown ? Outcome::kShutdown : Outcome::kReform;
   }
 }
@@ -110,25 +102,17 @@ Outcome awaitDriver(mesh::Mesh& mesh, const StepLimits& limits) {
 }  // namespace
 
 int runWorker(const Options& o, const LoadedModel& m, const Placement& placement) {
-  RankSetOptions ro;
-  ro.threads = o.threads;
-  ro.slots = std::max(1, o.parallel);
-  ro.ctx = o.ctx_size;
-  ro.cpu_of_rank = placement.cpu_of_rank;
-  ro.gpu_of_rank = placement.gpu_of_rank;
-  ro.local_transport = o.local_transport;
-  ro.inter_transport = o.inter_transport;
-  ro.cuda_graphs = o.cuda_graphs != "off" && o.cuda_graphs != "0";
+  const RankSetOptions ro = rankSetOptions(o, placement);
   bool rejoining = false;  // the driver was lost: connect() waits --rejoin-timeout for it
   for (;;) {
-    mesh::MeshOptions mo = makeMeshOptions(o, m.identity);
+    SessionHooks hooks;
     if (rejoining) {
-      mo.connect_timeout =
+      hooks.connect_timeout =
           std::chrono::milliseconds(static_cast<int64_t>(std::max(0.0, o.rejoin_timeout_s) * 1e3));
     }
-    std::unique_ptr<mesh::Mesh> mesh;
+    std::unique_ptr<ClusterSession> session;
     try {
-      mesh = mesh::Mesh::connect(mo);
+      session = std::make_unique<ClusterSession>(o, m, std::move(hooks));
     } catch (const Error& e) {
       if (!rejoining) throw;
       spdlog::error(
@@ -139,45 +123,45 @@ int runWorker(const Options& o, const LoadedModel& m, const Placement& placement
     }
     if (rejoining) spdlog::info("[worker] node {} rejoined the driver (node 0)", o.node_id);
     rejoining = false;
-    auto group = collectives::NodeGroup::create(mesh.get(), o.tp, collectiveOptionsFor(o), nullptr);
+    session->formGroup();
     Outcome outcome = Outcome::kReform;
     std::string driver_lost;  // non-empty: why the driver is gone
     try {
-      RankSet ranks(*m.file, m.config, m.plan, group, ro);
-      const std::byte loaded[1] = {std::byte{1}};
-      mesh->send(0, kTagControlAck, loaded);
+      session->loadRanks(ro);
+      session->reportLoaded();
       spdlog::info("[worker] node {} ready: {} local rank(s) serving driver node 0", o.node_id,
                    o.tp);
-      outcome = serve(*mesh, ranks, o, m);
+      outcome = serve(*session, o, m);
     } catch (const Error& e) {
-      if (!mesh->peerAlive(0)) {
+      session->dropRanks();
+      if (!session->mesh()->peerAlive(0)) {
         driver_lost = e.what();
       } else {
         spdlog::warn("[worker] cluster fault: {}; waiting for the driver to re-form", e.what());
         try {
-          outcome = awaitDriver(*mesh, stepLimits(o, m));
+          outcome = awaitDriver(*session, stepLimits(o, m));
         } catch (const Error& e2) {
           driver_lost = e2.what();
         }
       }
     }
-    group.reset();
+    session->dropRanks();
     if (!driver_lost.empty()) {
       spdlog::warn(
           "[worker] the driver (node 0) was lost: {}; trying to rejoin it for up to {} s "
           "(--rejoin-timeout)",
           driver_lost, o.rejoin_timeout_s);
-      mesh->shutdown();
+      session->close();
       rejoining = true;
       continue;
     }
     if (outcome == Outcome::kShutdown) {
       spdlog::info("[worker] node {}: shutdown by the driver", o.node_id);
-      mesh->shutdown();
+      session->close();
       return 0;
     }
     spdlog::info("[worker] node {}: re-forming the cluster", o.node_id);
-    mesh->shutdown();
+    session->close();
   }
 }
 

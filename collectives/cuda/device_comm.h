@@ -1,9 +1,11 @@
-// DeviceComm: the all-reduce of GPU ranks, on device memory, behind one interface with three
-// local transports (NCCL, CUDA peer-to-peer copies + an add kernel, host staging through
-// pinned memory). Across nodes, either the inter-node stage goes through the host
-// Communicator (the TCP mesh), staged through pinned host buffers, or — where every node has
-// GPU ranks and NCCL passes its startup check — one NCCL communicator over all GPU ranks of all
-// nodes does the whole all-reduce (InterTransport, collectives/cuda/inter_transport.h).
+// DeviceComm: the all-reduce of GPU ranks, on device memory. It is the CPU ranks' composition
+// (docs/collectives.md, "One composition": a local op, an inter-node op, the result on every
+// local rank) with the GPU transports as the local ops (collectives/cuda/stages.h): NCCL, CUDA
+// peer-to-peer copies + an add kernel, or host staging through pinned memory. Across nodes the
+// inter-node op is either the host Communicator (the TCP mesh), staged through pinned host
+// buffers, or — where every node has GPU ranks and NCCL passes its startup check — one NCCL
+// communicator over all GPU ranks of all nodes that does the whole all-reduce (InterTransport,
+// collectives/cuda/inter_transport.h).
 //
 // Contract
 // - One DeviceComm per GPU rank, used only by that rank's thread. The rank's device is current
@@ -18,7 +20,7 @@
 // - capturable(): whether allReduceSum may be recorded into a CUDA graph on `stream` (NCCL on
 //   one node: yes; the peer transport: no, its ranks meet at a host barrier — device-side
 //   flags are not done, see docs/gpu-collectives.md; host staging: no, it synchronises; across
-//   nodes over the mesh: no, the inter-node stage goes through the host; across nodes over
+//   nodes over the mesh: no, the inter-node op goes through the host; across nodes over
 //   NCCL: yes).
 // - count <= the group's max_count, else Error(kInvalidArgument) before any work; count 0 is a
 //   no-op.
@@ -77,7 +79,7 @@ struct InterOptions {
 
 // The local GPU ranks of one node: builds the DeviceComm of each local rank over the given
 // host Communicators (one per local rank, from NodeGroup::communicator; used for the
-// inter-node stage and for host staging) and devices (devices[r] = CUDA device of local rank
+// inter-node op and for host staging) and devices (devices[r] = CUDA device of local rank
 // r; a device may repeat: two ranks on one GPU, then NCCL is not offered).
 //
 // create() is called once per node from one thread, before the rank threads start; it

@@ -1,8 +1,8 @@
 // DeviceGroup::create: availability, the startup self-tests (one thread per local rank), the
-// measured choice, and the DeviceComm objects. The transports themselves are in *_stage.cc.
+// measured choice, and the DeviceComm objects (device_hierarchical.cc). The ops themselves (the
+// GPU transports) are in *_stage.cc and nccl_global.cc.
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -21,53 +21,6 @@ namespace tpnode::collectives::cuda {
 namespace {
 
 constexpr std::array<Transport, 3> kOrder = {Transport::kHost, Transport::kP2p, Transport::kNccl};
-constexpr int kWarmup = 5;
-constexpr int kTimedIterations = 50;
-
-float testValue(int rank, size_t i) {
-  return selfTestValue(rank, i);
-}
-
-class DeviceCommImpl final : public DeviceComm {
- public:
-  DeviceCommImpl(int rank, int size, Transport transport, size_t max_count,
-                 std::unique_ptr<LocalStage> local, std::unique_ptr<LocalStage> inter)
-      : rank_(rank),
-        size_(size),
-        transport_(transport),
-        max_count_(max_count),
-        local_(std::move(local)),
-        inter_(std::move(inter)) {}
-
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  Transport transport() const override { return transport_; }
-  bool capturable() const override { return local_->capturable() && inter_ == nullptr; }
-
-  void allReduceSum(float* data, size_t count, cudaStream_t stream) override {
-    if (count == 0) return;
-    if (count > max_count_) {
-      fail(ErrorCode::kInvalidArgument,
-           "[coll] device all-reduce of {} elements; the group was created for at most {}", count,
-           max_count_);
-    }
-    try {
-      local_->reduce(data, count, stream);
-      if (inter_) inter_->reduce(data, count, stream);
-    } catch (const std::exception& e) {
-      local_->abort(e.what());  // release the local ranks waiting for this one
-      throw;
-    }
-  }
-
- private:
-  const int rank_;
-  const int size_;
-  const Transport transport_;
-  const size_t max_count_;
-  std::unique_ptr<LocalStage> local_;
-  std::unique_ptr<LocalStage> inter_;  // inter-node host stage; null for host or one node
-};
 
 class DeviceGroupImpl final : public DeviceGroup {
  public:
@@ -98,7 +51,7 @@ class DeviceGroupImpl final : public DeviceGroup {
 struct Probe {
   explicit Probe(int ranks) : barrier(ranks, std::chrono::microseconds(200)) {}
   SpinBarrier barrier;
-  std::shared_ptr<LocalGroup> cpu_group;  // host-stage probes: local ranks only
+  std::shared_ptr<LocalGroup> cpu_group;  // host-staging probes: local ranks only
   std::vector<std::unique_ptr<Communicator>> cpu_comms;
   std::shared_ptr<P2pShared> p2p;
   std::shared_ptr<NcclShared> nccl;
@@ -122,50 +75,41 @@ size_t indexOf(Transport t) {
 
 // Reduces known values at a few counts; returns the first mismatch ("" when all matched).
 // Every rank runs every count (a rank that stopped early would leave the others waiting).
-std::string verifyLocal(LocalStage& stage, int rank, int ranks, float* buf, size_t max_count,
+std::string verifyLocal(DeviceLocalOp& op, int rank, int ranks, float* buf, size_t max_count,
                         cudaStream_t stream) {
   std::string failure;
-  std::vector<size_t> counts = {1, 1000, 65537};
-  for (size_t count : counts) {
-    count = std::min(count, max_count);
-    std::vector<float> host(count);
-    for (size_t i = 0; i < count; ++i) host[i] = testValue(rank, i);
-    TP_CUDA(
-        cudaMemcpyAsync(buf, host.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream));
-    stage.reduce(buf, count, stream);
-    TP_CUDA(
-        cudaMemcpyAsync(host.data(), buf, count * sizeof(float), cudaMemcpyDeviceToHost, stream));
-    waitStream(stream, "self-test all-reduce");
-    for (size_t i = 0; i < count && failure.empty(); ++i) {
-      float want = 0.0f;
-      for (int q = 0; q < ranks; ++q) want += testValue(q, i);
-      if (std::memcmp(&want, &host[i], sizeof(float)) != 0) {
-        failure = fmt::format("local rank {}: element {} of {} is {}, want {}", rank, i, count,
-                              host[i], want);
-      }
+  const ReduceFn reduce = [&](float* data, size_t n, cudaStream_t s) {
+    op.allReduceSum(data, n, s);
+  };
+  for (size_t count : {size_t{1}, size_t{1000}, size_t{65537}}) {
+    const VerifyResult result = verifyOnDevice(reduce, rank, ranks, buf, std::min(count, max_count),
+                                               stream, "self-test all-reduce");
+    if (!result.ok && failure.empty()) {
+      failure = fmt::format("local rank {}: {}", rank, result.describe());
     }
   }
   return failure;
 }
 
-double medianMicros(LocalStage& stage, float* buf, size_t count, cudaStream_t stream) {
+double medianMicros(DeviceLocalOp& op, float* buf, size_t count, cudaStream_t stream) {
   return medianReduceMicros(
-      [&](float* data, size_t n, cudaStream_t s) { stage.reduce(data, n, s); }, buf, count, stream);
+      [&](float* data, size_t n, cudaStream_t s) { op.allReduceSum(data, n, s); }, buf, count,
+      stream);
 }
 
-std::unique_ptr<LocalStage> makeProbeStage(Probe& probe, Transport t, int r, int device) {
+std::unique_ptr<DeviceLocalOp> makeProbeOp(Probe& probe, Transport t, int r, int device) {
   switch (t) {
     case Transport::kHost:
-      return std::make_unique<HostStage>(probe.cpu_comms[static_cast<size_t>(r)].get(), device,
-                                         probe.max_count, true);
+      return std::make_unique<HostStagingOp>(probe.cpu_comms[static_cast<size_t>(r)].get(), device,
+                                             probe.max_count, true);
     case Transport::kP2p:
-      return std::make_unique<P2pStage>(probe.p2p, r);
+      return std::make_unique<P2pOp>(probe.p2p, r);
     case Transport::kNccl:
-      return createNcclStage(probe.nccl, r);
+      return createNcclOp(probe.nccl, r);
     case Transport::kAuto:
       break;
   }
-  TP_CHECK(false, "probe stage for {}", transportName(t));
+  TP_CHECK(false, "probe op for {}", transportName(t));
   return nullptr;
 }
 
@@ -203,12 +147,12 @@ void probeRank(Probe& probe, const std::vector<int>& devices, int r) {
         continue;
       }
     }
-    auto stage = makeProbeStage(probe, kOrder[k], r, device);
+    auto op = makeProbeOp(probe, kOrder[k], r, device);
     try {
-      failure = verifyLocal(*stage, r, ranks, buf.get(), probe.max_count, stream.get());
+      failure = verifyLocal(*op, r, ranks, buf.get(), probe.max_count, stream.get());
     } catch (const std::exception& e) {
       failure = fmt::format("local rank {}: {}", r, e.what());
-      stage->abort(e.what());  // p2p: releases the barrier; nccl: marks it broken
+      op->abort(e.what());  // p2p: releases the barrier; nccl: marks it broken
       if (kOrder[k] == Transport::kHost) {
         probe.cpu_group->abort(ErrorCode::kAborted, failure);  // host staging is not used again
       }
@@ -219,7 +163,7 @@ void probeRank(Probe& probe, const std::vector<int>& devices, int r) {
     for (auto& f : probe.failures[k]) passed = passed && f.empty();
     if (passed && probe.timing) {
       probe.median_us[k][static_cast<size_t>(r)] =
-          medianMicros(*stage, buf.get(), probe.probe_count, stream.get());
+          medianMicros(*op, buf.get(), probe.probe_count, stream.get());
     }
   }
   probe.barrier.arriveAndWait();
@@ -290,24 +234,23 @@ std::vector<std::unique_ptr<DeviceComm>> buildComms(Probe& probe, Transport chos
   std::vector<std::unique_ptr<DeviceComm>> comms;
   for (size_t r = 0; r < devices.size(); ++r) {
     const int device = devices[r];
-    std::unique_ptr<LocalStage> local, inter;
+    std::unique_ptr<DeviceLocalOp> local, inter;
     if (chosen == Transport::kHost) {
-      local = std::make_unique<HostStage>(host_comms[r], device, probe.max_count, true);
+      local = std::make_unique<HostStagingOp>(host_comms[r], device, probe.max_count, true);
     } else {
-      local = chosen == Transport::kP2p ? std::make_unique<P2pStage>(probe.p2p, static_cast<int>(r))
-                                        : createNcclStage(probe.nccl, static_cast<int>(r));
+      local = chosen == Transport::kP2p ? std::make_unique<P2pOp>(probe.p2p, static_cast<int>(r))
+                                        : createNcclOp(probe.nccl, static_cast<int>(r));
       if (multi_node) {
-        inter = std::make_unique<HostStage>(host_comms[r], device, probe.max_count, r == 0);
+        inter = std::make_unique<HostStagingOp>(host_comms[r], device, probe.max_count, r == 0);
       }
     }
-    comms.push_back(std::make_unique<DeviceCommImpl>(host_comms[r]->rank(), host_comms[r]->size(),
-                                                     chosen, probe.max_count, std::move(local),
-                                                     std::move(inter)));
+    comms.push_back(makeDeviceHierarchical(host_comms[r]->rank(), host_comms[r]->size(), chosen,
+                                           probe.max_count, std::move(local), std::move(inter)));
   }
   return comms;
 }
 
-// One all-reduce of known values through the full path (inter-node stage included) on every
+// One all-reduce of known values through the full path (inter-node op included) on every
 // rank; every node does exactly one, whatever it chose, so the host collectives line up.
 void verifyFullPath(std::vector<std::unique_ptr<DeviceComm>>& comms,
                     const std::vector<int>& devices, size_t max_count) {
@@ -319,23 +262,13 @@ void verifyFullPath(std::vector<std::unique_ptr<DeviceComm>>& comms,
         const size_t count = std::min<size_t>(max_count, 4099);
         Stream stream(device);
         DeviceBuffer buf(device, count);
-        std::vector<float> host(count);
-        for (size_t i = 0; i < count; ++i) host[i] = testValue(comm.rank(), i);
-        TP_CUDA(cudaMemcpyAsync(buf.get(), host.data(), count * sizeof(float),
-                                cudaMemcpyHostToDevice, stream.get()));
-        comm.allReduceSum(buf.get(), count, stream.get());
-        TP_CUDA(cudaMemcpyAsync(host.data(), buf.get(), count * sizeof(float),
-                                cudaMemcpyDeviceToHost, stream.get()));
-        waitStream(stream.get(), "full-path self-test");
-        for (size_t i = 0; i < count; ++i) {
-          float want = 0.0f;
-          for (int g = 0; g < comm.size(); ++g) want += testValue(g, i);
-          if (std::memcmp(&want, &host[i], sizeof(float)) != 0) {
-            fail(ErrorCode::kInternal,
-                 "[coll] device all-reduce ({}) self-test failed on rank {}: element {} is {}, "
-                 "want {}",
-                 transportName(comm.transport()), comm.rank(), i, host[i], want);
-          }
+        const VerifyResult result = verifyOnDevice(
+            [&](float* data, size_t n, cudaStream_t s) { comm.allReduceSum(data, n, s); },
+            comm.rank(), comm.size(), buf.get(), count, stream.get(), "full-path self-test");
+        if (!result.ok) {
+          fail(ErrorCode::kInternal,
+               "[coll] device all-reduce ({}) self-test failed on rank {}: {}",
+               transportName(comm.transport()), comm.rank(), result.describe());
         }
       },
       [](const std::string&) {});
@@ -359,9 +292,9 @@ void chooseInter(std::vector<std::unique_ptr<DeviceComm>>& comms, TransportRepor
     spdlog::info("[coll] inter-node: nccl ({})", report.inter_reason);
     std::vector<std::unique_ptr<DeviceComm>> nccl;
     for (size_t r = 0; r < comms.size(); ++r) {
-      nccl.push_back(std::make_unique<DeviceCommImpl>(
+      nccl.push_back(makeDeviceHierarchical(
           comms[r]->rank(), comms[r]->size(), comms[r]->transport(), max_count,
-          createNcclGlobalStage(std::move(sel.globals[r])), nullptr));
+          createNcclGlobalOp(std::move(sel.globals[r])), nullptr));
     }
     comms = std::move(nccl);  // the mesh path's buffers are freed here
     // cudaFree / cudaFreeHost synchronise the device: no rank may enqueue an NCCL all-reduce
@@ -412,25 +345,6 @@ void runLocalRanks(const std::vector<int>& devices, const std::function<void(int
   }
   for (auto& t : threads) t.join();
   if (first) std::rethrow_exception(first);
-}
-
-float selfTestValue(int rank, size_t i) {
-  return static_cast<float>(static_cast<int>((i * 3 + static_cast<size_t>(rank) * 17) % 61)) -
-         30.0f;
-}
-
-double medianReduceMicros(const ReduceFn& reduce, float* buf, size_t count, cudaStream_t stream) {
-  TP_CUDA(cudaMemsetAsync(buf, 0, count * sizeof(float), stream));
-  std::vector<double> us;
-  for (int it = 0; it < kWarmup + kTimedIterations; ++it) {
-    const auto t0 = std::chrono::steady_clock::now();
-    reduce(buf, count, stream);
-    waitStream(stream, "timed all-reduce");
-    const auto t1 = std::chrono::steady_clock::now();
-    if (it >= kWarmup) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-  }
-  std::nth_element(us.begin(), us.begin() + static_cast<std::ptrdiff_t>(us.size() / 2), us.end());
-  return us[us.size() / 2];
 }
 
 std::unique_ptr<DeviceGroup> DeviceGroup::create(std::vector<Communicator*> host_comms,

@@ -37,19 +37,19 @@ void waitEvent(cudaEvent_t event, const char* what, std::chrono::milliseconds ti
   pollUntilDone([&] { return cudaEventQuery(event); }, "cudaEventQuery", what, timeout);
 }
 
-size_t HostStage::chunkElements(size_t count) {
+size_t HostStagingOp::chunkElements(size_t count) {
   if (count * sizeof(float) <= kHostChunkThreshold) return count;
   const size_t min_chunk = (size_t{1} << 20) / sizeof(float);  // 1 MiB
   size_t chunk = std::max(min_chunk, (count + kMaxChunks - 1) / kMaxChunks);
   return (chunk + 15) / 16 * 16;
 }
 
-HostStage::HostStage(Communicator* comm, int device, size_t max_count, bool contribute)
+HostStagingOp::HostStagingOp(Communicator* comm, int device, size_t max_count, bool contribute)
     : comm_(comm), pinned_(max_count), h2d_done_(device), contribute_(contribute) {
   for (size_t i = 0; i < kMaxChunks; ++i) d2h_done_.emplace_back(device);
 }
 
-void HostStage::reduce(float* data, size_t count, cudaStream_t stream) {
+void HostStagingOp::allReduceSum(float* data, size_t count, cudaStream_t stream) {
   TP_CHECK(count <= pinned_.count(), "host stage: {} elements, buffer holds {}", count,
            pinned_.count());
   const size_t chunk = chunkElements(count);

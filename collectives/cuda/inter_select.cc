@@ -61,24 +61,13 @@ std::shared_ptr<NcclGlobal> initStep(Communicator& host, int device,
   }
 }
 
-// Step 3: known integer values (exact in f32 in any order) through the NCCL communicator.
-void verifyStep(LocalStage& stage, const Communicator& host, float* buf, size_t count,
+// Step 3: the shared verify-by-reduction (collectives/verify.h) through the NCCL communicator.
+void verifyStep(DeviceLocalOp& op, const Communicator& host, float* buf, size_t count,
                 cudaStream_t stream) {
-  std::vector<float> values(count);
-  for (size_t i = 0; i < count; ++i) values[i] = selfTestValue(host.rank(), i);
-  TP_CUDA(
-      cudaMemcpyAsync(buf, values.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream));
-  stage.reduce(buf, count, stream);
-  TP_CUDA(
-      cudaMemcpyAsync(values.data(), buf, count * sizeof(float), cudaMemcpyDeviceToHost, stream));
-  waitStream(stream, "inter-node nccl self-test");
-  for (size_t i = 0; i < count; ++i) {
-    float want = 0.0f;
-    for (int g = 0; g < host.size(); ++g) want += selfTestValue(g, i);
-    if (std::memcmp(&want, &values[i], sizeof(float)) != 0) {
-      fail(ErrorCode::kInternal, "element {} of {} is {}, want {}", i, count, values[i], want);
-    }
-  }
+  const VerifyResult result =
+      verifyOnDevice([&](float* d, size_t n, cudaStream_t s) { op.allReduceSum(d, n, s); },
+                     host.rank(), host.size(), buf, count, stream, "inter-node nccl self-test");
+  if (!result.ok) fail(ErrorCode::kInternal, "{}", result.describe());
 }
 
 }  // namespace
@@ -117,11 +106,11 @@ InterSelection selectInter(std::vector<std::unique_ptr<DeviceComm>>& mesh_comms,
         }
         Stream stream(device);
         DeviceBuffer buf(device, std::max(probe_count, std::min<size_t>(max_count, 4099)));
-        std::unique_ptr<LocalStage> stage;
+        std::unique_ptr<DeviceLocalOp> op;
         if (interBlocker(records).empty()) {
           try {
-            stage = createNcclGlobalStage(global);
-            verifyStep(*stage, host, buf.get(), std::min<size_t>(max_count, 4099), stream.get());
+            op = createNcclGlobalOp(global);
+            verifyStep(*op, host, buf.get(), std::min<size_t>(max_count, 4099), stream.get());
           } catch (const Error& e) {
             mine.failure = InterFailure::kVerify;
             detail = e.what();
@@ -131,12 +120,12 @@ InterSelection selectInter(std::vector<std::unique_ptr<DeviceComm>>& mesh_comms,
         if (interBlocker(records).empty() && interTimed(records)) {
           try {
             mine.nccl_us = medianReduceMicros(
-                [&](float* d, size_t n, cudaStream_t s) { stage->reduce(d, n, s); }, buf.get(),
+                [&](float* d, size_t n, cudaStream_t s) { op->allReduceSum(d, n, s); }, buf.get(),
                 probe_count, stream.get());
           } catch (const Error& e) {
             mine.failure = InterFailure::kVerify;
             detail = e.what();
-            stage.reset();
+            op.reset();
             global.reset();  // broken: aborted, so that nothing stays queued on the GPU
           }
           // Every rank times the mesh path whatever happened above (host collectives in step).
@@ -147,7 +136,7 @@ InterSelection selectInter(std::vector<std::unique_ptr<DeviceComm>>& mesh_comms,
           records = exchange(host, mine);
         }
         const InterDecision decision = decideInter(records, probe_count * sizeof(float));
-        stage.reset();
+        op.reset();
         if (decision.chosen == InterTransport::kNccl) sel.globals[ur] = std::move(global);
         global.reset();
         if (r == 0) {

@@ -1,4 +1,4 @@
-// InterTransport: how the GPU ranks of different nodes reduce. `mesh`: the local stage on the
+// InterTransport: how the GPU ranks of different nodes reduce. `mesh`: the local op on the
 // GPU, then the host communicator over the TCP mesh (staged through pinned memory). `nccl`: one
 // NCCL communicator over every GPU rank of every node (size = the host communicator's size(),
 // rank = the global rank); its ncclUniqueId travels over the mesh, which stays the control

@@ -76,10 +76,10 @@ struct NcclGlobal {
 
 namespace {
 
-class NcclGlobalStage final : public LocalStage {
+class NcclGlobalStage final : public DeviceLocalOp {
  public:
   explicit NcclGlobalStage(std::shared_ptr<NcclGlobal> global) : global_(std::move(global)) {}
-  void reduce(float* data, size_t count, cudaStream_t stream) override {
+  void allReduceSum(float* data, size_t count, cudaStream_t stream) override {
     const ncclResult_t res =
         ncclAllReduce(data, data, count, ncclFloat, ncclSum, global_->comm, stream);
     if (res == ncclInProgress) {
@@ -133,7 +133,7 @@ std::shared_ptr<NcclGlobal> initNcclGlobal(const NcclId& id, int nranks, int ran
   return global;
 }
 
-std::unique_ptr<LocalStage> createNcclGlobalStage(std::shared_ptr<NcclGlobal> global) {
+std::unique_ptr<DeviceLocalOp> createNcclGlobalOp(std::shared_ptr<NcclGlobal> global) {
   return std::make_unique<NcclGlobalStage>(std::move(global));
 }
 
@@ -154,7 +154,7 @@ std::shared_ptr<NcclGlobal> initNcclGlobal(const NcclId&, int, int, int,
   fail(ErrorCode::kUnsupported, "nccl across nodes unavailable: this build has no NCCL");
 }
 
-std::unique_ptr<LocalStage> createNcclGlobalStage(std::shared_ptr<NcclGlobal>) {
+std::unique_ptr<DeviceLocalOp> createNcclGlobalOp(std::shared_ptr<NcclGlobal>) {
   fail(ErrorCode::kUnsupported, "nccl across nodes unavailable: this build has no NCCL");
 }
 

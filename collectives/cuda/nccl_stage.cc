@@ -63,11 +63,11 @@ struct NcclShared {
 
 namespace {
 
-class NcclStage final : public LocalStage {
+class NcclOp final : public DeviceLocalOp {
  public:
-  NcclStage(std::shared_ptr<NcclShared> shared, int rank)
+  NcclOp(std::shared_ptr<NcclShared> shared, int rank)
       : shared_(std::move(shared)), comm_(shared_->comms[static_cast<size_t>(rank)]) {}
-  void reduce(float* data, size_t count, cudaStream_t stream) override {
+  void allReduceSum(float* data, size_t count, cudaStream_t stream) override {
     try {
       TP_NCCL(ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_, stream));
     } catch (...) {
@@ -101,8 +101,8 @@ std::shared_ptr<NcclShared> createNcclShared(const std::vector<int>& devices) {
   return shared;
 }
 
-std::unique_ptr<LocalStage> createNcclStage(std::shared_ptr<NcclShared> shared, int rank) {
-  return std::make_unique<NcclStage>(std::move(shared), rank);
+std::unique_ptr<DeviceLocalOp> createNcclOp(std::shared_ptr<NcclShared> shared, int rank) {
+  return std::make_unique<NcclOp>(std::move(shared), rank);
 }
 
 #else
@@ -113,7 +113,7 @@ std::shared_ptr<NcclShared> createNcclShared(const std::vector<int>& devices) {
   fail(ErrorCode::kUnsupported, "nccl transport unavailable: {}", ncclUnavailable(devices));
 }
 
-std::unique_ptr<LocalStage> createNcclStage(std::shared_ptr<NcclShared>, int) {
+std::unique_ptr<DeviceLocalOp> createNcclOp(std::shared_ptr<NcclShared>, int) {
   fail(ErrorCode::kUnsupported, "nccl transport unavailable: this build has no NCCL");
 }
 

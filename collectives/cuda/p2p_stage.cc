@@ -41,7 +41,7 @@ P2pShared::~P2pShared() {
   }
 }
 
-void P2pStage::reduce(float* data, size_t count, cudaStream_t stream) {
+void P2pOp::allReduceSum(float* data, size_t count, cudaStream_t stream) {
   P2pShared& sh = *shared_;
   TP_CHECK(count <= sh.inbox[static_cast<size_t>(rank_)].count(), "p2p: {} elements", count);
   const auto me = static_cast<size_t>(rank_);
@@ -85,7 +85,7 @@ void P2pStage::reduce(float* data, size_t count, cudaStream_t stream) {
   sh.barrier.arriveAndWait();  // every rank has enqueued its kernel and recorded `summed`
 }
 
-void P2pStage::abort(const std::string& reason) {
+void P2pOp::abort(const std::string& reason) {
   shared_->barrier.abort(ErrorCode::kAborted, "p2p all-reduce aborted by local rank " +
                                                   std::to_string(rank_) + ": " + reason);
 }

@@ -1,15 +1,28 @@
-// The building blocks of a DeviceComm (internal to collectives/cuda): a *local stage* sums the
-// data of the local GPU ranks on one transport; a HostStage moves data through pinned host
-// memory into a host Communicator (the host transport, and the inter-node stage of the others).
+// The ops of the GPU all-reduce (internal to collectives/cuda). GPU ranks all-reduce in the same
+// composition as CPU ranks (docs/collectives.md, "One composition"): a local op among the
+// node's ranks, then an inter-node op, then the result on every local rank. DeviceLocalOp is the
+// device-memory counterpart of collectives::LocalOp (collectives/local_op.h), reduced to the one
+// operation GPU ranks need, an all-reduce ordered on a stream. Its implementations:
+//   local ops (the GPU transports):  NcclOp (nccl_stage.cc), P2pOp (peer copies + add kernel,
+//                                    p2p_stage.cc), HostStagingOp (through pinned host memory
+//                                    into the rank's host Communicator, host_stage.cc; that is
+//                                    the hierarchical CPU all-reduce, so on several nodes it
+//                                    does the inter-node op too);
+//   inter-node ops:                  HostStagingOp with only local rank 0 contributing (the node
+//                                    sum into the hierarchical host Communicator over the mesh),
+//                                    NcclGlobalOp (one NCCL communicator over every GPU rank of
+//                                    every node, nccl_global.cc: the whole composition at once).
+// makeDeviceHierarchical (device_hierarchical.cc) composes them into the DeviceComm of a rank.
 //
 // Contract
-// - One stage object per local rank, used only by that rank's thread with its device current.
-// - reduce(data, count, stream): every local rank of the stage's group calls it with the same
-//   count, in the same order; count <= the max_count the stage was built for.
+// - One op object per local rank, used only by that rank's thread with its device current.
+// - allReduceSum(data, count, stream): every rank of the op's group calls it with the same
+//   count, in the same order; count <= the max_count the op was built for. On return the
+//   result is ordered on `stream` (it may not be in `data` yet).
 // - abort(reason): releases the other local ranks of the group if they are blocked in a
-//   host-side wait of this stage (called when this rank's reduce threw). Sticky.
+//   host-side wait of this op (called when this rank's allReduceSum threw). Sticky.
 // - Shared resources (peer inboxes, NCCL communicators) live in a shared state object that
-//   every stage of the group holds; the last holder frees them after the GPU work that uses
+//   every op of the group holds; the last holder frees them after the GPU work that uses
 //   them has finished.
 #pragma once
 
@@ -28,33 +41,43 @@
 #include "collectives/cuda/cuda_resources.h"
 #include "collectives/cuda/device_comm.h"
 #include "collectives/spin_barrier.h"
+#include "collectives/verify.h"
 
 namespace tpnode::collectives::cuda {
 
-class LocalStage {
+class DeviceLocalOp {
  public:
-  virtual ~LocalStage() = default;
-  virtual void reduce(float* data, size_t count, cudaStream_t stream) = 0;
+  virtual ~DeviceLocalOp() = default;
+  virtual void allReduceSum(float* data, size_t count, cudaStream_t stream) = 0;
+  // Whether allReduceSum may be recorded into a CUDA graph (it never waits on the host).
   virtual bool capturable() const = 0;
   virtual void abort(const std::string& reason) { (void)reason; }
 };
 
+// The DeviceComm of a GPU rank (device_hierarchical.cc): `local` (step 1), then `inter` when
+// not null (steps 2 and 3: null on one node, or when `local` is the whole composition). Checks
+// count against max_count; a failure aborts `local` (releasing the other local ranks).
+std::unique_ptr<DeviceComm> makeDeviceHierarchical(int rank, int size, Transport transport,
+                                                   size_t max_count,
+                                                   std::unique_ptr<DeviceLocalOp> local,
+                                                   std::unique_ptr<DeviceLocalOp> inter);
+
 // D2H into a pinned buffer, wait, comm->allReduceSum, H2D. With contribute == false the rank
-// contributes zeros instead of its data (the inter-node stage after a local GPU reduction:
+// contributes zeros instead of its data (the inter-node op after a local GPU reduction:
 // only local rank 0 brings the node sum; x + 0 is exact, so the result is the same on every
 // rank). Not capturable (it waits on the host).
 // Messages above kHostChunkThreshold bytes go in chunks (chunkElements; the same cut on every
 // rank, since it depends on the count alone), so that the copies of one chunk overlap the host
 // all-reduce of another: one host all-reduce per chunk.
-class HostStage final : public LocalStage {
+class HostStagingOp final : public DeviceLocalOp {
  public:
   static constexpr size_t kHostChunkThreshold = size_t{2} << 20;
   static constexpr size_t kMaxChunks = 16;
   // Elements per chunk for a message of `count` elements (count itself below the threshold).
   static size_t chunkElements(size_t count);
 
-  HostStage(Communicator* comm, int device, size_t max_count, bool contribute);
-  void reduce(float* data, size_t count, cudaStream_t stream) override;
+  HostStagingOp(Communicator* comm, int device, size_t max_count, bool contribute);
+  void allReduceSum(float* data, size_t count, cudaStream_t stream) override;
   bool capturable() const override { return false; }
 
  private:
@@ -88,10 +111,10 @@ struct P2pShared {
 // Each rank copies its data into its inbox; barrier; each rank waits for the others' copies
 // and sums all inboxes in rank order into its data (one kernel reading peer memory); barrier;
 // each rank's stream waits until every rank has finished reading (inboxes reusable).
-class P2pStage final : public LocalStage {
+class P2pOp final : public DeviceLocalOp {
  public:
-  P2pStage(std::shared_ptr<P2pShared> shared, int rank) : shared_(std::move(shared)), rank_(rank) {}
-  void reduce(float* data, size_t count, cudaStream_t stream) override;
+  P2pOp(std::shared_ptr<P2pShared> shared, int rank) : shared_(std::move(shared)), rank_(rank) {}
+  void allReduceSum(float* data, size_t count, cudaStream_t stream) override;
   bool capturable() const override { return false; }
   void abort(const std::string& reason) override;
 
@@ -111,11 +134,11 @@ std::vector<std::string> p2pPairCheck(P2pShared& shared, int rank, cudaStream_t 
 std::string prepareP2p(const std::vector<int>& devices);
 
 // NCCL over the local devices (one communicator per local rank, ncclCommInitAll). Without
-// NCCL in the build, ncclUnavailable() says so and createNcclStage throws.
+// NCCL in the build, ncclUnavailable() says so and createNcclOp throws.
 struct NcclShared;
 std::string ncclUnavailable(const std::vector<int>& devices);  // "" when NCCL can be tried
 std::shared_ptr<NcclShared> createNcclShared(const std::vector<int>& devices);
-std::unique_ptr<LocalStage> createNcclStage(std::shared_ptr<NcclShared> shared, int rank);
+std::unique_ptr<DeviceLocalOp> createNcclOp(std::shared_ptr<NcclShared> shared, int rank);
 
 // NCCL across nodes (nccl_global.cc): one communicator per GPU rank over every GPU rank of
 // every node; the ncclUniqueId is created by global rank 0 and travels over the host
@@ -132,13 +155,18 @@ NcclId ncclGlobalUniqueId();
 // aborted (ncclCommAbort) and Error is thrown naming the call and NCCL's last error text.
 std::shared_ptr<NcclGlobal> initNcclGlobal(const NcclId& id, int nranks, int rank, int device,
                                            std::chrono::milliseconds timeout);
-// The stage over that communicator: one ncclAllReduce (capturable).
-std::unique_ptr<LocalStage> createNcclGlobalStage(std::shared_ptr<NcclGlobal> global);
+// The op over that communicator: one ncclAllReduce (capturable).
+std::unique_ptr<DeviceLocalOp> createNcclGlobalOp(std::shared_ptr<NcclGlobal> global);
 
-// Self-test helpers (device_group.cc), shared with the inter-node check (inter_select.cc).
+// Self-test helpers (device_verify.cc), shared by the local checks and the full-path check
+// (device_group.cc) and the inter-node check (inter_select.cc).
 using ReduceFn = std::function<void(float* data, size_t count, cudaStream_t stream)>;
-// Known test values: integers, so every sum is exact in f32 whatever the order.
-float selfTestValue(int rank, size_t i);
+// collectives/verify.h through device memory: uploads rank `rank`'s known pattern of `count`
+// floats into `buf`, runs `reduce` on `stream`, downloads the result, waits for the stream
+// (`what` names it in a timeout) and compares it bit for bit with the sum over `ranks` ranks.
+// A wrong value is the result; a CUDA error or a failed reduction throws.
+VerifyResult verifyOnDevice(const ReduceFn& reduce, int rank, int ranks, float* buf, size_t count,
+                            cudaStream_t stream, const char* what);
 // Median time of a reduction over `count` floats of `buf` (5 warm-up calls, 50 timed, each to
 // the end of its stream work).
 double medianReduceMicros(const ReduceFn& reduce, float* buf, size_t count, cudaStream_t stream);

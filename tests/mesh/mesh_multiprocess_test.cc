@@ -1,6 +1,7 @@
 // Real tpnode processes forming meshes on loopback (127.0.0.x, fresh ports per test).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -81,14 +82,40 @@ class MeshProcessTest : public ::testing::Test {
   std::vector<std::pair<std::string, std::unique_ptr<Process>>> procs_;
 };
 
+// The seed of a random start order: TPNODE_TEST_SEED when set (to replay a failure), else
+// gtest's --gtest_random_seed when given, else a fresh one. Printed, and recorded in the
+// test's XML output, so that any run can be replayed.
+int32_t gtestSeedFlag() {
+#ifdef GTEST_FLAG_GET
+  return GTEST_FLAG_GET(random_seed);
+#else
+  return ::testing::GTEST_FLAG(random_seed);
+#endif
+}
+
+unsigned startOrderSeed() {
+  unsigned seed = 0;
+  if (const char* v = std::getenv("TPNODE_TEST_SEED"); v != nullptr && *v != '\0') {
+    seed = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
+  } else if (gtestSeedFlag() != 0) {
+    seed = static_cast<unsigned>(gtestSeedFlag());
+  } else {
+    seed = std::random_device{}();
+  }
+  std::printf("[ seed ] start order seed %u (replay: TPNODE_TEST_SEED=%u)\n", seed, seed);
+  std::fflush(stdout);
+  ::testing::Test::RecordProperty("seed", std::to_string(seed));
+  return seed;
+}
+
 TEST_F(MeshProcessTest, TwoNodesInRandomOrderConnect) {
-  formMesh(2, std::random_device{}());
+  formMesh(2, startOrderSeed());
 }
 TEST_F(MeshProcessTest, ThreeNodesInRandomOrderConnect) {
-  formMesh(3, std::random_device{}());
+  formMesh(3, startOrderSeed());
 }
 TEST_F(MeshProcessTest, FourNodesInRandomOrderConnect) {
-  formMesh(4, std::random_device{}());
+  formMesh(4, startOrderSeed());
 }
 
 TEST_F(MeshProcessTest, APeerThatRestartsDuringSetupIsTakenBackNotRefused) {

@@ -28,15 +28,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "collectives/local_group.h"
 #include "model/chat_template.h"
 #include "model/config.h"
 #include "model/gguf.h"
-#include "model/local_engine.h"
 #include "model/shard_plan.h"
 #include "model/tokenizer.h"
 #include "model/vocab_gguf.h"
 #include "tests/support/model_cache.h"
+#include "tests/support/rank_runner.h"
 
 namespace tpnode::model {
 namespace {
@@ -69,43 +68,38 @@ class Gemma {
   Gemma(const GgufFile& file, int tp) {
     config_ = readModelConfig(file.metadata());
     ShardPlan plan = planShards(config_, tensorDescs(file.metadata()), tp);
-    group_ = collectives::LocalGroup::create(tp);
-    std::vector<collectives::Communicator*> comms;
-    for (int r = 0; r < tp; ++r) {
-      members_.push_back(group_->communicator(r));
-      comms.push_back(members_.back().get());
-    }
-    engine_ = std::make_unique<LocalEngine>(file, config_, plan, comms,
-                                            EngineOptions{tp == 1 ? 2 : 1, 1024});
+    node::RankSetOptions options;
+    options.threads = tp == 1 ? 2 : 1;
+    options.ctx = 1024;
+    runner_ = std::make_unique<testing_support::RankRunner>(file, config_, plan, options);
   }
   GenRun generate(const std::vector<int32_t>& prompt, int n) {
     GenRun run;
-    GenerationRequest req;
+    testing_support::RunRequest req;
     req.prompt = prompt;
     req.n_predict = n;
-    GenerationResult res = engine_->generate(req, [&](const float* logits, int64_t vocab) {
-      if (run.last_row.empty()) run.last_row.assign(logits, logits + vocab);
-      float a = -INFINITY, b = -INFINITY;  // top-1, top-2
-      for (int64_t i = 0; i < vocab; ++i) {
-        if (logits[i] > a) {
-          b = a;
-          a = logits[i];
-        } else if (logits[i] > b) {
-          b = logits[i];
-        }
-      }
-      run.gaps.push_back(double(a) - double(b));
-      return greedyPick(logits, vocab);
-    });
+    testing_support::RunResult res =
+        runner_->generate(req, [&](const float* logits, int64_t vocab) {
+          if (run.last_row.empty()) run.last_row.assign(logits, logits + vocab);
+          float a = -INFINITY, b = -INFINITY;  // top-1, top-2
+          for (int64_t i = 0; i < vocab; ++i) {
+            if (logits[i] > a) {
+              b = a;
+              a = logits[i];
+            } else if (logits[i] > b) {
+              b = logits[i];
+            }
+          }
+          run.gaps.push_back(double(a) - double(b));
+          return testing_support::greedyPick(logits, vocab);
+        });
     run.ids = std::move(res.ids);
     return run;
   }
 
  private:
   ModelConfig config_;
-  std::shared_ptr<collectives::LocalGroup> group_;
-  std::vector<std::unique_ptr<collectives::Communicator>> members_;
-  std::unique_ptr<LocalEngine> engine_;
+  std::unique_ptr<testing_support::RankRunner> runner_;
 };
 
 // Steps equal before the first difference; fails unless that difference is at a step whose

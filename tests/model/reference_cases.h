@@ -1,5 +1,6 @@
 // The llama.cpp reference cases (tests/data/reference/README.md) and a helper that runs a model
-// teacher-forced on them at a given tp (ranks as threads, collectives::LocalGroup).
+// teacher-forced on them at a given tp (ranks as threads: node::RankSet through
+// tests/support/rank_runner.h).
 #pragma once
 
 #include <fstream>
@@ -9,15 +10,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "collectives/communicator.h"
-#include "collectives/local_group.h"
 #include "common/error.h"
 #include "model/config.h"
 #include "model/gguf.h"
-#include "model/local_engine.h"
 #include "model/npy.h"
 #include "model/shard_plan.h"
 #include "tests/model/reference_data.h"
+#include "tests/support/rank_runner.h"
 
 namespace tpnode::testing_support {
 
@@ -56,20 +55,16 @@ inline RunOutput runModel(const std::string& path, int tp, const std::vector<int
   auto file = model::GgufFile::open(path);
   model::ModelConfig cfg = model::readModelConfig(file->metadata());
   model::ShardPlan plan = model::planShards(cfg, model::tensorDescs(file->metadata()), tp, head);
-  auto group = collectives::LocalGroup::create(tp);
-  std::vector<std::unique_ptr<collectives::Communicator>> members;
-  std::vector<collectives::Communicator*> comms;
-  for (int r = 0; r < tp; ++r) {
-    members.push_back(group->communicator(r));
-    comms.push_back(members.back().get());
-  }
-  model::LocalEngine engine(*file, cfg, plan, comms, {threads, 512});
-  model::GenerationRequest req;
+  node::RankSetOptions options;
+  options.threads = threads;
+  options.ctx = 512;
+  RankRunner runner(*file, cfg, plan, options);
+  RunRequest req;
   req.prompt = prompt;
   req.forced = forced;
   req.n_predict = n_predict;
   req.all_logits = true;
-  model::GenerationResult res = engine.generate(req);
+  RunResult res = runner.generate(req);
   return {std::move(res.logits), std::move(res.ids)};
 }
 

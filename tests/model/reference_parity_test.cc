@@ -63,7 +63,7 @@ TEST_P(ReferenceParity, TeacherForcedLogitsMatchLlamaCpp) {
     std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
     const double gap = sorted[0] - sorted[1];
     if (gap > 2 * d) {
-      EXPECT_EQ(model::greedyPick(got, vocab), model::greedyPick(ref, vocab))
+      EXPECT_EQ(greedyPick(got, vocab), greedyPick(ref, vocab))
           << "row " << r << " gap " << gap << " diff " << d;
     }
   }

@@ -1,6 +1,6 @@
-// The one-process CLI (node/local_mode.cc) end to end: runs the tpnode binary on the reference
-// models and checks --json, --dump-logits (teacher-forced via --prompt-ids ... -n 0) and the
-// refusals. Label multiprocess: it starts real tpnode processes.
+// The one-process CLI (runCluster without --peers, node/cluster_mode.cc) end to end: runs the
+// tpnode binary on the reference models and checks --json, --dump-logits (teacher-forced via
+// --prompt-ids ... -n 0) and the refusals. Label multiprocess: it starts real tpnode processes.
 #include <gtest/gtest.h>
 
 #include <array>

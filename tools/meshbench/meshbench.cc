@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "mesh/crypto.h"
 #include "mesh/mesh.h"
+#include "mesh/tags.h"
 
 namespace {
 
@@ -150,7 +151,7 @@ void meshSide(const Args& a, int id, const std::string& peers, const std::string
   o.fingerprint_text = tpnode::mesh::fingerprintText({"peers=" + peers});
   auto mesh = tpnode::mesh::Mesh::connect(o);
   const int peer = 1 - id;
-  const uint32_t tag = tpnode::mesh::kFirstUserTag;
+  const uint32_t tag = tpnode::mesh::kMeshbenchTags.first;  // one tag per socket (<= 16)
   std::vector<std::byte> buf(64 << 20);
   for (size_t size : kLatencySizes) {
     std::span<std::byte> msg(buf.data(), size);

@@ -9,6 +9,8 @@
 #include <spdlog/spdlog.h>
 
 #include "collectives/hierarchical.h"
+#include "collectives/topology.h"
+#include "collectives/verify.h"
 #include "common/error.h"
 #include "node/placement.h"
 
@@ -19,15 +21,6 @@ namespace {
 // (sliced, ring) with the default thresholds; the actual choice is reported per size.
 constexpr size_t kCaseCounts[] = {256, 16 * 1024, 256 * 1024};
 constexpr size_t kBenchCounts[] = {16 * 1024, 256 * 1024};
-
-// Global rank g holds (g + 1) * (i % 13 + 1); the sum over G ranks is G(G+1)/2 * (i % 13 + 1),
-// exact in f32 for any realistic G.
-float value(int g, size_t i) {
-  return static_cast<float>((g + 1) * static_cast<int>(i % 13 + 1));
-}
-float expected(int ranks, size_t i) {
-  return static_cast<float>(ranks * (ranks + 1) / 2) * static_cast<float>(i % 13 + 1);
-}
 
 std::string interName(const collectives::CollectiveOptions& coll, int nodes, size_t bytes) {
   if (nodes == 1) return "none";
@@ -46,17 +39,12 @@ void rankBody(collectives::Communicator& comm, const TopoOptions& o, Shared& sh,
   std::vector<float> buf;
   size_t c = 0;
   for (size_t count : kCaseCounts) {
-    buf.resize(count);
-    for (size_t i = 0; i < count; ++i) buf[i] = value(comm.rank(), i);
-    comm.allReduceSum(buf.data(), count, collectives::DType::kF32);
-    for (size_t i = 0; i < count; ++i) {
-      if (buf[i] != expected(comm.size(), i)) {
-        std::lock_guard lock(sh.mu);
-        if (sh.mismatches[c].empty()) {
-          sh.mismatches[c] = fmt::format("global rank {} element {}: {} where {} was expected",
-                                         comm.rank(), i, buf[i], expected(comm.size(), i));
-        }
-        break;
+    // The shared verify-by-reduction (collectives/verify.h): known integer values, exact sums.
+    const collectives::VerifyResult check = collectives::verifyAllReduce(comm, count);
+    if (!check.ok) {
+      std::lock_guard lock(sh.mu);
+      if (sh.mismatches[c].empty()) {
+        sh.mismatches[c] = fmt::format("global rank {}: {}", comm.rank(), check.describe());
       }
     }
     ++c;
@@ -144,15 +132,23 @@ AllReduceResult runAllReduceCheck(mesh::Mesh* mesh, const TopoOptions& o,
                                   const std::vector<int>& cpu_of_rank) {
   AllReduceResult result;
   const int nodes = mesh != nullptr ? mesh->nodeCount() : 1;
-  result.ranks = nodes * o.node.tp;
-  if (result.ranks == 1) return result;  // not run: skipped
-  result.ran = true;
   Shared sh;
-  planResult(result, sh, nodes, coll);
-  spdlog::info("[tptopo] hierarchical all-reduce: {} node(s) x {} rank(s), {} sizes checked", nodes,
-               o.node.tp, std::size(kCaseCounts));
   collectives::CollectiveOptions resolved = coll;
-  runRanks(mesh, o, coll, cpu_of_rank, sh, resolved);
+  try {
+    const collectives::Topology topo =
+        collectives::Topology::uniform(nodes, o.node.tp, mesh != nullptr ? mesh->nodeId() : 0);
+    result.ranks = topo.worldSize();
+    if (result.ranks == 1) return result;  // not run: skipped
+    result.ran = true;
+    planResult(result, sh, nodes, coll);
+    spdlog::info("[tptopo] hierarchical all-reduce: {} node(s) x {} rank(s), {} sizes checked",
+                 nodes, topo.ranksPerNode(), std::size(kCaseCounts));
+    runRanks(mesh, o, coll, cpu_of_rank, sh, resolved);
+  } catch (const Error& e) {  // a --tp no topology holds: the check fails (placement says why)
+    result.ran = true;
+    planResult(result, sh, nodes, coll);
+    sh.error = e.what();
+  }
   // The plan named what the options say; with small_algo auto the group measured its choice.
   for (auto& c : result.cases) c.inter = interName(resolved, nodes, c.bytes);
   for (auto& b : sh.bench) b.inter = interName(resolved, nodes, b.bytes);

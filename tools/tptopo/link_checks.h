@@ -16,12 +16,13 @@
 #include <vector>
 
 #include "mesh/mesh.h"
+#include "mesh/tags.h"
 #include "tools/tptopo/report.h"
 #include "tools/tptopo/topo_options.h"
 
 namespace tpnode::tptopo {
 
-inline constexpr uint32_t kTagBandwidth = 0x200000;
+inline constexpr uint32_t kTagBandwidth = mesh::kTptopoTags.at(0);  // its range: mesh/tags.h
 
 // One entry per peer of this node (a = min(this, peer), b = max).
 std::vector<LinkResult> measureLinks(mesh::Mesh& mesh, const TopoOptions& options);

@@ -20,9 +20,9 @@
 namespace tpnode::tptopo {
 namespace {
 
-constexpr uint32_t kTagReport = kTagBandwidth + 1;
-constexpr uint32_t kTagDone = kTagBandwidth + 2;
-constexpr uint32_t kTagBye = kTagBandwidth + 3;
+constexpr uint32_t kTagReport = mesh::kTptopoTags.at(1);
+constexpr uint32_t kTagDone = mesh::kTptopoTags.at(2);
+constexpr uint32_t kTagBye = mesh::kTptopoTags.at(3);
 constexpr size_t kMaxReportBytes = size_t{4} << 20;
 
 HostReport localChecks(const TopoOptions& t) {

@@ -247,6 +247,39 @@ TEST(DEVICE_COMM_SUITE, AutoPicksATransportThatPassed) {
   expectAll(results, counts, [&](size_t i) { return localSum(0, 2, i); });
 }
 
+#ifdef TPNODE_FAKE_CUDA
+// The self-tests are the shared verify-by-reduction (collectives/verify.h): a transport whose
+// kernel corrupts large sums (an emulated fault: the p2p pair check reads 4096 elements and
+// passes, the all-reduce check of 65537 elements does not) is demoted in auto and refused when
+// forced, naming the wrong element.
+TEST(DEVICE_COMM_SUITE, CorruptingTransportFailsItsSelfTest) {
+  struct Restore {
+    ~Restore() { fakeCorruptSumsFrom(0); }
+  } restore;
+  fakeCorruptSumsFrom(10000);
+  const std::vector<int> devices = {0, 0};
+  {
+    auto host = localComms(2);
+    auto group = DeviceGroup::create(host.ptrs, devices, Transport::kAuto, 1 << 17);
+    const TransportReport& report = group->report();
+    EXPECT_EQ(report.chosen, Transport::kHost);
+    bool named = false;
+    for (auto& d : report.demoted) {
+      named = named || (d.rfind("p2p", 0) == 0 && d.find("element 65536 of 65537") != d.npos);
+    }
+    EXPECT_TRUE(named) << "p2p must be demoted naming the wrong element";
+  }
+  auto host = localComms(2);
+  try {
+    (void)DeviceGroup::create(host.ptrs, devices, Transport::kP2p, 1 << 17);
+    ADD_FAILURE() << "a corrupting p2p was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("element 65536 of 65537"), std::string::npos) << e.what();
+  }
+}
+#endif
+
 TEST(DEVICE_COMM_SUITE, MisuseIsRefused) {
   REQUIRE_DEVICE();
   auto host = localComms(2);
@@ -293,8 +326,8 @@ TEST(DEVICE_COMM_SUITE, TwoDevices) {
   }
 }
 
-// Two "nodes" as threads over FakeNetwork, two GPU ranks each on device 0: the local stage on
-// the GPU, the inter-node stage through the host communicator.
+// Two "nodes" as threads over FakeNetwork, two GPU ranks each on device 0: the local op on
+// the GPU, the inter-node op through the host communicator.
 void checkMultiNode(Transport t) {
   SCOPED_TRACE(transportName(t));
   const int nodes = 2, locals = 2;

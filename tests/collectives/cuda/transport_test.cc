@@ -35,10 +35,10 @@ TEST(DeviceTransportTest, UnknownValueNamesFlagAndValue) {
 // The host staging's chunk cut: whole below the threshold, otherwise at most kMaxChunks chunks
 // of at least 1 MiB, 16-element aligned, covering the message.
 TEST(DeviceTransportTest, HostChunksCoverTheMessage) {
-  const size_t threshold = HostStage::kHostChunkThreshold / sizeof(float);
+  const size_t threshold = HostStagingOp::kHostChunkThreshold / sizeof(float);
   for (size_t count : {size_t{1}, size_t{1000}, threshold, threshold + 1, size_t{1} << 20,
                        (size_t{1} << 22) + 7, size_t{100000003}}) {
-    const size_t chunk = HostStage::chunkElements(count);
+    const size_t chunk = HostStagingOp::chunkElements(count);
     if (count <= threshold) {
       EXPECT_EQ(chunk, count);
       continue;
@@ -46,7 +46,7 @@ TEST(DeviceTransportTest, HostChunksCoverTheMessage) {
     EXPECT_EQ(chunk % 16, 0u) << count;
     EXPECT_GE(chunk * sizeof(float), size_t{1} << 20) << count;
     const size_t chunks = (count + chunk - 1) / chunk;
-    EXPECT_LE(chunks, HostStage::kMaxChunks) << count;
+    EXPECT_LE(chunks, HostStagingOp::kMaxChunks) << count;
     EXPECT_GE(chunks, 2u) << count;
   }
 }

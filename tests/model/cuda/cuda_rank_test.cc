@@ -25,7 +25,10 @@
 #include <cstring>
 #include <filesystem>
 
+#include "collectives/communicator.h"
+#include "collectives/local_group.h"
 #include "model/cuda/gpu_node.h"
+#include "model/weights.h"
 #include "tests/model/reference_cases.h"
 #include "tests/support/cuda_device.h"
 #include "tools/test_model.h"
@@ -48,38 +51,20 @@ RunOutput runGpu(const std::string& path, const GpuRun& g, const std::vector<int
   model::ModelConfig cfg = model::readModelConfig(file->metadata());
   model::ShardPlan plan =
       model::planShards(cfg, model::tensorDescs(file->metadata()), g.tp, g.head);
-  auto group = collectives::LocalGroup::create(g.tp);
-  std::vector<std::unique_ptr<collectives::Communicator>> members;
-  std::vector<collectives::Communicator*> comms;
-  for (int r = 0; r < g.tp; ++r) {
-    members.push_back(group->communicator(r));
-    comms.push_back(members.back().get());
-  }
-  model::GpuNodeOptions o;
-  o.devices.assign(static_cast<size_t>(g.tp), 0);  // every rank on device 0
-  o.transport = g.transport;
-  o.max_allreduce_floats = static_cast<size_t>(cfg.n_embd) * 64;  // prompts are cut in pieces
-  o.graphs = g.graphs;
-  std::unique_ptr<model::GpuNode> gpu = model::GpuNode::create(comms, o);
-  model::EngineOptions eo;
-  eo.n_ctx = 512;
-  eo.pack_weights = false;
-  eo.make_rank = [&](int rank, const model::ModelConfig& c, model::RankWeights w,
-                     collectives::Communicator&) {
-    return gpu->makeRank(rank, c, std::move(w), 1, eo.n_ctx);
-  };
-  RunOutput out;
-  {
-    model::LocalEngine engine(*file, cfg, plan, comms, eo);
-    model::GenerationRequest req;
-    req.prompt = prompt;
-    req.forced = forced;
-    req.n_predict = n_predict;
-    req.all_logits = true;
-    model::GenerationResult res = engine.generate(req);
-    out = {std::move(res.logits), std::move(res.ids)};
-  }
-  return out;
+  node::RankSetOptions options;
+  options.ctx = 512;
+  options.gpu_of_rank.assign(static_cast<size_t>(g.tp), 0);  // every rank on device 0
+  options.local_transport = g.transport;
+  options.cuda_graphs = g.graphs;
+  options.allreduce_piece_rows = 64;  // prompts are cut in pieces
+  RankRunner runner(*file, cfg, plan, options);
+  RunRequest req;
+  req.prompt = prompt;
+  req.forced = forced;
+  req.n_predict = n_predict;
+  req.all_logits = true;
+  RunResult res = runner.generate(req);
+  return {std::move(res.logits), std::move(res.ids)};
 }
 
 double rowDiff(const float* a, const float* b, int64_t n) {
@@ -119,8 +104,7 @@ TEST_P(GpuReference, LogitsMatchLlamaCppAndTp2MatchesTp1) {
     std::vector<float> top(ref, ref + vocab);
     std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<>());
     if (top[0] - top[1] > 2 * d) {
-      EXPECT_EQ(model::greedyPick(got, vocab), model::greedyPick(ref, vocab))
-          << c.name << " row " << r;
+      EXPECT_EQ(greedyPick(got, vocab), greedyPick(ref, vocab)) << c.name << " row " << r;
     }
   }
   std::vector<double> sorted = diffs;

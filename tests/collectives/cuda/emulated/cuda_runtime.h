@@ -1,6 +1,6 @@
 // An emulated CUDA runtime: the subset collectives/cuda uses, on the CPU, so that the device
 // collectives' logic (barriers, event ordering, chunking, self-tests, selection, the
-// inter-node stage) runs in CI without a GPU (device_comm_emulated_test, label unit).
+// inter-node op) runs in CI without a GPU (device_comm_emulated_test, label unit).
 // Device memory is host memory (so every "device" reaches every other); each stream is a worker
 // thread that runs its queue in order, with random delays to shake out missing waits; events
 // follow CUDA's rule that a wait applies to the most recent record at the time it is enqueued.
@@ -63,3 +63,8 @@ cudaError_t cudaDeviceEnablePeerAccess(int, unsigned);
 // (its own device's, or a peer's with peer access enabled).
 cudaError_t fakeEnqueue(cudaStream_t, std::function<void()> fn);
 bool fakeKernelCanRead(const void* p);
+// Emulation only (fault injection, sum_kernel_emulated.cc): from `min_count` elements up, the
+// add kernel adds 1 to the last element of its sum, as a transport that corrupts large messages
+// would. 0 (the default) turns it off. TPNODE_FAKE_CUDA marks the emulated runtime.
+#define TPNODE_FAKE_CUDA 1
+void fakeCorruptSumsFrom(size_t min_count);

@@ -1,0 +1,152 @@
+#include "collectives/topology.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "common/error.h"
+
+namespace tpnode::collectives {
+
+Topology::Topology(int nodes, int ranks_per_node, int node_id, std::vector<int> devices)
+    : nodes_(nodes),
+      ranks_per_node_(ranks_per_node),
+      node_id_(node_id),
+      devices_(std::move(devices)) {
+  if (nodes_ < 1 || nodes_ > kMaxNodes) {
+    fail(ErrorCode::kInvalidArgument, "topology of {} nodes: need 1..{}", nodes_, kMaxNodes);
+  }
+  if (ranks_per_node_ < 1 || ranks_per_node_ > kMaxRanksPerNode) {
+    fail(ErrorCode::kInvalidArgument, "topology of {} ranks per node: need 1..{}", ranks_per_node_,
+         kMaxRanksPerNode);
+  }
+  if (node_id_ < 0 || node_id_ >= nodes_) {
+    fail(ErrorCode::kInvalidArgument, "node id {} is not a node of a {}-node topology (0..{})",
+         node_id_, nodes_, nodes_ - 1);
+  }
+  if (!devices_.empty() && static_cast<int>(devices_.size()) != ranks_per_node_) {
+    fail(ErrorCode::kInvalidArgument,
+         "device list {} names {} device(s) for {} local rank(s); give one per local rank",
+         fmt::join(devices_, ","), devices_.size(), ranks_per_node_);
+  }
+  for (int d : devices_) {
+    if (d < 0) {
+      fail(ErrorCode::kInvalidArgument, "device list {}: device {} is negative",
+           fmt::join(devices_, ","), d);
+    }
+  }
+}
+
+Topology Topology::uniform(int nodes, int ranks_per_node, int node_id, std::vector<int> devices) {
+  return Topology(nodes, ranks_per_node, node_id, std::move(devices));
+}
+
+namespace {
+
+struct Refusal {
+  ErrorCode code = ErrorCode::kInvalidArgument;
+  std::string message;  // "" when the layout is accepted
+};
+
+Refusal refuseLayout(std::span<const int> ranks_per_node, const std::string& flag) {
+  if (ranks_per_node.empty()) {
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("{} is empty: give the tp of every node", flag)};
+  }
+  if (ranks_per_node.size() > static_cast<size_t>(kMaxNodes)) {
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("{} lists {} nodes: at most {}", flag, ranks_per_node.size(), kMaxNodes)};
+  }
+  for (int tp : ranks_per_node) {
+    if (tp < 1 || tp > kMaxRanksPerNode) {
+      return {ErrorCode::kInvalidArgument,
+              fmt::format("{} {}: a node's tp must be 1..{}, not {}", flag,
+                          fmt::join(ranks_per_node, ","), kMaxRanksPerNode, tp)};
+    }
+  }
+  for (int tp : ranks_per_node) {
+    if (tp != ranks_per_node.front()) {
+      return {ErrorCode::kUnsupported,
+              fmt::format("{} {}: nodes with different tp degrees are not supported yet (the "
+                          "hierarchical all-reduce pairs local rank r of every node); give every "
+                          "node the same tp, e.g. --tp {}",
+                          flag, fmt::join(ranks_per_node, ","), ranks_per_node.front())};
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string Topology::layoutRefusal(std::span<const int> ranks_per_node, const std::string& flag) {
+  return refuseLayout(ranks_per_node, flag).message;
+}
+
+Topology Topology::fromLayout(std::span<const int> ranks_per_node, int node_id,
+                              std::vector<int> devices) {
+  const Refusal refusal = refuseLayout(ranks_per_node, "--tp-layout");
+  if (!refusal.message.empty()) throw Error(refusal.code, refusal.message);
+  return Topology(static_cast<int>(ranks_per_node.size()), ranks_per_node.front(), node_id,
+                  std::move(devices));
+}
+
+std::vector<int> Topology::ranksOfEveryNode() const {
+  return std::vector<int>(static_cast<size_t>(nodes_), ranks_per_node_);
+}
+
+void Topology::checkLocal(int local) const {
+  if (local < 0 || local >= ranks_per_node_) {
+    fail(ErrorCode::kInvalidArgument, "local rank {} outside a node of {} rank(s)", local,
+         ranks_per_node_);
+  }
+}
+
+void Topology::checkGlobal(int global) const {
+  if (global < 0 || global >= worldSize()) {
+    fail(ErrorCode::kInvalidArgument, "global rank {} outside a group of {}", global, worldSize());
+  }
+}
+
+int Topology::globalRank(int node, int local) const {
+  if (node < 0 || node >= nodes_) {
+    fail(ErrorCode::kInvalidArgument, "node {} outside a {}-node topology", node, nodes_);
+  }
+  checkLocal(local);
+  return node * ranks_per_node_ + local;
+}
+
+int Topology::nodeOf(int global) const {
+  checkGlobal(global);
+  return global / ranks_per_node_;
+}
+
+int Topology::localRankOf(int global) const {
+  checkGlobal(global);
+  return global % ranks_per_node_;
+}
+
+int Topology::stageOf(int global) const {
+  checkGlobal(global);
+  return global / tpSize();
+}
+
+int Topology::tpRank(int global) const {
+  checkGlobal(global);
+  return global % tpSize();
+}
+
+int Topology::device(int local) const {
+  checkLocal(local);
+  if (devices_.empty()) {
+    fail(ErrorCode::kInvalidArgument, "local rank {} has no device: no device list was given",
+         local);
+  }
+  return devices_[static_cast<size_t>(local)];
+}
+
+std::string Topology::describe() const {
+  return fmt::format("{} node{} x {} rank{} ({} ranks; node {}: global ranks {}..{})", nodes_,
+                     nodes_ == 1 ? "" : "s", ranks_per_node_, ranks_per_node_ == 1 ? "" : "s",
+                     worldSize(), node_id_, firstRank(), firstRank() + ranks_per_node_ - 1);
+}
+
+}  // namespace tpnode::collectives

@@ -1,0 +1,104 @@
+// Topology: where every rank of the cluster lives. One small value type answers every rank
+// question (after TensorRT-LLM's runtime/worldConfig.h): how many nodes and ranks, which node and
+// local rank a global rank is, which global rank a local rank of this node is, which lane (the
+// local rank whose peers on the other nodes it meets in the inter-node exchange) and which device
+// a local rank uses.
+//
+// Layout (the one rank numbering of tpnode; docs/collectives.md):
+//   global rank g = node * ranksPerNode + local,   node = g / ranksPerNode,
+//   local = g % ranksPerNode,                      lane = local.
+//   Global rank 0 is node 0's local rank 0; a node's leader is its local rank 0.
+// Pipeline stages (the next issue) get their place here: stages() splits the nodes into equal
+// consecutive groups, stage s holding global ranks s * tpSize() .. (s + 1) * tpSize() - 1 (as
+// worldConfig: rank = stage * tp + tp rank). Today every factory builds one stage, so
+// tpSize() == worldSize() and tpRank(g) == g.
+//
+// Contract
+// - A plain value: immutable after construction, copyable, safe to read from any thread.
+// - Every node holds the same shape (nodes, ranks per node, stages); nodeId() and the device
+//   list are this node's own.
+// - The factories validate their input and throw Error(kInvalidArgument) naming the field and
+//   the value; a layout with different ranks per node throws Error(kUnsupported) from
+//   fromLayout(), the one place that refuses it.
+// - Queries take ranks inside the topology; a rank outside it throws Error(kInvalidArgument)
+//   (it comes from a caller's argument: a gather root, a flag).
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tpnode::collectives {
+
+inline constexpr int kMaxNodes = 65536;  // the mesh sets no limit; this keeps ranks in an int
+inline constexpr int kMaxRanksPerNode = 1024;
+
+class Topology {
+ public:
+  // One node, one rank: the default of a process without a cluster.
+  Topology() = default;
+
+  // `nodes` nodes of `ranks_per_node` local ranks each; this process is node `node_id`.
+  // `devices`: the device of each local rank (a CUDA device for GPU ranks, the CPU core a CPU
+  // rank is pinned to), one per local rank, or empty for none given.
+  static Topology uniform(int nodes, int ranks_per_node, int node_id = 0,
+                          std::vector<int> devices = {});
+
+  // From the ranks of every node, index = node id (--tp-layout): every entry must be the same
+  // (Error(kUnsupported) otherwise: the hierarchical all-reduce pairs local rank r of every node,
+  // and the shard plan gives every rank an equal share; see layoutRefusal()).
+  static Topology fromLayout(std::span<const int> ranks_per_node, int node_id,
+                             std::vector<int> devices = {});
+
+  // Why fromLayout() refuses `ranks_per_node` ("" when it accepts it). `flag` names the
+  // setting in the message ("--tp-layout").
+  static std::string layoutRefusal(std::span<const int> ranks_per_node,
+                                   const std::string& flag = "--tp-layout");
+
+  // Shape.
+  int nodes() const { return nodes_; }
+  int ranksPerNode() const { return ranks_per_node_; }
+  int worldSize() const { return nodes_ * ranks_per_node_; }
+  int stages() const { return stages_; }                // 1 until pipeline parallelism
+  int tpSize() const { return worldSize() / stages_; }  // ranks of one stage
+  std::vector<int> ranksOfEveryNode() const;            // the layout: one entry per node
+
+  // This node.
+  int nodeId() const { return node_id_; }
+  int firstRank() const { return node_id_ * ranks_per_node_; }  // global rank of local rank 0
+  bool singleNode() const { return nodes_ == 1; }
+
+  // Rank arithmetic (see the layout above). `local` is a local rank, `global` a global rank.
+  int globalRank(int local) const { return globalRank(node_id_, local); }  // on this node
+  int globalRank(int node, int local) const;
+  int nodeOf(int global) const;
+  int localRankOf(int global) const;
+  int laneOf(int global) const { return localRankOf(global); }
+  int stageOf(int global) const;
+  int tpRank(int global) const;  // rank inside its stage
+  bool isOnThisNode(int global) const { return nodeOf(global) == node_id_; }
+  static bool isLeader(int local) { return local == 0; }
+
+  // Devices of this node's local ranks.
+  bool hasDevices() const { return !devices_.empty(); }
+  const std::vector<int>& devices() const { return devices_; }
+  int device(int local) const;  // devices()[local]; Error(kInvalidArgument) when none given
+
+  // "2 nodes x 4 ranks (8 ranks; node 1: global ranks 4..7)".
+  std::string describe() const;
+
+  bool operator==(const Topology&) const = default;
+
+ private:
+  Topology(int nodes, int ranks_per_node, int node_id, std::vector<int> devices);
+  void checkLocal(int local) const;
+  void checkGlobal(int global) const;
+
+  int nodes_ = 1;
+  int ranks_per_node_ = 1;
+  int stages_ = 1;  // pipeline parallelism: the next issue sets it (see the layout above)
+  int node_id_ = 0;
+  std::vector<int> devices_;  // empty, or one per local rank
+};
+
+}  // namespace tpnode::collectives

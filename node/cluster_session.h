@@ -1,0 +1,96 @@
+// ClusterSession: one formed cluster as this node sees it, and the control exchanges that
+// node 0 (the Driver) and the workers share. It owns the mesh to the other nodes (none on a
+// single node), the collectives' NodeGroup over it and this node's RankSet, and speaks the
+// node layer's side of the control tags (node/mesh_setup.h): the "ranks loaded" handshake that
+// makes node 0 ready, the step commands, and the acknowledged end of a session (kReset after a
+// fault, kShutdown at the end).
+//
+// Contract
+// - One session per formation: a fault ends it and the next formation makes a new one. Node 0
+//   makes it on the Driver's loop thread, a worker on its main thread; every method is called
+//   from that thread. `hooks.on_peer` runs on the mesh's thread (NodeGroup::create).
+// - The constructor forms the mesh (more than one node); it throws Error when the mesh cannot
+//   form (a node missing past the connect timeout, a refused handshake, a port taken,
+//   *hooks.cancel turning true). formGroup() then makes the NodeGroup (collective: every node
+//   calls it).
+// - Order of formation: constructor, formGroup(), loadRanks(), then reportLoaded() on every
+//   worker and awaitLoaded() on node 0. Destruction (or close()) releases the ranks, then the
+//   group, then the mesh: each uses the next.
+// - Node 0 only: sendToWorkers(), dismissWorkers(). Workers only: reportLoaded(), acknowledge().
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "collectives/hierarchical.h"
+#include "mesh/mesh.h"
+#include "mesh/metered_mesh.h"
+#include "node/loaded_model.h"
+#include "node/options.h"
+#include "node/rank_set.h"
+#include "node/step_command.h"
+#include "node/step_watchdog.h"
+
+namespace tpnode::node {
+
+struct SessionHooks {
+  const std::atomic<bool>* cancel = nullptr;  // forming the mesh gives up once it turns true
+  std::optional<std::chrono::milliseconds> connect_timeout;  // replaces --connect-timeout
+  // Node 0: the collectives' traffic is counted per link here; control messages go around it.
+  mesh::LinkMeters* meters = nullptr;
+  bool log_formation = false;  // log the mesh forming and the transports (node 0 does)
+  std::function<void(const mesh::PeerEvent&)> on_peer;  // peer events, mesh thread
+};
+
+class ClusterSession {
+ public:
+  ClusterSession(const Options& options, const LoadedModel& model, SessionHooks hooks);
+  ~ClusterSession();
+  ClusterSession(const ClusterSession&) = delete;
+  ClusterSession& operator=(const ClusterSession&) = delete;
+
+  // Makes the collectives' NodeGroup over the mesh (throws when a peer is lost meanwhile).
+  void formGroup();
+  // Loads this node's ranks of the model (throws on a shard that does not load).
+  void loadRanks(const RankSetOptions& options);
+  // Worker: tells node 0 that its ranks are loaded.
+  void reportLoaded();
+  // Node 0: waits until every worker has reported its ranks loaded.
+  void awaitLoaded();
+
+  // Node 0: sends encoded command bytes to every worker, in node order.
+  void sendToWorkers(std::span<const std::byte> bytes);
+  // Node 0: tells every live worker to reset (kReset) or shut down (kShutdown) and waits for
+  // each acknowledgement, each bounded by `watchdog`; a worker that does not answer is logged.
+  void dismissWorkers(StepKind kind, StepWatchdog& watchdog);
+  // Worker: acknowledges node 0's kReset or kShutdown.
+  void acknowledge();
+
+  // Releases the ranks (a failed session's ranks go before it waits for node 0).
+  void dropRanks() { ranks_.reset(); }
+  // Releases the ranks and the group and shuts the mesh down.
+  void close();
+
+  mesh::Mesh* mesh() const { return mesh_.get(); }  // null on a single node
+  RankSet& ranks() { return *ranks_; }
+  const RankSet& ranks() const { return *ranks_; }
+  int nodes() const { return nodes_; }
+
+ private:
+  const Options& options_;  // outlives the session (the Driver's copy, or main's)
+  const LoadedModel& model_;
+  const int nodes_;
+  const SessionHooks hooks_;
+  std::unique_ptr<mesh::Mesh> mesh_;     // null for a single node
+  std::unique_ptr<mesh::Mesh> metered_;  // node 0: counts the collectives' traffic over mesh_
+  std::shared_ptr<collectives::NodeGroup> group_;
+  std::unique_ptr<RankSet> ranks_;
+  std::vector<std::byte> command_bytes_;
+};
+
+}  // namespace tpnode::node

@@ -1,0 +1,259 @@
+#include "collectives/topology.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "mesh/mesh.h"
+#include "mesh/tags.h"
+
+namespace tpnode::collectives {
+namespace {
+
+// One row per global rank: where it lives.
+struct Place {
+  int global, node, local, lane, stage, tp_rank;
+};
+
+struct ShapeCase {
+  const char* name;
+  int nodes, ranks_per_node, node_id;
+  int first_rank, world;
+  std::vector<Place> places;  // every rank, in global order
+};
+
+const std::vector<ShapeCase>& shapeCases() {
+  static const std::vector<ShapeCase> cases = {
+      {"1x1", 1, 1, 0, 0, 1, {{0, 0, 0, 0, 0, 0}}},
+      {"1x4",
+       1,
+       4,
+       0,
+       0,
+       4,
+       {{0, 0, 0, 0, 0, 0}, {1, 0, 1, 1, 0, 1}, {2, 0, 2, 2, 0, 2}, {3, 0, 3, 3, 0, 3}}},
+      {"3x1 node 2", 3, 1, 2, 2, 3, {{0, 0, 0, 0, 0, 0}, {1, 1, 0, 0, 0, 1}, {2, 2, 0, 0, 0, 2}}},
+      {"2x2 node 1",
+       2,
+       2,
+       1,
+       2,
+       4,
+       {{0, 0, 0, 0, 0, 0}, {1, 0, 1, 1, 0, 1}, {2, 1, 0, 0, 0, 2}, {3, 1, 1, 1, 0, 3}}},
+      {"2x3 node 0",
+       2,
+       3,
+       0,
+       0,
+       6,
+       {{0, 0, 0, 0, 0, 0},
+        {1, 0, 1, 1, 0, 1},
+        {2, 0, 2, 2, 0, 2},
+        {3, 1, 0, 0, 0, 3},
+        {4, 1, 1, 1, 0, 4},
+        {5, 1, 2, 2, 0, 5}}},
+      {"3x2 node 2",
+       3,
+       2,
+       2,
+       4,
+       6,
+       {{0, 0, 0, 0, 0, 0},
+        {1, 0, 1, 1, 0, 1},
+        {2, 1, 0, 0, 0, 2},
+        {3, 1, 1, 1, 0, 3},
+        {4, 2, 0, 0, 0, 4},
+        {5, 2, 1, 1, 0, 5}}},
+  };
+  return cases;
+}
+
+TEST(TopologyTest, RankArithmeticTable) {
+  for (const ShapeCase& c : shapeCases()) {
+    SCOPED_TRACE(c.name);
+    const Topology t = Topology::uniform(c.nodes, c.ranks_per_node, c.node_id);
+    EXPECT_EQ(t.nodes(), c.nodes);
+    EXPECT_EQ(t.ranksPerNode(), c.ranks_per_node);
+    EXPECT_EQ(t.nodeId(), c.node_id);
+    EXPECT_EQ(t.worldSize(), c.world);
+    EXPECT_EQ(t.firstRank(), c.first_rank);
+    EXPECT_EQ(t.stages(), 1);
+    EXPECT_EQ(t.tpSize(), c.world);
+    EXPECT_EQ(t.singleNode(), c.nodes == 1);
+    EXPECT_EQ(t.ranksOfEveryNode(),
+              std::vector<int>(static_cast<size_t>(c.nodes), c.ranks_per_node));
+    ASSERT_EQ(static_cast<int>(c.places.size()), c.world);
+    for (const Place& p : c.places) {
+      SCOPED_TRACE(p.global);
+      EXPECT_EQ(t.nodeOf(p.global), p.node);
+      EXPECT_EQ(t.localRankOf(p.global), p.local);
+      EXPECT_EQ(t.laneOf(p.global), p.lane);
+      EXPECT_EQ(t.stageOf(p.global), p.stage);
+      EXPECT_EQ(t.tpRank(p.global), p.tp_rank);
+      EXPECT_EQ(t.globalRank(p.node, p.local), p.global);
+      EXPECT_EQ(t.isOnThisNode(p.global), p.node == c.node_id);
+      if (p.node == c.node_id) {
+        EXPECT_EQ(t.globalRank(p.local), p.global);
+      }
+    }
+  }
+}
+
+TEST(TopologyTest, DefaultIsOneRank) {
+  const Topology t;
+  EXPECT_EQ(t, Topology::uniform(1, 1, 0));
+  EXPECT_EQ(t.worldSize(), 1);
+  EXPECT_FALSE(t.hasDevices());
+  EXPECT_TRUE(Topology::isLeader(0));
+  EXPECT_FALSE(Topology::isLeader(1));
+}
+
+TEST(TopologyTest, DeviceLists) {
+  const Topology none = Topology::uniform(2, 2, 1);
+  EXPECT_FALSE(none.hasDevices());
+  EXPECT_THROW(none.device(0), Error);
+
+  const Topology gpus = Topology::uniform(2, 3, 0, {2, 0, 2});  // a device may repeat
+  ASSERT_TRUE(gpus.hasDevices());
+  EXPECT_EQ(gpus.devices(), (std::vector<int>{2, 0, 2}));
+  EXPECT_EQ(gpus.device(0), 2);
+  EXPECT_EQ(gpus.device(1), 0);
+  EXPECT_EQ(gpus.device(2), 2);
+  EXPECT_THROW(gpus.device(3), Error);
+  EXPECT_THROW(gpus.device(-1), Error);
+  EXPECT_NE(gpus, Topology::uniform(2, 3, 0));
+
+  const Topology from_layout = Topology::fromLayout(std::vector<int>{2, 2}, 1, {5, 7});
+  EXPECT_EQ(from_layout, Topology::uniform(2, 2, 1, {5, 7}));
+}
+
+struct Refused {
+  const char* name;
+  int nodes, ranks_per_node, node_id;
+  std::vector<int> devices;
+  const char* message_part;
+};
+
+TEST(TopologyTest, InvalidShapesAreRefusedClearly) {
+  const std::vector<Refused> cases = {
+      {"no nodes", 0, 1, 0, {}, "topology of 0 nodes: need 1..65536"},
+      {"too many nodes", kMaxNodes + 1, 1, 0, {}, "topology of 65537 nodes"},
+      {"no ranks", 2, 0, 0, {}, "topology of 0 ranks per node: need 1..1024"},
+      {"negative ranks", 1, -3, 0, {}, "topology of -3 ranks per node"},
+      {"node id past the end", 2, 1, 2, {}, "node id 2 is not a node of a 2-node topology (0..1)"},
+      {"negative node id", 2, 1, -1, {}, "node id -1 is not a node"},
+      {"short device list", 1, 2, 0, {0}, "device list 0 names 1 device(s) for 2 local rank(s)"},
+      {"long device list", 1, 1, 0, {0, 1}, "names 2 device(s) for 1 local rank(s)"},
+      {"negative device", 1, 2, 0, {0, -1}, "device list 0,-1: device -1 is negative"},
+  };
+  for (const Refused& c : cases) {
+    SCOPED_TRACE(c.name);
+    try {
+      Topology::uniform(c.nodes, c.ranks_per_node, c.node_id, c.devices);
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(c.message_part), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(TopologyTest, RanksOutsideAreRefused) {
+  const Topology t = Topology::uniform(2, 2, 0);
+  EXPECT_THROW(t.nodeOf(4), Error);
+  EXPECT_THROW(t.nodeOf(-1), Error);
+  EXPECT_THROW(t.localRankOf(4), Error);
+  EXPECT_THROW(t.stageOf(4), Error);
+  EXPECT_THROW(t.tpRank(-1), Error);
+  EXPECT_THROW(t.globalRank(2), Error);
+  EXPECT_THROW(t.globalRank(2, 0), Error);
+  EXPECT_THROW(t.globalRank(-1, 0), Error);
+  try {
+    t.nodeOf(7);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_STREQ(e.what(), "global rank 7 outside a group of 4");
+  }
+}
+
+struct LayoutCase {
+  const char* name;
+  std::vector<int> layout;
+  ErrorCode code;       // when refused
+  const char* message;  // "" when accepted
+};
+
+TEST(TopologyTest, LayoutsFromEveryNode) {
+  const std::vector<LayoutCase> cases = {
+      {"one node", {4}, ErrorCode::kInvalidArgument, ""},
+      {"uniform", {2, 2, 2}, ErrorCode::kInvalidArgument, ""},
+      {"empty", {}, ErrorCode::kInvalidArgument, "--tp-layout is empty: give the tp of every node"},
+      {"zero",
+       {2, 0},
+       ErrorCode::kInvalidArgument,
+       "--tp-layout 2,0: a node's tp must be 1..1024, not 0"},
+      {"2,1",
+       {2, 1},
+       ErrorCode::kUnsupported,
+       "--tp-layout 2,1: nodes with different tp degrees are not supported yet (the hierarchical "
+       "all-reduce pairs local rank r of every node); give every node the same tp, e.g. --tp 2"},
+      {"1,2,2",
+       {1, 2, 2},
+       ErrorCode::kUnsupported,
+       "--tp-layout 1,2,2: nodes with different tp degrees are not supported yet"},
+  };
+  for (const LayoutCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string refusal = Topology::layoutRefusal(c.layout);
+    if (std::string(c.message).empty()) {
+      EXPECT_EQ(refusal, "");
+      const Topology t = Topology::fromLayout(c.layout, static_cast<int>(c.layout.size()) - 1);
+      EXPECT_EQ(t.ranksOfEveryNode(), c.layout);
+      EXPECT_EQ(t.nodeId(), static_cast<int>(c.layout.size()) - 1);
+      continue;
+    }
+    EXPECT_NE(refusal.find(c.message), std::string::npos) << refusal;
+    try {
+      Topology::fromLayout(c.layout, 0);
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), c.code);
+      EXPECT_EQ(std::string(e.what()), refusal);
+    }
+  }
+  EXPECT_NE(Topology::layoutRefusal(std::vector<int>{1, 2}, "nodes[].tp").find("nodes[].tp 1,2:"),
+            std::string::npos);
+  EXPECT_THROW(Topology::fromLayout(std::vector<int>{2, 2}, 2), Error);  // node id outside
+}
+
+TEST(TopologyTest, Describe) {
+  EXPECT_EQ(Topology::uniform(2, 4, 1).describe(),
+            "2 nodes x 4 ranks (8 ranks; node 1: global ranks 4..7)");
+  EXPECT_EQ(Topology().describe(), "1 node x 1 rank (1 ranks; node 0: global ranks 0..0)");
+}
+
+// mesh/tags.h checks its own ranges with a static_assert; the check itself must catch overlap.
+TEST(TagRangesTest, OverlapIsCaughtAtCompileTime) {
+  using mesh::TagRange;
+  static_assert(mesh::tagRangesDisjoint(mesh::kAllTagRanges));
+  constexpr std::array<TagRange, 2> touching = {TagRange{"a", 16, 16}, TagRange{"b", 32, 4}};
+  constexpr std::array<TagRange, 2> overlapping = {TagRange{"a", 16, 16}, TagRange{"b", 31, 4}};
+  constexpr std::array<TagRange, 2> inside = {TagRange{"a", 0, 100}, TagRange{"b", 40, 1}};
+  constexpr std::array<TagRange, 1> empty = {TagRange{"a", 5, 0}};
+  constexpr std::array<TagRange, 1> wrapping = {TagRange{"a", 0xfffffff0u, 0x20}};
+  static_assert(mesh::tagRangesDisjoint(touching));
+  static_assert(!mesh::tagRangesDisjoint(overlapping));
+  static_assert(!mesh::tagRangesDisjoint(inside));
+  static_assert(!mesh::tagRangesDisjoint(empty));
+  static_assert(!mesh::tagRangesDisjoint(wrapping));
+  static_assert(mesh::kNodeControlTags.at(1) == 0x100001);
+  static_assert(mesh::kFirstUserTag == 16);
+  // The collision this header fixed: the smoke test's tags were the collectives' first tags.
+  static_assert(!mesh::kCollectiveTags.contains(mesh::kMeshModeTags.first));
+  SUCCEED();
+}
+
+}  // namespace
+}  // namespace tpnode::collectives
