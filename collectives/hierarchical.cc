@@ -195,10 +195,10 @@ std::shared_ptr<NodeGroup> NodeGroup::create(mesh::Mesh* mesh, int local_tp,
 
 NodeGroup::~NodeGroup() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stop_ = true;
   }
-  wake_.notify_all();
+  wake_.notifyAll();
   if (abort_thread_.joinable()) abort_thread_.join();
 }
 
@@ -287,15 +287,15 @@ void NodeGroup::abort(ErrorCode code, const std::string& reason) {
   spdlog::warn("[collectives] group aborted: {}", reason);
   local_->abort(code, reason);
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     signal_peers_ = true;
   }
-  wake_.notify_all();
+  wake_.notifyAll();
 }
 
 void NodeGroup::abortLoop() {
-  std::unique_lock lock(mutex_);
-  wake_.wait(lock, [&] { return signal_peers_ || stop_; });
+  MutexLock lock(mutex_);
+  while (!signal_peers_ && !stop_) wake_.wait(mutex_);
   if (stop_ && !signal_peers_) return;
   lock.unlock();
   for (auto& lane : lanes_) lane->sendAbort();

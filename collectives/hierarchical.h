@@ -31,10 +31,8 @@
 //   blocked on this node throw Error(kPeerLost) too), and every later call throws at once.
 #pragma once
 
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -43,6 +41,7 @@
 #include "collectives/local_group.h"
 #include "collectives/options.h"
 #include "collectives/topology.h"
+#include "common/mutex.h"
 #include "mesh/mesh.h"
 
 namespace tpnode::collectives {
@@ -86,11 +85,11 @@ class NodeGroup : public std::enable_shared_from_this<NodeGroup> {
   std::shared_ptr<LocalGroup> local_;
   std::vector<std::unique_ptr<InterNode>> lanes_;  // one per local rank on more than one node
 
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool signal_peers_ = false;  // GUARDED_BY(mutex_)
-  bool stop_ = false;          // GUARDED_BY(mutex_)
-  std::thread abort_thread_;   // sends the abort signal off the mesh's callback thread
+  Mutex mutex_;
+  CondVar wake_;
+  bool signal_peers_ TP_GUARDED_BY(mutex_) = false;
+  bool stop_ TP_GUARDED_BY(mutex_) = false;
+  std::thread abort_thread_;  // sends the abort signal off the mesh's callback thread
 };
 
 }  // namespace tpnode::collectives

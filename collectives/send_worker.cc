@@ -38,7 +38,7 @@ void SendWorker::waitDone(uint64_t ticket) {
 void SendWorker::waitFor(uint64_t ticket) {
   waitDone(ticket);
   if (failed_.load(std::memory_order_acquire)) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     std::rethrow_exception(error_);
   }
 }
@@ -65,7 +65,7 @@ void SendWorker::loop() {
         try {
           mesh_.send(item.peer, item.tag, item.data);
         } catch (...) {
-          std::lock_guard lock(mutex_);
+          MutexLock lock(mutex_);
           error_ = std::current_exception();
           failed_.store(true, std::memory_order_release);
         }

@@ -16,10 +16,10 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
-#include <mutex>
 #include <span>
 #include <thread>
 
+#include "common/mutex.h"
 #include "mesh/mesh.h"
 
 namespace tpnode::collectives {
@@ -54,8 +54,8 @@ class SendWorker {
   alignas(64) std::atomic<uint64_t> done_{0};
   std::atomic<bool> stop_{false};
   std::atomic<bool> failed_{false};
-  std::mutex mutex_;
-  std::exception_ptr error_;  // GUARDED_BY(mutex_)
+  Mutex mutex_;
+  std::exception_ptr error_ TP_GUARDED_BY(mutex_);
   std::thread thread_;
 };
 

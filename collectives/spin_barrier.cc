@@ -52,7 +52,7 @@ void SpinBarrier::waitForChange(uint32_t generation) {
 
 void SpinBarrier::abort(ErrorCode code, const std::string& reason) {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (aborted_.load(std::memory_order_relaxed)) return;
     abort_code_ = code;
     abort_reason_ = reason;
@@ -64,7 +64,7 @@ void SpinBarrier::abort(ErrorCode code, const std::string& reason) {
 
 void SpinBarrier::throwIfAborted() const {
   if (!aborted_.load(std::memory_order_acquire)) return;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   throw Error(abort_code_, abort_reason_);
 }
 

@@ -13,10 +13,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <string>
 
 #include "common/error.h"
+#include "common/mutex.h"
 
 namespace tpnode::collectives {
 
@@ -40,9 +40,9 @@ class SpinBarrier {
   alignas(64) std::atomic<uint32_t> arrived_{0};
   alignas(64) std::atomic<uint32_t> generation_{0};
   alignas(64) std::atomic<bool> aborted_{false};
-  mutable std::mutex mutex_;
-  ErrorCode abort_code_ = ErrorCode::kAborted;  // GUARDED_BY(mutex_)
-  std::string abort_reason_;                    // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  ErrorCode abort_code_ TP_GUARDED_BY(mutex_) = ErrorCode::kAborted;
+  std::string abort_reason_ TP_GUARDED_BY(mutex_);
 };
 
 }  // namespace tpnode::collectives

@@ -8,15 +8,14 @@
 #include <cstring>
 #include <system_error>
 
-#include <condition_variable>
 #include <list>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "mesh/handshake.h"
 
 namespace tpnode::mesh {
@@ -72,7 +71,7 @@ class Connector {
   }
   size_t slot(int peer, int lane) const { return static_cast<size_t>(peer * lanes_ + lane); }
   bool peerUp(int peer) const;
-  bool completeLocked() const;
+  bool completeLocked() const TP_REQUIRES(mu_);
   void dialLoop(int peer, int lane);
   void acceptLoop(int listen_fd);
   // Starts a handshake thread for an accepted connection, or refuses it (caps, no threads).
@@ -86,7 +85,7 @@ class Connector {
   // Runs the handshake; on success stores the socket and returns true.
   bool handshake(std::unique_ptr<Transport> transport, int expected_peer, int lane,
                  const std::string& from);
-  std::string admitLocked(int peer, int lane, const std::string& from);
+  std::string admitLocked(int peer, int lane, const std::string& from) TP_REQUIRES(mu_);
   // Records the latest problem with `peer`; a refusal (its reason in `refusal`) is logged as
   // a warning the first time that reason is seen.
   void noteProblem(int peer, const std::string& problem, const std::string& refusal);
@@ -99,19 +98,19 @@ class Connector {
   const Clock::time_point start_;
   const Clock::time_point deadline_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;                        // guarded by mu_
-  std::vector<std::string> in_flight_;       // guarded by mu_: from where a handshake runs
-  std::vector<std::string> connected_from_;  // guarded by mu_: from where the link came
-  int handshakes_running_ = 0;               // guarded by mu_
-  std::vector<int> handshake_fds_;           // guarded by mu_: sockets mid-handshake
-  std::vector<std::string> problem_;         // guarded by mu_
-  std::vector<std::string> last_refusal_;    // guarded by mu_
-  std::list<Handshaker> handshakers_;        // guarded by mu_
-  std::map<std::string, int> per_source_;    // guarded by mu_: running handshakes by address
-  LogLimiter unauthenticated_log_;           // thread-safe
-  LogLimiter overload_log_;                  // thread-safe
+  Mutex mu_;
+  CondVar cv_;
+  bool stop_ TP_GUARDED_BY(mu_) = false;
+  std::vector<std::string> in_flight_ TP_GUARDED_BY(mu_);       // from where a handshake runs
+  std::vector<std::string> connected_from_ TP_GUARDED_BY(mu_);  // from where the link came
+  int handshakes_running_ TP_GUARDED_BY(mu_) = 0;
+  std::vector<int> handshake_fds_ TP_GUARDED_BY(mu_);  // sockets mid-handshake
+  std::vector<std::string> problem_ TP_GUARDED_BY(mu_);
+  std::vector<std::string> last_refusal_ TP_GUARDED_BY(mu_);
+  std::list<Handshaker> handshakers_ TP_GUARDED_BY(mu_);
+  std::map<std::string, int> per_source_ TP_GUARDED_BY(mu_);  // running handshakes by address
+  LogLimiter unauthenticated_log_;                            // thread-safe
+  LogLimiter overload_log_;                                   // thread-safe
 };
 
 bool Connector::peerUp(int peer) const {
@@ -129,7 +128,7 @@ bool Connector::completeLocked() const {
 }
 
 void Connector::noteProblem(int peer, const std::string& problem, const std::string& refusal) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   problem_[static_cast<size_t>(peer)] = problem;
   std::string& last = last_refusal_[static_cast<size_t>(peer)];
   if (!refusal.empty() && refusal != last) spdlog::warn("[mesh] {}", problem);
@@ -173,7 +172,7 @@ bool Connector::handshake(std::unique_ptr<Transport> t, int expected_peer, int l
   config.expected_peer = expected_peer;
   if (t->hasPeerCertificate()) config.peer_cert_nodes = t->peerCertNodes();
   config.admit = [&](int peer, int peer_lane) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return admitLocked(peer, peer_lane, from);
   };
   Nonce nonce{};
@@ -183,7 +182,7 @@ bool Connector::handshake(std::unique_ptr<Transport> t, int expected_peer, int l
   const auto deadline = std::min(deadline_, started + kHandshakeTimeout);
   const auto pre_auth_deadline = std::min(deadline, started + kPreAuthTimeout);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stop_) return false;
     handshake_fds_.push_back(t->fd());
   }
@@ -210,7 +209,7 @@ bool Connector::handshake(std::unique_ptr<Transport> t, int expected_peer, int l
     hs.abort(e);
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     std::erase(handshake_fds_, t->fd());
   }
   const int peer = expected_peer >= 0 ? expected_peer : hs.claimedPeer();
@@ -221,15 +220,15 @@ bool Connector::handshake(std::unique_ptr<Transport> t, int expected_peer, int l
     spdlog::debug("[mesh] {} connected (socket {}, from {})", name(peer), hs.lane(), from);
     sink_.adopt(EstablishedSocket{peer, hs.lane(), std::move(t)});
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       in_flight_[slot(peer, hs.lane())].clear();
       connected_from_[slot(peer, hs.lane())] = from;
     }
-    cv_.notify_all();
+    cv_.notifyAll();
     return true;
   }
   if (hs.admitted()) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     std::string& holder = in_flight_[slot(hs.claimedPeer(), hs.lane())];
     if (holder == from) holder.clear();
   }
@@ -238,7 +237,7 @@ bool Connector::handshake(std::unique_ptr<Transport> t, int expected_peer, int l
   if (expected_peer < 0 && !hs.peerAuthenticated() && !o_.insecure) {
     // Anyone can connect: these lines must not flood the log.
     if (peer >= 0) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       problem_[static_cast<size_t>(peer)] = message;
     }
     throttledWarn(unauthenticated_log_, message);
@@ -255,10 +254,10 @@ void Connector::dialLoop(int peer, int lane) {
   const PeerAddress& address = o_.peers[static_cast<size_t>(peer)];
   for (;;) {
     {
-      std::unique_lock lock(mu_);
+      MutexLock lock(mu_);
       if (stop_ || Clock::now() >= deadline_) return;
       if (sink_.up(peer, lane)) {  // connected: watch it in case it dies before we finish
-        cv_.wait_for(lock, kRecheck);
+        cv_.waitFor(mu_, kRecheck);
         backoff = std::chrono::milliseconds(100);
         continue;
       }
@@ -280,8 +279,10 @@ void Connector::dialLoop(int peer, int lane) {
     } else {
       noteProblem(peer, why, {});
     }
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, backoff, [&] { return stop_; });
+    MutexLock lock(mu_);
+    const auto until = Clock::now() + backoff;
+    while (!stop_ && cv_.waitUntil(mu_, until)) {
+    }
     backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
   }
 }
@@ -295,7 +296,7 @@ void Connector::acceptOne(Fd fd, std::string from, Handshaker* self) {
     throttledWarn(unauthenticated_log_,
                   fmt::format("refused a connection from {}: {}", from, e.what()));
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   --handshakes_running_;
   if (--per_source_[sourceOf(from)] == 0) per_source_.erase(sourceOf(from));
   self->done = true;  // the last thing this thread touches
@@ -304,7 +305,7 @@ void Connector::acceptOne(Fd fd, std::string from, Handshaker* self) {
 void Connector::reapHandshakers() {
   std::list<Handshaker> done;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto it = handshakers_.begin(); it != handshakers_.end();) {
       auto next = std::next(it);
       if (it->done) done.splice(done.end(), handshakers_, it);
@@ -318,7 +319,7 @@ void Connector::startAccepted(Fd fd, const std::string& from) {
   const std::string source = sourceOf(from);
   std::string refused;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (handshakes_running_ >= kMaxConcurrentHandshakes) {
       refused = fmt::format("closed a connection from {}: {} handshakes are running already", from,
                             handshakes_running_);
@@ -350,7 +351,7 @@ void Connector::acceptLoop(int listen_fd) {
   for (;;) {
     reapHandshakers();
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (stop_ || Clock::now() >= deadline_) return;
     }
     pollfd p{listen_fd, POLLIN, 0};
@@ -383,12 +384,12 @@ void Connector::run() {
   }
   if (listener.valid()) threads.emplace_back([&] { acceptLoop(listener.get()); });
 
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   auto next_log = start_ + kFirstWaitingLog;
   auto cancelled = [&] { return o_.cancel != nullptr && o_.cancel->load(); };
   while (!completeLocked() && Clock::now() < deadline_ && !cancelled()) {
     // Wake at least every 250 ms to notice dead links and MeshOptions::cancel.
-    cv_.wait_until(lock, std::min({next_log, deadline_, Clock::now() + kRecheck}));
+    cv_.waitUntil(mu_, std::min({next_log, deadline_, Clock::now() + kRecheck}));
     if (Clock::now() >= next_log) {
       for (int peer = 0; peer < n_; ++peer) {
         if (peerUp(peer)) continue;
@@ -401,7 +402,7 @@ void Connector::run() {
   const bool complete = completeLocked();
   stop_ = true;
   for (int fd : handshake_fds_) ::shutdown(fd, SHUT_RDWR);  // abort handshakes still running
-  cv_.notify_all();
+  cv_.notifyAll();
   lock.unlock();
   for (auto& t : threads) t.join();
   lock.lock();
@@ -412,6 +413,7 @@ void Connector::run() {
   if (cancelled()) {
     fail(ErrorCode::kAborted, "node {}: connecting to the mesh was cancelled (shutting down)", me);
   }
+  lock.lock();  // the other threads have ended; problem_ is still guarded
   std::string missing;
   for (int peer = 0; peer < n_; ++peer) {
     if (peerUp(peer)) continue;

@@ -51,20 +51,20 @@ Link::~Link() = default;
 // ---- Receive role -----------------------------------------------------------------------------
 
 bool Link::tryAcquireRole() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (reader_active_) return false;
   reader_active_ = true;
   return true;
 }
 
 void Link::releaseRole() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   reader_active_ = false;
   if (failed_.load() && filling_ != nullptr) {
     failOpLocked(*filling_);
     filling_ = nullptr;
   }
-  cv_.notify_all();
+  cv_.notifyAll();
 }
 
 void Link::noteReceive() {
@@ -138,7 +138,7 @@ bool Link::pumpFrames(const RecvOp* mine, bool block, size_t budget) {
       bytes_received_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
     }
     if (rx_.got == rx_.h.length) {
-      const RecvOp* filled = rx_.op;
+      const RecvOp* filled = rx_.to.op;
       finishFrame();
       ++frames;
       if (filled != nullptr && filled == mine) return true;
@@ -157,10 +157,8 @@ void Link::beginFrame() {
   rx_.h = decodeFrameHeader(rx_.header, options_.max_frame_bytes);
   rx_.header_got = 0;
   rx_.got = 0;
-  rx_.op = nullptr;
-  rx_.parked = nullptr;
+  rx_.to = {};
   rx_.dest = nullptr;
-  std::string too_small;
   switch (rx_.h.type) {
     case FrameType::kData: {
       if (rx_.h.seq != rx_.expected_seq) {
@@ -168,35 +166,16 @@ void Link::beginFrame() {
                      rx_.expected_seq);
       }
       ++rx_.expected_seq;
-      std::lock_guard lock(mu_);
-      TagQueue& q = queues_[rx_.h.tag];
-      if (q.parked_head == nullptr && q.posted_head != nullptr) {
-        RecvOp* op = q.posted_head;
-        if (op->out.size() < rx_.h.length) {
-          too_small = fmt::format(
-              "a message of {} bytes on tag {} does not fit the {}-byte "
-              "receive buffer",
-              rx_.h.length, rx_.h.tag, op->out.size());
-          break;
-        }
-        q.posted_head = op->next;
-        if (q.posted_head == nullptr) q.posted_tail = nullptr;
-        op->next = nullptr;
-        op->state = RecvOp::State::kFilling;
-        filling_ = op;
-        rx_.op = op;
-        rx_.dest = op->out.data();
-      } else {
-        Parked* p = parked_pool_.take(rx_.h.length);
-        if (q.parked_tail != nullptr) {
-          q.parked_tail->next = p;
-        } else {
-          q.parked_head = p;
-        }
-        q.parked_tail = p;
-        rx_.parked = p;
-        rx_.dest = p->data.get();
+      {
+        MutexLock lock(mu_);
+        rx_.to = queues_.beginFrame(rx_.h.tag, rx_.h.length);
+        filling_ = rx_.to.op;
       }
+      if (!rx_.to.misfit.empty()) {
+        fail(ErrorCode::kInvalidData, rx_.to.misfit);
+        return;
+      }
+      rx_.dest = rx_.to.data;
       break;
     }
     case FrameType::kHeartbeat:
@@ -210,10 +189,6 @@ void Link::beginFrame() {
       tpnode::fail(ErrorCode::kInvalidData, "unexpected {} frame after the handshake",
                    frameTypeName(rx_.h.type));
   }
-  if (!too_small.empty()) {
-    fail(ErrorCode::kInvalidData, too_small);
-    return;
-  }
   rx_.in_payload = rx_.h.length > 0;
   if (!rx_.in_payload) finishFrame();
 }
@@ -222,17 +197,11 @@ void Link::finishFrame() {
   rx_.in_payload = false;
   if (rx_.h.type != FrameType::kData) return;
   frames_received_.fetch_add(1, std::memory_order_relaxed);
-  std::lock_guard lock(mu_);
-  if (rx_.op != nullptr) {
-    completeOpLocked(*rx_.op, rx_.h.length);
-    filling_ = nullptr;
-    rx_.op = nullptr;
-  } else if (rx_.parked != nullptr) {
-    rx_.parked->size = rx_.h.length;
-    rx_.parked->ready = true;
-    rx_.parked = nullptr;
-  }
-  cv_.notify_all();
+  MutexLock lock(mu_);
+  queues_.finishFrame(rx_.to, rx_.h.length);
+  if (rx_.to.op != nullptr) filling_ = nullptr;
+  rx_.to = {};
+  cv_.notifyAll();
 }
 
 template <typename Done>
@@ -245,7 +214,7 @@ void Link::readUntil(Done done_locked, Clock::time_point deadline, const RecvOp*
     const bool block = can_block && (!spin || Clock::now() >= spin_until);
     bool progress = pump(mine, block);
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (failed_.load() || done_locked()) return;
     }
     if (progress || transport_->hasBuffered()) {
@@ -271,80 +240,30 @@ void Link::readUntil(Done done_locked, Clock::time_point deadline, const RecvOp*
 
 // ---- Posted receives -------------------------------------------------------------------------
 
-void Link::appendPostedLocked(TagQueue& q, RecvOp& op) {
-  op.state = RecvOp::State::kPosted;
-  op.next = nullptr;
-  if (q.posted_tail != nullptr) {
-    q.posted_tail->next = &op;
-  } else {
-    q.posted_head = &op;
-  }
-  q.posted_tail = &op;
-}
-
-void Link::completeOpLocked(RecvOp& op, size_t size) {
-  op.size = size;
-  op.state = RecvOp::State::kDone;
-}
-
 void Link::failOpLocked(RecvOp& op) {
-  op.failed = true;
-  op.error_code = fail_code_;
-  op.error = fail_reason_;
-  op.state = RecvOp::State::kDone;
+  TagQueues::failOp(op, fail_code_, fail_reason_);
 }
 
 void Link::failAllLocked() {
-  for (auto& [tag, q] : queues_) {
-    for (RecvOp* op = q.claim_head; op != nullptr;) {
-      RecvOp* next = op->next;
-      failOpLocked(*op);
-      op = next;
-    }
-    q.claim_head = q.claim_tail = nullptr;
-    for (RecvOp* op = q.posted_head; op != nullptr;) {
-      RecvOp* next = op->next;
-      failOpLocked(*op);
-      op = next;
-    }
-    q.posted_head = q.posted_tail = nullptr;
-  }
+  queues_.failAll(fail_code_, fail_reason_);
   if (!reader_active_ && filling_ != nullptr) {
     failOpLocked(*filling_);
     filling_ = nullptr;
   }
 }
 
-void Link::serveClaimsLocked(TagQueue& q, std::unique_lock<std::mutex>& lock) {
-  while (q.claim_head != nullptr) {
-    RecvOp& op = *q.claim_head;
-    Parked* p = q.parked_head;
-    if (p != nullptr && !p->ready) return;  // the reader is still filling it
-    q.claim_head = op.next;
-    if (q.claim_head == nullptr) q.claim_tail = nullptr;
-    op.next = nullptr;
-    if (p == nullptr) {  // nothing parked any more: wait in line for the next frames
-      appendPostedLocked(q, op);
-      continue;
+void Link::serveClaimsLocked(uint32_t tag) {
+  for (;;) {
+    TagQueues::Served served = queues_.serveClaims(tag);
+    if (served.misfit != nullptr) {
+      mu_.unlock();
+      fail(ErrorCode::kInvalidData, served.reason);
+      mu_.lock();
+      failOpLocked(*served.misfit);
     }
-    q.parked_head = p->next;
-    if (q.parked_head == nullptr) q.parked_tail = nullptr;
-    if (p->size > op.out.size()) {
-      std::string why =
-          fmt::format("a message of {} bytes on tag {} does not fit the {}-byte receive buffer",
-                      p->size, op.tag, op.out.size());
-      parked_pool_.recycle(p);
-      lock.unlock();
-      fail(ErrorCode::kInvalidData, why);
-      lock.lock();
-      failOpLocked(op);
-      continue;
-    }
-    if (p->size > 0) std::memcpy(op.out.data(), p->data.get(), p->size);
-    completeOpLocked(op, p->size);
-    parked_pool_.recycle(p);
+    if (served.changed) cv_.notifyAll();
+    if (served.misfit == nullptr) return;
   }
-  cv_.notify_all();
 }
 
 void Link::post(RecvOp& op, uint32_t tag, std::span<std::byte> out) {
@@ -353,25 +272,18 @@ void Link::post(RecvOp& op, uint32_t tag, std::span<std::byte> out) {
   op.size = 0;
   op.failed = false;
   op.next = nullptr;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (failed_.load()) {
     failOpLocked(op);
     return;
   }
-  TagQueue& q = queues_[tag];
-  if (q.parked_head != nullptr || q.claim_head != nullptr) {
-    op.state = RecvOp::State::kClaiming;
-    (q.claim_tail != nullptr ? q.claim_tail->next : q.claim_head) = &op;
-    q.claim_tail = &op;
-  } else {
-    appendPostedLocked(q, op);
-  }
+  queues_.post(op);
 }
 
 size_t Link::wait(RecvOp& op) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    if (op.state == RecvOp::State::kClaiming) serveClaimsLocked(queues_[op.tag], lock);
+    if (op.state == RecvOp::State::kClaiming) serveClaimsLocked(op.tag);
     if (op.state == RecvOp::State::kDone) break;
     if (!reader_active_) {
       reader_active_ = true;
@@ -380,17 +292,15 @@ size_t Link::wait(RecvOp& op) {
         RoleGuard guard(*this);
         readUntil(
             [&] {
-              if (op.state == RecvOp::State::kDone) return true;
-              if (op.state != RecvOp::State::kClaiming) return false;
-              Parked* head = queues_[op.tag].parked_head;
-              return head == nullptr || head->ready;
+              mu_.assertHeld();  // readUntil() calls it under mu_
+              return queues_.servable(op);
             },
             Clock::time_point::max(), &op);
       }
       lock.lock();
       continue;
     }
-    cv_.wait(lock);
+    cv_.wait(mu_);
   }
   if (op.failed) throw Error(op.error_code, op.error);
   return op.size;
@@ -398,48 +308,31 @@ size_t Link::wait(RecvOp& op) {
 
 bool Link::test(RecvOp& op) {
   {
-    std::unique_lock lock(mu_);
-    if (op.state == RecvOp::State::kClaiming) serveClaimsLocked(queues_[op.tag], lock);
+    MutexLock lock(mu_);
+    if (op.state == RecvOp::State::kClaiming) serveClaimsLocked(op.tag);
     if (op.state == RecvOp::State::kDone) return true;
   }
   if (tryAcquireRole()) {
     RoleGuard guard(*this);
     pump();
   }
-  std::unique_lock lock(mu_);
-  if (op.state == RecvOp::State::kClaiming) serveClaimsLocked(queues_[op.tag], lock);
+  MutexLock lock(mu_);
+  if (op.state == RecvOp::State::kClaiming) serveClaimsLocked(op.tag);
   return op.state == RecvOp::State::kDone;
 }
 
-namespace {
-
-// Removes `op` from the intrusive list [head, tail] (linked through RecvOp::next) if it is there.
-void unlinkOp(RecvOp*& head, RecvOp*& tail, RecvOp& op) {
-  RecvOp* prev = nullptr;
-  for (RecvOp* cur = head; cur != nullptr; prev = cur, cur = cur->next) {
-    if (cur != &op) continue;
-    (prev != nullptr ? prev->next : head) = cur->next;
-    if (tail == cur) tail = prev;
-    return;
-  }
-}
-
-}  // namespace
-
 void Link::cancel(RecvOp& op) {
-  std::unique_lock lock(mu_);
-  if (op.state == RecvOp::State::kFilling) {
-    lock.unlock();
-    try {
-      wait(op);
-    } catch (const Error&) {
+  {
+    MutexLock lock(mu_);
+    if (op.state != RecvOp::State::kFilling) {
+      queues_.cancel(op);
+      return;
     }
-    return;
   }
-  TagQueue& q = queues_[op.tag];
-  if (op.state == RecvOp::State::kClaiming) unlinkOp(q.claim_head, q.claim_tail, op);
-  if (op.state == RecvOp::State::kPosted) unlinkOp(q.posted_head, q.posted_tail, op);
-  op.state = RecvOp::State::kDone;
+  try {
+    wait(op);
+  } catch (const Error&) {
+  }
 }
 
 size_t Link::recv(uint32_t tag, std::span<std::byte> out) {
@@ -503,7 +396,7 @@ void Link::send(uint32_t tag, std::span<const std::byte> data) {
                  "a message of {} bytes to {} exceeds the frame limit of {} bytes", data.size(),
                  options_.peer_name, options_.max_frame_bytes);
   }
-  std::lock_guard send_lock(send_mu_);
+  MutexLock send_lock(send_mu_);
   if (failed_.load(std::memory_order_acquire)) throwFailure();
   FrameHeader h{FrameType::kData, tag, send_seq_++, data.size()};
   try {
@@ -527,8 +420,8 @@ void Link::service(Clock::time_point now) {
   if (failed_.load()) return;
   const int64_t now_ns = toNs(now);
   const int64_t interval = std::chrono::nanoseconds(options_.heartbeat_interval).count();
-  if (now_ns - last_tx_ns_.load(std::memory_order_relaxed) >= interval && send_mu_.try_lock()) {
-    std::lock_guard send_lock(send_mu_, std::adopt_lock);
+  if (now_ns - last_tx_ns_.load(std::memory_order_relaxed) >= interval && send_mu_.tryLock()) {
+    MutexLock send_lock(send_mu_, std::adopt_lock);
     std::array<std::byte, kHeartbeatPayload> payload{};
     storeLE64(reinterpret_cast<uint8_t*>(payload.data()), static_cast<uint64_t>(now_ns / 1000));
     try {
@@ -566,7 +459,7 @@ void Link::noticeHangup() {
 
 void Link::sayGoodbye(Clock::time_point deadline) {
   if (failed_.load()) return;
-  std::lock_guard send_lock(send_mu_);
+  MutexLock send_lock(send_mu_);
   try {
     writeFrame(FrameHeader{FrameType::kGoodbye, 0, 0, 0}, {}, deadline);
     transport_->shutdownWrite();
@@ -577,9 +470,9 @@ void Link::sayGoodbye(Clock::time_point deadline) {
 
 void Link::drainUntilClosed(Clock::time_point deadline) {
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     while (reader_active_ && !failed_.load()) {
-      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) return;
+      if (!cv_.waitUntil(mu_, deadline)) return;
     }
     if (failed_.load()) return;
     reader_active_ = true;
@@ -590,20 +483,20 @@ void Link::drainUntilClosed(Clock::time_point deadline) {
 
 void Link::fail(ErrorCode code, const std::string& reason, PeerEventKind kind) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (failed_.load()) return;
     fail_code_ = code;
     fail_reason_ = options_.peer_name + ": " + reason;
     failed_.store(true, std::memory_order_release);
     failAllLocked();
-    cv_.notify_all();
+    cv_.notifyAll();
   }
   transport_->shutdownBoth();
   if (!quiet_.load() && on_event_) on_event_(kind, reason);
 }
 
 void Link::throwFailure() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   throw Error(fail_code_, fail_reason_);
 }
 

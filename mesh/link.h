@@ -15,7 +15,8 @@
 //     two nodes sending to each other, or a ring of nodes, never deadlock.
 //   * the liveness thread only ever try-locks: it drains and heartbeats idle links and never
 //     waits for compute.
-// - Ordering: DATA frames on one link are delivered per tag in the order sent.
+// - Ordering: DATA frames on one link are delivered per tag in the order sent, to receives in
+//   the order posted (the per-tag queues: mesh/tag_queues.h).
 // - Received bytes are hostile: a bad header, sequence number or size fails the link with a
 //   reason (ErrorCode::kInvalidData); it never aborts and never allocates more than
 //   max_frame_bytes for one frame.
@@ -28,21 +29,19 @@
 #include <poll.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "common/error.h"
+#include "common/mutex.h"
 #include "mesh/frame.h"
 #include "mesh/mesh.h"
-#include "mesh/parked_pool.h"
+#include "mesh/tag_queues.h"
 #include "mesh/transport.h"
 
 namespace tpnode::mesh {
@@ -55,19 +54,6 @@ struct LinkOptions {
   std::chrono::microseconds spin{50};
   std::chrono::milliseconds heartbeat_interval{500};
   std::chrono::milliseconds liveness_timeout{5000};
-};
-
-// A posted receive. Lives on the stack of recv() or inside an irecv Request.
-struct RecvOp {
-  enum class State { kNew, kClaiming, kPosted, kFilling, kDone };
-  uint32_t tag = 0;
-  std::span<std::byte> out;
-  State state = State::kNew;
-  size_t size = 0;
-  bool failed = false;
-  ErrorCode error_code = ErrorCode::kInternal;
-  std::string error;
-  RecvOp* next = nullptr;
 };
 
 class Link;
@@ -94,19 +80,19 @@ class Link {
   Link(const Link&) = delete;
   Link& operator=(const Link&) = delete;
 
-  void send(uint32_t tag, std::span<const std::byte> data);
-  size_t recv(uint32_t tag, std::span<std::byte> out);
+  void send(uint32_t tag, std::span<const std::byte> data) TP_EXCLUDES(send_mu_);
+  size_t recv(uint32_t tag, std::span<std::byte> out) TP_EXCLUDES(mu_);
 
   // Asynchronous receive: post() registers `op` (it must stay alive until wait() returns or
   // cancel() is called); wait() blocks until it is filled; test() makes progress without
   // blocking and says whether it is done.
-  void post(RecvOp& op, uint32_t tag, std::span<std::byte> out);
-  size_t wait(RecvOp& op);
-  bool test(RecvOp& op);
-  void cancel(RecvOp& op);
+  void post(RecvOp& op, uint32_t tag, std::span<std::byte> out) TP_EXCLUDES(mu_);
+  size_t wait(RecvOp& op) TP_EXCLUDES(mu_);
+  bool test(RecvOp& op) TP_EXCLUDES(mu_);
+  void cancel(RecvOp& op) TP_EXCLUDES(mu_);
 
   // Liveness thread: drain if nobody reads, heartbeat if idle, fail if silent.
-  void service(Clock::time_point now);
+  void service(Clock::time_point now) TP_EXCLUDES(mu_, send_mu_);
   // Non-blocking: reads what is there if the receive role is free (see LinkGroup).
   bool drain();
   int fd() const { return transport_->fd(); }
@@ -119,38 +105,26 @@ class Link {
 
   // Shutdown: GOODBYE and half-close, then read until the peer's GOODBYE or end of stream.
   void setQuiet() { quiet_.store(true); }
-  void sayGoodbye(Clock::time_point deadline);
-  void drainUntilClosed(Clock::time_point deadline);
+  void sayGoodbye(Clock::time_point deadline) TP_EXCLUDES(send_mu_);
+  void drainUntilClosed(Clock::time_point deadline) TP_EXCLUDES(mu_);
   // Fails the link (idempotent): pending and later operations throw `code`.
-  void fail(ErrorCode code, const std::string& reason, PeerEventKind kind = PeerEventKind::kLost);
+  void fail(ErrorCode code, const std::string& reason, PeerEventKind kind = PeerEventKind::kLost)
+      TP_EXCLUDES(mu_);
 
   bool alive() const { return !failed_.load(std::memory_order_acquire); }
   LinkStats stats() const;
   const std::string& peerName() const { return options_.peer_name; }
 
  private:
-  using Parked = ParkedBuffer;
-  struct TagQueue {
-    RecvOp* posted_head = nullptr;
-    RecvOp* posted_tail = nullptr;
-    // Receives posted while frames were parked, in post order: they take the parked frames
-    // first-come first-served, then join the posted list, so that later receives never
-    // overtake them.
-    RecvOp* claim_head = nullptr;
-    RecvOp* claim_tail = nullptr;
-    Parked* parked_head = nullptr;
-    Parked* parked_tail = nullptr;
-  };
   // The receive state of the frame being read; touched only by the receive-role holder.
   struct Rx {
     std::array<uint8_t, kFrameHeaderSize> header{};
     size_t header_got = 0;
     bool in_payload = false;
     FrameHeader h;
-    std::byte* dest = nullptr;
+    std::byte* dest = nullptr;  // where the payload goes
     size_t got = 0;
-    RecvOp* op = nullptr;
-    Parked* parked = nullptr;
+    TagQueues::Destination to;  // of a DATA frame
     std::array<std::byte, kHeartbeatPayload> scratch{};
     uint64_t expected_seq = 0;
     std::unique_ptr<std::byte[]> stage;  // bytes read ahead: [stage_pos, stage_len)
@@ -159,8 +133,8 @@ class Link {
   };
   class RoleGuard;
 
-  bool tryAcquireRole();
-  void releaseRole();
+  bool tryAcquireRole() TP_EXCLUDES(mu_);
+  void releaseRole() TP_EXCLUDES(mu_);
   // Needs the role. Reads what is available without blocking (or, with `block`, waits up to the
   // transport's read timeout for the first bytes) and dispatches complete frames; returns early
   // once `mine` is filled. True when any byte was read. Fails the link on errors.
@@ -168,20 +142,21 @@ class Link {
   // draining a long stream).
   bool pump(const RecvOp* mine = nullptr, bool block = false, size_t budget = SIZE_MAX);
   bool pumpFrames(const RecvOp* mine, bool block, size_t budget);
-  void beginFrame();
-  void finishFrame();
+  void beginFrame() TP_EXCLUDES(mu_);
+  void finishFrame() TP_EXCLUDES(mu_);
   // Holds the role; pumps, spins, then polls until done_locked() (called under mu_), failure
   // or the deadline.
   template <typename Done>
-  void readUntil(Done done_locked, Clock::time_point deadline, const RecvOp* mine = nullptr);
+  void readUntil(Done done_locked, Clock::time_point deadline, const RecvOp* mine = nullptr)
+      TP_EXCLUDES(mu_);
   void writeFrame(const FrameHeader& header, std::span<const std::byte> payload,
-                  Clock::time_point deadline);
-  void serveClaimsLocked(TagQueue& q, std::unique_lock<std::mutex>& lock);
-  void appendPostedLocked(TagQueue& q, RecvOp& op);
-  void completeOpLocked(RecvOp& op, size_t size);
-  void failOpLocked(RecvOp& op);
-  void failAllLocked();
-  [[noreturn]] void throwFailure() const;
+                  Clock::time_point deadline) TP_REQUIRES(send_mu_);
+  // Serves the claims of `tag`; a claim whose message does not fit fails the link (mu_ is
+  // released meanwhile).
+  void serveClaimsLocked(uint32_t tag) TP_REQUIRES(mu_);
+  void failOpLocked(RecvOp& op) TP_REQUIRES(mu_);
+  void failAllLocked() TP_REQUIRES(mu_);
+  [[noreturn]] void throwFailure() const TP_EXCLUDES(mu_);
   void noteReceive();
 
   std::unique_ptr<Transport> transport_;
@@ -189,23 +164,22 @@ class Link {
   LinkGroup* group_ = nullptr;  // the mesh that owns this link, or none
   EventFn on_event_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool reader_active_ = false;                     // guarded by mu_
-  std::unordered_map<uint32_t, TagQueue> queues_;  // guarded by mu_
-  ParkedPool parked_pool_;                         // guarded by mu_
-  RecvOp* filling_ = nullptr;                   // guarded by mu_: the op the reader is writing into
-  ErrorCode fail_code_ = ErrorCode::kPeerLost;  // guarded by mu_
-  std::string fail_reason_;                     // guarded by mu_
+  mutable Mutex mu_;
+  CondVar cv_;
+  bool reader_active_ TP_GUARDED_BY(mu_) = false;
+  TagQueues queues_ TP_GUARDED_BY(mu_);
+  RecvOp* filling_ TP_GUARDED_BY(mu_) = nullptr;  // the op the reader is writing into
+  ErrorCode fail_code_ TP_GUARDED_BY(mu_) = ErrorCode::kPeerLost;
+  std::string fail_reason_ TP_GUARDED_BY(mu_);
   std::atomic<bool> failed_{false};
   std::atomic<bool> quiet_{false};
   std::atomic<bool> got_goodbye_{false};
 
   Rx rx_;  // receive-role holder only
 
-  std::mutex send_mu_;
-  uint64_t send_seq_ = 0;                              // guarded by send_mu_
-  std::array<uint8_t, kFrameHeaderSize> tx_header_{};  // guarded by send_mu_
+  Mutex send_mu_;
+  uint64_t send_seq_ TP_GUARDED_BY(send_mu_) = 0;
+  std::array<uint8_t, kFrameHeaderSize> tx_header_ TP_GUARDED_BY(send_mu_){};
 
   std::atomic<int64_t> last_rx_ns_;
   std::atomic<int64_t> last_tx_ns_;

@@ -8,11 +8,10 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "mesh/link.h"
 
 namespace tpnode::mesh {
@@ -31,10 +30,10 @@ class Liveness {
   void loop();
 
   const std::chrono::milliseconds tick_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Link*> links_;  // guarded by mu_
-  bool stop_ = false;         // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<Link*> links_ TP_GUARDED_BY(mu_);
+  bool stop_ TP_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -116,7 +116,7 @@ void TcpMesh::adopt(EstablishedSocket s) {
   Link* raw = link.get();
   raw->setGroup(this);
   {
-    std::lock_guard lock(setup_mu_);
+    MutexLock lock(setup_mu_);
     auto& slot = links_[static_cast<size_t>(peer)][static_cast<size_t>(s.lane)];
     if (slot)
       retired_.push_back(std::move(slot));  // died during setup; the liveness thread
@@ -130,7 +130,7 @@ void TcpMesh::adopt(EstablishedSocket s) {
 bool TcpMesh::linkUp(int peer, int lane) const {
   Link* link = nullptr;
   {
-    std::lock_guard lock(setup_mu_);
+    MutexLock lock(setup_mu_);
     link = links_[static_cast<size_t>(peer)][static_cast<size_t>(lane)].get();
   }
   // Outside the lock: a hang-up fails the link, whose event handler takes setup_mu_. The link
@@ -151,7 +151,7 @@ void TcpMesh::onLinkEvent(int peer, PeerEventKind kind, const std::string& reaso
   }
   std::vector<Link*> lanes;
   {
-    std::lock_guard lock(setup_mu_);
+    MutexLock lock(setup_mu_);
     for (auto& link : links_[static_cast<size_t>(peer)]) {
       if (link) lanes.push_back(link.get());
     }
@@ -159,7 +159,7 @@ void TcpMesh::onLinkEvent(int peer, PeerEventKind kind, const std::string& reaso
   for (Link* link : lanes) link->fail(ErrorCode::kPeerLost, reason, kind);
   std::function<void(const PeerEvent&)> callback;
   {
-    std::lock_guard lock(callback_mu_);
+    MutexLock lock(callback_mu_);
     callback = callback_;
   }
   if (!callback) return;
@@ -222,7 +222,7 @@ std::unique_ptr<Request> TcpMesh::irecv(int peer, uint32_t tag, std::span<std::b
 }
 
 void TcpMesh::setEventCallback(std::function<void(const PeerEvent&)> callback) {
-  std::lock_guard lock(callback_mu_);
+  MutexLock lock(callback_mu_);
   callback_ = std::move(callback);
 }
 

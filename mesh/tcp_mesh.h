@@ -10,9 +10,9 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "common/mutex.h"
 #include "mesh/link.h"
 #include "mesh/liveness.h"
 #include "mesh/mesh.h"
@@ -55,12 +55,12 @@ class TcpMesh final : public Mesh, private LinkGroup {
   const int lanes_;
   // [peer][lane]. Written under setup_mu_ while the mesh forms, read-only after connect().
   std::vector<std::vector<std::unique_ptr<Link>>> links_;
-  std::vector<std::unique_ptr<Link>> retired_;  // guarded by setup_mu_
-  mutable std::mutex setup_mu_;
+  std::vector<std::unique_ptr<Link>> retired_ TP_GUARDED_BY(setup_mu_);
+  mutable Mutex setup_mu_;
   std::unique_ptr<std::atomic<bool>[]> reported_;  // per peer: event delivered
   std::unique_ptr<Liveness> liveness_;
-  std::mutex callback_mu_;
-  std::function<void(const PeerEvent&)> callback_;  // guarded by callback_mu_
+  Mutex callback_mu_;
+  std::function<void(const PeerEvent&)> callback_ TP_GUARDED_BY(callback_mu_);
   std::once_flag shutdown_once_;
   std::atomic<bool> formed_{false};  // links_ is complete and immutable
 };

@@ -4,7 +4,6 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <mutex>
 #include <string_view>
 #include <vector>
 
@@ -14,6 +13,7 @@
 #include <openssl/x509v3.h>
 
 #include "common/error.h"
+#include "common/mutex.h"
 #include "mesh/handshake.h"
 
 namespace tpnode::mesh {
@@ -82,14 +82,14 @@ class TlsTransport final : public Transport {
   int fd() const override { return fd_.get(); }
 
   ssize_t read(void* buffer, size_t size) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     size_t n = 0;
     if (SSL_read_ex(ssl_.get(), buffer, size, &n) == 1) return static_cast<ssize_t>(n);
     return failure("TLS read", SSL_get_error(ssl_.get(), 0));
   }
 
   ssize_t writev(const iovec* iov, int count) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const void* data = iov[0].iov_base;
     size_t size = iov[0].iov_len;
     size_t total = 0;
@@ -109,13 +109,13 @@ class TlsTransport final : public Transport {
   }
 
   bool hasBuffered() const override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return SSL_pending(ssl_.get()) > 0;
   }
 
   void shutdownWrite() override {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       SSL_shutdown(ssl_.get());
     }
     ::shutdown(fd_.get(), SHUT_WR);
@@ -137,9 +137,9 @@ class TlsTransport final : public Transport {
   Fd fd_;
   bool has_cert_ = false;
   std::vector<int> cert_nodes_;
-  mutable std::mutex mu_;
-  std::unique_ptr<SSL, SslDeleter> ssl_;  // guarded by mu_
-  std::vector<uint8_t> staging_;          // guarded by mu_
+  mutable Mutex mu_;
+  std::unique_ptr<SSL, SslDeleter> ssl_ TP_GUARDED_BY(mu_);
+  std::vector<uint8_t> staging_ TP_GUARDED_BY(mu_);
 };
 
 }  // namespace
