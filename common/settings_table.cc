@@ -44,7 +44,8 @@ constexpr Setting kTable[] = {
     {"tp", "", "TPNODE_TP", "", "Cluster", kC, Type::kInt, "1",
      "Local tensor-parallel ranks in this process"},
     {"tp-layout", "", "TPNODE_TP_LAYOUT", "", "Cluster", kC, Type::kString, "",
-     "tp of every node, e.g. 2,1 (default: --tp on every node)"},
+     "tp of every node in --peers order, e.g. 2,2 (default: --tp on every node); every node "
+     "needs the same tp for now"},
     {"devices", "", "TPNODE_TP_DEVICES", "", "Cluster", kC, Type::kString, "",
      "Device of each local rank, e.g. 0,2 (a CUDA device for GPU ranks, may repeat; the CPU "
      "core a CPU rank is pinned to)"},
