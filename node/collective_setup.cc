@@ -6,7 +6,9 @@ namespace tpnode::node {
 
 collectives::CollectiveOptions collectiveOptionsFor(const Options& o) {
   auto coll = collectives::CollectiveOptions::fromEnv();
-  if (o.wire_format != "f32") coll.wire = collectives::parseWireFormat(o.wire_format);
+  // f32 (the default) keeps TPNODE_COLL_WIRE's choice; bf16 and q8_0 override it.
+  if (o.wire_format == WireFormatFlag::kBF16) coll.wire = collectives::WireFormat::kBF16;
+  if (o.wire_format == WireFormatFlag::kQ8_0) coll.wire = collectives::WireFormat::kQ8_0;
   return coll;
 }
 
@@ -15,7 +17,7 @@ std::string describeTransports(const Options& o, const collectives::CollectiveOp
       "local: CPU shared-memory group of {} rank(s){}; inter-node: TCP mesh, {} (direct below {} "
       "bytes per slice, ring above), wire format {}",
       o.tp, o.devices.empty() ? "" : " pinned to CPUs " + o.devices,
-      collectives::interAlgoName(coll.algo), coll.crossover_bytes, o.wire_format);
+      collectives::interAlgoName(coll.algo), coll.crossover_bytes, enumName(o.wire_format));
 }
 
 }  // namespace tpnode::node

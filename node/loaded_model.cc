@@ -11,6 +11,21 @@
 #include "model/vocab_gguf.h"
 
 namespace tpnode::node {
+namespace {
+
+model::HeadLayout headLayout(HeadFlag head) {
+  switch (head) {
+    case HeadFlag::kVocabParallel:
+      return model::HeadLayout::kVocabParallel;
+    case HeadFlag::kReplicated:
+      return model::HeadLayout::kReplicated;
+    case HeadFlag::kAuto:
+      break;
+  }
+  return model::HeadLayout::kAuto;
+}
+
+}  // namespace
 
 std::string modelSlug(const std::string& path) {
   std::filesystem::path p(path);
@@ -45,7 +60,7 @@ std::unique_ptr<LoadedModel> loadModel(const Options& o) {
 
   const collectives::Topology& topo = m->topology;
   m->plan = model::planShards(m->config, model::tensorDescs(meta), topo.worldSize(),
-                              model::parseHeadLayout(o.head));
+                              headLayout(o.head));
   spdlog::info("[model] {} (served as '{}'; {}), {}", general_name, m->name, m->config.summary(),
                m->identity);
   spdlog::info("[model] shard plan for {} ranks ({} nodes x {} local):\n{}", topo.worldSize(),

@@ -44,12 +44,12 @@ mesh::MeshOptions makeMeshOptions(const Options& o, const std::string& model_ide
     tps += (i ? "," : "") + std::to_string(tp);
   }
   std::vector<std::string> items = {"peers=" + peers, "tp_per_node=" + tps,
-                                    "model=" + model_identity, "wire_format=" + o.wire_format};
+                                    "model=" + model_identity, "wire_format=" + std::string(enumName(o.wire_format))};
   if (model_identity != "none") {
     // Every node sizes its KV cache and decodes step commands with these.
     items.push_back("slots=" + std::to_string(o.parallel));
     items.push_back("ctx_size=" + std::to_string(o.ctx_size));
-    items.push_back("head=" + o.head);
+    items.push_back("head=" + std::string(enumName(o.head)));
   }
   items.insert(items.end(), extra_items.begin(), extra_items.end());
   m.fingerprint = mesh::computeFingerprint(items);

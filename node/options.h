@@ -20,9 +20,13 @@ namespace tpnode::node {
 enum class Backend { kAuto, kCpu, kCuda };                // --backend
 enum class LocalTransport { kAuto, kNccl, kP2p, kHost };  // --local-transport (GPU ranks)
 enum class InterTransport { kAuto, kMesh, kNccl };        // --inter-transport (GPU ranks)
+enum class WireFormatFlag { kF32, kBF16, kQ8_0 };  // --wire-format (inter-node all-reduce payload)
+enum class HeadFlag { kAuto, kVocabParallel, kReplicated };  // --head (output head layout)
 inline constexpr std::string_view kBackendNames[] = {"auto", "cpu", "cuda"};
 inline constexpr std::string_view kLocalTransportNames[] = {"auto", "nccl", "p2p", "host"};
 inline constexpr std::string_view kInterTransportNames[] = {"auto", "mesh", "nccl"};
+inline constexpr std::string_view kWireFormatNames[] = {"f32", "bf16", "q8_0"};
+inline constexpr std::string_view kHeadNames[] = {"auto", "vocab-parallel", "replicated"};
 constexpr std::span<const std::string_view> enumNames(Backend) { return kBackendNames; }
 constexpr std::span<const std::string_view> enumNames(LocalTransport) {
   return kLocalTransportNames;
@@ -30,6 +34,8 @@ constexpr std::span<const std::string_view> enumNames(LocalTransport) {
 constexpr std::span<const std::string_view> enumNames(InterTransport) {
   return kInterTransportNames;
 }
+constexpr std::span<const std::string_view> enumNames(WireFormatFlag) { return kWireFormatNames; }
+constexpr std::span<const std::string_view> enumNames(HeadFlag) { return kHeadNames; }
 
 // Throws Error(kInvalidArgument): "--backend 'tpu' is not auto, cpu or cuda".
 [[noreturn]] void throwInvalidChoice(std::string_view flag, std::string_view text,
@@ -84,8 +90,8 @@ struct Options {
   // 2: the ring gives each direction of a pair its own socket (collectives/allreduce_ring.cc)
   int sockets_per_peer = 2;
   int mesh_spin_us = 200;  // a mesh receive yield-spins this long before sleeping in recv/poll
-  std::string wire_format = "f32";  // inter-node all-reduce payload: f32, bf16, q8_0
-  std::string head = "auto";        // output head layout: auto, vocab-parallel, replicated
+  WireFormatFlag wire_format = WireFormatFlag::kF32;
+  HeadFlag head = HeadFlag::kAuto;
   double mesh_hold_s = 0;  // mesh-only mode: stay connected this long before the coordinated exit
   std::string cluster_secret_file;
   bool insecure = false;  // allow a multi-node mesh with neither secret nor TLS

@@ -21,7 +21,8 @@ static_assert(std::is_same_v<size_t, uint64_t>, "api_max_body binds as a uint64_
 using Member = std::variant<std::string Options::*, int Options::*, double Options::*,
                             bool Options::*, uint64_t Options::*, CudaGraphs Options::*,
                             Backend Options::*, LocalTransport Options::*,
-                            InterTransport Options::*,
+                            InterTransport Options::*, WireFormatFlag Options::*,
+                            HeadFlag Options::*,
                             std::vector<int> Options::*, std::vector<std::string> Options::*>;
 
 struct Binding {

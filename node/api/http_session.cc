@@ -160,7 +160,8 @@ net::awaitable<void> serveRequests(ServerContext& ctx, Stream& stream,
     // --max-connections (idle keep-alive connections and slow senders go first, oldest first).
     slot.setIdle(true);
     beast::error_code ec = co_await readRequest(stream, buffer, parser, ctx.options);
-    slot.setIdle(false);
+    // A connection whose read failed stays idle: it is closing (at most an error answer is
+    // left to send), so it never makes a new connection wait or get 503.
     if (ec) {
       if (auto failure = readFailure(ec)) {
         ctx.metrics.requestFinished("other", failure->status(), 0);
@@ -168,6 +169,7 @@ net::awaitable<void> serveRequests(ServerContext& ctx, Stream& stream,
       }
       co_return;
     }
+    slot.setIdle(false);
     Request request = parser.release();
     bool keep_open = co_await handleRequest(ctx, conn, request);
     if (!keep_open || !request.keep_alive()) co_return;
@@ -180,6 +182,7 @@ net::awaitable<void> servePlain(ServerContext& ctx, tcp::socket socket,
   // Declared after the stream: released before the socket is closed.
   std::unique_ptr<ConnectionLimit::Slot> slot = std::move(slot_in);
   co_await serveRequests(ctx, stream, *slot);
+  slot->setIdle(true);  // closing: may be closed at once to make room
   // Lingering close: stop sending, then drain what the client still sends (for a short while),
   // so that closing with unread bytes does not reset the connection before the client has
   // read our last answer (a 4xx sent before its whole request was read).
@@ -212,6 +215,7 @@ net::awaitable<void> serveTls(ServerContext& ctx, tcp::socket socket,
     co_return;
   }
   co_await serveRequests(ctx, stream, *slot);
+  slot->setIdle(true);  // closing: may be closed at once to make room
   stream.next_layer().expires_after(std::chrono::seconds(2));
   co_await stream.async_shutdown(net::redirect_error(net::use_awaitable, ec));
 }

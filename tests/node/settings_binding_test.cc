@@ -146,6 +146,8 @@ TEST(SettingsBindingTest, EnumNamesAreTheTablesChoices) {
   expectNamesAreTheChoices<Backend>("backend");
   expectNamesAreTheChoices<LocalTransport>("local-transport");
   expectNamesAreTheChoices<InterTransport>("inter-transport");
+  expectNamesAreTheChoices<WireFormatFlag>("wire-format");
+  expectNamesAreTheChoices<HeadFlag>("head");
   for (std::string_view c : settings::findFlag("cuda-graphs")->choices) {
     EXPECT_NO_THROW(parseCudaGraphs(c)) << c;
   }

@@ -43,7 +43,7 @@ TransportChoice transportChoice(const TopoOptions& t, const collectives::Collect
   tc.crossover_bytes = c.crossover_bytes;
   tc.hier_mode = collectives::hierModeName(c.hier);
   tc.leader_max_bytes = c.leader_max_bytes;
-  tc.wire_format = t.node.wire_format;
+  tc.wire_format = std::string(node::enumName(t.node.wire_format));
   return tc;
 }
 
