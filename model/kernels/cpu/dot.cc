@@ -64,6 +64,10 @@ GemmTileFn DotKernels::gemmForType(TensorType weight) const {
   switch (weight) {
     case TensorType::kQ8_0:
       return gemm_q8_0;
+    case TensorType::kQ4_0:
+      return gemm_q4_0;
+    case TensorType::kQ6_K:
+      return gemm_q6_k;
     case TensorType::kQ4_K:
       return gemm_q4_k;
     case TensorType::kQ5_0:

@@ -42,7 +42,7 @@ struct DotKernels {
   std::string_view isa;
   DotFn f32, f16, bf16, q8_0, q4_0, q4_k, q6_k;
   Dot4Fn x4_q8_0 = nullptr, x4_q4_0 = nullptr, x4_q4_k = nullptr, x4_q6_k = nullptr;
-  GemmTileFn gemm_q8_0 = nullptr, gemm_q4_k = nullptr;
+  GemmTileFn gemm_q8_0 = nullptr, gemm_q4_0 = nullptr, gemm_q6_k = nullptr, gemm_q4_k = nullptr;
   DotFn q5_0 = nullptr, q5_1 = nullptr;  // vec_dot_q5_0_q8_0, vec_dot_q5_1_q8_1
   Dot4Fn x4_q5_0 = nullptr;
   GemmTileFn gemm_q5_0 = nullptr;
