@@ -7,6 +7,7 @@
 #include "common/check.h"
 #include "common/error.h"
 #include "model/kernels/cpu/blocks.h"
+#include "model/kernels/cpu/q0_x16.h"
 #include "model/kernels/cpu/q4k_x16.h"
 #include "model/kernels/cpu/quantize.h"
 
@@ -68,13 +69,17 @@ void deinterleaveGroup(const uint8_t* group, uint8_t* out, size_t row_bytes, siz
 }
 
 std::vector<uint8_t> matrixBytes(const Matrix& m) {
-  if (m.interleave == kernels::kQ4KGroup) {  // Q4_K repacked for the VNNI kernels
+  if (m.interleave == kernels::kQ4KGroup && m.type == TensorType::kQ4_K) {  // Q4_K x16
     std::vector<uint8_t> out(rowBytes(m.type, static_cast<uint64_t>(m.cols)) *
                              static_cast<size_t>(m.rows));
     kernels::unpackQ4Kx16(m.data.data(), out.data(), m.rows, m.cols);
     return out;
   }
   std::vector<uint8_t> out(m.row_bytes * static_cast<size_t>(m.rows));
+  if (m.interleave == kernels::kQ0Group && kernels::q0X16Type(m.type)) {  // x16 Q8_0 / Q4_0
+    kernels::unpackQ0x16(m.type, m.data.data(), out.data(), m.rows, m.cols);
+    return out;
+  }
   if (m.interleave == 1) {
     if (!out.empty()) std::memcpy(out.data(), m.data.data(), out.size());
     return out;

@@ -12,6 +12,7 @@
 
 #include "model/kernels/cpu/dot.h"
 #include "model/kernels/cpu/matmul.h"
+#include "model/kernels/cpu/q0_x16.h"
 #include "model/kernels/cpu/quantize.h"
 #include "tests/model/quant_rows.h"
 
@@ -50,6 +51,13 @@ TEST(MatmulTest, EveryTypeLayoutAndTailMatchesScalarRows) {
       m = packWeights(std::move(m));
       if (s.rows % 4 != 0) {
         EXPECT_EQ(m.interleave, 1);
+      }
+      if (s.rows % kQ0Group == 0 && bestKernels().gemm16Q0ForType(type)) {
+        // The 16-row Q8_0 / Q4_0 layout, and back to the file's bytes (tensor reads).
+        EXPECT_EQ(m.interleave, kQ0Group) << tensorTypeName(type);
+        std::vector<uint8_t> back(w.size());
+        unpackQ0x16(type, m.data.data(), back.data(), s.rows, s.cols);
+        EXPECT_EQ(back, w) << tensorTypeName(type);
       }
       for (int64_t n_tok : {1, 2, 4, 7}) {
         std::vector<float> x(static_cast<size_t>(n_tok * s.cols));

@@ -77,6 +77,17 @@ GemmTileFn DotKernels::gemmForType(TensorType weight) const {
   }
 }
 
+Gemm16Q0Fn DotKernels::gemm16Q0ForType(TensorType weight) const {
+  switch (weight) {
+    case TensorType::kQ8_0:
+      return gemm16_q8_0;
+    case TensorType::kQ4_0:
+      return gemm16_q4_0;
+    default:
+      return nullptr;
+  }
+}
+
 void interleaveRows4(TensorType type, uint8_t* data, int64_t rows, int64_t cols) {
   const TensorTypeInfo& info = tensorTypeInfo(type);
   TP_CHECK(rows % 4 == 0 && cols % info.block_size == 0);

@@ -38,6 +38,12 @@ using QuantizeFn = void (*)(const float* x, void* y, int64_t n);
 using GemmTileFn = void (*)(int64_t n, const void* group, const void* acts, size_t act_stride,
                             int n_tok, float* out, int64_t out_stride);
 
+// Q8_0 / Q4_0 repacked 16 rows per group (q0_x16.h): 16 rows x n_tok (1..4) activation rows
+// `act_stride` bytes apart; out[t * out_stride + 0..15]. act_sums[t * (n / 32) + b] is the sum
+// of activation row t's block b (q8_0BlockSums).
+using Gemm16Q0Fn = void (*)(int64_t n, const void* group, const void* acts, size_t act_stride,
+                            const int16_t* act_sums, int n_tok, float* out, int64_t out_stride);
+
 struct DotKernels {
   std::string_view isa;
   DotFn f32, f16, bf16, q8_0, q4_0, q4_k, q6_k;
@@ -50,6 +56,8 @@ struct DotKernels {
   // Same per-block arithmetic as dot / x4; nullptr where a table has none (all but AVX-512).
   Dot4Fn x16_q4_k = nullptr;
   GemmTileFn gemm16_q4_k = nullptr;
+  Gemm16Q0Fn gemm16_q8_0 = nullptr, gemm16_q4_0 = nullptr;  // AVX-512 only
+  Gemm16Q0Fn gemm16Q0ForType(TensorType weight) const;      // nullptr when none
   AxpyFn f32_axpy = nullptr;                        // every table has one
   QuantizeFn quantize_q8_k = nullptr;               // every table has one
   GemmTileFn gemmForType(TensorType weight) const;  // nullptr when none

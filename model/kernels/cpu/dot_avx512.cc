@@ -3,6 +3,7 @@
 #define TP_X86_VNNI 1
 #include "model/kernels/cpu/dot_x86.inc"
 #include "model/kernels/cpu/dot_x86_q4k_x16.inc"
+#include "model/kernels/cpu/dot_x86_q0_x16.inc"
 #include "model/kernels/cpu/dot_x86_q5.inc"
 #include "model/kernels/cpu/dot_x86_table.inc"
 
@@ -13,6 +14,8 @@ const DotKernels& avx512Table() {
     DotKernels t = x86Table("avx512-vnni");
     t.x16_q4_k = dot16Q4K;  // the 16-row Q4_K layout (q4k_x16.h) needs VNNI
     t.gemm16_q4_k = gemm16Q4K;
+    t.gemm16_q8_0 = gemm16Q0<false>;  // the 16-row Q8_0 / Q4_0 layout (q0_x16.h)
+    t.gemm16_q4_0 = gemm16Q0<true>;
     return t;
   }();
   return k;

@@ -4,6 +4,7 @@
 
 #include "common/check.h"
 #include "model/kernels/cpu/dot.h"
+#include "model/kernels/cpu/q0_x16.h"
 #include "model/kernels/cpu/q4k_x16.h"
 #include "model/kernels/cpu/quantize.h"
 
@@ -34,6 +35,25 @@ void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, int64_t n
   });
 }
 
+// Q8_0 / Q4_0 repacked 16 rows per group: as matmulGroups16, with the activation block sums
+// the kernels take the weights' unsigned offsets out with (`sums`, n_tokens x cols / 32).
+void matmulQ0Groups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int16_t* sums,
+                      int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool) {
+  const Gemm16Q0Fn gemm = bestKernels().gemm16Q0ForType(w.type);
+  TP_CHECK(gemm && w.rows % kQ0Group == 0);
+  const int64_t nb = w.cols / kQK8_0;
+  pool.parallelFor(w.rows / kQ0Group, 1, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t r0 = g * kQ0Group;
+      for (int64_t t = 0; t < n_tokens; t += 4) {
+        const int nt = static_cast<int>(std::min<int64_t>(4, n_tokens - t));
+        gemm(w.cols, w.row(r0), a + static_cast<size_t>(t) * a_bytes, a_bytes, sums + t * nb, nt,
+             y + t * y_stride + r0, y_stride);
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride,
@@ -42,10 +62,13 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
   const TensorType at = activationType(w.type);
   const size_t a_bytes = rowBytes(at, static_cast<uint64_t>(w.cols));
   const void* acts = x;
+  const bool q0_x16 = w.interleave == kQ0Group && q0X16Type(w.type);
+  // The x16 Q8_0 / Q4_0 kernels also take the activation block sums, kept after the rows.
+  const size_t sums_at = (a_bytes * static_cast<size_t>(n_tokens) + 63) / 64 * 64;
+  const size_t need = q0_x16 ? sums_at + static_cast<size_t>(n_tokens * (w.cols / kQK8_0)) * 2
+                             : a_bytes * static_cast<size_t>(n_tokens);
   if (at != TensorType::kF32) {
-    if (scratch.size() < a_bytes * static_cast<size_t>(n_tokens)) {
-      scratch.resize(a_bytes * static_cast<size_t>(n_tokens));
-    }
+    if (scratch.size() < need) scratch.resize(need);
     uint8_t* q = scratch.data();
     const QuantizeFn quant_q8k = at == TensorType::kQ8_K ? bestKernels().quantize_q8_k : nullptr;
     pool.parallelFor(n_tokens, 4, [&](int64_t t0, int64_t t1) {
@@ -60,6 +83,12 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
     acts = q;
   }
   const uint8_t* a = static_cast<const uint8_t*>(acts);
+  if (q0_x16) {
+    auto* sums = reinterpret_cast<int16_t*>(scratch.data() + sums_at);
+    q8_0BlockSums(a, a_bytes, n_tokens, w.cols, sums);
+    matmulQ0Groups16(w, a, a_bytes, sums, n_tokens, y, y_stride, pool);
+    return;
+  }
   if (w.interleave == kQ4KGroup) {
     matmulGroups16(w, a, a_bytes, n_tokens, y, y_stride, pool);
     return;
@@ -108,6 +137,13 @@ Matrix packWeights(Matrix m, WeightLayout layout) {
     m.data = std::move(packed);
     m.row_bytes = row_bytes;
     m.interleave = kQ4KGroup;
+    return m;
+  }
+  if (k.gemm16Q0ForType(m.type) && m.rows % kQ0Group == 0 && layout != WeightLayout::kRows4) {
+    HostBuffer packed(m.data.size());
+    repackQ0x16(m.type, m.data.data(), packed.data(), m.rows, m.cols);
+    m.data = std::move(packed);
+    m.interleave = kQ0Group;
     return m;
   }
   if (m.rows % 4 != 0 || !k.x4ForType(m.type)) return m;

@@ -1,0 +1,98 @@
+#include "model/kernels/cpu/q0_x16.h"
+
+#include <cstring>
+
+#include "common/check.h"
+
+namespace tpnode::model::kernels {
+namespace {
+
+// Moves one block of one row between the plain form and its place in the group's block.
+// `to_group` true: plain -> group; false: group -> plain.
+void moveQ8_0(BlockQ8_0x16& g, int r, BlockQ8_0& x, bool to_group) {
+  if (to_group) {
+    g.d[r] = x.d;
+    for (int c = 0; c < 8; ++c) {
+      for (int k = 0; k < 4; ++k) g.qs[c][r][k] = static_cast<uint8_t>(x.qs[4 * c + k] ^ 0x80);
+    }
+  } else {
+    x.d = g.d[r];
+    for (int c = 0; c < 8; ++c) {
+      for (int k = 0; k < 4; ++k) x.qs[4 * c + k] = static_cast<int8_t>(g.qs[c][r][k] ^ 0x80);
+    }
+  }
+}
+
+void moveQ4_0(BlockQ4_0x16& g, int r, BlockQ4_0& x, bool to_group) {
+  if (to_group) {
+    g.d[r] = x.d;
+    for (int c = 0; c < 4; ++c) std::memcpy(g.qs[c][r], x.qs + 4 * c, 4);
+  } else {
+    x.d = g.d[r];
+    for (int c = 0; c < 4; ++c) std::memcpy(x.qs + 4 * c, g.qs[c][r], 4);
+  }
+}
+
+template <typename Plain, typename Group, void (*Move)(Group&, int, Plain&, bool)>
+void convert(const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols, bool to_group) {
+  TP_CHECK(rows % kQ0Group == 0 && cols % 32 == 0, "x16 layout of {} x {}", rows, cols);
+  const int64_t nb = cols / 32;
+  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(Plain);
+  for (int64_t g = 0; g < rows / kQ0Group; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const size_t group_at = static_cast<size_t>(g * nb + b) * sizeof(Group);
+      Group o;
+      if (!to_group) std::memcpy(&o, src + group_at, sizeof o);
+      for (int r = 0; r < kQ0Group; ++r) {
+        const size_t plain_at = static_cast<size_t>(g * kQ0Group + r) * row_bytes +
+                                static_cast<size_t>(b) * sizeof(Plain);
+        Plain x;
+        if (to_group) std::memcpy(&x, src + plain_at, sizeof x);
+        Move(o, r, x, to_group);
+        if (!to_group) std::memcpy(dst + plain_at, &x, sizeof x);
+      }
+      if (to_group) std::memcpy(dst + group_at, &o, sizeof o);
+    }
+  }
+}
+
+void convertAny(TensorType type, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols,
+                bool to_group) {
+  switch (type) {
+    case TensorType::kQ8_0:
+      return convert<BlockQ8_0, BlockQ8_0x16, moveQ8_0>(src, dst, rows, cols, to_group);
+    case TensorType::kQ4_0:
+      return convert<BlockQ4_0, BlockQ4_0x16, moveQ4_0>(src, dst, rows, cols, to_group);
+    default:
+      TP_CHECK(false, "no x16 layout for {}", tensorTypeName(type));
+  }
+}
+
+}  // namespace
+
+bool q0X16Type(TensorType type) {
+  return type == TensorType::kQ8_0 || type == TensorType::kQ4_0;
+}
+
+void repackQ0x16(TensorType type, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols) {
+  convertAny(type, src, dst, rows, cols, true);
+}
+
+void unpackQ0x16(TensorType type, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols) {
+  convertAny(type, src, dst, rows, cols, false);
+}
+
+void q8_0BlockSums(const uint8_t* acts, size_t stride, int64_t n_tok, int64_t cols,
+                   int16_t* sums) {
+  const int64_t nb = cols / kQK8_0;
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const auto* y = reinterpret_cast<const BlockQ8_0*>(acts + static_cast<size_t>(t) * stride);
+    for (int64_t b = 0; b < nb; ++b) {
+      int s = 0;
+      for (int i = 0; i < kQK8_0; ++i) s += y[b].qs[i];
+      sums[t * nb + b] = static_cast<int16_t>(s);
+    }
+  }
+}
+
+}  // namespace tpnode::model::kernels
