@@ -60,9 +60,9 @@ class Loader {
     return m;
   }
 
-  // Rewrites a projection into the CPU kernels' layout (kernels::packWeights); not
-  // token_embd: its rows are looked up one at a time. TPNODE_INTERLEAVE=0 keeps rows plain,
-  // =4 stops at the 4-row interleave.
+  // Rewrites a projection (or a tied head read whole) into the CPU kernels' layout
+  // (kernels::packWeights). TPNODE_INTERLEAVE=0 keeps rows plain, =4 stops at the 4-row
+  // interleave.
   Matrix interleaved(Matrix m) {
     if (!pack_) return m;
     static const kernels::WeightLayout layout = [] {
@@ -135,6 +135,11 @@ RankWeights loadRankWeights(const GgufFile& file, const ModelConfig& c, const Sh
   const int64_t vocab_part = plan.vocab_parallel_head ? c.n_vocab / plan.tp : c.n_vocab;
   w.vocab_begin = plan.vocab_parallel_head ? rank * vocab_part : 0;
   w.vocab_end = w.vocab_begin + vocab_part;
+  if (c.tied_output && vocab_part == c.n_vocab) {
+    // A tied head read whole (tp 1, or a replicated head): token_embd is the head's matrix, so
+    // it takes the kernels' layout; the embedding lookups read rows from that layout.
+    w.token_embd = L.interleaved(std::move(w.token_embd));
+  }
   if (file.metadata().findTensor("rope_freqs.weight")) {
     w.rope_freqs = L.vector("rope_freqs.weight", static_cast<uint64_t>(c.n_rot / 2));
   }

@@ -59,6 +59,13 @@ TEST(MatmulTest, EveryTypeLayoutAndTailMatchesScalarRows) {
         unpackQ0x16(type, m.data.data(), back.data(), s.rows, s.cols);
         EXPECT_EQ(back, w) << tensorTypeName(type);
       }
+      // Every row reads back as the file's bytes (embedding lookups of a packed tied head).
+      std::vector<uint8_t> read(row_bytes);
+      for (int64_t r = 0; r < s.rows; ++r) {
+        matrixRowBytes(m, r, read.data());
+        ASSERT_EQ(0, std::memcmp(read.data(), w.data() + r * row_bytes, row_bytes))
+            << tensorTypeName(type) << " row " << r << " interleave " << m.interleave;
+      }
       for (int64_t n_tok : {1, 2, 4, 7}) {
         std::vector<float> x(static_cast<size_t>(n_tok * s.cols));
         for (int64_t t = 0; t < n_tok; ++t) {

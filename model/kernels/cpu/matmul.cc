@@ -1,6 +1,7 @@
 #include "model/kernels/cpu/matmul.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/check.h"
 #include "model/kernels/cpu/dot.h"
@@ -152,9 +153,42 @@ Matrix packWeights(Matrix m, WeightLayout layout) {
   return m;
 }
 
+void matrixRowBytes(const Matrix& w, int64_t r, uint8_t* out) {
+  TP_CHECK(r >= 0 && r < w.rows);
+  const size_t plain = rowBytes(w.type, static_cast<uint64_t>(w.cols));
+  if (w.interleave == 1) {
+    std::memcpy(out, w.row(r), plain);
+    return;
+  }
+  const int64_t r0 = r - r % w.interleave;  // first row of r's group
+  if (w.interleave == 4) {
+    const size_t bs = tensorTypeInfo(w.type).type_size;
+    const int64_t nb = static_cast<int64_t>(plain / bs);
+    for (int64_t b = 0; b < nb; ++b) {
+      std::memcpy(out + static_cast<size_t>(b) * bs,
+                  w.row(r0) + (static_cast<size_t>(b) * 4 + static_cast<size_t>(r - r0)) * bs, bs);
+    }
+    return;
+  }
+  // 16-row groups: unpack the group, keep the row.
+  std::vector<uint8_t> group(plain * static_cast<size_t>(w.interleave));
+  if (w.type == TensorType::kQ4_K) {
+    unpackQ4Kx16(w.row(r0), group.data(), w.interleave, w.cols);
+  } else {
+    unpackQ0x16(w.type, w.row(r0), group.data(), w.interleave, w.cols);
+  }
+  std::memcpy(out, group.data() + static_cast<size_t>(r - r0) * plain, plain);
+}
+
 void dequantizeMatrixRow(const Matrix& w, int64_t r, float* out) {
-  TP_CHECK(r >= 0 && r < w.rows && w.interleave == 1);
-  dequantizeRow(w.type, w.row(r), out, w.cols);
+  if (w.interleave == 1) {
+    TP_CHECK(r >= 0 && r < w.rows);
+    dequantizeRow(w.type, w.row(r), out, w.cols);
+    return;
+  }
+  std::vector<uint8_t> row(rowBytes(w.type, static_cast<uint64_t>(w.cols)));
+  matrixRowBytes(w, r, row.data());
+  dequantizeRow(w.type, row.data(), out, w.cols);
 }
 
 }  // namespace tpnode::model::kernels

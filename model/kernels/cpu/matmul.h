@@ -26,11 +26,14 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
 enum class WeightLayout { kAuto, kPlain, kRows4 };
 
 // Returns m (a plain matrix) rewritten into `layout` where the kernels support it, otherwise
-// in the next one down (kAuto -> kRows4 -> kPlain). Token embeddings stay plain: their rows
-// are looked up one at a time (dequantizeMatrixRow).
+// in the next one down (kAuto -> kRows4 -> kPlain).
 Matrix packWeights(Matrix m, WeightLayout layout = WeightLayout::kAuto);
 
-// Row r of w as floats (embedding lookup).
+// Row r of w as the file stores it (rowBytes(w.type, w.cols) bytes), whatever w's layout.
+void matrixRowBytes(const Matrix& w, int64_t r, uint8_t* out);
+
+// Row r of w as floats (embedding lookup), whatever w's layout: a tied head packed for the
+// kernels serves the lookups too.
 void dequantizeMatrixRow(const Matrix& w, int64_t r, float* out);
 
 }  // namespace tpnode::model::kernels
