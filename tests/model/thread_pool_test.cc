@@ -3,7 +3,11 @@
 // late workers meet finished runs and later ones) and with back-to-back runs of varying sizes.
 #include <gtest/gtest.h>
 
+#include <time.h>
+
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "model/kernels/cpu/thread_pool.h"
@@ -40,6 +44,25 @@ TEST(ThreadPoolTest, EveryChunkOnceWithMoreThreadsThanCpus) {
 
 TEST(ThreadPoolTest, PoolsComeAndGo) {
   for (int i = 0; i < 50; ++i) checkRuns(3, 5);
+}
+
+double processCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// After a run, workers spin only briefly, then sleep: an idle server (a rank waiting for the next
+// request) uses no CPU. Spinning workers would burn ~3 CPU-seconds in this second of idling.
+TEST(ThreadPoolTest, IdleWorkersSleep) {
+  ThreadPool pool(4);
+  std::atomic<int64_t> sum{0};
+  pool.parallelFor(1000, 1, [&](int64_t b, int64_t e) { sum.fetch_add(e - b); });
+  ASSERT_EQ(sum.load(), 1000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // past the spin window
+  const double before = processCpuSeconds();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_LT(processCpuSeconds() - before, 0.1) << "pool workers kept running while idle";
 }
 
 }  // namespace
