@@ -64,6 +64,17 @@ uint64_t decodeWeightBytes(const LoadedModel& m) {
   return total;
 }
 
+// Multiply-accumulates per prompt token in the layers' projections (every 2-D blk.* tensor's
+// elements): what prefill throughput is compared with the machine's integer peak by. The
+// embedding (a lookup) and the head (run for the last prompt row only) are not counted.
+uint64_t prefillMacsPerToken(const LoadedModel& m) {
+  uint64_t macs = 0;
+  for (const model::GgufTensorInfo& t : m.file->metadata().tensors) {
+    if (t.n_dims == 2 && t.name.rfind("blk.", 0) == 0) macs += t.elements();
+  }
+  return macs;
+}
+
 // Waits until the driver is ready; false if its loop ended first (the error is logged).
 bool waitReady(Driver& driver) {
   while (!driver.ready()) {
@@ -137,6 +148,7 @@ int generateOnce(Driver& driver, const Options& o, const LoadedModel& m) {
     j["prefill_tps"] = prefill_tps;
     j["decode_tps"] = decode_tps;
     j["decode_weight_bytes"] = decodeWeightBytes(m);
+    j["prefill_macs_per_token"] = prefillMacsPerToken(m);
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::fprintf(stderr,

@@ -1,72 +1,109 @@
 #!/usr/bin/env bash
-# Prefill and decode tokens/s of tpnode (one process, tp=1) next to llama.cpp's llama-bench on
-# the same GGUF files, at 1 and 2 threads, plus copy/read bandwidth and the decode bound
-# (weight bytes per token / read bandwidth). Runs of the two alternate so both see the same
-# machine load; each figure is the median of REPS runs.
+# CPU prefill and decode of tpnode next to llama.cpp's llama-bench on the same GGUF files, in one
+# run, in three configurations at equal core counts:
+#   t1    tpnode --threads 1              llama-bench -t 1
+#   t2    tpnode --threads 2              llama-bench -t 2
+#   tp2   tpnode --tp 2 (1 thread each)   llama-bench -t 2
+# Both keep the weights in anonymous memory (tpnode always; llama-bench -lm none). Prefill is a
+# prompt of N_PROMPT tokens, decode N_GEN tokens after it (llama-bench pp / tg). Runs alternate
+# (tpnode, llama-bench, tpnode, ...) so both see the same machine load; each figure is the
+# median of REPS runs. The same run measures the ceilings:
+#   read GB/s    tools/copy_bandwidth (1 or 2 threads); decode bound = decode tokens/s x weight
+#                bytes read per token (tpnode --json decode_weight_bytes) / read GB/s
+#   int8 peak    tools/int8_peak (vpdpbusd rate, 1 or 2 threads); prefill's fraction of it =
+#                prefill tokens/s x multiply-accumulates per token (prefill_macs_per_token) / peak,
+#                for tpnode and llama.cpp alike (same file, same work per token)
 #
-#   tools/bench-model.sh                      # ~0.5 B-parameter Q8_0 and Q4_K models (generated)
-#   REPS=5 THREADS="1 2" tools/bench-model.sh
-# llama-bench is the managed build's (tools/llama-cpp.sh; LLAMA_CPP_BIN picks another).
-#   MODELS="a.gguf b.gguf" tools/bench-model.sh   # other files
-#
-# Prints one markdown table (for docs/benchmarks.md) on stdout; progress on stderr.
+#   tools/bench-model.sh                         the default model set (below)
+#   REPS=3 CONFIGS="t1 tp2" MODELS="a.gguf b.gguf" tools/bench-model.sh
+# Default models: gemma-3-270m Q4_K_M (tools/fetch-model.sh) and a 0.88 B-parameter Llama
+# (dim 2048, 16 layers, 16 heads / 4 kv heads, ffn 5888, vocab 32000) that tools/make_test_model
+# writes as F16 and the managed llama.cpp's llama-quantize turns into Q4_K_M, Q8_0 and Q4_0
+# (into $TPNODE_BENCH_MODELS, default <build>/bench-models; generated once).
+# llama-bench and llama-quantize are the managed build's (tools/llama-cpp.sh; LLAMA_CPP_BIN picks
+# another). Prints one markdown table (for docs/benchmarks.md) on stdout; progress on stderr.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${TPNODE_BUILD_DIR:-build}
-LLAMA_BENCH=$(tools/llama-cpp.sh)/llama-bench
+LLAMA_BIN=$(tools/llama-cpp.sh)
 REPS=${REPS:-3}
-THREADS=${THREADS:-"1 2"}
-N_PROMPT=${N_PROMPT:-64}
-N_GEN=${N_GEN:-32}
+CONFIGS=${CONFIGS:-"t1 t2 tp2"}
+N_PROMPT=${N_PROMPT:-128}
+N_GEN=${N_GEN:-64}
 DIR=${TPNODE_BENCH_MODELS:-$BUILD/bench-models}
+export LD_LIBRARY_PATH="$LLAMA_BIN:${LD_LIBRARY_PATH:-}"
 
-cmake --build "$BUILD" --target tpnode make_test_model copy_bandwidth >&2
+cmake --build "$BUILD" --target tpnode make_test_model copy_bandwidth int8_peak >&2
 mkdir -p "$DIR"
 if [ -z "${MODELS:-}" ]; then
-  MODELS=""
-  # ~0.55 B parameters: dim 1024, 32 layers, 16 heads (4 kv), ffn 4096, vocab 32000.
-  for type in q8_0 q4_k; do
-    f="$DIR/llama-0.5b-$type.gguf"
+  MODELS=$(tools/fetch-model.sh)
+  src="$DIR/llama-0.9b-f16.gguf"
+  for q in Q4_K_M Q8_0 Q4_0; do
+    f="$DIR/llama-0.9b-$(echo "$q" | tr 'A-Z' 'a-z').gguf"
     if [ ! -s "$f" ]; then
-      echo "[bench-model] generating $f" >&2
-      "$BUILD/tools/make_test_model" --out "$f" --dim 1024 --layers 32 --heads 16 --kv-heads 4 \
-        --ffn 4096 --vocab 32000 --type "$type" --seed 5
+      if [ ! -s "$src" ]; then
+        echo "[bench-model] generating $src" >&2
+        "$BUILD/tools/make_test_model" --out "$src" --dim 2048 --layers 16 --heads 16 \
+          --kv-heads 4 --ffn 5888 --vocab 32000 --type f16 --seed 5
+      fi
+      echo "[bench-model] llama-quantize $q -> $f" >&2
+      "$LLAMA_BIN/llama-quantize" "$src" "$f.tmp" "$q" 2 >/dev/null 2>&1
+      mv "$f.tmp" "$f"
     fi
     MODELS="$MODELS $f"
   done
 fi
-[ -x "$LLAMA_BENCH" ] || { echo "[bench-model] llama-bench not found at $LLAMA_BENCH" >&2; exit 1; }
-export LD_LIBRARY_PATH="$(dirname "$LLAMA_BENCH"):${LD_LIBRARY_PATH:-}"
-PROMPT_IDS=$(seq -s, 1 "$N_PROMPT")
 
+jget() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
+llget() {  # llama-bench JSON, field of the pp (n_prompt > 0) or tg (n_gen > 0) row
+  python3 -c 'import json,sys
+rows = json.loads(sys.argv[1])
+key = "n_prompt" if sys.argv[2] == "pp" else "n_gen"
+print([r["avg_ts"] for r in rows if r[key] > 0][0])' "$1" "$2"
+}
 median() { python3 -c 'import sys,statistics; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
 
-echo "| model | threads | tpnode prefill t/s | llama.cpp pp$N_PROMPT t/s | ratio | tpnode decode t/s | llama.cpp tg$N_GEN t/s | ratio | decode GB/s | read GB/s | % of bound |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
-for t in $THREADS; do
-  bw=$("$BUILD/tools/copy_bandwidth" --mib 256 --threads "$t" --reps 3)
-  read_gbps=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["read_gbps"])' "$bw")
-  echo "[bench-model] threads=$t bandwidth $bw" >&2
-  for m in $MODELS; do
-    tp_pp=(); tp_tg=(); ll_pp=(); ll_tg=(); bytes=0
+PROMPT_IDS=$(seq -s, 1 "$N_PROMPT")
+declare -A READ PEAK
+for n in 1 2; do
+  bw=$("$BUILD/tools/copy_bandwidth" --mib 256 --threads "$n" --reps 3)
+  READ[$n]=$(jget "$bw" read_gbps)
+  pk=$("$BUILD/tools/int8_peak" --threads "$n" --seconds 1)
+  PEAK[$n]=$(jget "$pk" gmacs)
+  echo "[bench-model] $n thread(s): $bw $pk" >&2
+done
+
+echo "| model | config | tpnode pp$N_PROMPT t/s | llama.cpp pp$N_PROMPT t/s | ratio | tpnode tg$N_GEN t/s | llama.cpp tg$N_GEN t/s | ratio | decode GB/s | read GB/s | % of bound | tpnode prefill % of int8 peak | llama.cpp % of peak |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+for m in $MODELS; do
+  for cfg in $CONFIGS; do
+    case $cfg in
+      t1) tp_args=(--threads 1); ll_t=1; n=1 ;;
+      t2) tp_args=(--threads 2); ll_t=2; n=2 ;;
+      tp2) tp_args=(--tp 2 --threads 1); ll_t=2; n=2 ;;
+      *) echo "[bench-model] unknown config $cfg (t1, t2 or tp2)" >&2; exit 2 ;;
+    esac
+    tp_pp=(); tp_tg=(); ll_pp=(); ll_tg=(); bytes=0; macs=0
     for r in $(seq "$REPS"); do
       out=$("$BUILD/node/tpnode" --model "$m" --prompt-ids "$PROMPT_IDS" -n "$((N_GEN + 1))" \
-            --threads "$t" --json --log-level warn)
-      tp_pp+=("$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["prefill_tps"])' "$out")")
-      tp_tg+=("$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["decode_tps"])' "$out")")
-      bytes=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["decode_weight_bytes"])' "$out")
-      lj=$("$LLAMA_BENCH" -m "$m" -p "$N_PROMPT" -n "$N_GEN" -t "$t" -r 1 -o json 2>/dev/null)
-      ll_pp+=("$(python3 -c 'import json,sys; print([x["avg_ts"] for x in json.loads(sys.argv[1]) if x["n_prompt"]>0][0])' "$lj")")
-      ll_tg+=("$(python3 -c 'import json,sys; print([x["avg_ts"] for x in json.loads(sys.argv[1]) if x["n_gen"]>0][0])' "$lj")")
-      echo "[bench-model] $(basename "$m") t=$t rep $r: tpnode ${tp_pp[-1]} / ${tp_tg[-1]}, llama.cpp ${ll_pp[-1]} / ${ll_tg[-1]}" >&2
+            "${tp_args[@]}" --json --log-level warn)
+      tp_pp+=("$(jget "$out" prefill_tps)"); tp_tg+=("$(jget "$out" decode_tps)")
+      bytes=$(jget "$out" decode_weight_bytes); macs=$(jget "$out" prefill_macs_per_token)
+      lj=$("$LLAMA_BIN/llama-bench" -m "$m" -p "$N_PROMPT" -n "$N_GEN" -t "$ll_t" -lm none -r 1 \
+           -o json 2>/dev/null)
+      ll_pp+=("$(llget "$lj" pp)"); ll_tg+=("$(llget "$lj" tg)")
+      echo "[bench-model] $(basename "$m") $cfg rep $r: tpnode ${tp_pp[-1]} / ${tp_tg[-1]}, llama.cpp ${ll_pp[-1]} / ${ll_tg[-1]}" >&2
     done
-    a=$(median "${tp_pp[@]}"); b=$(median "${ll_pp[@]}"); c=$(median "${tp_tg[@]}"); d=$(median "${ll_tg[@]}")
-    python3 - "$m" "$t" "$a" "$b" "$c" "$d" "$bytes" "$read_gbps" <<'PY'
-import os, sys
-m, t, a, b, c, d, nbytes, rd = sys.argv[1:]
-a, b, c, d, nbytes, rd = map(float, (a, b, c, d, nbytes, rd))
+    python3 - "$(basename "$m")" "$cfg" "$(median "${tp_pp[@]}")" "$(median "${ll_pp[@]}")" \
+      "$(median "${tp_tg[@]}")" "$(median "${ll_tg[@]}")" "$bytes" "${READ[$n]}" "$macs" \
+      "${PEAK[$n]}" <<'PY'
+import sys
+name, cfg, a, b, c, d, nbytes, rd, macs, peak = sys.argv[1:]
+a, b, c, d, nbytes, rd, macs, peak = map(float, (a, b, c, d, nbytes, rd, macs, peak))
 gbps = c * nbytes / 1e9
-print(f"| {os.path.basename(m)} | {t} | {a:.1f} | {b:.1f} | {a/b:.2f}x | {c:.1f} | {d:.1f} | {c/d:.2f}x | {gbps:.1f} | {rd:.1f} | {100*gbps/rd:.0f}% |")
+fa, fb = a * macs / 1e9 / peak, b * macs / 1e9 / peak
+print(f"| {name} | {cfg} | {a:.1f} | {b:.1f} | {a/b:.2f}x | {c:.1f} | {d:.1f} | {c/d:.2f}x | "
+      f"{gbps:.1f} | {rd:.1f} | {100*gbps/rd:.0f}% | {100*fa:.0f}% | {100*fb:.0f}% |")
 PY
   done
 done
