@@ -24,11 +24,11 @@
 
 namespace {
 
-constexpr int kChains = 12;        // independent accumulators: > latency x issue width
+constexpr int kChains = 12;       // independent accumulators: > latency x issue width
 constexpr int64_t kInner = 4096;  // instructions per chain between clock reads
 
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t vnniLoop(double seconds,
-                                                                         int32_t* sink) {
+                                                                        int32_t* sink) {
   __m512i acc[kChains];
   for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_epi32(i);
   __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-5);

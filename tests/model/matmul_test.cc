@@ -53,7 +53,7 @@ TEST(MatmulTest, EveryTypeLayoutAndTailMatchesScalarRows) {
         EXPECT_EQ(m.interleave, 1);
       }
       if (s.rows % kQ0Group == 0 && bestKernels().gemm16Q0ForType(type)) {
-        // The 16-row Q8_0 / Q4_0 layout, and back to the file's bytes (tensor reads).
+        // The 16-row Q8_0 / Q4_0 / Q5_0 layout, and back to the file's bytes (tensor reads).
         EXPECT_EQ(m.interleave, kQ0Group) << tensorTypeName(type);
         std::vector<uint8_t> back(w.size());
         unpackQ0x16(type, m.data.data(), back.data(), s.rows, s.cols);

@@ -83,6 +83,8 @@ Gemm16Q0Fn DotKernels::gemm16Q0ForType(TensorType weight) const {
       return gemm16_q8_0;
     case TensorType::kQ4_0:
       return gemm16_q4_0;
+    case TensorType::kQ5_0:
+      return gemm16_q5_0;
     default:
       return nullptr;
   }

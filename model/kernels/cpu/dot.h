@@ -38,7 +38,7 @@ using QuantizeFn = void (*)(const float* x, void* y, int64_t n);
 using GemmTileFn = void (*)(int64_t n, const void* group, const void* acts, size_t act_stride,
                             int n_tok, float* out, int64_t out_stride);
 
-// Q8_0 / Q4_0 repacked 16 rows per group (q0_x16.h): 16 rows x n_tok (1..4) activation rows
+// Q8_0 / Q4_0 / Q5_0 repacked 16 rows per group (q0_x16.h): 16 rows x n_tok (1..4) activation rows
 // `act_stride` bytes apart; out[t * out_stride + 0..15]. act_sums[t * (n / 32) + b] is the sum
 // of activation row t's block b (q8_0BlockSums).
 using Gemm16Q0Fn = void (*)(int64_t n, const void* group, const void* acts, size_t act_stride,
@@ -56,13 +56,13 @@ struct DotKernels {
   // Same per-block arithmetic as dot / x4; nullptr where a table has none (all but AVX-512).
   Dot4Fn x16_q4_k = nullptr;
   GemmTileFn gemm16_q4_k = nullptr;
-  Gemm16Q0Fn gemm16_q8_0 = nullptr, gemm16_q4_0 = nullptr;  // AVX-512 only
-  Gemm16Q0Fn gemm16Q0ForType(TensorType weight) const;      // nullptr when none
-  AxpyFn f32_axpy = nullptr;                        // every table has one
-  QuantizeFn quantize_q8_k = nullptr;               // every table has one
-  GemmTileFn gemmForType(TensorType weight) const;  // nullptr when none
-  DotFn forType(TensorType weight) const;           // TP_CHECK on an unsupported type
-  Dot4Fn x4ForType(TensorType weight) const;        // nullptr when none
+  Gemm16Q0Fn gemm16_q8_0 = nullptr, gemm16_q4_0 = nullptr, gemm16_q5_0 = nullptr;  // AVX-512
+  Gemm16Q0Fn gemm16Q0ForType(TensorType weight) const;  // nullptr when none
+  AxpyFn f32_axpy = nullptr;                            // every table has one
+  QuantizeFn quantize_q8_k = nullptr;                   // every table has one
+  GemmTileFn gemmForType(TensorType weight) const;      // nullptr when none
+  DotFn forType(TensorType weight) const;               // TP_CHECK on an unsupported type
+  Dot4Fn x4ForType(TensorType weight) const;            // nullptr when none
 };
 
 // Rewrites groups of 4 rows (rows % 4 == 0) so that block b of row r of a group lies at block

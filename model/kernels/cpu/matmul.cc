@@ -36,7 +36,7 @@ void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, int64_t n
   });
 }
 
-// Q8_0 / Q4_0 repacked 16 rows per group: as matmulGroups16, with the activation block sums
+// Q8_0 / Q4_0 / Q5_0 repacked 16 rows per group: as matmulGroups16, with the activation block sums
 // the kernels take the weights' unsigned offsets out with (`sums`, n_tokens x cols / 32).
 void matmulQ0Groups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int16_t* sums,
                       int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool) {
@@ -64,7 +64,7 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
   const size_t a_bytes = rowBytes(at, static_cast<uint64_t>(w.cols));
   const void* acts = x;
   const bool q0_x16 = w.interleave == kQ0Group && q0X16Type(w.type);
-  // The x16 Q8_0 / Q4_0 kernels also take the activation block sums, kept after the rows.
+  // The x16 Q8_0 / Q4_0 / Q5_0 kernels also take the activation block sums, kept after the rows.
   const size_t sums_at = (a_bytes * static_cast<size_t>(n_tokens) + 63) / 64 * 64;
   const size_t need = q0_x16 ? sums_at + static_cast<size_t>(n_tokens * (w.cols / kQK8_0)) * 2
                              : a_bytes * static_cast<size_t>(n_tokens);

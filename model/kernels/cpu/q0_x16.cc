@@ -33,6 +33,30 @@ void moveQ4_0(BlockQ4_0x16& g, int r, BlockQ4_0& x, bool to_group) {
   }
 }
 
+// ggml's qh: bit j is the 5th bit of value j (j < 32). Group byte c: bits 4c..4c+3 of qh in
+// bits 0-3, bits 16+4c..16+4c+3 in bits 4-7.
+void moveQ5_0(BlockQ5_0x16& g, int r, BlockQ5_0& x, bool to_group) {
+  if (to_group) {
+    g.d[r] = x.d;
+    uint32_t qh;
+    std::memcpy(&qh, x.qh, 4);
+    for (int c = 0; c < 4; ++c) {
+      g.qh[r][c] =
+          static_cast<uint8_t>(((qh >> (4 * c)) & 0xF) | (((qh >> (16 + 4 * c)) & 0xF) << 4));
+      std::memcpy(g.qs[c][r], x.qs + 4 * c, 4);
+    }
+  } else {
+    x.d = g.d[r];
+    uint32_t qh = 0;
+    for (int c = 0; c < 4; ++c) {
+      qh |= static_cast<uint32_t>(g.qh[r][c] & 0xF) << (4 * c);
+      qh |= static_cast<uint32_t>(g.qh[r][c] >> 4) << (16 + 4 * c);
+      std::memcpy(x.qs + 4 * c, g.qs[c][r], 4);
+    }
+    std::memcpy(x.qh, &qh, 4);
+  }
+}
+
 template <typename Plain, typename Group, void (*Move)(Group&, int, Plain&, bool)>
 void convert(const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols, bool to_group) {
   TP_CHECK(rows % kQ0Group == 0 && cols % 32 == 0, "x16 layout of {} x {}", rows, cols);
@@ -63,6 +87,8 @@ void convertAny(TensorType type, const uint8_t* src, uint8_t* dst, int64_t rows,
       return convert<BlockQ8_0, BlockQ8_0x16, moveQ8_0>(src, dst, rows, cols, to_group);
     case TensorType::kQ4_0:
       return convert<BlockQ4_0, BlockQ4_0x16, moveQ4_0>(src, dst, rows, cols, to_group);
+    case TensorType::kQ5_0:
+      return convert<BlockQ5_0, BlockQ5_0x16, moveQ5_0>(src, dst, rows, cols, to_group);
     default:
       TP_CHECK(false, "no x16 layout for {}", tensorTypeName(type));
   }
@@ -71,7 +97,7 @@ void convertAny(TensorType type, const uint8_t* src, uint8_t* dst, int64_t rows,
 }  // namespace
 
 bool q0X16Type(TensorType type) {
-  return type == TensorType::kQ8_0 || type == TensorType::kQ4_0;
+  return type == TensorType::kQ8_0 || type == TensorType::kQ4_0 || type == TensorType::kQ5_0;
 }
 
 void repackQ0x16(TensorType type, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols) {
@@ -82,8 +108,7 @@ void unpackQ0x16(TensorType type, const uint8_t* src, uint8_t* dst, int64_t rows
   convertAny(type, src, dst, rows, cols, false);
 }
 
-void q8_0BlockSums(const uint8_t* acts, size_t stride, int64_t n_tok, int64_t cols,
-                   int16_t* sums) {
+void q8_0BlockSums(const uint8_t* acts, size_t stride, int64_t n_tok, int64_t cols, int16_t* sums) {
   const int64_t nb = cols / kQK8_0;
   for (int64_t t = 0; t < n_tok; ++t) {
     const auto* y = reinterpret_cast<const BlockQ8_0*>(acts + static_cast<size_t>(t) * stride);

@@ -1,15 +1,19 @@
-// Q8_0 and Q4_0 weights repacked at load time for the AVX-512 VNNI kernels: 16 rows per group,
-// one block group per 32 columns. The layout is private to the CPU kernels (never written to a
-// file or sent anywhere); the values and the integer arithmetic are those of ggml's Q8_0/Q4_0.
+// Q8_0, Q4_0 and Q5_0 weights repacked at load time for the AVX-512 VNNI kernels: 16 rows per
+// group, one block group per 32 columns. The layout is private to the CPU kernels (never written to
+// a file or sent anywhere); the values and the integer arithmetic are those of ggml's Q8_0 / Q4_0 /
+// Q5_0.
 //
 // Per group and block, for rows r < 16 and 4-byte chunks c:
 //   d[r]           the row's f16 block scale
 //   Q8_0 qs[c][r]  bytes 4c..4c+3 of the row's qs (c < 8), each plus 128 (stored unsigned)
 //   Q4_0 qs[c][r]  bytes 4c..4c+3 of the row's qs (c < 4): low nibbles are values 4c..4c+3,
 //                  high nibbles values 16+4c..16+4c+3, both unsigned (value + 8)
+//   Q5_0 qs[c][r]  as Q4_0 (the low 4 bits of value + 16), and
+//        qh[r][c]  the 5th bits those nibbles lack: bits 0-3 for values 4c..4c+3, bits 4-7
+//                  for values 16+4c..16+4c+3 (ggml's 32-bit qh regrouped by chunk)
 // so one 64-byte load holds the same 4 columns of all 16 rows, and vpdpbusd against the
 // matching 4 activation bytes (broadcast) accumulates all 16 rows at once, one row per lane.
-// The unsigned offsets (128 x, 8 x the activation block's sum) are taken out once per block
+// The unsigned offsets (128 x, 8 x, 16 x the activation block's sum) are taken out once per block
 // and token from precomputed activation sums (q8_0BlockSums). A group takes exactly as many
 // bytes as its 16 plain rows.
 #pragma once
@@ -36,7 +40,14 @@ struct BlockQ4_0x16 {
 };
 static_assert(sizeof(BlockQ4_0x16) == kQ0Group * sizeof(BlockQ4_0));
 
-// True for the types this layout holds (Q8_0, Q4_0).
+struct BlockQ5_0x16 {
+  uint16_t d[kQ0Group];
+  uint8_t qh[kQ0Group][4];
+  uint8_t qs[4][kQ0Group][4];
+};
+static_assert(sizeof(BlockQ5_0x16) == kQ0Group * sizeof(BlockQ5_0));
+
+// True for the types this layout holds (Q8_0, Q4_0, Q5_0).
 bool q0X16Type(TensorType type);
 
 // Repacks `rows` (a multiple of 16) plain rows of `type` and `cols` columns from `src` (rows
@@ -48,7 +59,6 @@ void unpackQ0x16(TensorType type, const uint8_t* src, uint8_t* dst, int64_t rows
 
 // sums[t * (cols / 32) + b] = sum of the 32 quants of Q8_0 block b of activation row t, for
 // n_tok rows `stride` bytes apart (the offsets the x16 kernels take out).
-void q8_0BlockSums(const uint8_t* acts, size_t stride, int64_t n_tok, int64_t cols,
-                   int16_t* sums);
+void q8_0BlockSums(const uint8_t* acts, size_t stride, int64_t n_tok, int64_t cols, int16_t* sums);
 
 }  // namespace tpnode::model::kernels
