@@ -59,8 +59,8 @@ std::unique_ptr<LoadedModel> loadModel(const Options& o) {
   m->tokenizer = std::make_unique<model::Tokenizer>(model::loadVocab(*m->file));
 
   const collectives::Topology& topo = m->topology;
-  m->plan = model::planShards(m->config, model::tensorDescs(meta), topo.worldSize(),
-                              headLayout(o.head));
+  m->plan =
+      model::planShards(m->config, model::tensorDescs(meta), topo.worldSize(), headLayout(o.head));
   spdlog::info("[model] {} (served as '{}'; {}), {}", general_name, m->name, m->config.summary(),
                m->identity);
   spdlog::info("[model] shard plan for {} ranks ({} nodes x {} local):\n{}", topo.worldSize(),

@@ -27,15 +27,21 @@ inline constexpr std::string_view kLocalTransportNames[] = {"auto", "nccl", "p2p
 inline constexpr std::string_view kInterTransportNames[] = {"auto", "mesh", "nccl"};
 inline constexpr std::string_view kWireFormatNames[] = {"f32", "bf16", "q8_0"};
 inline constexpr std::string_view kHeadNames[] = {"auto", "vocab-parallel", "replicated"};
-constexpr std::span<const std::string_view> enumNames(Backend) { return kBackendNames; }
+constexpr std::span<const std::string_view> enumNames(Backend) {
+  return kBackendNames;
+}
 constexpr std::span<const std::string_view> enumNames(LocalTransport) {
   return kLocalTransportNames;
 }
 constexpr std::span<const std::string_view> enumNames(InterTransport) {
   return kInterTransportNames;
 }
-constexpr std::span<const std::string_view> enumNames(WireFormatFlag) { return kWireFormatNames; }
-constexpr std::span<const std::string_view> enumNames(HeadFlag) { return kHeadNames; }
+constexpr std::span<const std::string_view> enumNames(WireFormatFlag) {
+  return kWireFormatNames;
+}
+constexpr std::span<const std::string_view> enumNames(HeadFlag) {
+  return kHeadNames;
+}
 
 // Throws Error(kInvalidArgument): "--backend 'tpu' is not auto, cpu or cuda".
 [[noreturn]] void throwInvalidChoice(std::string_view flag, std::string_view text,
@@ -56,8 +62,8 @@ E parseEnum(std::string_view flag, std::string_view text) {
   }
   std::string list;
   for (size_t i = 0; i < names.size(); ++i) {
-    list += std::string(i == 0 ? "" : (i + 1 == names.size() ? " or " : ", ")) +
-            std::string(names[i]);
+    list +=
+        std::string(i == 0 ? "" : (i + 1 == names.size() ? " or " : ", ")) + std::string(names[i]);
   }
   throwInvalidChoice(flag, text, list);
 }

@@ -5,7 +5,8 @@
 // within every round so they see the same machine load; prints the median seconds per pass,
 // the plain weight bytes read per second and each layout's speed relative to the first.
 //
-//   kernel_bench [--type q4_k|q6_k|q8_0|q4_0|q5_0] [--layouts plain,rows4,auto] [--tokens 1] [--layers 16]
+//   kernel_bench [--type q4_k|q6_k|q8_0|q4_0|q5_0] [--layouts plain,rows4,auto] [--tokens 1]
+//   [--layers 16]
 //                [--dim 1024 --ffn 4096 --kv 256] [--threads 1] [--rounds 15]
 #include <CLI/CLI.hpp>
 
@@ -88,9 +89,8 @@ int main(int argc, char** argv) {
 
   TensorType type = TensorType::kF32;
   bool found = false;
-  for (TensorType tt :
-       {TensorType::kQ4_K, TensorType::kQ6_K, TensorType::kQ8_0, TensorType::kQ4_0,
-        TensorType::kQ5_0}) {
+  for (TensorType tt : {TensorType::kQ4_K, TensorType::kQ6_K, TensorType::kQ8_0, TensorType::kQ4_0,
+                        TensorType::kQ5_0}) {
     std::string name(tensorTypeName(tt));
     for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (name == type_name) {

@@ -162,8 +162,8 @@ TEST(QuantTest, InterleavedFourRowKernelsMatchPlainRows) {
 TEST(QuantTest, GemmTilesMatchFourRowKernels) {
   for (const DotKernels* k : {avx2Kernels(), avx512Kernels()}) {
     if (!k) continue;
-    for (TensorType t : {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K,
-                         TensorType::kQ6_K, TensorType::kQ5_0}) {
+    for (TensorType t : {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K, TensorType::kQ6_K,
+                         TensorType::kQ5_0}) {
       const int64_t n = 512;
       std::vector<uint8_t> w;
       for (int r = 0; r < 4; ++r) {
