@@ -9,6 +9,7 @@
 #include "model/kernels/cpu/blocks.h"
 #include "model/kernels/cpu/q0_x16.h"
 #include "model/kernels/cpu/q4k_x16.h"
+#include "model/kernels/cpu/q6k_x16.h"
 #include "model/kernels/cpu/quantize.h"
 
 namespace tpnode::model {
@@ -76,6 +77,10 @@ std::vector<uint8_t> matrixBytes(const Matrix& m) {
     return out;
   }
   std::vector<uint8_t> out(m.row_bytes * static_cast<size_t>(m.rows));
+  if (m.interleave == kernels::kQ6KGroup && m.type == TensorType::kQ6_K) {  // Q6_K x16
+    kernels::unpackQ6Kx16(m.data.data(), out.data(), m.rows, m.cols);
+    return out;
+  }
   if (m.interleave == kernels::kQ0Group && kernels::q0X16Type(m.type)) {  // x16 Q8_0 / Q4_0
     kernels::unpackQ0x16(m.type, m.data.data(), out.data(), m.rows, m.cols);
     return out;

@@ -77,6 +77,17 @@ GemmTileFn DotKernels::gemmForType(TensorType weight) const {
   }
 }
 
+GemmTileFn DotKernels::gemm16ForType(TensorType weight) const {
+  switch (weight) {
+    case TensorType::kQ4_K:
+      return gemm16_q4_k;
+    case TensorType::kQ6_K:
+      return gemm16_q6_k;
+    default:
+      return nullptr;
+  }
+}
+
 Gemm16Q0Fn DotKernels::gemm16Q0ForType(TensorType weight) const {
   switch (weight) {
     case TensorType::kQ8_0:

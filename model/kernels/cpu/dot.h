@@ -56,6 +56,8 @@ struct DotKernels {
   // Same per-block arithmetic as dot / x4; nullptr where a table has none (all but AVX-512).
   Dot4Fn x16_q4_k = nullptr;
   GemmTileFn gemm16_q4_k = nullptr;
+  GemmTileFn gemm16_q6_k = nullptr;                   // Q6_K x16 (q6k_x16.h), as gemm16_q4_k
+  GemmTileFn gemm16ForType(TensorType weight) const;  // Q4_K / Q6_K x16; nullptr when none
   Gemm16Q0Fn gemm16_q8_0 = nullptr, gemm16_q4_0 = nullptr, gemm16_q5_0 = nullptr;  // AVX-512
   Gemm16Q0Fn gemm16Q0ForType(TensorType weight) const;  // nullptr when none
   AxpyFn f32_axpy = nullptr;                            // every table has one

@@ -6,6 +6,7 @@
 #include "model/kernels/cpu/dot_x86.inc"
 #include "model/kernels/cpu/dot_x86_q4k_x16.inc"
 #include "model/kernels/cpu/dot_x86_q0_x16.inc"
+#include "model/kernels/cpu/dot_x86_q6k_x16.inc"
 #include "model/kernels/cpu/dot_x86_q5.inc"
 #include "model/kernels/cpu/dot_x86_table.inc"
 // clang-format on
@@ -17,6 +18,7 @@ const DotKernels& avx512Table() {
     DotKernels t = x86Table("avx512-vnni");
     t.x16_q4_k = dot16Q4K;  // the 16-row Q4_K layout (q4k_x16.h) needs VNNI
     t.gemm16_q4_k = gemm16Q4K;
+    t.gemm16_q6_k = gemm16Q6K;
     t.gemm16_q8_0 = gemm16Q0<Q0Kind::kQ8_0>;  // the 16-row Q8_0 / Q4_0 / Q5_0 layout (q0_x16.h)
     t.gemm16_q4_0 = gemm16Q0<Q0Kind::kQ4_0>;
     t.gemm16_q5_0 = gemm16Q0<Q0Kind::kQ5_0>;

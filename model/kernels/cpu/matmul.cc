@@ -7,6 +7,7 @@
 #include "model/kernels/cpu/dot.h"
 #include "model/kernels/cpu/q0_x16.h"
 #include "model/kernels/cpu/q4k_x16.h"
+#include "model/kernels/cpu/q6k_x16.h"
 #include "model/kernels/cpu/quantize.h"
 
 namespace tpnode::model::kernels {
@@ -14,23 +15,19 @@ namespace {
 
 constexpr int kRowTile = 8;  // rows per dot call (activation reuse)
 
-// Q4_K repacked 16 rows per group: each thread takes whole groups; prefill runs 4 tokens per
-// tile so a group's weights are unpacked once for 4 tokens.
+// Q4_K / Q6_K repacked 16 rows per group: each thread takes whole groups; prefill runs 4 tokens
+// per tile so a group's weights are unpacked once for 4 tokens.
 void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, int64_t n_tokens, float* y,
                     int64_t y_stride, ThreadPool& pool) {
-  const DotKernels& k = bestKernels();
-  TP_CHECK(w.type == TensorType::kQ4_K && k.x16_q4_k && k.gemm16_q4_k && w.rows % kQ4KGroup == 0);
-  pool.parallelFor(w.rows / kQ4KGroup, 1, [&](int64_t g0, int64_t g1) {
+  const GemmTileFn gemm = bestKernels().gemm16ForType(w.type);
+  TP_CHECK(gemm && w.rows % 16 == 0, "no 16-row kernel for {}", tensorTypeName(w.type));
+  pool.parallelFor(w.rows / 16, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
-      const int64_t r0 = g * kQ4KGroup;
-      if (n_tokens == 1) {
-        k.x16_q4_k(w.cols, w.row(r0), a, y + r0);
-        continue;
-      }
+      const int64_t r0 = g * 16;
       for (int64_t t = 0; t < n_tokens; t += 4) {
         const int nt = static_cast<int>(std::min<int64_t>(4, n_tokens - t));
-        k.gemm16_q4_k(w.cols, w.row(r0), a + static_cast<size_t>(t) * a_bytes, a_bytes, nt,
-                      y + t * y_stride + r0, y_stride);
+        gemm(w.cols, w.row(r0), a + static_cast<size_t>(t) * a_bytes, a_bytes, nt,
+             y + t * y_stride + r0, y_stride);
       }
     }
   });
@@ -90,7 +87,7 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
     matmulQ0Groups16(w, a, a_bytes, sums, n_tokens, y, y_stride, pool);
     return;
   }
-  if (w.interleave == kQ4KGroup) {
+  if (w.interleave == 16) {  // Q4_K / Q6_K
     matmulGroups16(w, a, a_bytes, n_tokens, y, y_stride, pool);
     return;
   }
@@ -130,14 +127,19 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
 Matrix packWeights(Matrix m, WeightLayout layout) {
   if (m.empty() || m.interleave != 1 || layout == WeightLayout::kPlain) return m;
   const DotKernels& k = bestKernels();
-  const bool x16 = m.type == TensorType::kQ4_K && k.x16_q4_k && m.rows % kQ4KGroup == 0;
+  const bool x16 = k.gemm16ForType(m.type) && m.rows % 16 == 0;
   if (x16 && layout != WeightLayout::kRows4) {
-    const size_t row_bytes = q4kX16RowBytes(m.cols);
+    const bool q4k = m.type == TensorType::kQ4_K;
+    const size_t row_bytes = q4k ? q4kX16RowBytes(m.cols) : m.row_bytes;
     HostBuffer packed(row_bytes * static_cast<size_t>(m.rows));
-    repackQ4Kx16(m.data.data(), packed.data(), m.rows, m.cols);
+    if (q4k) {
+      repackQ4Kx16(m.data.data(), packed.data(), m.rows, m.cols);
+    } else {
+      repackQ6Kx16(m.data.data(), packed.data(), m.rows, m.cols);
+    }
     m.data = std::move(packed);
     m.row_bytes = row_bytes;
-    m.interleave = kQ4KGroup;
+    m.interleave = 16;
     return m;
   }
   if (k.gemm16Q0ForType(m.type) && m.rows % kQ0Group == 0 && layout != WeightLayout::kRows4) {
@@ -174,6 +176,8 @@ void matrixRowBytes(const Matrix& w, int64_t r, uint8_t* out) {
   std::vector<uint8_t> group(plain * static_cast<size_t>(w.interleave));
   if (w.type == TensorType::kQ4_K) {
     unpackQ4Kx16(w.row(r0), group.data(), w.interleave, w.cols);
+  } else if (w.type == TensorType::kQ6_K) {
+    unpackQ6Kx16(w.row(r0), group.data(), w.interleave, w.cols);
   } else {
     unpackQ0x16(w.type, w.row(r0), group.data(), w.interleave, w.cols);
   }

@@ -20,8 +20,9 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
 // Weight layouts the kernels read, chosen once at load time.
 //   kPlain   rows as in the file
 //   kRows4   groups of 4 rows block-interleaved (interleaveRows4), for the 4-row kernels
-//   kAuto    the fastest the best kernel table has: Q4_K, Q8_0, Q4_0 and Q5_0 with rows % 16 == 0
-//            on AVX-512 are repacked 16 rows per group (q4k_x16.h, q0_x16.h; interleave 16),
+//   kAuto    the fastest the best kernel table has: Q4_K, Q6_K, Q8_0, Q4_0 and Q5_0 with
+//            rows % 16 == 0 on AVX-512 are repacked 16 rows per group (q4k_x16.h, q6k_x16.h,
+//            q0_x16.h; interleave 16),
 //            else kRows4 where a 4-row kernel exists, else plain
 enum class WeightLayout { kAuto, kPlain, kRows4 };
 
