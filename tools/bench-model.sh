@@ -16,8 +16,8 @@
 #
 #   tools/bench-model.sh                         the default model set (below)
 #   REPS=3 CONFIGS="t1 tp2" MODELS="a.gguf b.gguf" tools/bench-model.sh
-# Default models: gemma-3-270m Q4_K_M (tools/fetch-model.sh) and a 0.88 B-parameter Llama
-# (dim 2048, 16 layers, 16 heads / 4 kv heads, ffn 5888, vocab 32000) that tools/make_test_model
+# Default models: gemma-3-270m Q4_K_M (tools/fetch-model.sh) and a 0.90 B-parameter Llama
+# (dim 2048, 16 layers, 16 heads / 4 kv heads, ffn 6144, vocab 32000; every tp of 1, 2, 4 splits it) that tools/make_test_model
 # writes as F16 and the managed llama.cpp's llama-quantize turns into Q4_K_M, Q8_0 and Q4_0
 # (into $TPNODE_BENCH_MODELS, default <build>/bench-models; generated once).
 # llama-bench and llama-quantize are the managed build's (tools/llama-cpp.sh; LLAMA_CPP_BIN picks
@@ -44,7 +44,7 @@ if [ -z "${MODELS:-}" ]; then
       if [ ! -s "$src" ]; then
         echo "[bench-model] generating $src" >&2
         "$BUILD/tools/make_test_model" --out "$src" --dim 2048 --layers 16 --heads 16 \
-          --kv-heads 4 --ffn 5888 --vocab 32000 --type f16 --seed 5
+          --kv-heads 4 --ffn 6144 --vocab 32000 --type f16 --seed 5
       fi
       echo "[bench-model] llama-quantize $q -> $f" >&2
       "$LLAMA_BIN/llama-quantize" "$src" "$f.tmp" "$q" 2 >/dev/null 2>&1
