@@ -44,7 +44,8 @@ mesh::MeshOptions makeMeshOptions(const Options& o, const std::string& model_ide
     tps += (i ? "," : "") + std::to_string(tp);
   }
   std::vector<std::string> items = {"peers=" + peers, "tp_per_node=" + tps,
-                                    "model=" + model_identity, "wire_format=" + std::string(enumName(o.wire_format))};
+                                    "model=" + model_identity,
+                                    "wire_format=" + std::string(enumName(o.wire_format))};
   if (model_identity != "none") {
     // Every node sizes its KV cache and decodes step commands with these.
     items.push_back("slots=" + std::to_string(o.parallel));

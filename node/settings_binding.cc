@@ -18,12 +18,12 @@ namespace {
 
 static_assert(std::is_same_v<size_t, uint64_t>, "api_max_body binds as a uint64_t member");
 
-using Member = std::variant<std::string Options::*, int Options::*, double Options::*,
-                            bool Options::*, uint64_t Options::*, CudaGraphs Options::*,
-                            Backend Options::*, LocalTransport Options::*,
-                            InterTransport Options::*, WireFormatFlag Options::*,
-                            HeadFlag Options::*,
-                            std::vector<int> Options::*, std::vector<std::string> Options::*>;
+using Member =
+    std::variant<std::string Options::*, int Options::*, double Options::*, bool Options::*,
+                 uint64_t Options::*, CudaGraphs Options::*, Backend Options::*,
+                 LocalTransport Options::*, InterTransport Options::*, WireFormatFlag Options::*,
+                 HeadFlag Options::*, LogLevel Options::*, std::vector<int> Options::*,
+                 std::vector<std::string> Options::*>;
 
 struct Binding {
   std::string_view flag;
