@@ -15,14 +15,12 @@
 // kSendSlots encoded sends are in flight. From 3 nodes sends run on the lane's SendWorker
 // thread, so the copy into the kernel overlaps receiving and reducing on the caller's thread;
 // with 2 nodes the caller sends itself (a blocked send drains incoming frames into the posted
-// receives), which measured faster on 2 processes (docs/benchmarks.md, "Tree all-reduce, ring
-// on 2 nodes, process binding").
+// receives). The measurements behind these choices are in docs/collectives.md.
 // Tags: transfer t uses slot tag 2 * (t % kRecvSlots) + d, d = 0 when the sender's node id is
 // below the receiver's, else 1. With sockets_per_peer = 2 (tag % 2 picks the socket) each
 // socket of a pair then carries one direction: a send and a receive never contend for one
-// socket's lock in the kernel. A posted all-gather
-// receive never overlaps a pending send: it writes segment me - s'' while sends read me + 1 - s',
-// equal only for s'' = s' - 1 + n.
+// socket's lock in the kernel. A posted all-gather receive never overlaps a pending send: it
+// writes segment me - s'' while sends read me + 1 - s', equal only for s'' = s' - 1 + n.
 #include <algorithm>
 #include <array>
 
@@ -36,10 +34,7 @@ namespace {
 
 constexpr size_t kSendSlots = 4;
 // Receives posted ahead: frames the peer sends ahead of us land in posted buffers instead of
-// being parked (an extra copy) by the mesh.
-// 3 ahead (4 slots of a 256 KiB chunk: 1 MiB of receive buffers instead of 2) measured
-// faster than 7 on 2 and 4 processes (docs/benchmarks.md, "Tree all-reduce, ring on 2 nodes,
-// process binding").
+// being parked (an extra copy) by the mesh. kRecvSlots slots of one chunk each.
 constexpr size_t kRecvAhead = 3;
 constexpr size_t kRecvSlots = kRecvAhead + 1;
 static_assert(2 * kRecvSlots <= kTagSlots, "each posted receive needs its own tag per direction");

@@ -8,8 +8,8 @@
 //   outlive the InterNode (it is owned by the node layer, which destroys collectives first).
 // - Tags: op `o` of lane `l` owns kTagSlots tags, kFirstUserTag + (o * kMaxLanes + l) *
 //   kTagSlots + slot, so lanes and ops never share a tag. The ring gives each receive it posts
-//   ahead its own slot tag, so at most ONE receive is outstanding per (peer, tag) (the mesh
-//   would also keep several in order: docs/collectives.md, "Receive order"). With
+//   ahead its own slot tag, so at most one receive is outstanding per (peer, tag) (the mesh
+//   would keep several in order too: mesh/mesh.h, Ordering). With
 //   sockets_per_peer > 1 the slots of a lane spread over the sockets (a tag travels on
 //   tag % sockets_per_peer).
 // - Buffers: every call works in place on the caller's buffer; intermediate data lives in a

@@ -143,6 +143,17 @@ int Topology::device(int local) const {
   return devices_[static_cast<size_t>(local)];
 }
 
+std::vector<int> Topology::roundRobinDevices(int ranks_per_node, int available) {
+  if (available < 1 || ranks_per_node < 0) {
+    fail(ErrorCode::kInvalidArgument,
+         "{} local rank(s) on {} device(s): need a device and a rank count >= 0", ranks_per_node,
+         available);
+  }
+  std::vector<int> devices(static_cast<size_t>(ranks_per_node));
+  for (int r = 0; r < ranks_per_node; ++r) devices[static_cast<size_t>(r)] = r % available;
+  return devices;
+}
+
 std::string Topology::describe() const {
   return fmt::format("{} node{} x {} rank{} ({} ranks; node {}: global ranks {}..{})", nodes_,
                      nodes_ == 1 ? "" : "s", ranks_per_node_, ranks_per_node_ == 1 ? "" : "s",

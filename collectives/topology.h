@@ -84,6 +84,12 @@ class Topology {
   const std::vector<int>& devices() const { return devices_; }
   int device(int local) const;  // devices()[local]; Error(kInvalidArgument) when none given
 
+  // The devices of `ranks_per_node` local ranks when none are given: local rank r on device
+  // r % available (one device each while there are enough; else several ranks share, in
+  // turn). Static: placement asks it before any topology exists, also for a --tp it refuses.
+  // Error(kInvalidArgument) when `available` < 1 or `ranks_per_node` < 0.
+  static std::vector<int> roundRobinDevices(int ranks_per_node, int available);
+
   // "2 nodes x 4 ranks (8 ranks; node 1: global ranks 4..7)".
   std::string describe() const;
 

@@ -7,9 +7,10 @@
 // Contract
 // - settingsTable() is constant data with static storage; every function here is safe from any
 //   thread.
-// - envValue() is the only getenv of the product (node, model, collectives, mesh, tools):
-//   lower layers read their environment-only knobs (TPNODE_COLL_*, TPNODE_CPU_ISA, ...) through
-//   it. Asking for a variable the table does not declare is a bug (Error kInternal).
+// - envValue() is the product's only reader of the environment (node, model, collectives, mesh,
+//   tools): lower layers read their environment-only knobs (TPNODE_COLL_*, TPNODE_CPU_ISA, ...)
+//   through it; tests read theirs through tests/support/test_env.h. Asking for a variable the
+//   table does not declare is a bug (Error kInternal).
 // - parseSettingText() checks text against a setting's type and choices (and, for YAML values,
 //   its range) and throws Error(kInvalidArgument) naming the source (`--tp`, `TPNODE_TP`,
 //   `cluster.threads`) and the accepted values. Callers convert the checked text themselves.
@@ -73,8 +74,8 @@ const Setting* findYaml(std::string_view path);
 // TPNODE_<FLAG>: upper case, '-' -> '_'.
 std::string defaultEnvName(std::string_view flag);
 
-// The value of declared environment variable `env`; nullopt when unset or empty. The only
-// getenv of the product. Error(kInternal) when `env` is not in the table.
+// The value of declared environment variable `env`; nullopt when unset or empty. The product's
+// only read of the environment. Error(kInternal) when `env` is not in the table.
 std::optional<std::string> envValue(std::string_view env);
 
 // Where a value came from, for messages and for the range check.

@@ -17,6 +17,8 @@ constexpr std::array<sv, 4> kOnOff{"on", "off", "1", "0"};
 constexpr std::array<sv, 2> kZeroOne{"0", "1"};
 constexpr std::array<sv, 3> kWireFormats{"f32", "bf16", "q8_0"};
 constexpr std::array<sv, 3> kHeads{"auto", "vocab-parallel", "replicated"};
+constexpr std::array<sv, 7> kLogLevels{"trace", "debug",    "info", "warn",
+                                       "error", "critical", "off"};
 constexpr std::array<sv, 4> kCollAlgos{"auto", "direct", "tree", "ring"};
 constexpr std::array<sv, 3> kCollSmallAlgos{"auto", "direct", "tree"};
 constexpr std::array<sv, 3> kCollHier{"auto", "sliced", "leader"};
@@ -290,8 +292,8 @@ constexpr Setting kTable[] = {
      0,
      1e300},
     // Misc
-    {"log-level", "", "TPNODE_LOG_LEVEL", "", "Misc", kN, Type::kString, "info",
-     "trace, debug, info, warn, error"},
+    {"log-level", "", "TPNODE_LOG_LEVEL", "", "Misc", kN, Type::kChoice, "info",
+     "trace, debug, info, warn, error, critical or off", kLogLevels},
     // tools/tptopo's own measuring knobs (docs/tptopo.md)
     {"mem-mib", "", "TPNODE_MEM_MIB", "", "Measuring", kT, Type::kInt, "64",
      "Memory bandwidth: MiB per thread"},

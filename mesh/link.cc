@@ -225,10 +225,8 @@ void Link::readUntil(Done done_locked, Clock::time_point deadline, const RecvOp*
     auto now = Clock::now();
     if (now >= deadline) return;
     if (now < spin_until) {
-      // Yield rather than pause: with more busy threads than cores (4 processes on 2 vCPUs) a
-      // pause-spin holds the core the sender needs; sched_yield on an idle core returns at once.
-      // Measured with tpbench (docs/benchmarks.md, "Collectives"): 4 processes, 4 KiB p50 165 us
-      // with a 50 us pause-spin, 43-78 us with a 200 us yield-spin; 2 processes unchanged.
+      // Yield rather than pause: with more busy threads than cores a pause-spin holds the core
+      // the sender needs; sched_yield on an idle core returns at once.
       sched_yield();
       continue;
     }

@@ -153,10 +153,10 @@ int generateOnce(Driver& driver, const Options& o, const LoadedModel& m) {
   } else {
     std::fprintf(stderr,
                  "prefill: %zu tokens in %.3f s (%.1f tokens/s); decode: %lld tokens in %.3f s "
-                 "(%.1f tokens/s); layout %zu node(s) x %d rank(s), threads/rank=%d\n",
+                 "(%.1f tokens/s); layout %d node(s) x %d rank(s), threads/rank=%d\n",
                  req.prompt_ids.size(), t.prefill_seconds, prefill_tps,
                  static_cast<long long>(t.decode_steps), t.decode_seconds, decode_tps,
-                 o.tp_layout.size(), o.tp, o.threads);
+                 m.topology.nodes(), m.topology.ranksPerNode(), o.threads);
   }
   return 0;
 }
@@ -234,8 +234,8 @@ int serve(Driver& driver, const Options& o) {
 
 int runCluster(const Options& o) {
   const Placement placement = resolvePlacement(o);  // checks --backend/--devices first
-  // The mesh's own checks (a secret, TLS or --insecure) before the model loads.
-  if (o.tp_layout.size() > 1) mesh::validateMeshOptions(makeMeshOptions(o, "none"));
+  // The layout and the mesh's own checks (a secret, TLS or --insecure) before the model loads.
+  if (!clusterTopology(o).singleNode()) mesh::validateMeshOptions(makeMeshOptions(o, "none"));
   std::unique_ptr<LoadedModel> model = loadModel(o);
   if (o.node_id != 0) return runWorker(o, *model, placement);  // a signal ends a worker at once
   std::signal(SIGINT, onSignal);

@@ -9,7 +9,7 @@
 namespace tpnode::node {
 
 ClusterSession::ClusterSession(const Options& o, const LoadedModel& model, SessionHooks hooks)
-    : options_(o), model_(model), nodes_(static_cast<int>(o.tp_layout.size())), hooks_(hooks) {
+    : options_(o), model_(model), nodes_(model.topology.nodes()), hooks_(hooks) {
   if (nodes_ > 1) {
     if (hooks.log_formation) spdlog::info("[driver] forming the mesh of {} nodes", nodes_);
     mesh::MeshOptions mo = makeMeshOptions(o, model.identity);

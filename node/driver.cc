@@ -27,8 +27,7 @@ Driver::Driver(const Options& options, const LoadedModel& model, DriverOptions d
     : options_(options),
       model_(model),
       driver_options_(driver_options),
-      metrics_(std::make_unique<DriverMetrics>(static_cast<int>(options.tp_layout.size()),
-                                               options.node_id)) {
+      metrics_(std::make_unique<DriverMetrics>(model.topology.nodes(), model.topology.nodeId())) {
   std::lock_guard lock(mu_);
   not_ready_reason_ = "the cluster is forming";
 }
@@ -182,7 +181,6 @@ void Driver::loop() {
 
 bool Driver::formCluster() {
   fault_ = false;
-  const int nodes = static_cast<int>(options_.tp_layout.size());
   SessionHooks hooks;
   hooks.cancel = &stop_;
   hooks.meters = &metrics_->links();
@@ -207,9 +205,9 @@ bool Driver::formCluster() {
     std::lock_guard lock(mu_);
     not_ready_reason_.clear();
   }
-  spdlog::info("[cluster] ready: {} node(s) x {} rank(s), model {}, {} slots x {} positions", nodes,
-               options_.tp, model_.name, driver_options_.scheduler.slots,
-               driver_options_.scheduler.ctx_size);
+  spdlog::info("[cluster] ready: {} node(s) x {} rank(s), model {}, {} slots x {} positions",
+               model_.topology.nodes(), model_.topology.ranksPerNode(), model_.name,
+               driver_options_.scheduler.slots, driver_options_.scheduler.ctx_size);
   return true;
 }
 

@@ -44,9 +44,13 @@ std::string modelSlug(const std::string& path) {
   return slug.empty() ? "model" : slug;
 }
 
+collectives::Topology clusterTopology(const Options& o) {
+  return collectives::Topology::fromLayout(o.tp_layout, o.node_id);
+}
+
 std::unique_ptr<LoadedModel> loadModel(const Options& o) {
   auto m = std::make_unique<LoadedModel>();
-  m->topology = collectives::Topology::fromLayout(o.tp_layout, o.node_id);
+  m->topology = clusterTopology(o);
   spdlog::info("[model] opening {}", o.model);
   m->file = model::GgufFile::open(o.model);
   const auto& meta = m->file->metadata();

@@ -31,10 +31,15 @@ struct LoadedModel {
 // digits, '.', '_', '-' (and UTF-8) as one '-': "My Model Q4.gguf" -> "My-Model-Q4".
 std::string modelSlug(const std::string& path);
 
-// Builds the topology of options.tp_layout (refusing a layout tpnode cannot run yet, before
-// anything loads: collectives::Topology::fromLayout), opens options.model, checks that the
-// topology can shard it (the error names the tensor, its size and the tp degrees that work) and
-// logs what will run.
+// The cluster's shape: options.tp_layout (filled by finishLayout) and options.node_id, without
+// devices (node/placement.h). collectives::Topology::fromLayout: Error(kUnsupported) for a
+// layout tpnode cannot run yet. Before the model loads, node counts and ranks come from this;
+// after, from LoadedModel::topology (the same value).
+collectives::Topology clusterTopology(const Options& options);
+
+// Builds clusterTopology(options) (refusing a layout before anything loads), opens
+// options.model, checks that the topology can shard it (the error names the tensor, its size and
+// the tp degrees that work) and logs what will run.
 std::unique_ptr<LoadedModel> loadModel(const Options& options);
 
 }  // namespace tpnode::node

@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   try {
     std::string tag = "n";  // (not "n" + to_string: GCC 12 -O3 warns -Wrestrict on that)
     tag += std::to_string(options.node_id);
-    initLogging(options.log_level, tag);
+    initLogging(node::enumName(options.log_level), tag);
     if (!options.model.empty()) return node::runCluster(options);
     if (options.model.empty() && !options.peers.empty()) return node::runMeshOnly(options);
     spdlog::error(

@@ -22,11 +22,15 @@ enum class LocalTransport { kAuto, kNccl, kP2p, kHost };  // --local-transport (
 enum class InterTransport { kAuto, kMesh, kNccl };        // --inter-transport (GPU ranks)
 enum class WireFormatFlag { kF32, kBF16, kQ8_0 };  // --wire-format (inter-node all-reduce payload)
 enum class HeadFlag { kAuto, kVocabParallel, kReplicated };  // --head (output head layout)
+enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kCritical, kOff };  // --log-level
 inline constexpr std::string_view kBackendNames[] = {"auto", "cpu", "cuda"};
 inline constexpr std::string_view kLocalTransportNames[] = {"auto", "nccl", "p2p", "host"};
 inline constexpr std::string_view kInterTransportNames[] = {"auto", "mesh", "nccl"};
 inline constexpr std::string_view kWireFormatNames[] = {"f32", "bf16", "q8_0"};
 inline constexpr std::string_view kHeadNames[] = {"auto", "vocab-parallel", "replicated"};
+// spdlog's level names (common/log.h: initLogging), "warn" for warning.
+inline constexpr std::string_view kLogLevelNames[] = {"trace", "debug",    "info", "warn",
+                                                      "error", "critical", "off"};
 constexpr std::span<const std::string_view> enumNames(Backend) {
   return kBackendNames;
 }
@@ -41,6 +45,9 @@ constexpr std::span<const std::string_view> enumNames(WireFormatFlag) {
 }
 constexpr std::span<const std::string_view> enumNames(HeadFlag) {
   return kHeadNames;
+}
+constexpr std::span<const std::string_view> enumNames(LogLevel) {
+  return kLogLevelNames;
 }
 
 // Throws Error(kInvalidArgument): "--backend 'tpu' is not auto, cpu or cuda".
@@ -142,7 +149,7 @@ struct Options {
   bool gen_secret = false;
   std::string gen_secret_file;
   // Misc
-  std::string log_level = "info";
+  LogLevel log_level = LogLevel::kInfo;
   // Long names of the flags the command line, the environment or the config set ("temp",
   // "n-predict", ...): the API takes its request defaults only from these.
   std::set<std::string> given;

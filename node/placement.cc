@@ -6,8 +6,10 @@
 #include <filesystem>
 #include <thread>
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "collectives/topology.h"
 #include "common/error.h"
 #include "model/cuda/gpu_node.h"
 
@@ -21,6 +23,11 @@ int countNvidiaGpus() {
   int n = 0;
   for (const auto& entry : it) n += entry.is_directory() ? 1 : 0;
   return n;
+}
+
+// "0,1,0": a device list as --devices takes it.
+std::string deviceList(const std::vector<int>& devices) {
+  return fmt::format("{}", fmt::join(devices, ","));
 }
 
 }  // namespace
@@ -45,13 +52,11 @@ Placement resolvePlacement(const Options& o) {
         fail(ErrorCode::kResource,
              "--tp {} needs {} CUDA devices but {} {} visible; lower --tp, add nodes, or put "
              "several ranks on one GPU on purpose with --devices (e.g. --devices {})",
-             o.tp, o.tp, visible, visible == 1 ? "is" : "are", [&] {
-               std::string d;
-               for (int r = 0; r < o.tp; ++r) d += (r ? "," : "") + std::to_string(r % visible);
-               return d;
-             }());
+             o.tp, o.tp, visible, visible == 1 ? "is" : "are",
+             deviceList(collectives::Topology::roundRobinDevices(o.tp, visible)));
       }
-      for (int r = 0; r < o.tp; ++r) p.gpu_of_rank.push_back(r);
+      p.gpu_of_rank =
+          collectives::Topology::roundRobinDevices(o.tp, visible);  // tp <= visible: r on r
     } else {
       p.gpu_of_rank = parseIntList("--devices", o.devices);
       if (static_cast<int>(p.gpu_of_rank.size()) != o.tp) {
@@ -68,10 +73,8 @@ Placement resolvePlacement(const Options& o) {
         }
       }
     }
-    std::string list;
-    for (int d : p.gpu_of_rank) list += (list.empty() ? "" : ",") + std::to_string(d);
-    spdlog::info("[node] GPU ranks: {} local rank(s) on CUDA device(s) {} ({} visible)", o.tp, list,
-                 visible);
+    spdlog::info("[node] GPU ranks: {} local rank(s) on CUDA device(s) {} ({} visible)", o.tp,
+                 deviceList(p.gpu_of_rank), visible);
     return p;
   }
   if (p.gpus_present > 0) {
@@ -86,11 +89,7 @@ Placement resolvePlacement(const Options& o) {
          "--tp {} but this host has {} CPU core(s) for CPU ranks; lower --tp to at most {}, add "
          "nodes, or oversubscribe on purpose by mapping ranks to cores with --devices (e.g. "
          "--devices {})",
-         o.tp, cores, cores, [&] {
-           std::string d;
-           for (int r = 0; r < o.tp; ++r) d += (r ? "," : "") + std::to_string(r % cores);
-           return d;
-         }());
+         o.tp, cores, cores, deviceList(collectives::Topology::roundRobinDevices(o.tp, cores)));
   }
   if (!o.devices.empty()) {
     std::vector<int> cpus = parseIntList("--devices", o.devices);

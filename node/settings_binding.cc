@@ -22,7 +22,7 @@ using Member =
     std::variant<std::string Options::*, int Options::*, double Options::*, bool Options::*,
                  uint64_t Options::*, CudaGraphs Options::*, Backend Options::*,
                  LocalTransport Options::*, InterTransport Options::*, WireFormatFlag Options::*,
-                 HeadFlag Options::*, std::vector<int> Options::*,
+                 HeadFlag Options::*, LogLevel Options::*, std::vector<int> Options::*,
                  std::vector<std::string> Options::*>;
 
 struct Binding {

@@ -13,7 +13,7 @@ Step time (seconds), what the code does (docs/scaling.md explains each term):
   t_cmd       driver -> workers step command: one one-way latency (nodes > 1)
   t_compute   weight bytes read per token by one rank / bandwidth of one rank (+ per-layer
               fixed cost on GPUs)
-  t_allreduce local stage (shared memory / NVLink) + inter-node stage (direct exchange below
+  t_allreduce local op (shared memory / NVLink) + inter-node op (direct exchange below
               the 256 KiB crossover: alpha + (nodes-1) * B / R; from 3 nodes the runtime may
               measure the tree faster at startup and use it, which this model does not cover;
               ring above it:
@@ -253,7 +253,7 @@ def cmd_check(args):
     def fair(w_rank, nodes, g):
         return w_rank / bw1
 
-    # Local stage (shared memory) per all-reduce, derived: 1x2 minus its compute (the same in
+    # Local op (shared memory) per all-reduce, derived: 1x2 minus its compute (the same in
     # both readings for 2 ranks), over the 2 * n_layer all-reduces and the logits gather.
     w2 = rank_params(m, 2) * bpp
     local_ar = max(0.0, (t1x2 - dedicated(w2, 1, 2)) / (2 * m["n_layer"] + 1))

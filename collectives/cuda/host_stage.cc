@@ -50,11 +50,11 @@ HostStagingOp::HostStagingOp(Communicator* comm, int device, size_t max_count, b
 }
 
 void HostStagingOp::allReduceSum(float* data, size_t count, cudaStream_t stream) {
-  TP_CHECK(count <= pinned_.count(), "host stage: {} elements, buffer holds {}", count,
+  TP_CHECK(count <= pinned_.count(), "HostStagingOp: {} elements, buffer holds {}", count,
            pinned_.count());
   const size_t chunk = chunkElements(count);
   const size_t chunks = (count + chunk - 1) / chunk;
-  TP_CHECK(chunks <= kMaxChunks, "host stage: {} chunks", chunks);
+  TP_CHECK(chunks <= kMaxChunks, "HostStagingOp: {} chunks", chunks);
   float* const pinned = pinned_.get();
   // The previous call's H2D (possibly on another stream) must be done reading pinned_.
   TP_CUDA(cudaStreamWaitEvent(stream, h2d_done_.get(), 0));
@@ -66,7 +66,7 @@ void HostStagingOp::allReduceSum(float* data, size_t count, cudaStream_t stream)
       TP_CUDA(cudaEventRecord(d2h_done_[c].get(), stream));
     }
   } else {
-    waitStream(stream, "inter-node stage");  // the previous H2D has finished reading pinned_
+    waitStream(stream, "inter-node op");  // the previous H2D has finished reading pinned_
     std::fill_n(pinned, count, 0.0f);
   }
   for (size_t c = 0; c < chunks; ++c) {

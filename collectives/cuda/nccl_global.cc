@@ -76,9 +76,9 @@ struct NcclGlobal {
 
 namespace {
 
-class NcclGlobalStage final : public DeviceLocalOp {
+class NcclGlobalOp final : public DeviceLocalOp {
  public:
-  explicit NcclGlobalStage(std::shared_ptr<NcclGlobal> global) : global_(std::move(global)) {}
+  explicit NcclGlobalOp(std::shared_ptr<NcclGlobal> global) : global_(std::move(global)) {}
   void allReduceSum(float* data, size_t count, cudaStream_t stream) override {
     const ncclResult_t res =
         ncclAllReduce(data, data, count, ncclFloat, ncclSum, global_->comm, stream);
@@ -134,7 +134,7 @@ std::shared_ptr<NcclGlobal> initNcclGlobal(const NcclId& id, int nranks, int ran
 }
 
 std::unique_ptr<DeviceLocalOp> createNcclGlobalOp(std::shared_ptr<NcclGlobal> global) {
-  return std::make_unique<NcclGlobalStage>(std::move(global));
+  return std::make_unique<NcclGlobalOp>(std::move(global));
 }
 
 #else

@@ -129,6 +129,26 @@ TEST(TopologyTest, DeviceLists) {
   EXPECT_EQ(from_layout, Topology::uniform(2, 2, 1, {5, 7}));
 }
 
+// Local rank r on device r % available: what placement gives when --devices is not set, and
+// what it suggests when there are fewer devices than ranks.
+TEST(TopologyTest, RoundRobinDevicesTable) {
+  struct Case {
+    int ranks, available;
+    std::vector<int> devices;
+  };
+  const std::vector<Case> cases = {
+      {0, 1, {}},           {1, 1, {0}},       {2, 4, {0, 1}},
+      {4, 4, {0, 1, 2, 3}}, {3, 1, {0, 0, 0}}, {5, 2, {0, 1, 0, 1, 0}},
+      {4, 3, {0, 1, 2, 0}}, {2, 8, {0, 1}},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(Topology::roundRobinDevices(c.ranks, c.available), c.devices)
+        << c.ranks << " ranks on " << c.available << " device(s)";
+  }
+  EXPECT_THROW(Topology::roundRobinDevices(2, 0), Error);
+  EXPECT_THROW(Topology::roundRobinDevices(-1, 2), Error);
+}
+
 struct Refused {
   const char* name;
   int nodes, ranks_per_node, node_id;

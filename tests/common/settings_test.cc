@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/settings.h"
+#include "tests/support/test_env.h"
 
 namespace tpnode::settings {
 namespace {
@@ -107,9 +108,9 @@ std::string generatedBlock(const std::string& doc, const std::string& name) {
 }
 
 TEST(SettingsTest, DocsMatchTheTable) {
-  const char* src = std::getenv("TPNODE_SOURCE_DIR");  // test harness, tests/test_main.cc
-  ASSERT_NE(src, nullptr);
-  std::ifstream in(std::string(src) + "/docs/cluster.md");
+  const auto src = testing_support::testEnv("TPNODE_SOURCE_DIR");  // set by tests/test_main.cc
+  ASSERT_TRUE(src.has_value());
+  std::ifstream in(*src + "/docs/cluster.md");
   ASSERT_TRUE(in.good());
   std::stringstream ss;
   ss << in.rdbuf();

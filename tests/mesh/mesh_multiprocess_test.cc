@@ -12,6 +12,7 @@
 
 #include "free_ports.h"
 #include "process.h"
+#include "tests/support/test_env.h"
 
 namespace tpnode::mesh::test {
 namespace {
@@ -95,8 +96,8 @@ int32_t gtestSeedFlag() {
 
 unsigned startOrderSeed() {
   unsigned seed = 0;
-  if (const char* v = std::getenv("TPNODE_TEST_SEED"); v != nullptr && *v != '\0') {
-    seed = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
+  if (const auto v = testing_support::testEnv("TPNODE_TEST_SEED")) {
+    seed = static_cast<unsigned>(std::strtoul(v->c_str(), nullptr, 10));
   } else if (gtestSeedFlag() != 0) {
     seed = static_cast<unsigned>(gtestSeedFlag());
   } else {

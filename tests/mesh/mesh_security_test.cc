@@ -26,6 +26,7 @@
 #include "mesh/crypto.h"
 #include "mesh/handshake.h"
 #include "process.h"
+#include "tests/support/test_env.h"
 
 namespace tpnode::mesh::test {
 namespace {
@@ -286,9 +287,9 @@ TEST_F(MeshSecurityTest, HandshakesAreCappedPerSourceAddress) {
 // Accepting fails with EMFILE: node 0 says so (at most once per 5 s, with a count) and goes
 // on, and the real node 1 joins once the idle connections are gone.
 TEST_F(MeshSecurityTest, RunningOutOfDescriptorsRefusesConnectionsAndGoesOn) {
-  const char* bin = std::getenv("TPNODE_BIN");
-  ASSERT_NE(bin, nullptr);
-  std::vector<std::string> args = {"--nofile=40", "--",          bin,    "--node-id",
+  const auto bin = testing_support::testEnv("TPNODE_BIN");
+  ASSERT_TRUE(bin.has_value());
+  std::vector<std::string> args = {"--nofile=40", "--",          *bin,   "--node-id",
                                    "0",           "--peers",     peers_, "--connect-timeout",
                                    "60",          "--mesh-hold", "1"};
   procs_.emplace_back(

@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -18,6 +17,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "tests/support/test_env.h"
 
 extern char** environ;
 
@@ -50,8 +51,9 @@ class Process {
   Process(std::vector<std::string> args, std::vector<std::string> env, std::string log_path,
           const std::string& executable = {})
       : log_path_(std::move(log_path)) {
-    const char* bin = executable.empty() ? std::getenv("TPNODE_BIN") : executable.c_str();
-    if (bin == nullptr) throw std::runtime_error("TPNODE_BIN is not set (run through ctest)");
+    std::string bin =
+        executable.empty() ? testing_support::testEnv("TPNODE_BIN").value_or("") : executable;
+    if (bin.empty()) throw std::runtime_error("TPNODE_BIN is not set (run through ctest)");
     args.insert(args.begin(), bin);
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -67,7 +69,7 @@ class Process {
     posix_spawn_file_actions_addopen(&actions, 1, log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                      0644);
     posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    if (posix_spawn(&pid_, bin, &actions, nullptr, argv.data(), envp.data()) != 0) {
+    if (posix_spawn(&pid_, bin.c_str(), &actions, nullptr, argv.data(), envp.data()) != 0) {
       throw std::runtime_error(std::string("cannot start ") + bin);
     }
     posix_spawn_file_actions_destroy(&actions);

@@ -19,10 +19,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +36,7 @@
 #include "model/vocab_gguf.h"
 #include "tests/support/model_cache.h"
 #include "tests/support/rank_runner.h"
+#include "tests/support/test_env.h"
 
 namespace tpnode::model {
 namespace {
@@ -48,11 +49,11 @@ std::string modelPath() {
 }
 
 nlohmann::json reference() {
-  const char* src = std::getenv("TPNODE_SOURCE_DIR");
+  std::optional<std::string> src = testing_support::testEnv("TPNODE_SOURCE_DIR");
 #ifdef TPNODE_TEST_SOURCE_DIR
   if (!src) src = TPNODE_TEST_SOURCE_DIR;
 #endif
-  std::ifstream in(std::string(src ? src : ".") + "/tests/data/gemma3/reference.json");
+  std::ifstream in(src.value_or(".") + "/tests/data/gemma3/reference.json");
   return nlohmann::json::parse(in);
 }
 

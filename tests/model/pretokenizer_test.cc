@@ -3,13 +3,13 @@
 // (tests/model/data/pretokenizer_cases.json, written by tools/gen_pretokenizer_cases.py).
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "model/pretokenizer.h"
+#include "tests/support/test_env.h"
 
 namespace tpnode::model {
 namespace {
@@ -73,9 +73,9 @@ TEST(PreTokenizerTest, SplitsLikeTheRegexes) {
 }
 
 TEST(PreTokenizerTest, AgreesWithTheOriginalRegexes) {
-  const char* src = std::getenv("TPNODE_SOURCE_DIR");
-  ASSERT_NE(src, nullptr);
-  std::ifstream in(std::string(src) + "/tests/model/data/pretokenizer_cases.json");
+  const auto src = testing_support::testEnv("TPNODE_SOURCE_DIR");
+  ASSERT_TRUE(src.has_value());
+  std::ifstream in(*src + "/tests/model/data/pretokenizer_cases.json");
   ASSERT_TRUE(in.good());
   const auto doc = nlohmann::json::parse(in);
   size_t checked = 0;

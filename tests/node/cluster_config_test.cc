@@ -1,10 +1,10 @@
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 
 #include "common/error.h"
 #include "node/cluster_config.h"
+#include "tests/support/test_env.h"
 
 namespace tpnode::node {
 namespace {
@@ -114,10 +114,10 @@ TEST(ClusterConfigTest, RefusesNodeIdOutsideTheList) {
 }
 
 TEST(ClusterConfigTest, ShippedExamplesAreValid) {
-  const char* src = std::getenv("TPNODE_SOURCE_DIR");
-  ASSERT_NE(src, nullptr);
+  const auto src = testing_support::testEnv("TPNODE_SOURCE_DIR");
+  ASSERT_TRUE(src.has_value());
   int n = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(std::string(src) + "/configs")) {
+  for (const auto& entry : std::filesystem::directory_iterator(*src + "/configs")) {
     if (entry.path().extension() != ".yaml") continue;
     EXPECT_NO_THROW(loadClusterConfig(entry.path().string())) << entry.path();
     ++n;

@@ -14,6 +14,7 @@
 
 #include "model/npy.h"
 #include "tests/model/reference_cases.h"
+#include "tests/support/test_env.h"
 
 namespace tpnode::node {
 namespace {
@@ -24,7 +25,8 @@ struct Outcome {
 };
 
 Outcome run(const std::string& args) {
-  std::string cmd = std::string(std::getenv("TPNODE_BIN")) + " " + args + " --log-level warn 2>&1";
+  std::string cmd =
+      testing_support::testEnv("TPNODE_BIN").value() + " " + args + " --log-level warn 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;

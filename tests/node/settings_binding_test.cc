@@ -148,6 +148,7 @@ TEST(SettingsBindingTest, EnumNamesAreTheTablesChoices) {
   expectNamesAreTheChoices<InterTransport>("inter-transport");
   expectNamesAreTheChoices<WireFormatFlag>("wire-format");
   expectNamesAreTheChoices<HeadFlag>("head");
+  expectNamesAreTheChoices<LogLevel>("log-level");
   for (std::string_view c : settings::findFlag("cuda-graphs")->choices) {
     EXPECT_NO_THROW(parseCudaGraphs(c)) << c;
   }
@@ -156,6 +157,10 @@ TEST(SettingsBindingTest, EnumNamesAreTheTablesChoices) {
   EXPECT_EQ(parse({"--backend", "tpu"}, o, exit_code), ParseResult::kExitError);
   EXPECT_EQ(parse({"--local-transport", "ib"}, o, exit_code), ParseResult::kExitError);
   EXPECT_EQ(exit_code, 2);
+  EXPECT_EQ(parse({"--log-level", "loud"}, o, exit_code), ParseResult::kExitError);
+  EXPECT_EQ(exit_code, 2);
+  ASSERT_EQ(parse({"--log-level", "off"}, o, exit_code), ParseResult::kRun);
+  EXPECT_EQ(o.log_level, LogLevel::kOff);
 }
 
 TEST(SettingsBindingTest, CudaGraphsIsParsedOnce) {

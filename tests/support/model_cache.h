@@ -3,20 +3,21 @@
 // TPNODE_GEMMA_MODEL names another file. Tests that need it skip, saying so, when it is absent.
 #pragma once
 
-#include <cstdlib>
 #include <string>
+
+#include "tests/support/test_env.h"
 
 namespace tpnode::testing_support {
 
 inline std::string tpnodeCacheDir() {
-  if (const char* c = std::getenv("TPNODE_CACHE")) return c;
-  if (const char* x = std::getenv("XDG_CACHE_HOME")) return std::string(x) + "/tpnode";
-  const char* home = std::getenv("HOME");
-  return home ? std::string(home) + "/.cache/tpnode" : std::string();
+  if (auto c = testEnv("TPNODE_CACHE")) return *c;
+  if (auto x = testEnv("XDG_CACHE_HOME")) return *x + "/tpnode";
+  const auto home = testEnv("HOME");
+  return home ? *home + "/.cache/tpnode" : std::string();
 }
 
 inline std::string defaultModelPath() {
-  if (const char* p = std::getenv("TPNODE_GEMMA_MODEL")) return p;
+  if (auto p = testEnv("TPNODE_GEMMA_MODEL")) return *p;
   return tpnodeCacheDir() + "/models/gemma-3-270m-q4_k_m.gguf";
 }
 

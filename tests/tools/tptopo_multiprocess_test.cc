@@ -15,6 +15,7 @@
 
 #include "tests/mesh/free_ports.h"
 #include "tests/mesh/process.h"
+#include "tests/support/test_env.h"
 
 namespace tpnode::tptopo {
 namespace {
@@ -24,8 +25,7 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 
 std::string tptopoBin() {
-  const char* env = std::getenv("TPTOPO_BIN");
-  return env != nullptr ? env : TPTOPO_TEST_BIN;
+  return testing_support::testEnv("TPTOPO_BIN").value_or(TPTOPO_TEST_BIN);
 }
 
 // Flags that keep a run short on a small machine, unless `args` sets them.

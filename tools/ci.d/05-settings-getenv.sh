@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# The settings table is the only reader of the environment (common/settings.h, issue 17): no
-# getenv in the product code outside common/settings.cc. Tests (tests/) may read their own
-# harness variables (TPNODE_BIN, TPNODE_SOURCE_DIR, ...). Also a ctest (settings_getenv_check).
+# Two readers of the environment (issue 17): the settings table for the product
+# (common/settings.cc, settings::envValue()) and tests/support/test_env.h for the tests
+# (testing_support::testEnv()). No getenv anywhere else in node mesh collectives model tools
+# common tests. Also a ctest (settings_getenv_check).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# Files that still call getenv while another change owns them (tests/model/reference*, being
+# reworked elsewhere); each goes from this list when it reads through testEnv(). Nothing may be
+# added to it.
+pending='^tests/model/(reference_data\.h|reference_parity_test\.cc):'
 hits=$(grep -rn --include='*.cc' --include='*.h' --include='*.cu' --include='*.cuh' -E '\b(std::)?(secure_)?getenv\b' \
-  node mesh collectives model tools common | grep -v '^common/settings\.\(cc\|h\):' || true)
+  node mesh collectives model tools common tests |
+  grep -v -E '^(common/settings\.cc|tests/support/test_env\.h):' | grep -v -E "$pending" || true)
 if [ -n "$hits" ]; then
-  echo "[settings] getenv outside common/settings.cc; declare the variable in common/settings_table.cc and read it with settings::envValue():"
+  echo "[settings] getenv outside common/settings.cc and tests/support/test_env.h:"
+  echo "  product: declare the variable in common/settings_table.cc, read it with settings::envValue()"
+  echo "  tests:   list the variable in tests/support/test_env.h, read it with testEnv()"
   echo "$hits"
   exit 1
 fi
-echo "[settings] no getenv outside the settings table"
+echo "[settings] no getenv outside the settings table and tests/support/test_env.h"

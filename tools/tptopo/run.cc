@@ -132,6 +132,8 @@ Report runTopo(const TopoOptions& t) {
   const auto coll = node::collectiveOptionsFor(o);
   Report r;
   r.node_id = o.node_id;
+  // The nodes of the mesh tptopo joins (--peers), not a collectives::Topology: tptopo runs and
+  // reports even with a --tp or --tp-layout that Topology refuses (tpnode stops at start).
   r.nodes = static_cast<int>(o.tp_layout.size());
   r.transport = transportChoice(t, coll);
   NodeReport own;

@@ -13,6 +13,8 @@
 #include <thread>
 #include <utility>
 
+#include "tests/support/test_env.h"
+
 struct CUstream_st {
   int device = 0;
   std::mutex m;
@@ -97,8 +99,8 @@ cudaError_t ret(cudaError_t e) {
   return e;
 }
 int deviceCount() {
-  const char* v = std::getenv("FAKE_CUDA_DEVICES");
-  return v ? std::atoi(v) : 2;
+  const auto v = tpnode::testing_support::testEnv("FAKE_CUDA_DEVICES");
+  return v ? std::atoi(v->c_str()) : 2;
 }
 }  // namespace
 
