@@ -1,10 +1,11 @@
 // LlamaRank's attention block: norm, Q/K/V projections (+bias, +QK norm), RoPE (per-layer base),
 // KV cache write, causal grouped-query attention over the cache (a sliding window on gemma3's
-// local layers), output projection, all-reduce, (gemma3: post norm), residual.
+// local layers) in llama.cpp's float order (kernels/cpu/ggml_math.h), output projection,
+// all-reduce, (gemma3: post norm), residual.
 #include <algorithm>
 #include <cmath>
 
-#include "model/kernels/cpu/dot.h"
+#include "model/kernels/cpu/ggml_math.h"
 #include "model/kernels/cpu/ops.h"
 #include "model/llama_rank.h"
 
@@ -79,26 +80,29 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
   // Sliding-window layers: position p sees (p - n_swa, p], as llama.cpp's is_masked_swa.
   const int64_t window = config_.isSwa(l) ? config_.n_swa : 0;
   attn_.assign(static_cast<size_t>(n * nq), 0.f);
-  const kernels::DotFn f32dot = kernels::bestKernels().f32;
-  const kernels::AxpyFn axpy = kernels::bestKernels().f32_axpy;
   const size_t kv_row_bytes = static_cast<size_t>(kv_.rowFloats()) * sizeof(float);
+  // llama.cpp sums V with a different order for one token than for a batch (ggml_math.h).
+  const auto order =
+      n == 1 ? kernels::ggml::VSumOrder::kVecDot64 : kernels::ggml::VSumOrder::kTinyBlas16;
   pool_.parallelFor(n * heads, 1, [&](int64_t b, int64_t e) {
     std::vector<float> scores;
+    std::vector<float> lanes(kernels::ggml::kWeightedRowSumScratch);
     for (int64_t job = b; job < e; ++job) {
       const int64_t i = job / heads, h = job % heads, kvh = h / group;
       const BatchToken& t = batch[static_cast<size_t>(i)];
       const float* q = q_.data() + i * nq + h * hd;
+      // Cells [first, pos]; the softmax's chunks of 16 start at a multiple of 16, as in
+      // llama.cpp's row of all cells, so the row starts there with masked (-inf) entries.
       const int64_t first = window > 0 ? std::max<int64_t>(0, t.pos + 1 - window) : 0;
-      const int64_t len = t.pos + 1 - first;
-      scores.resize(static_cast<size_t>(len));
-      // q . k for every cached position: rows of K one position apart.
-      f32dot(hd, kv_.k(l, t.slot, first) + kvh * hd, kv_row_bytes, static_cast<int>(len), q,
-             scores.data());
-      for (float& s : scores) s *= scale;
+      const int64_t start = first & ~int64_t{15};
+      const int64_t len = t.pos + 1 - start;
+      scores.assign(static_cast<size_t>(len), -INFINITY);
+      kernels::ggml::scores(hd, q, kv_.k(l, t.slot, first) + kvh * hd, kv_row_bytes,
+                            t.pos + 1 - first, scale, scores.data() + (first - start));
       kernels::softmax(scores.data(), len);
-      // out = sum over positions of p * V row, V rows one position apart like K.
-      axpy(hd, kv_.v(l, t.slot, first) + kvh * hd, kv_row_bytes, static_cast<int>(len),
-           scores.data(), attn_.data() + i * nq + h * hd);
+      kernels::ggml::weightedRowSum(
+          order, scores.data() + (first - start), kv_.v(l, t.slot, first) + kvh * hd, kv_row_bytes,
+          t.pos + 1 - first, hd, lanes.data(), attn_.data() + i * nq + h * hd);
     }
   });
 }

@@ -20,7 +20,9 @@ void LlamaRank::ffnBlock(int64_t l, int64_t n) {
   if (config_.ffn_act == FfnAct::kGeluTanh) {
     kernels::geglu(gate_.data(), up_.data(), n * ff);
   } else {
-    kernels::swiglu(gate_.data(), up_.data(), n * ff);
+    for (int64_t i = 0; i < n; ++i) {  // per row, as ggml (its last n_ff % 16 use libm's expf)
+      kernels::swiglu(gate_.data() + i * ff, up_.data() + i * ff, ff);
+    }
   }
   o_.resize(static_cast<size_t>(n * dim));
   matmul(w.w_down, gate_.data(), n, o_.data());

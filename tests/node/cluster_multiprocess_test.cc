@@ -2,6 +2,7 @@
 // greedy tokens (the reference set, tests/data/reference), i.e. the same tokens as one rank.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -9,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/npy.h"
 #include "tests/mesh/free_ports.h"
 #include "tests/mesh/process.h"
 #include "tests/model/reference_data.h"
@@ -188,21 +190,45 @@ TEST(ClusterRefusalTest, MixedLayoutIsRefusedClearly) {
 namespace tpnode::node {
 namespace {
 
-// The default real model (tools/fetch-model.sh): 2 nodes x 2 ranks give the tokens of one rank.
+// The default real model (tools/fetch-model.sh): 2 nodes x 2 ranks give the tokens of one rank
+// up to the first step where the one-rank run's own top-1/top-2 gap is below kGapNoise, and both
+// answer Paris. Past such a step a split is legitimate: gemma's activations are re-quantized at
+// every matmul, so another all-reduce order moves its logits by ~0.05-0.1 (measured between tp
+// 1, 2 and 4 on this prompt, whose second token has a gap of only 0.065) -- gemma3_parity_test's
+// rule and threshold.
 TEST(ClusterRealModelTest, Gemma3TwoByTwoMatchesOneRank) {
+  constexpr double kGapNoise = 1.0;
   const std::string model = testing_support::defaultModelPath();
   if (!std::filesystem::exists(model)) {
     GTEST_SKIP() << "skipped: " << model << " not found (tools/fetch-model.sh obtains it)";
   }
   std::vector<std::string> args = {
       "--prompt", "Question: What is the capital of France?\nAnswer:", "-n", "16", "--json"};
-  ClusterRun one = runCluster(model, 1, 1, args, "gemma_1x1");
+  const std::string logits = ::testing::TempDir() + "/gemma_1x1_logits.npy";
+  std::vector<std::string> one_args = args;
+  one_args.insert(one_args.end(), {"--dump-logits", logits});
+  ClusterRun one = runCluster(model, 1, 1, one_args, "gemma_1x1");
   ClusterRun four = runCluster(model, 2, 2, args, "gemma_2x2");
   ASSERT_EQ(one.node_rc[0], 0) << one.logs[0];
   for (size_t n = 0; n < four.node_rc.size(); ++n) ASSERT_EQ(four.node_rc[n], 0) << four.logs[n];
-  EXPECT_EQ(four.output["ids"], one.output["ids"]);
-  EXPECT_NE(one.output["text"].get<std::string>().find("Paris"), std::string::npos)
-      << one.output.dump();
+  const auto& ids = one.output["ids"];
+  ASSERT_EQ(four.output["ids"].size(), ids.size());
+  const model::NpyMatrix rows = model::readNpy(logits);
+  const size_t n_prompt = one.output["prompt_ids"].size();
+  ASSERT_EQ(static_cast<size_t>(rows.rows), n_prompt + ids.size());
+  size_t compared = 0;
+  for (; compared < ids.size(); ++compared) {
+    const float* row = rows.row(static_cast<int64_t>(n_prompt - 1 + compared));
+    std::vector<float> top(row, row + rows.cols);
+    std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<>());
+    if (top[0] - top[1] < kGapNoise) break;
+    EXPECT_EQ(four.output["ids"][compared], ids[compared]) << "step " << compared;
+  }
+  EXPECT_GT(compared, 0u) << "the first token is a near-tie already";
+  for (const ClusterRun* run : {&one, &four}) {
+    EXPECT_NE(run->output["text"].get<std::string>().find("Paris"), std::string::npos)
+        << run->output.dump();
+  }
 }
 
 }  // namespace

@@ -10,7 +10,9 @@
 // [n_prompt + n_gen, n_vocab], float32 or, with --f16, float16. Row p is the output after the
 // token at position p, so generated[j] = argmax(row n_prompt - 1 + j). Greedy: argmax, lowest id
 // on ties, EOS does not stop. Settings fixed so reruns are identical: n_ctx 512, n_batch =
-// n_ubatch 512, 2 threads, F32 K/V cache, no flash attention, CPU only.
+// n_ubatch 512, 2 threads, F32 K/V cache, no flash attention (what tpnode computes; llama.cpp's
+// defaults, F16 K/V and flash attention, differ by a median 0.15 per row on Q8_0/Q4_0:
+// tests/data/reference/README.md, "Numerics"), CPU only.
 #include <llama.h>
 
 #include <cmath>

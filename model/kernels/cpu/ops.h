@@ -1,6 +1,7 @@
-// Element-wise and per-row float ops of the Llama block, numerically as ggml's CPU backend
+// Element-wise and per-row float ops of the Llama block, bit for bit as llama.cpp's CPU backend
 // computes them (RMSNorm sums squares in double; RoPE builds angles by repeated multiplication
-// in float; softmax sums exp in double).
+// in float and rotates with the fused multiply-adds GCC makes of ggml's rotate_pairs; softmax
+// and SwiGLU use ggml's SIMD exp: model/kernels/cpu/ggml_math.h). Pure; any thread.
 #pragma once
 
 #include <cstdint>
@@ -17,10 +18,11 @@ void rmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);
 void rope(float* v, int64_t n_rot, int64_t pos, float base, float freq_scale, RopeStyle style,
           const float* freq_factors);
 
-// In place: x = softmax(x) over n values.
+// In place: x = softmax(x) over n values, as ggml::softmax (x[0] starts a chunk of 16: pass
+// attention rows from a multiple of 16 cells, masked cells as -inf).
 void softmax(float* x, int64_t n);
 
-// g = silu(g) * u
+// g = silu(g) * u over one row of n (ggml::swiglu: its last n % 16 use libm's expf).
 void swiglu(float* g, const float* u, int64_t n);
 
 }  // namespace tpnode::model::kernels

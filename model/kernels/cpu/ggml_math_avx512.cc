@@ -1,0 +1,70 @@
+// ggml_math.h on 16 lanes (AVX-512 F + DQ): the scalar functions' operations lane for lane, so
+// the same bits; exp ends with _mm512_scalef_ps exactly as ggml_v_expf. Compiled with
+// -mavx512f -mavx512dq -ffp-contract=off (model/CMakeLists.txt); called only when the CPU has
+// both (ggml_math.cc).
+#include <immintrin.h>
+
+#include "model/kernels/cpu/ggml_math.h"
+#define TP_GGML_MATH_NS avx512
+#include "model/kernels/cpu/ggml_math_impl.h"
+
+// GCC 12's AVX-512 intrinsics (_mm512_scalef_ps, _mm512_extractf32x8_ps) trip this warning on
+// their own undefined pass-through operands.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace tpnode::model::kernels::ggml {
+namespace {
+
+using avx512::GgmlMath;
+using avx512::ScalarOps;
+
+struct Avx512Ops {
+  using V = __m512;
+  static constexpr int W = 16;
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V set1(float v) { return _mm512_set1_ps(v); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V div(V a, V b) { return _mm512_div_ps(a, b); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  // reduce16Scalar's tree: lanes i + i+8, i + i+4, then (0 + 2) + (1 + 3).
+  static float reduce16(const V* v) {
+    const __m256 a = _mm256_add_ps(_mm512_extractf32x8_ps(v[0], 1), _mm512_castps512_ps256(v[0]));
+    const __m128 b = _mm_add_ps(_mm256_extractf128_ps(a, 1), _mm256_castps256_ps128(a));
+    const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
+  }
+  // ggml_v_expf's own ending: scalef, then 0 (n <= 0) or inf where |n| > 192.
+  static V expScale(V j, V n) {
+    const V res = _mm512_scalef_ps(j, n);
+    const __mmask16 d = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.f), _CMP_GT_OQ);
+    if (d == 0) return res;
+    const V alt = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ),
+                                       _mm512_set1_ps(INFINITY), _mm512_setzero_ps());
+    return _mm512_mask_blend_ps(d, res, alt);
+  }
+};
+
+using Avx512 = GgmlMath<Avx512Ops>;
+
+void scoresAvx512(int64_t hd, const float* q, const float* k, size_t stride, int64_t n, float scale,
+                  float* out) {
+  Avx512::scores(hd, q, k, stride, n, scale, out);
+}
+
+void weightedRowSumAvx512(VSumOrder order, const float* p, const float* rows, size_t stride,
+                          int64_t n, int64_t hd, float* lanes, float* out) {
+  Avx512::weightedRowSum(order == VSumOrder::kVecDot64, p, rows, stride, n, hd, lanes, out);
+}
+
+}  // namespace
+
+const Impl& avx512Table() {
+  static const Impl impl{"avx512", scoresAvx512, Avx512::softmax, Avx512::swiglu,
+                         weightedRowSumAvx512};
+  return impl;
+}
+
+}  // namespace tpnode::model::kernels::ggml

@@ -1,0 +1,180 @@
+// The functions of ggml_math.h written once over a SIMD width: included by ggml_math.cc (scalar,
+// one lane), ggml_math_avx2.cc (8 lanes) and ggml_math_avx512.cc (16 lanes). Internal to those
+// files, each of which first defines TP_GGML_MATH_NS, the namespace its copy lives in: they are
+// compiled for different instruction sets, so no inline function here may be shared between them
+// by the linker.
+//
+// `S` (ScalarOps below, or a SIMD file's) supplies V (a vector of S::W floats; W divides 16) and
+// load, store, set1, add, sub, mul, div, fma (a * b + c, one rounding), reduce16 (of 16 / W
+// vectors, as reduce16Scalar) and expScale (j * 2^n where |n| <= 192, else 0 for n <= 0 and inf
+// above, as _mm512_scalef_ps with ggml's range check). Every lane does exactly the operations of
+// the scalar code, so every width gives the same bits.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "model/kernels/cpu/ggml_math.h"
+
+#ifndef TP_GGML_MATH_NS
+#error "define TP_GGML_MATH_NS before including ggml_math_impl.h"
+#endif
+
+namespace tpnode::model::kernels::ggml::TP_GGML_MATH_NS {
+
+inline float reduce16Scalar(const float* v) {
+  float a[8];
+  for (int i = 0; i < 8; ++i) a[i] = v[i + 8] + v[i];
+  for (int i = 0; i < 4; ++i) a[i] = a[i + 4] + a[i];
+  return (a[0] + a[2]) + (a[1] + a[3]);
+}
+
+// One lane: the reference every width reproduces.
+struct ScalarOps {
+  using V = float;
+  static constexpr int W = 1;
+  static float load(const float* p) { return *p; }
+  static void store(float* p, float v) { *p = v; }
+  static float set1(float v) { return v; }
+  static float add(float a, float b) { return a + b; }
+  static float sub(float a, float b) { return a - b; }
+  static float mul(float a, float b) { return a * b; }
+  static float div(float a, float b) { return a / b; }
+  static float fma(float a, float b, float c) { return std::fma(a, b, c); }
+  static float reduce16(const float* v) { return reduce16Scalar(v); }
+  static float expScale(float j, float n) {
+    if (std::fabs(n) > 192.f) return n <= 0.f ? 0.f : INFINITY;
+    return std::ldexp(j, static_cast<int>(n));  // correctly rounded, as scalef
+  }
+};
+
+template <class S>
+struct GgmlMath {
+  using V = typename S::V;
+  static constexpr int W = S::W;
+  static_assert(16 % W == 0);
+
+  static V exp(V x) {
+    const V r = S::set1(0x1.8p23f);
+    const V z = S::fma(x, S::set1(0x1.715476p+0f), r);
+    const V n = S::sub(z, r);
+    const V neg_n = S::sub(S::set1(0.f), n);
+    const V b = S::fma(neg_n, S::set1(0x1.7f7d1cp-20f), S::fma(neg_n, S::set1(0x1.62e4p-1f), x));
+    const V u = S::mul(b, b);
+    const V hi = S::fma(S::fma(S::set1(0x1.0e4020p-7f), b, S::set1(0x1.573e2ep-5f)), u,
+                        S::fma(S::set1(0x1.555e66p-3f), b, S::set1(0x1.fffdb6p-2f)));
+    const V j = S::fma(hi, u, S::fma(S::set1(0x1.ffffecp-1f), b, S::set1(1.0f)));
+    return S::expScale(j, n);
+  }
+
+  static V silu(V x) { return S::div(x, S::add(S::set1(1.0f), exp(S::sub(S::set1(0.f), x)))); }
+
+  __attribute__((always_inline)) static float dot(int64_t n, const float* x, const float* y) {
+    const int64_t np = n & ~int64_t{63};
+    float sum = 0.f;
+    if (np > 0) {
+      V acc[64 / W];
+      for (V& a : acc) a = S::set1(0.f);
+      for (int64_t i = 0; i < np; i += 64) {
+        for (int k = 0; k < 64 / W; ++k) {
+          acc[k] = S::fma(S::load(x + i + k * W), S::load(y + i + k * W), acc[k]);
+        }
+      }
+      // GGML_F32x16_REDUCE: vectors (lanes 0-15) + (32-47), (16-31) + (48-63), then the two.
+      V folded[16 / W];
+      for (int k = 0; k < 16 / W; ++k) {
+        folded[k] =
+            S::add(S::add(acc[k], acc[k + 32 / W]), S::add(acc[k + 16 / W], acc[k + 48 / W]));
+      }
+      sum = S::reduce16(folded);
+    }
+    int64_t i = np;
+    for (; i + 16 <= n; i += 16) {
+      for (int l = 0; l < 16; ++l) sum += x[i + l] * y[i + l];
+    }
+    if (i + 8 <= n) {
+      for (int l = 0; l < 8; ++l) sum += x[i + l] * y[i + l];
+      i += 8;
+    }
+    for (; i < n; ++i) sum = std::fma(x[i], y[i], sum);
+    return sum;
+  }
+
+  static void scores(int64_t hd, const float* q, const float* k, size_t stride, int64_t n,
+                     float scale, float* out) {
+    const auto* base = reinterpret_cast<const unsigned char*>(k);
+    for (int64_t j = 0; j < n; ++j) {
+      const auto* row = reinterpret_cast<const float*>(base + static_cast<size_t>(j) * stride);
+      out[j] = dot(hd, row, q) * scale;
+    }
+  }
+
+  static void softmax(float* x, int64_t n) {
+    float max = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
+    const V vmax = S::set1(max);
+    double sum = 0;
+    for (int64_t i = 0; i < n; i += 16) {
+      float chunk[16] = {};
+      const int64_t m = std::min<int64_t>(16, n - i);
+      int64_t l = 0;
+      for (; l + W <= m; l += W) {
+        const V e = exp(S::sub(S::load(x + i + l), vmax));
+        S::store(x + i + l, e);
+        S::store(chunk + l, e);
+      }
+      for (; l < m; ++l) {  // the row's end (a zero-padded chunk in llama.cpp): lane by lane
+        x[i + l] = chunk[l] = GgmlMath<ScalarOps>::exp(x[i + l] - max);
+      }
+      sum += static_cast<double>(reduce16Scalar(chunk));
+    }
+    const auto inv = static_cast<float>(1.0 / sum);
+    for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+  }
+
+  static void swiglu(float* g, const float* u, int64_t n) {
+    const int64_t nv = n & ~int64_t{15};
+    for (int64_t i = 0; i < nv; i += W) {
+      S::store(g + i, S::mul(silu(S::load(g + i)), S::load(u + i)));
+    }
+    for (int64_t i = nv; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  }
+
+  static void weightedRowSum(bool lanes64, const float* p, const float* rows, size_t stride,
+                             int64_t n, int64_t hd, float* lanes, float* out) {
+    const int64_t n_lanes = lanes64 ? 64 : 16;
+    const auto* base = reinterpret_cast<const unsigned char*>(rows);
+    // kChunk output values at a time, cells in order (V read sequentially), all lanes of those
+    // values in L1: lane l of value d0 + k at lanes[l * kChunk + k]; then the lanes are folded.
+    constexpr int kChunk = kWeightedRowSumScratch / 64;
+    static_assert(kChunk % W == 0);
+    for (int64_t d0 = 0; d0 < hd; d0 += kChunk) {
+      const int64_t m = std::min<int64_t>(kChunk, hd - d0);
+      std::fill(lanes, lanes + n_lanes * kChunk, 0.f);
+      for (int64_t j = 0; j < n; ++j) {
+        const auto* v = reinterpret_cast<const float*>(base + static_cast<size_t>(j) * stride) + d0;
+        float* acc = lanes + (j % n_lanes) * kChunk;
+        const V w = S::set1(p[j]);
+        int64_t k = 0;
+        for (; k + W <= m; k += W) S::store(acc + k, S::fma(S::load(v + k), w, S::load(acc + k)));
+        for (; k < m; ++k) acc[k] = std::fma(v[k], p[j], acc[k]);
+      }
+      // Fold the lanes of each value: (l + l+32) + (l+16 + l+48) for 64, then reduce16's tree.
+      for (int64_t k = 0; k < m; k += W) {
+        auto lane = [&](int l) { return S::load(lanes + l * kChunk + k); };
+        V v[16];
+        for (int l = 0; l < 16; ++l) {
+          v[l] = lanes64 ? S::add(S::add(lane(l), lane(32 + l)), S::add(lane(16 + l), lane(48 + l)))
+                         : lane(l);
+        }
+        for (int l = 0; l < 8; ++l) v[l] = S::add(v[l + 8], v[l]);
+        for (int l = 0; l < 4; ++l) v[l] = S::add(v[l + 4], v[l]);
+        float folded[W];
+        S::store(folded, S::add(S::add(v[0], v[2]), S::add(v[1], v[3])));
+        for (int64_t i = 0; i < W && k + i < m; ++i) out[d0 + k + i] = folded[i];
+      }
+    }
+  }
+};
+
+}  // namespace tpnode::model::kernels::ggml::TP_GGML_MATH_NS
