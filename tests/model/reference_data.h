@@ -5,15 +5,15 @@
 // override the two (tests run from a bundle elsewhere, tools/gpu-check.sh).
 #pragma once
 
-#include <cstdlib>
 #include <fstream>
 #include <string>
+
+#include "tests/support/test_env.h"
 
 namespace tpnode::testing_support {
 
 inline std::string referenceModelDir() {
-  const char* env = std::getenv("TPNODE_TEST_MODEL_DIR");
-  return env ? env : TPNODE_TEST_MODEL_DIR;
+  return testEnv("TPNODE_TEST_MODEL_DIR").value_or(TPNODE_TEST_MODEL_DIR);
 }
 
 // <model dir>/<stem>.gguf, e.g. referenceModel("llama-tiny-q8_0").
@@ -22,8 +22,7 @@ inline std::string referenceModel(const std::string& stem) {
 }
 
 inline std::string referenceDataDir() {
-  const char* env = std::getenv("TPNODE_SOURCE_DIR");
-  return std::string(env ? env : TPNODE_TEST_SOURCE_DIR) + "/tests/data/reference";
+  return testEnv("TPNODE_SOURCE_DIR").value_or(TPNODE_TEST_SOURCE_DIR) + "/tests/data/reference";
 }
 
 // The sha256 the build wrote beside a generated model (empty when missing).

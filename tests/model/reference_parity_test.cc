@@ -65,6 +65,7 @@ TEST_P(ReferenceParity, TeacherForcedLogitsMatchLlamaCpp) {
   const bool same_order = p.tp == 1 && sumsInLlamaCppOrder(p.model);
   const double row_tol = f32 ? 1e-4 : same_order ? 0.02 : 0.3;
   const double median_tol = f32 ? 1e-4 : same_order ? 1e-3 : 0.1;
+  const bool verbose = testEnv("TPNODE_PARITY_VERBOSE").has_value();
   int close_rows = 0;
   double worst = 0;
   std::vector<double> row_diffs;
@@ -75,8 +76,7 @@ TEST_P(ReferenceParity, TeacherForcedLogitsMatchLlamaCpp) {
     for (int64_t i = 0; i < vocab; ++i) d = std::max(d, double(std::fabs(ref[i] - got[i])));
     worst = std::max(worst, d);
     row_diffs.push_back(d);
-    if (std::getenv("TPNODE_PARITY_VERBOSE"))
-      std::printf("%lld:%.1e ", static_cast<long long>(r), d);
+    if (verbose) std::printf("%lld:%.1e ", static_cast<long long>(r), d);
     if (d <= 1e-3) ++close_rows;
     EXPECT_LE(d, row_tol) << "row " << r;
     // Top-1 must agree wherever llama.cpp's own top-1/top-2 gap exceeds our difference.
