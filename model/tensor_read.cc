@@ -7,9 +7,7 @@
 #include "common/check.h"
 #include "common/error.h"
 #include "model/kernels/cpu/blocks.h"
-#include "model/kernels/cpu/q0_x16.h"
-#include "model/kernels/cpu/q4k_x16.h"
-#include "model/kernels/cpu/q6k_x16.h"
+#include "model/kernels/cpu/matmul.h"
 #include "model/kernels/cpu/quantize.h"
 
 namespace tpnode::model {
@@ -58,42 +56,11 @@ Held find(const RankWeights& w, const std::string& name) {
   return layerTensor(w.layers[layer], name.substr(dot + 1));
 }
 
-// Undoes kernels::interleaveRows4 for one group of 4 rows.
-void deinterleaveGroup(const uint8_t* group, uint8_t* out, size_t row_bytes, size_t block_bytes) {
-  const size_t nb = row_bytes / block_bytes;
-  for (int r = 0; r < 4; ++r) {
-    for (size_t b = 0; b < nb; ++b) {
-      std::memcpy(out + r * row_bytes + b * block_bytes, group + (b * 4 + r) * block_bytes,
-                  block_bytes);
-    }
-  }
-}
-
 std::vector<uint8_t> matrixBytes(const Matrix& m) {
-  if (m.interleave == kernels::kQ4KGroup && m.type == TensorType::kQ4_K) {  // Q4_K x16
-    std::vector<uint8_t> out(rowBytes(m.type, static_cast<uint64_t>(m.cols)) *
-                             static_cast<size_t>(m.rows));
-    kernels::unpackQ4Kx16(m.data.data(), out.data(), m.rows, m.cols);
-    return out;
-  }
-  std::vector<uint8_t> out(m.row_bytes * static_cast<size_t>(m.rows));
-  if (m.interleave == kernels::kQ6KGroup && m.type == TensorType::kQ6_K) {  // Q6_K x16
-    kernels::unpackQ6Kx16(m.data.data(), out.data(), m.rows, m.cols);
-    return out;
-  }
-  if (m.interleave == kernels::kQ0Group && kernels::q0X16Type(m.type)) {  // x16 Q8_0 / Q4_0
-    kernels::unpackQ0x16(m.type, m.data.data(), out.data(), m.rows, m.cols);
-    return out;
-  }
-  if (m.interleave == 1) {
-    if (!out.empty()) std::memcpy(out.data(), m.data.data(), out.size());
-    return out;
-  }
-  TP_CHECK(m.interleave == 4 && m.rows % 4 == 0, "unexpected interleave {}", m.interleave);
-  const size_t block = tensorTypeInfo(m.type).type_size;
-  for (int64_t g = 0; g < m.rows / 4; ++g) {
-    const size_t at = static_cast<size_t>(g) * 4 * m.row_bytes;
-    deinterleaveGroup(m.data.data() + at, out.data() + at, m.row_bytes, block);
+  const size_t plain = rowBytes(m.type, static_cast<uint64_t>(m.cols));
+  std::vector<uint8_t> out(plain * static_cast<size_t>(m.rows));
+  for (int64_t g = 0; g < m.rows / m.interleave; ++g) {
+    kernels::matrixGroupBytes(m, g, out.data() + static_cast<size_t>(g * m.interleave) * plain);
   }
   return out;
 }

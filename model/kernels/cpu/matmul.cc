@@ -155,6 +155,38 @@ Matrix packWeights(Matrix m, WeightLayout layout) {
   return m;
 }
 
+void matrixGroupBytes(const Matrix& w, int64_t g, uint8_t* out) {
+  const int64_t r0 = g * w.interleave;
+  TP_CHECK(g >= 0 && r0 < w.rows);
+  const size_t plain = rowBytes(w.type, static_cast<uint64_t>(w.cols));
+  switch (w.interleave) {
+    case 1:
+      std::memcpy(out, w.row(r0), plain);
+      return;
+    case 4: {  // undoes interleaveRows4
+      const size_t bs = tensorTypeInfo(w.type).type_size;
+      const size_t nb = plain / bs;
+      for (size_t r = 0; r < 4; ++r) {
+        for (size_t b = 0; b < nb; ++b) {
+          std::memcpy(out + r * plain + b * bs, w.row(r0) + (b * 4 + r) * bs, bs);
+        }
+      }
+      return;
+    }
+    case 16:
+      if (w.type == TensorType::kQ4_K) {
+        unpackQ4Kx16(w.row(r0), out, 16, w.cols);
+      } else if (w.type == TensorType::kQ6_K) {
+        unpackQ6Kx16(w.row(r0), out, 16, w.cols);
+      } else {
+        unpackQ0x16(w.type, w.row(r0), out, 16, w.cols);
+      }
+      return;
+    default:
+      TP_CHECK(false, "unexpected interleave {}", w.interleave);
+  }
+}
+
 void matrixRowBytes(const Matrix& w, int64_t r, uint8_t* out) {
   TP_CHECK(r >= 0 && r < w.rows);
   const size_t plain = rowBytes(w.type, static_cast<uint64_t>(w.cols));
@@ -162,26 +194,9 @@ void matrixRowBytes(const Matrix& w, int64_t r, uint8_t* out) {
     std::memcpy(out, w.row(r), plain);
     return;
   }
-  const int64_t r0 = r - r % w.interleave;  // first row of r's group
-  if (w.interleave == 4) {
-    const size_t bs = tensorTypeInfo(w.type).type_size;
-    const int64_t nb = static_cast<int64_t>(plain / bs);
-    for (int64_t b = 0; b < nb; ++b) {
-      std::memcpy(out + static_cast<size_t>(b) * bs,
-                  w.row(r0) + (static_cast<size_t>(b) * 4 + static_cast<size_t>(r - r0)) * bs, bs);
-    }
-    return;
-  }
-  // 16-row groups: unpack the group, keep the row.
   std::vector<uint8_t> group(plain * static_cast<size_t>(w.interleave));
-  if (w.type == TensorType::kQ4_K) {
-    unpackQ4Kx16(w.row(r0), group.data(), w.interleave, w.cols);
-  } else if (w.type == TensorType::kQ6_K) {
-    unpackQ6Kx16(w.row(r0), group.data(), w.interleave, w.cols);
-  } else {
-    unpackQ0x16(w.type, w.row(r0), group.data(), w.interleave, w.cols);
-  }
-  std::memcpy(out, group.data() + static_cast<size_t>(r - r0) * plain, plain);
+  matrixGroupBytes(w, r / w.interleave, group.data());
+  std::memcpy(out, group.data() + static_cast<size_t>(r % w.interleave) * plain, plain);
 }
 
 void dequantizeMatrixRow(const Matrix& w, int64_t r, float* out) {

@@ -30,6 +30,10 @@ enum class WeightLayout { kAuto, kPlain, kRows4 };
 // in the next one down (kAuto -> kRows4 -> kPlain).
 Matrix packWeights(Matrix m, WeightLayout layout = WeightLayout::kAuto);
 
+// Rows [g * w.interleave, (g + 1) * w.interleave) of w as the file stores them, whatever w's
+// layout (interleave x rowBytes(w.type, w.cols) bytes): the one inverse of packWeights.
+void matrixGroupBytes(const Matrix& w, int64_t g, uint8_t* out);
+
 // Row r of w as the file stores it (rowBytes(w.type, w.cols) bytes), whatever w's layout.
 void matrixRowBytes(const Matrix& w, int64_t r, uint8_t* out);
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/check.h"
+#include "model/kernels/cpu/row_groups.h"
 
 namespace tpnode::model::kernels {
 namespace {
@@ -57,38 +58,18 @@ void moveQ5_0(BlockQ5_0x16& g, int r, BlockQ5_0& x, bool to_group) {
   }
 }
 
-template <typename Plain, typename Group, void (*Move)(Group&, int, Plain&, bool)>
-void convert(const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols, bool to_group) {
-  TP_CHECK(rows % kQ0Group == 0 && cols % 32 == 0, "x16 layout of {} x {}", rows, cols);
-  const int64_t nb = cols / 32;
-  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(Plain);
-  for (int64_t g = 0; g < rows / kQ0Group; ++g) {
-    for (int64_t b = 0; b < nb; ++b) {
-      const size_t group_at = static_cast<size_t>(g * nb + b) * sizeof(Group);
-      Group o;
-      if (!to_group) std::memcpy(&o, src + group_at, sizeof o);
-      for (int r = 0; r < kQ0Group; ++r) {
-        const size_t plain_at = static_cast<size_t>(g * kQ0Group + r) * row_bytes +
-                                static_cast<size_t>(b) * sizeof(Plain);
-        Plain x;
-        if (to_group) std::memcpy(&x, src + plain_at, sizeof x);
-        Move(o, r, x, to_group);
-        if (!to_group) std::memcpy(dst + plain_at, &x, sizeof x);
-      }
-      if (to_group) std::memcpy(dst + group_at, &o, sizeof o);
-    }
-  }
-}
-
 void convertAny(TensorType type, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols,
                 bool to_group) {
   switch (type) {
     case TensorType::kQ8_0:
-      return convert<BlockQ8_0, BlockQ8_0x16, moveQ8_0>(src, dst, rows, cols, to_group);
+      return convertRowGroups<BlockQ8_0, BlockQ8_0x16, kQK8_0, kQ0Group, moveQ8_0>(src, dst, rows,
+                                                                                   cols, to_group);
     case TensorType::kQ4_0:
-      return convert<BlockQ4_0, BlockQ4_0x16, moveQ4_0>(src, dst, rows, cols, to_group);
+      return convertRowGroups<BlockQ4_0, BlockQ4_0x16, kQK4_0, kQ0Group, moveQ4_0>(src, dst, rows,
+                                                                                   cols, to_group);
     case TensorType::kQ5_0:
-      return convert<BlockQ5_0, BlockQ5_0x16, moveQ5_0>(src, dst, rows, cols, to_group);
+      return convertRowGroups<BlockQ5_0, BlockQ5_0x16, 32, kQ0Group, moveQ5_0>(src, dst, rows, cols,
+                                                                               to_group);
     default:
       TP_CHECK(false, "no x16 layout for {}", tensorTypeName(type));
   }

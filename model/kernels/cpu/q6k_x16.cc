@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "common/check.h"
+#include "model/kernels/cpu/row_groups.h"
 
 namespace tpnode::model::kernels {
 namespace {
@@ -30,36 +30,14 @@ void move(BlockQ6Kx16& g, int r, BlockQ6K& x, bool to_group) {
   }
 }
 
-void convert(const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols, bool to_group) {
-  TP_CHECK(rows % kQ6KGroup == 0 && cols % kQKK == 0, "Q6_K x16 layout of {} x {}", rows, cols);
-  const int64_t nb = cols / kQKK;
-  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ6K);
-  for (int64_t g = 0; g < rows / kQ6KGroup; ++g) {
-    for (int64_t b = 0; b < nb; ++b) {
-      const size_t group_at = static_cast<size_t>(g * nb + b) * sizeof(BlockQ6Kx16);
-      BlockQ6Kx16 o;
-      if (!to_group) std::memcpy(&o, src + group_at, sizeof o);
-      for (int r = 0; r < kQ6KGroup; ++r) {
-        const size_t plain_at = static_cast<size_t>(g * kQ6KGroup + r) * row_bytes +
-                                static_cast<size_t>(b) * sizeof(BlockQ6K);
-        BlockQ6K x;
-        if (to_group) std::memcpy(&x, src + plain_at, sizeof x);
-        move(o, r, x, to_group);
-        if (!to_group) std::memcpy(dst + plain_at, &x, sizeof x);
-      }
-      if (to_group) std::memcpy(dst + group_at, &o, sizeof o);
-    }
-  }
-}
-
 }  // namespace
 
 void repackQ6Kx16(const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols) {
-  convert(src, dst, rows, cols, true);
+  convertRowGroups<BlockQ6K, BlockQ6Kx16, kQKK, kQ6KGroup, move>(src, dst, rows, cols, true);
 }
 
 void unpackQ6Kx16(const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols) {
-  convert(src, dst, rows, cols, false);
+  convertRowGroups<BlockQ6K, BlockQ6Kx16, kQKK, kQ6KGroup, move>(src, dst, rows, cols, false);
 }
 
 }  // namespace tpnode::model::kernels
