@@ -94,5 +94,68 @@ TEST(MatmulTest, EveryTypeLayoutAndTailMatchesScalarRows) {
   }
 }
 
+// llama.cpp's x86 Q8_0 dot product (ggml_vec_dot_q8_0_q8_0, tinyBLAS_Q0_AVX), written out: 8 float
+// lanes, lane k = fma(d_w * d_a, float(integer sum of columns 4k..4k+3 of the block), lane k) in
+// block order, folded as ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)).
+float llamaCppQ8_0Dot(int64_t n, const BlockQ8_0* w, const BlockQ8_0* a) {
+  float lane[8] = {};
+  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+    const float d = fp16ToF32(w[b].d) * fp16ToF32(a[b].d);
+    for (int k = 0; k < 8; ++k) {
+      int s = 0;
+      for (int i = 4 * k; i < 4 * k + 4; ++i) s += w[b].qs[i] * a[b].qs[i];
+      lane[k] = std::fma(d, static_cast<float>(s), lane[k]);
+    }
+  }
+  return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+
+// The x86 tables sum Q8_0 in llama.cpp's order in every layout (plain, 4-row, 16-row) and tile
+// (1-4 tokens and tails): the same bits as llamaCppQ8_0Dot (tests/model/reference_parity_test
+// relies on it). The scalar table sums in another order.
+TEST(MatmulTest, Q8_0SumsInLlamaCppOrderOnX86) {
+  if (bestKernels().isa == "scalar") GTEST_SKIP() << "the scalar table sums in another order";
+  ThreadPool pool(2);
+  std::vector<uint8_t> scratch;
+  const Shape shapes[] = {{48, 256}, {16, 1024}, {12, 512}, {18, 256}};
+  for (const Shape& s : shapes) {
+    std::vector<uint8_t> w;
+    for (int64_t r = 0; r < s.rows; ++r) {
+      auto enc = encode(TensorType::kQ8_0, randomRow(s.cols, static_cast<uint32_t>(700 + r)));
+      w.insert(w.end(), enc.begin(), enc.end());
+    }
+    const size_t row_bytes = rowBytes(TensorType::kQ8_0, static_cast<uint64_t>(s.cols));
+    Matrix m;
+    m.type = TensorType::kQ8_0;
+    m.rows = s.rows;
+    m.cols = s.cols;
+    m.row_bytes = row_bytes;
+    m.data = HostBuffer(w.size());
+    std::memcpy(m.data.data(), w.data(), w.size());
+    m = packWeights(std::move(m));
+    for (int64_t n_tok : {1, 2, 3, 4, 7}) {
+      std::vector<float> x(static_cast<size_t>(n_tok * s.cols));
+      for (int64_t t = 0; t < n_tok; ++t) {
+        auto row = randomRow(s.cols, static_cast<uint32_t>(300 + t), 3.0f);
+        std::copy(row.begin(), row.end(), x.begin() + t * s.cols);
+      }
+      std::vector<float> y(static_cast<size_t>(n_tok * s.rows), -7.f);
+      matmul(m, x.data(), n_tok, y.data(), s.rows, pool, scratch);
+      for (int64_t t = 0; t < n_tok; ++t) {
+        std::vector<float> xt(x.begin() + t * s.cols, x.begin() + (t + 1) * s.cols);
+        const std::vector<uint8_t> act = encode(TensorType::kQ8_0, xt);
+        for (int64_t r = 0; r < s.rows; ++r) {
+          const float want =
+              llamaCppQ8_0Dot(s.cols, reinterpret_cast<const BlockQ8_0*>(w.data() + r * row_bytes),
+                              reinterpret_cast<const BlockQ8_0*>(act.data()));
+          ASSERT_EQ(y[static_cast<size_t>(t * s.rows + r)], want)
+              << s.rows << "x" << s.cols << " tokens " << n_tok << " token " << t << " row " << r
+              << " interleave " << m.interleave << " on " << bestKernels().isa;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tpnode::model::kernels

@@ -33,20 +33,20 @@ void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, int64_t n
   });
 }
 
-// Q8_0 / Q4_0 / Q5_0 repacked 16 rows per group: as matmulGroups16, with the activation block sums
-// the kernels take the weights' unsigned offsets out with (`sums`, n_tokens x cols / 32).
-void matmulQ0Groups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int16_t* sums,
+// Q8_0 / Q4_0 / Q5_0 repacked 16 rows per group: as matmulGroups16, with the activation offsets
+// the kernels take the weights' unsigned offsets out with (`offs`, q0X16Offsets).
+void matmulQ0Groups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int32_t* offs,
                       int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool) {
   const Gemm16Q0Fn gemm = bestKernels().gemm16Q0ForType(w.type);
   TP_CHECK(gemm && w.rows % kQ0Group == 0);
-  const int64_t nb = w.cols / kQK8_0;
+  const int64_t per_row = q0X16OffsetsPerRow(w.type, w.cols);
   pool.parallelFor(w.rows / kQ0Group, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t r0 = g * kQ0Group;
       for (int64_t t = 0; t < n_tokens; t += 4) {
         const int nt = static_cast<int>(std::min<int64_t>(4, n_tokens - t));
-        gemm(w.cols, w.row(r0), a + static_cast<size_t>(t) * a_bytes, a_bytes, sums + t * nb, nt,
-             y + t * y_stride + r0, y_stride);
+        gemm(w.cols, w.row(r0), a + static_cast<size_t>(t) * a_bytes, a_bytes, offs + t * per_row,
+             nt, y + t * y_stride + r0, y_stride);
       }
     }
   });
@@ -61,10 +61,11 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
   const size_t a_bytes = rowBytes(at, static_cast<uint64_t>(w.cols));
   const void* acts = x;
   const bool q0_x16 = w.interleave == kQ0Group && q0X16Type(w.type);
-  // The x16 Q8_0 / Q4_0 / Q5_0 kernels also take the activation block sums, kept after the rows.
+  // The x16 Q8_0 / Q4_0 / Q5_0 kernels also take the activation offsets, kept after the rows.
   const size_t sums_at = (a_bytes * static_cast<size_t>(n_tokens) + 63) / 64 * 64;
-  const size_t need = q0_x16 ? sums_at + static_cast<size_t>(n_tokens * (w.cols / kQK8_0)) * 2
-                             : a_bytes * static_cast<size_t>(n_tokens);
+  const size_t need =
+      q0_x16 ? sums_at + static_cast<size_t>(n_tokens * q0X16OffsetsPerRow(w.type, w.cols)) * 4
+             : a_bytes * static_cast<size_t>(n_tokens);
   if (at != TensorType::kF32) {
     if (scratch.size() < need) scratch.resize(need);
     uint8_t* q = scratch.data();
@@ -82,9 +83,9 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
   }
   const uint8_t* a = static_cast<const uint8_t*>(acts);
   if (q0_x16) {
-    auto* sums = reinterpret_cast<int16_t*>(scratch.data() + sums_at);
-    q8_0BlockSums(a, a_bytes, n_tokens, w.cols, sums);
-    matmulQ0Groups16(w, a, a_bytes, sums, n_tokens, y, y_stride, pool);
+    auto* offs = reinterpret_cast<int32_t*>(scratch.data() + sums_at);
+    q0X16Offsets(w.type, a, a_bytes, n_tokens, w.cols, offs);
+    matmulQ0Groups16(w, a, a_bytes, offs, n_tokens, y, y_stride, pool);
     return;
   }
   if (w.interleave == 16) {  // Q4_K / Q6_K

@@ -89,14 +89,25 @@ void unpackQ0x16(TensorType type, const uint8_t* src, uint8_t* dst, int64_t rows
   convertAny(type, src, dst, rows, cols, false);
 }
 
-void q8_0BlockSums(const uint8_t* acts, size_t stride, int64_t n_tok, int64_t cols, int16_t* sums) {
+int64_t q0X16OffsetsPerRow(TensorType type, int64_t cols) {
+  return type == TensorType::kQ8_0 ? cols / 4 : cols / kQK8_0;
+}
+
+void q0X16Offsets(TensorType type, const uint8_t* acts, size_t stride, int64_t n_tok, int64_t cols,
+                  int32_t* out) {
+  TP_CHECK(q0X16Type(type));
   const int64_t nb = cols / kQK8_0;
+  const bool chunks = type == TensorType::kQ8_0;
+  const int offset = chunks ? 128 : type == TensorType::kQ4_0 ? 8 : 16;
+  const int span = chunks ? 4 : kQK8_0;  // quants per value
   for (int64_t t = 0; t < n_tok; ++t) {
     const auto* y = reinterpret_cast<const BlockQ8_0*>(acts + static_cast<size_t>(t) * stride);
     for (int64_t b = 0; b < nb; ++b) {
-      int s = 0;
-      for (int i = 0; i < kQK8_0; ++i) s += y[b].qs[i];
-      sums[t * nb + b] = static_cast<int16_t>(s);
+      for (int i = 0; i < kQK8_0; i += span) {
+        int s = 0;
+        for (int k = 0; k < span; ++k) s += y[b].qs[i + k];
+        *out++ = -offset * s;
+      }
     }
   }
 }

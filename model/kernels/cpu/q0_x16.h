@@ -13,9 +13,10 @@
 //                  for values 16+4c..16+4c+3 (ggml's 32-bit qh regrouped by chunk)
 // so one 64-byte load holds the same 4 columns of all 16 rows, and vpdpbusd against the
 // matching 4 activation bytes (broadcast) accumulates all 16 rows at once, one row per lane.
-// The unsigned offsets (128 x, 8 x, 16 x the activation block's sum) are taken out once per block
-// and token from precomputed activation sums (q8_0BlockSums). A group takes exactly as many
-// bytes as its 16 plain rows.
+// The unsigned offsets are taken out of the integer sums they start at, precomputed per
+// activation row (q0X16Offsets): Q8_0 per 4-column chunk (its kernel keeps every chunk's sum apart,
+// as llama.cpp's float lanes do), Q4_0 / Q5_0 per block. A group takes exactly as many bytes as
+// its 16 plain rows.
 #pragma once
 
 #include <cstddef>
@@ -57,8 +58,13 @@ void repackQ0x16(TensorType type, const uint8_t* src, uint8_t* dst, int64_t rows
 // The inverse, byte for byte the file's rows. For tensor reads (model/tensor_read.cc).
 void unpackQ0x16(TensorType type, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols);
 
-// sums[t * (cols / 32) + b] = sum of the 32 quants of Q8_0 block b of activation row t, for
-// n_tok rows `stride` bytes apart (the offsets the x16 kernels take out).
-void q8_0BlockSums(const uint8_t* acts, size_t stride, int64_t n_tok, int64_t cols, int16_t* sums);
+// The integer sums the x16 kernels of weight `type` start at, per Q8_0 activation row:
+//   Q8_0  out[t * cols / 4 + 8 * b + c] = -128 x the sum of bytes 4c..4c+3 of block b of row t
+//   Q4_0  out[t * cols / 32 + b]        = -8 x the sum of the 32 bytes of block b of row t
+//   Q5_0  the same with -16
+// for n_tok rows `stride` bytes apart. q0X16OffsetsPerRow: the values per row.
+int64_t q0X16OffsetsPerRow(TensorType type, int64_t cols);
+void q0X16Offsets(TensorType type, const uint8_t* acts, size_t stride, int64_t n_tok, int64_t cols,
+                  int32_t* out);
 
 }  // namespace tpnode::model::kernels
