@@ -8,8 +8,9 @@
 # prompt of N_PROMPT tokens, decode N_GEN tokens after it (llama-bench pp / tg). Runs alternate
 # (tpnode, llama-bench, tpnode, ...) so both see the same machine load; each figure is the
 # median of REPS runs. The same run measures the ceilings:
-#   read GB/s    tools/copy_bandwidth (1 or 2 threads); decode bound = decode tokens/s x weight
-#                bytes read per token (tpnode --json decode_weight_bytes) / read GB/s
+#   read GB/s    tools/copy_bandwidth (1 or 2 threads: the best read rate of AVX-512 loads over 1-8
+#                streams, buffers 4 x the last-level cache); decode bound = decode tokens/s x
+#                weight bytes read per token (tpnode --json decode_weight_bytes) / read GB/s
 #   int8 peak    tools/int8_peak (vpdpbusd rate, 1 or 2 threads); prefill's fraction of it =
 #                prefill tokens/s x multiply-accumulates per token (prefill_macs_per_token) / peak,
 #                for tpnode and llama.cpp alike (same file, same work per token)
@@ -66,7 +67,7 @@ median() { python3 -c 'import sys,statistics; print(statistics.median(float(x) f
 PROMPT_IDS=$(seq -s, 1 "$N_PROMPT")
 declare -A READ PEAK
 for n in 1 2; do
-  bw=$("$BUILD/tools/copy_bandwidth" --mib 256 --threads "$n" --reps 3)
+  bw=$("$BUILD/tools/copy_bandwidth" --threads "$n" --reps 3)
   READ[$n]=$(jget "$bw" read_gbps)
   pk=$("$BUILD/tools/int8_peak" --threads "$n" --seconds 1)
   PEAK[$n]=$(jget "$pk" gmacs)

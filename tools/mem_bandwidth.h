@@ -1,18 +1,30 @@
 // Memory bandwidth of this machine: `threads` threads each copy their own buffer (memcpy,
-// counted as bytes read) and read it (sum of 64-bit words); the best of `reps` repetitions.
+// counted as bytes read) and read it; the best of `reps` repetitions.
 // Used by tools/copy_bandwidth and tools/tptopo. Allocates 2 x bytes_per_thread per thread.
+//
+// The read rate is what one core can pull in with the widest loads it has (AVX-512 where the
+// CPU has it, else AVX2, else 64-bit words), reading its buffer as 1, 2, 4 or 8 independent
+// streams (consecutive slices read side by side, each with its own accumulators), with and without
+// software prefetch: the best of every variant and repetition, so it bounds what a kernel reading
+// weights can reach (a decode kernel streams 16-row groups the same way). The buffer must be far
+// larger than the last-level cache for the figure to be DRAM's (llcBytes()).
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace tpnode::tools {
 
 struct MemBandwidth {
   double copy_gbps = 0;  // 1e9 bytes per second
   double read_gbps = 0;
-  unsigned long long sink = 0;  // keeps the read loop alive; meaningless
+  std::string read_how;         // the best read variant, e.g. "avx512 x4 prefetch"
+  unsigned long long sink = 0;  // keeps the read loops alive; meaningless
 };
 
 MemBandwidth measureMemBandwidth(size_t bytes_per_thread, int threads, int reps);
+
+// The last-level cache's size in bytes as the OS reports it (0 when unknown).
+size_t llcBytes();
 
 }  // namespace tpnode::tools
