@@ -3,7 +3,9 @@
 // Llama layer repeated `--layers` times (enough layers to stream from DRAM like decode does;
 // --layers 1 mostly fits in cache and measures the kernels' compute). Layouts run in turn
 // within every round so they see the same machine load; prints the median seconds per pass,
-// the plain weight bytes read per second and each layout's speed relative to the first.
+// the plain weight bytes read per second and each layout's speed relative to the first, and the
+// median CPU seconds of the process per pass (with --threads 1 the kernel's own cost, which a
+// machine shared with other work inflates less than the wall time).
 //
 //   kernel_bench [--type q4_k|q6_k|q8_0|q4_0|q5_0] [--layouts plain,rows4,auto] [--tokens 1]
 //   [--layers 16]
@@ -16,6 +18,8 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+
+#include <time.h>
 #include <string>
 #include <vector>
 
@@ -59,6 +63,12 @@ WeightLayout parseLayout(const std::string& s) {
   if (s == "rows4") return WeightLayout::kRows4;
   if (s == "auto") return WeightLayout::kAuto;
   throw CLI::ValidationError("--layouts", "unknown layout " + s);
+}
+
+double cpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 double median(std::vector<double> v) {
@@ -132,15 +142,19 @@ int main(int argc, char** argv) {
   std::vector<float> x(static_cast<size_t>(tokens * std::max(dim, ffn)));
   for (float& f : x) f = std::normal_distribution<float>(0, 1)(rng);
   std::vector<float> y(static_cast<size_t>(tokens * std::max(dim, ffn)));
-  std::vector<std::vector<double>> secs(names.size());
+  std::vector<std::vector<double>> secs(names.size()), cpu(names.size());
   for (int r = 0; r < rounds + 1; ++r) {  // round 0 warms up
     for (size_t v = 0; v < names.size(); ++v) {
+      const double c0 = cpuSeconds();
       const auto t0 = std::chrono::steady_clock::now();
       for (const Matrix& m : sets[v]) {
         kernels::matmul(m, x.data(), tokens, y.data(), m.rows, pool, scratch);
       }
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (r > 0) secs[v].push_back(s);
+      if (r > 0) {
+        secs[v].push_back(s);
+        cpu[v].push_back(cpuSeconds() - c0);
+      }
     }
   }
   std::printf(
@@ -152,9 +166,10 @@ int main(int argc, char** argv) {
   const double base = median(secs[0]);
   for (size_t v = 0; v < names.size(); ++v) {
     const double s = median(secs[v]);
-    std::printf("  %-6s (interleave %2d): %8.3f ms  %6.2f GB/s  %7.1f tokens/s  %.2fx\n",
-                names[v].c_str(), interleave[v], s * 1e3, bytes / s / 1e9,
-                static_cast<double>(tokens) / s, base / s);
+    std::printf(
+        "  %-6s (interleave %2d): %8.3f ms  %6.2f GB/s  %7.1f tokens/s  %.2fx  cpu %8.3f ms\n",
+        names[v].c_str(), interleave[v], s * 1e3, bytes / s / 1e9, static_cast<double>(tokens) / s,
+        base / s, median(cpu[v]) * 1e3);
   }
   return 0;
 }
