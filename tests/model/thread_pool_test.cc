@@ -46,6 +46,24 @@ TEST(ThreadPoolTest, PoolsComeAndGo) {
   for (int i = 0; i < 50; ++i) checkRuns(3, 5);
 }
 
+// The caller owns the first contiguous share of a run's tasks (16 per thread) and runs it front to
+// back; others may take its last tasks, so what it runs of its share is 0, 1, 2, ... in order.
+TEST(ThreadPoolTest, CallerRunsItsShareInOrder) {
+  ThreadPool pool(2);
+  for (int r = 0; r < 200; ++r) {
+    const std::thread::id caller = std::this_thread::get_id();
+    std::vector<int64_t> mine;  // tasks run by the caller, in order (only it appends)
+    pool.parallelFor(32, 1, [&](int64_t b, int64_t e) {
+      ASSERT_EQ(e, b + 1);
+      if (std::this_thread::get_id() == caller) mine.push_back(b);
+    });
+    ASSERT_FALSE(mine.empty());
+    for (size_t i = 0; i < mine.size() && mine[i] < 16; ++i) {
+      ASSERT_EQ(mine[i], static_cast<int64_t>(i)) << "run " << r;
+    }
+  }
+}
+
 double processCpuSeconds() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
