@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "collectives/topology.h"
 #include "common/error.h"
 #include "model/kernels/cpu/thread_pool.h"
 #include "model/tensor_read.h"
@@ -209,10 +210,12 @@ void RankSet::rankLoop(Rank& rank) {
       if (stop_) return;
       seen = generation_;
       batch = batch_;
-      out = rank.local_rank == 0 ? logits_ : &rank.scratch_logits;
-      taps = rank.local_rank == 0 ? taps_ : nullptr;
+      // The node's leader (local rank 0) returns the node's results.
+      const bool leader = collectives::Topology::isLeader(rank.local_rank);
+      out = leader ? logits_ : &rank.scratch_logits;
+      taps = leader ? taps_ : nullptr;
       read = read_;
-      read_out = rank.local_rank == 0 ? read_out_ : nullptr;
+      read_out = leader ? read_out_ : nullptr;
     }
     std::exception_ptr failure;
     try {
