@@ -15,38 +15,32 @@ namespace {
 
 constexpr int kRowTile = 8;  // rows per dot call (activation reuse)
 
-// Q4_K / Q6_K repacked 16 rows per group: each thread takes whole groups; prefill runs 4 tokens
-// per tile so a group's weights are unpacked once for 4 tokens.
-void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, int64_t n_tokens, float* y,
-                    int64_t y_stride, ThreadPool& pool) {
-  const GemmTileFn gemm = bestKernels().gemm16ForType(w.type);
-  TP_CHECK(gemm && w.rows % 16 == 0, "no 16-row kernel for {}", tensorTypeName(w.type));
+// Weights repacked 16 rows per group (interleave 16): each thread takes whole groups; prefill
+// runs 4 tokens per tile so a group's weights are unpacked once for 4 tokens. The tile of w's
+// type is one of two kinds: the K-quants' (Q4_K, Q6_K) take the activations only; Q8_0 / Q4_0 /
+// Q5_0's also take the activation block sums their unsigned weights' offsets come out with
+// (`sums`, n_tokens x cols / 32; nullptr for the K-quants).
+void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int16_t* sums,
+                    int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool) {
+  const DotKernels& k = bestKernels();
+  const Gemm16Q0Fn with_sums = k.gemm16Q0ForType(w.type);
+  const GemmTileFn acts_only = with_sums ? nullptr : k.gemm16ForType(w.type);
+  TP_CHECK(
+      (with_sums != nullptr) == (sums != nullptr) && (with_sums || acts_only) && w.rows % 16 == 0,
+      "no 16-row kernel for {}", tensorTypeName(w.type));
+  const int64_t nb = w.cols / kQK8_0;
   pool.parallelFor(w.rows / 16, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t r0 = g * 16;
       for (int64_t t = 0; t < n_tokens; t += 4) {
         const int nt = static_cast<int>(std::min<int64_t>(4, n_tokens - t));
-        gemm(w.cols, w.row(r0), a + static_cast<size_t>(t) * a_bytes, a_bytes, nt,
-             y + t * y_stride + r0, y_stride);
-      }
-    }
-  });
-}
-
-// Q8_0 / Q4_0 / Q5_0 repacked 16 rows per group: as matmulGroups16, with the activation block sums
-// the kernels take the weights' unsigned offsets out with (`sums`, n_tokens x cols / 32).
-void matmulQ0Groups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int16_t* sums,
-                      int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool) {
-  const Gemm16Q0Fn gemm = bestKernels().gemm16Q0ForType(w.type);
-  TP_CHECK(gemm && w.rows % kQ0Group == 0);
-  const int64_t nb = w.cols / kQK8_0;
-  pool.parallelFor(w.rows / kQ0Group, 1, [&](int64_t g0, int64_t g1) {
-    for (int64_t g = g0; g < g1; ++g) {
-      const int64_t r0 = g * kQ0Group;
-      for (int64_t t = 0; t < n_tokens; t += 4) {
-        const int nt = static_cast<int>(std::min<int64_t>(4, n_tokens - t));
-        gemm(w.cols, w.row(r0), a + static_cast<size_t>(t) * a_bytes, a_bytes, sums + t * nb, nt,
-             y + t * y_stride + r0, y_stride);
+        const uint8_t* at = a + static_cast<size_t>(t) * a_bytes;
+        float* yt = y + t * y_stride + r0;
+        if (with_sums) {
+          with_sums(w.cols, w.row(r0), at, a_bytes, sums + t * nb, nt, yt, y_stride);
+        } else {
+          acts_only(w.cols, w.row(r0), at, a_bytes, nt, yt, y_stride);
+        }
       }
     }
   });
@@ -81,14 +75,13 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
     acts = q;
   }
   const uint8_t* a = static_cast<const uint8_t*>(acts);
-  if (q0_x16) {
-    auto* sums = reinterpret_cast<int16_t*>(scratch.data() + sums_at);
-    q8_0BlockSums(a, a_bytes, n_tokens, w.cols, sums);
-    matmulQ0Groups16(w, a, a_bytes, sums, n_tokens, y, y_stride, pool);
-    return;
-  }
-  if (w.interleave == 16) {  // Q4_K / Q6_K
-    matmulGroups16(w, a, a_bytes, n_tokens, y, y_stride, pool);
+  if (w.interleave == 16) {
+    int16_t* sums = nullptr;
+    if (q0_x16) {
+      sums = reinterpret_cast<int16_t*>(scratch.data() + sums_at);
+      q8_0BlockSums(a, a_bytes, n_tokens, w.cols, sums);
+    }
+    matmulGroups16(w, a, a_bytes, sums, n_tokens, y, y_stride, pool);
     return;
   }
   const DotFn dot = bestKernels().forType(w.type);
