@@ -1,8 +1,9 @@
 // matmul() against the scalar kernels, for every weight type and every layout packWeights picks:
 // row counts that fill whole 8-row tiles, that end in a partial tile (rows % 8 == 4) and that
 // stay plain (rows % 4 != 0); token counts that fill the 4-token prefill tiles and that leave a
-// tail of 1-3 tokens; row lengths of one block and of several. (A row length that is not a
-// multiple of the type's block cannot occur: GGUF refuses such a tensor at load.)
+// tail of 1-3 tokens; row lengths of one to three blocks and of several, and for F16 / BF16 row
+// lengths that end in part of a vector. (A row length that is not a multiple of the type's block
+// cannot occur: GGUF refuses such a tensor at load.)
 // Runs on the best table this CPU has; TPNODE_CPU_ISA=avx2|scalar reruns it on another.
 #include <gtest/gtest.h>
 
@@ -32,9 +33,11 @@ TEST(MatmulTest, EveryTypeLayoutAndTailMatchesScalarRows) {
   const TensorType types[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16,
                               TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ5_0,
                               TensorType::kQ5_1, TensorType::kQ4_K, TensorType::kQ6_K};
-  const Shape shapes[] = {{16, 256}, {12, 512}, {36, 768}, {18, 256}, {48, 256}};
+  const Shape shapes[] = {{16, 256}, {12, 512}, {36, 768}, {18, 256}, {48, 256}, {32, 32},
+                          {16, 64},  {20, 96},  {17, 40},  {16, 100}, {7, 8}};
   for (TensorType type : types) {
     for (const Shape& s : shapes) {
+      if (s.cols % static_cast<int64_t>(tensorTypeInfo(type).block_size) != 0) continue;
       std::vector<uint8_t> w;
       for (int64_t r = 0; r < s.rows; ++r) {
         auto enc = encode(type, randomRow(s.cols, static_cast<uint32_t>(500 + r), 0.1f));
@@ -52,8 +55,10 @@ TEST(MatmulTest, EveryTypeLayoutAndTailMatchesScalarRows) {
       if (s.rows % 4 != 0) {
         EXPECT_EQ(m.interleave, 1);
       }
-      if (s.rows % kQ0Group == 0 && bestKernels().gemm16Q0ForType(type)) {
-        // The 16-row Q8_0 / Q4_0 / Q5_0 layout, and back to the file's bytes (tensor reads).
+      if (s.rows % kQ0Group == 0 && q0X16Type(type) &&
+          (bestKernels().gemm16Q0ForType(type) || bestKernels().gemm16ForType(type))) {
+        // The 16-row Q8_0 / Q4_0 / Q5_0 / Q5_1 layout, and back to the file's bytes (tensor
+        // reads).
         EXPECT_EQ(m.interleave, kQ0Group) << tensorTypeName(type);
         std::vector<uint8_t> back(w.size());
         unpackQ0x16(type, m.data.data(), back.data(), s.rows, s.cols);

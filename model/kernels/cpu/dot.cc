@@ -83,6 +83,19 @@ GemmTileFn DotKernels::gemm16ForType(TensorType weight) const {
       return gemm16_q4_k;
     case TensorType::kQ6_K:
       return gemm16_q6_k;
+    case TensorType::kQ5_1:
+      return gemm16_q5_1;
+    default:
+      return nullptr;
+  }
+}
+
+GemmRowsFn DotKernels::gemmRowsForType(TensorType weight) const {
+  switch (weight) {
+    case TensorType::kF16:
+      return gemm_rows_f16;
+    case TensorType::kBF16:
+      return gemm_rows_bf16;
     default:
       return nullptr;
   }
