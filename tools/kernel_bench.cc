@@ -71,6 +71,7 @@ const kernels::DotKernels* parseIsa(const std::string& s) {
   if (s == "best") return &kernels::bestKernels();
   if (s == "scalar") return &kernels::scalarKernels();
   if (s == "avx2") return kernels::avx2Kernels();
+  if (s == "avx2vnni") return kernels::avx2VnniKernels();
   if (s == "avx512") return kernels::avx512Kernels();
   throw CLI::ValidationError("--isas", "unknown kernel table " + s);
 }
@@ -101,7 +102,8 @@ int main(int argc, char** argv) {
   app.add_option("--type", type_name)->capture_default_str();
   app.add_option("--layouts", layouts_arg, "comma-separated: plain, rows4, auto")
       ->capture_default_str();
-  app.add_option("--isas", isas_arg, "comma-separated kernel tables: best, scalar, avx2, avx512")
+  app.add_option("--isas", isas_arg,
+                 "comma-separated kernel tables: best, scalar, avx2, avx2vnni, avx512")
       ->capture_default_str();
   app.add_option("--tokens", tokens, "activation rows per matmul (1 = decode)")
       ->capture_default_str();

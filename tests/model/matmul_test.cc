@@ -4,7 +4,7 @@
 // tail of 1-3 tokens; row lengths of one to three blocks and of several, and for F16 / BF16 row
 // lengths that end in part of a vector. (A row length that is not a multiple of the type's block
 // cannot occur: GGUF refuses such a tensor at load.)
-// Runs on the best table this CPU has; TPNODE_CPU_ISA=avx2|scalar reruns it on another.
+// Runs on the best table this CPU has; TPNODE_CPU_ISA=avx2vnni|avx2|scalar reruns it on another.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -14,6 +14,7 @@ namespace tpnode::model::kernels {
 
 #if defined(__x86_64__)
 const DotKernels& avx2Table();
+const DotKernels& avx2VnniTable();
 const DotKernels& avx512Table();
 #endif
 
@@ -162,6 +163,16 @@ const DotKernels* avx2Kernels() {
   return nullptr;
 }
 
+const DotKernels* avx2VnniKernels() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (avx2Kernels() && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avxvnni")) {
+    return &avx2VnniTable();
+  }
+#endif
+  return nullptr;
+}
+
 const DotKernels* avx512Kernels() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
@@ -177,8 +188,12 @@ const DotKernels* avx512Kernels() {
 static const DotKernels& pickKernels() {
   std::string want = settings::envValue("TPNODE_CPU_ISA").value_or("");
   const DotKernels* k = nullptr;
+  // The best table at or below the one asked for: avx512 > avx2vnni > avx2 > scalar.
   if (want.empty() || want == "avx512") k = avx512Kernels();
-  if (!k && (want.empty() || want == "avx2" || want == "avx512")) k = avx2Kernels();
+  if (!k && (want.empty() || want == "avx2vnni" || want == "avx512")) k = avx2VnniKernels();
+  if (!k && (want.empty() || want == "avx2" || want == "avx2vnni" || want == "avx512")) {
+    k = avx2Kernels();
+  }
   if (!k && !want.empty() && want != "scalar") {
     spdlog::warn("[model] TPNODE_CPU_ISA={} is not available on this CPU; using the best one",
                  want);

@@ -6,7 +6,8 @@
 // path (scalar, AVX2, AVX-512 VNNI) gives the same value up to float summation order.
 //
 // Kernel tables are immutable; the best one is picked once at run time from the CPU's
-// features (env TPNODE_CPU_ISA=scalar|avx2|avx512 forces one) and may be used from any thread.
+// features (env TPNODE_CPU_ISA=scalar|avx2|avx2vnni|avx512 forces one) and may be used from any
+// thread.
 #pragma once
 
 #include <cstdint>
@@ -89,8 +90,9 @@ void interleaveRows4(TensorType type, uint8_t* data, int64_t rows, int64_t cols)
 TensorType activationType(TensorType weight);
 
 const DotKernels& scalarKernels();
-const DotKernels* avx2Kernels();    // nullptr when the CPU lacks AVX2+FMA+F16C
-const DotKernels* avx512Kernels();  // nullptr when the CPU lacks AVX-512 F/BW/VL/VNNI
+const DotKernels* avx2Kernels();      // nullptr when the CPU lacks AVX2+FMA+F16C
+const DotKernels* avx2VnniKernels();  // nullptr when it also lacks AVX-VNNI (VEX vpdpbusd)
+const DotKernels* avx512Kernels();    // nullptr when the CPU lacks AVX-512 F/BW/VL/VNNI
 const DotKernels& bestKernels();
 
 }  // namespace tpnode::model::kernels

@@ -1,6 +1,7 @@
 // AVX-512 (F, BW, VL, VNNI) dot products (compiled with those flags; called only when the CPU
 // has them).
 #define TP_X86_VNNI 1
+#define TP_X86_AVX512 1
 // Each kernel file uses helpers of the ones before it: the order matters.
 // clang-format off
 #include "model/kernels/cpu/dot_x86.inc"
