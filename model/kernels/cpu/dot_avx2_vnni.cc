@@ -1,6 +1,6 @@
 // AVX2 + FMA + F16C + AVX-VNNI dot products: the AVX2 kernels with the VEX vpdpbusd in place of
-// maddubs+madd wherever they multiply bytes (Q8_0, Q4_0, Q5_0, Q5_1; the K-quants' products are
-// scaled per sub-block through madd and stay as in the AVX2 table). Compiled with those flags;
+// maddubs + madd wherever they multiply bytes (Q8_0, Q4_0, Q5_0, Q5_1) and vpdpwssd in place of
+// madd + add where the K-quants scale their i16 products (Q4_K, Q6_K). Compiled with those flags;
 // picked when the CPU has AVX-VNNI but not the AVX-512 set (or TPNODE_CPU_ISA=avx2vnni).
 #define TP_X86_VNNI 1
 #define TP_X86_AVX512 0
