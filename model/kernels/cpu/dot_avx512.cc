@@ -27,6 +27,8 @@ const DotKernels& avx512Table() {
     t.gemm16_q4_0 = gemm16Q0<Q0Kind::kQ4_0>;
     t.gemm16_q5_0 = gemm16Q0<Q0Kind::kQ5_0>;
     t.gemm16_q5_1 = gemm16Q5_1;
+    // BF16 prefill through vdpbf16ps; without AVX512_BF16 one dot product per row and token
+    // (the 512-bit FMA tile of dot_x86_f16.inc is not tested on such a CPU, so not used).
     t.gemm_rows_bf16 = avx512Bf16RowsTile();
     return t;
   }();
