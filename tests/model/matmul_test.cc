@@ -4,11 +4,13 @@
 // tail of 1-3 tokens; row lengths of one to three blocks and of several, and for F16 / BF16 row
 // lengths that end in part of a vector. (A row length that is not a multiple of the type's block
 // cannot occur: GGUF refuses such a tensor at load.)
-// Runs on the best table this CPU has; TPNODE_CPU_ISA=avx2vnni|avx2|scalar reruns it on another.
+// Runs on every kernel table this CPU has (scalar, avx2, avx2vnni, avx512: each packs and runs its
+// own layouts), and on the best one (which TPNODE_CPU_ISA may narrow).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "model/kernels/cpu/dot.h"
@@ -27,7 +29,8 @@ struct Shape {
   int64_t rows, cols;
 };
 
-TEST(MatmulTest, EveryTypeLayoutAndTailMatchesScalarRows) {
+void checkTable(const DotKernels& k) {
+  SCOPED_TRACE(std::string(k.isa));
   ThreadPool pool(2);
   std::vector<uint8_t> scratch;
   const TensorType types[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16,
@@ -51,12 +54,12 @@ TEST(MatmulTest, EveryTypeLayoutAndTailMatchesScalarRows) {
       m.row_bytes = row_bytes;
       m.data = HostBuffer(w.size());
       std::memcpy(m.data.data(), w.data(), w.size());
-      m = packWeights(std::move(m));
+      m = packWeights(std::move(m), WeightLayout::kAuto, k);
       if (s.rows % 4 != 0) {
         EXPECT_EQ(m.interleave, 1);
       }
       if (s.rows % kQ0Group == 0 && q0X16Type(type) &&
-          (bestKernels().gemm16Q0ForType(type) || bestKernels().gemm16ForType(type))) {
+          (k.gemm16Q0ForType(type) || k.gemm16ForType(type))) {
         // The 16-row Q8_0 / Q4_0 / Q5_0 / Q5_1 layout, and back to the file's bytes (tensor
         // reads).
         EXPECT_EQ(m.interleave, kQ0Group) << tensorTypeName(type);
@@ -78,7 +81,7 @@ TEST(MatmulTest, EveryTypeLayoutAndTailMatchesScalarRows) {
           std::copy(row.begin(), row.end(), x.begin() + t * s.cols);
         }
         std::vector<float> y(static_cast<size_t>(n_tok * s.rows), -7.f);
-        matmul(m, x.data(), n_tok, y.data(), s.rows, pool, scratch);
+        matmul(m, x.data(), n_tok, y.data(), s.rows, pool, scratch, k);
         const TensorType at = activationType(type);
         for (int64_t t = 0; t < n_tok; ++t) {
           std::vector<float> xt(x.begin() + t * s.cols, x.begin() + (t + 1) * s.cols);
@@ -91,11 +94,23 @@ TEST(MatmulTest, EveryTypeLayoutAndTailMatchesScalarRows) {
             ASSERT_NEAR(got, want[r], 1e-4 * (std::fabs(want[r]) + 1))
                 << tensorTypeName(type) << " " << s.rows << "x" << s.cols << " tokens " << n_tok
                 << " token " << t << " row " << r << " interleave " << m.interleave << " on "
-                << bestKernels().isa;
+                << k.isa;
           }
         }
       }
     }
+  }
+}
+
+TEST(MatmulTest, EveryTypeLayoutAndTailMatchesScalarRows) {
+  std::vector<const DotKernels*> tables = {&bestKernels()};
+  for (const DotKernels* k :
+       {&scalarKernels(), avx2Kernels(), avx2VnniKernels(), avx512Kernels()}) {
+    if (k && k != &bestKernels()) tables.push_back(k);
+  }
+  for (const DotKernels* k : tables) {
+    checkTable(*k);
+    if (HasFatalFailure()) return;
   }
 }
 
