@@ -56,6 +56,8 @@ Dot4Fn DotKernels::x4ForType(TensorType weight) const {
       return x4_q6_k;
     case TensorType::kQ5_0:
       return x4_q5_0;
+    case TensorType::kQ5_1:
+      return x4_q5_1;
     default:
       return nullptr;
   }
@@ -73,6 +75,8 @@ GemmTileFn DotKernels::gemmForType(TensorType weight) const {
       return gemm_q4_k;
     case TensorType::kQ5_0:
       return gemm_q5_0;
+    case TensorType::kQ5_1:
+      return gemm_q5_1;
     default:
       return nullptr;
   }

@@ -62,6 +62,8 @@ struct DotKernels {
   DotFn q5_0 = nullptr, q5_1 = nullptr;  // vec_dot_q5_0_q8_0, vec_dot_q5_1_q8_1
   Dot4Fn x4_q5_0 = nullptr;
   GemmTileFn gemm_q5_0 = nullptr;
+  Dot4Fn x4_q5_1 = nullptr;  // Q5_1 against Q8_1, as x4_q5_0 / gemm_q5_0
+  GemmTileFn gemm_q5_1 = nullptr;
   // Q4_K repacked 16 rows per group (q4k_x16.h): out[0..15] / out[t * out_stride + 0..15].
   // Same per-block arithmetic as dot / x4; nullptr where a table has none (all but AVX-512).
   Dot4Fn x16_q4_k = nullptr;
