@@ -17,9 +17,9 @@ constexpr int kRowTile = 8;  // rows per dot call (activation reuse)
 
 // Weights repacked 16 rows per group (interleave 16): each thread takes whole groups; prefill
 // runs 4 tokens per tile so a group's weights are unpacked once for 4 tokens. The tile of w's
-// type is one of two kinds: the K-quants' (Q4_K, Q6_K) take the activations only; Q8_0 / Q4_0 /
-// Q5_0's also take the activation block sums their unsigned weights' offsets come out with
-// (`sums`, n_tokens x cols / 32; nullptr for the K-quants).
+// type is one of two kinds: Q4_K, Q6_K and Q5_1 (whose Q8_1 blocks carry their sums) take the
+// activations only; Q8_0 / Q4_0 / Q5_0's also take the activation block sums their unsigned
+// weights' offsets come out with (`sums`, n_tokens x cols / 32; nullptr for the others).
 void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int16_t* sums,
                     int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool,
                     const DotKernels& k) {
