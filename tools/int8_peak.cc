@@ -9,6 +9,7 @@
 //   prints {"threads": N, "isa": "...", "gmacs": G} (10^9 multiply-accumulates per second)
 #include <CLI/CLI.hpp>
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <atomic>
@@ -116,7 +117,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   __builtin_cpu_init();
   const bool has_vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
-  const bool has_avx_vnni = __builtin_cpu_supports("avxvnni");
+  unsigned a = 0, b = 0, c = 0, d = 0;  // AVX-VNNI: CPUID.(EAX=7,ECX=1):EAX[4]
+  const bool has_avx_vnni = __builtin_cpu_supports("avx2") &&
+                            __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)) != 0;
   if ((isa == "avx512vnni" && !has_vnni) || (isa == "avxvnni" && !has_avx_vnni)) {
     std::fprintf(stderr, "--isa %s: not available on this CPU\n", isa.c_str());
     return 2;

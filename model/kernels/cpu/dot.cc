@@ -1,5 +1,9 @@
 #include "model/kernels/cpu/dot.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -167,12 +171,20 @@ const DotKernels* avx2Kernels() {
   return nullptr;
 }
 
+#if defined(__x86_64__)
+// F16C (CPUID.1:ECX[29]) and AVX-VNNI (CPUID.(EAX=7,ECX=1):EAX[4]), read from CPUID: not every
+// compiler's __builtin_cpu_supports knows them. (The OS's AVX state is checked with AVX2.)
+static bool cpuHasF16cAndAvxVnni() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 29))) return false;
+  if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+  return (a & (1u << 4)) != 0;
+}
+#endif
+
 const DotKernels* avx2VnniKernels() {
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (avx2Kernels() && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avxvnni")) {
-    return &avx2VnniTable();
-  }
+  if (avx2Kernels() && cpuHasF16cAndAvxVnni()) return &avx2VnniTable();
 #endif
   return nullptr;
 }
