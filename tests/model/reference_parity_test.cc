@@ -43,12 +43,13 @@ class ReferenceParity : public testing::TestWithParam<Param> {};
 // Whether the CPU kernels in use sum this model's dot products as llama.cpp's x86 CPU backend
 // does (tests/data/reference/README.md, "Numerics"). Q8_0: 8 float lanes per row, lane k adding
 // d_w * d_a times the integer sum of columns 4k..4k+3 of each block with a fused multiply-add,
-// then one 8-lane horizontal sum (ggml_vec_dot_q8_0_q8_0, tinyBLAS_Q0_AVX): the AVX2 kernels.
+// then one 8-lane horizontal sum (ggml_vec_dot_q8_0_q8_0, tinyBLAS_Q0_AVX): the AVX2 kernels
+// (with or without AVX-VNNI: the same integer sums).
 // Q4_0 (repacked to q4_0_8x8 by llama.cpp): one float per row, each block's integer sum times
 // d_w * d_a fused into it in block order: the AVX-512 16-row kernels (q0_x16.h).
 bool sumsInLlamaCppOrder(const std::string& model) {
   const std::string_view isa = model::kernels::bestKernels().isa;
-  if (model.find("q8_0") != std::string::npos) return isa == "avx2";
+  if (model.find("q8_0") != std::string::npos) return isa == "avx2" || isa == "avx2-vnni";
   if (model.find("q4_0") != std::string::npos) return isa.starts_with("avx512");
   return false;
 }
