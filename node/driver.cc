@@ -198,7 +198,7 @@ bool Driver::formCluster() {
   session->awaitLoaded();
   session_ = std::move(session);
   formed_once_ = true;
-  if (session_->mesh()) watchdog_->watch(session_->mesh());
+  if (session_->mesh()) watchdog_->watch(session_->mesh(), session_->ledger());
   ready_ = true;
   metrics_->setRanks(session_->ranks());
   {
