@@ -1,5 +1,6 @@
 #include "mesh/connector.h"
 
+#include <malloc.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -30,6 +31,8 @@ constexpr auto kFirstWaitingLog = std::chrono::seconds(2);
 constexpr auto kWaitingLogPeriod = std::chrono::seconds(5);
 constexpr auto kRecheck = std::chrono::milliseconds(250);  // how often dead links are noticed
 constexpr int kMaxConcurrentHandshakes = 64;
+// While handshake threads end, what they freed is given back to the system at most this often.
+constexpr auto kTrimInterval = std::chrono::seconds(1);
 
 double secondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -39,6 +42,14 @@ double secondsSince(Clock::time_point t) {
 std::string sourceOf(const std::string& from) {
   size_t colon = from.rfind(':');
   return colon == std::string::npos ? from : from.substr(0, colon);
+}
+
+// Returns the free pages of the heap to the system: a burst of handshakes (a flood of
+// connections) leaves freed memory that malloc would otherwise keep.
+void releaseFreedMemory() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
 }
 
 // One thread running an accepted connection's handshake; reaped as soon as it is done.
@@ -77,7 +88,8 @@ class Connector {
   // Starts a handshake thread for an accepted connection, or refuses it (caps, no threads).
   void startAccepted(Fd fd, const std::string& from);
   void acceptOne(Fd fd, std::string from, Handshaker* self);
-  // Joins the handshake threads that are done.
+  // Joins the handshake threads that are done (accept loop only); gives back what they freed,
+  // at most once per kTrimInterval.
   void reapHandshakers();
   // Logs `message` (a problem with unauthenticated or resource-starved connections) at most
   // once per period, with the number of such events since the last line.
@@ -109,6 +121,7 @@ class Connector {
   std::vector<std::string> last_refusal_ TP_GUARDED_BY(mu_);
   std::list<Handshaker> handshakers_ TP_GUARDED_BY(mu_);
   std::map<std::string, int> per_source_ TP_GUARDED_BY(mu_);  // running handshakes by address
+  Clock::time_point last_trim_{};                             // accept loop only
   LogLimiter unauthenticated_log_;                            // thread-safe
   LogLimiter overload_log_;                                   // thread-safe
 };
@@ -313,6 +326,10 @@ void Connector::reapHandshakers() {
     }
   }
   for (auto& h : done) h.thread.join();
+  if (!done.empty() && Clock::now() - last_trim_ >= kTrimInterval) {
+    releaseFreedMemory();
+    last_trim_ = Clock::now();
+  }
 }
 
 void Connector::startAccepted(Fd fd, const std::string& from) {
@@ -409,6 +426,7 @@ void Connector::run() {
   auto handshakers = std::move(handshakers_);
   lock.unlock();
   for (auto& h : handshakers) h.thread.join();
+  if (!handshakers.empty()) releaseFreedMemory();
   if (complete) return;
   if (cancelled()) {
     fail(ErrorCode::kAborted, "node {}: connecting to the mesh was cancelled (shutting down)", me);
