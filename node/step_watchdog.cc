@@ -66,6 +66,12 @@ void StepWatchdog::loop() {
   }
 }
 
+int StepWatchdog::livePeers() const {
+  int alive = 0;
+  for (int p = 0; p < mesh_->nodeCount(); ++p) alive += p != mesh_->nodeId() && mesh_->peerAlive(p);
+  return alive;
+}
+
 void StepWatchdog::onStall(uint64_t step, int awaited) {
   const double limit_s = static_cast<double>(timeout_.count()) / 1e3;
   std::vector<StalledPeer> stalled;
@@ -75,11 +81,19 @@ void StepWatchdog::onStall(uint64_t step, int awaited) {
   } else if (ledger_ != nullptr) {
     const auto window = std::clamp<std::chrono::milliseconds>(
         timeout_ / 2, std::chrono::milliseconds(500), std::chrono::seconds(5));
+    const int alive_before = livePeers();
     stalled = findStalledPeers(*mesh_, *ledger_, ++probes_, window);
     if (ended_.load() >= step) {
       spdlog::warn(
-          "[driver] a step outlasted --step-timeout {:.1f} s but completed while node 0 probed "
-          "its nodes; no node is declared lost",
+          "[driver] a step outlasted --step-timeout {:.1f} s but ended while node 0 probed its "
+          "nodes; no node is declared lost",
+          limit_s);
+      return;
+    }
+    if (stalled.empty() && livePeers() < alive_before) {
+      spdlog::warn(
+          "[driver] a step outlasted --step-timeout {:.1f} s; a node was lost while node 0 "
+          "probed the others, which are up to date: no other node is declared lost",
           limit_s);
       return;
     }

@@ -23,7 +23,8 @@
 //   watch() returns, the watchdog no longer touches the previous mesh or ledger (watch() waits
 //   for a probe in progress, at most the probe window: clamp(timeout / 2, 0.5 s, 5 s)).
 // - A stalled step is reported once. A step that ends while its peers are being probed
-//   declares nobody lost.
+//   declares nobody lost; nor does a probe during which a peer was lost (the mesh reports that
+//   one) and that finds the others up to date.
 #pragma once
 
 #include <atomic>
@@ -67,6 +68,7 @@ class StepWatchdog {
   void loop();
   // The step `step` outlasted the timeout: blame and fail (mu_ held).
   void onStall(uint64_t step, int awaited_peer);
+  int livePeers() const;  // of mesh_ (mu_ held)
 
   const std::chrono::milliseconds timeout_;
   std::atomic<int64_t> began_ns_{0};  // steady clock ns of the step in progress; 0: none
