@@ -1,13 +1,20 @@
-// The step progress messages (node/step_progress.h): round trips, and hostile bytes refused
-// with the code the wire protocol documents.
+// The step progress messages (node/step_progress.h): round trips, hostile bytes refused with
+// the code the wire protocol documents, and a worker's ProgressResponder over the fake mesh
+// (it answers with its counts; a malformed query, or one for another node, drops node 0).
 #include "node/step_progress.h"
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "common/byte_order.h"
 #include "common/error.h"
+#include "node/mesh_setup.h"
+#include "node/progress_responder.h"
+#include "tests/collectives/fake_mesh.h"
 
 namespace tpnode::node {
 namespace {
@@ -69,6 +76,31 @@ TEST(StepProgressTest, HostileBytesAreRefused) {
   storeLE16(rp + 6, 0);
   storeLE64(rp + 24, 6);  // begun 6 > received 5
   EXPECT_EQ(codeOf([&] { decodeProgressReport(r); }), ErrorCode::kInvalidData);
+}
+
+TEST(ProgressResponderTest, AnswersWithItsCountsAndDropsNodeZeroOnAMalformedQuery) {
+  auto net = collectives::testing::FakeNetwork::create(3);
+  auto node0 = net->mesh(0);
+  auto node2 = net->mesh(2);
+  ProgressResponder responder(*node2);
+  responder.noteReceived();
+  responder.noteBegun();
+  responder.noteReceived();
+  node0->send(2, kTagProgress, encodeProgressQuery({ProgressKind::kProbe, 5, 2}));
+  std::array<std::byte, kProgressReportBytes> buf{};
+  const size_t n = node0->recv(2, kTagProgressReport, buf);
+  ProgressReport r = decodeProgressReport(std::span(buf.data(), n));
+  EXPECT_EQ(r.probe, 5u);
+  EXPECT_EQ(r.node, 2u);
+  EXPECT_EQ(r.received, 2u);
+  EXPECT_EQ(r.begun, 1u);
+
+  // A query for node 1 reaching node 2: the responder drops node 0 (the fake kills it).
+  node0->send(2, kTagProgress, encodeProgressQuery({ProgressKind::kProbe, 6, 1}));
+  for (int i = 0; i < 200 && node2->peerAlive(0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(node2->peerAlive(0));
 }
 
 }  // namespace
