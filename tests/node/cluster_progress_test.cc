@@ -160,6 +160,10 @@ TEST_F(ClusterProgressTest, OfThreeNodesOnlyTheStalledWorkerIsLost) {
   EXPECT_EQ(after.status, 200) << after.body;
   EXPECT_TRUE(stalling->waitForLog("rejoined the driver", 1s)) << stalling->log();
   EXPECT_TRUE(healthy->waitForLog("node 1: re-forming the cluster", 1s)) << healthy->log();
+  const std::string metrics =
+      test::httpRequest("127.0.0.1", api_port_, "GET", "/metrics", "", 5).body;
+  EXPECT_NE(metrics.find("tpnode_node_lost_total{peer=\"2\"} 1\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("tpnode_node_lost_total{peer=\"1\"} 0\n"), std::string::npos) << metrics;
 
   driver->signal(SIGTERM);
   EXPECT_EQ(driver->wait(30s), 0) << driver->log();
