@@ -87,16 +87,17 @@ class Connector {
   void acceptLoop(int listen_fd);
   // Starts a handshake thread for an accepted connection, or refuses it (caps, no threads).
   void startAccepted(Fd fd, const std::string& from);
-  void acceptOne(Fd fd, std::string from, Handshaker* self);
+  void acceptOne(Fd fd, std::string from, Nonce nonce, Handshaker* self);
   // Joins the handshake threads that are done (accept loop only); gives back what they freed,
   // at most once per kTrimInterval.
   void reapHandshakers();
   // Logs `message` (a problem with unauthenticated or resource-starved connections) at most
   // once per period, with the number of such events since the last line.
   void throttledWarn(LogLimiter& log, const std::string& message);
-  // Runs the handshake; on success stores the socket and returns true.
+  // Runs the handshake with this side's fresh `nonce`; on success stores the socket and
+  // returns true.
   bool handshake(std::unique_ptr<Transport> transport, int expected_peer, int lane,
-                 const std::string& from);
+                 const std::string& from, const Nonce& nonce);
   std::string admitLocked(int peer, int lane, const std::string& from) TP_REQUIRES(mu_);
   // Records the latest problem with `peer`; a refusal (its reason in `refusal`) is logged as
   // a warning the first time that reason is seen.
@@ -173,7 +174,7 @@ void Connector::throttledWarn(LogLimiter& log, const std::string& message) {
 }
 
 bool Connector::handshake(std::unique_ptr<Transport> t, int expected_peer, int lane,
-                          const std::string& from) {
+                          const std::string& from, const Nonce& nonce) {
   HandshakeConfig config;
   config.node_id = o_.node_id;
   config.node_count = n_;
@@ -188,8 +189,6 @@ bool Connector::handshake(std::unique_ptr<Transport> t, int expected_peer, int l
     MutexLock lock(mu_);
     return admitLocked(peer, peer_lane, from);
   };
-  Nonce nonce{};
-  randomBytes(nonce);
   Handshake hs(std::move(config), nonce);
   const auto started = Clock::now();
   const auto deadline = std::min(deadline_, started + kHandshakeTimeout);
@@ -281,8 +280,10 @@ void Connector::dialLoop(int peer, int lane) {
       try {
         auto deadline = std::min(deadline_, Clock::now() + kHandshakeTimeout);
         if (o_.socket_buffer_bytes > 0) setBuffers(fd.get(), o_.socket_buffer_bytes);
+        Nonce nonce{};
+        randomBytes(nonce);
         if (handshake(make_transport_(std::move(fd), false, deadline), peer, lane,
-                      address.toString())) {
+                      address.toString(), nonce)) {
           continue;
         }
       } catch (const Error& e) {
@@ -300,11 +301,11 @@ void Connector::dialLoop(int peer, int lane) {
   }
 }
 
-void Connector::acceptOne(Fd fd, std::string from, Handshaker* self) {
+void Connector::acceptOne(Fd fd, std::string from, Nonce nonce, Handshaker* self) {
   try {
     if (o_.socket_buffer_bytes > 0) setBuffers(fd.get(), o_.socket_buffer_bytes);
     auto deadline = std::min(deadline_, Clock::now() + kPreAuthTimeout);
-    handshake(make_transport_(std::move(fd), true, deadline), -1, 0, from);
+    handshake(make_transport_(std::move(fd), true, deadline), -1, 0, from, nonce);
   } catch (const Error& e) {
     throttledWarn(unauthenticated_log_,
                   fmt::format("refused a connection from {}: {}", from, e.what()));
@@ -334,6 +335,10 @@ void Connector::reapHandshakers() {
 
 void Connector::startAccepted(Fd fd, const std::string& from) {
   const std::string source = sourceOf(from);
+  // Drawn here, on the accept loop's thread: OpenSSL keeps random generators per thread, and
+  // each short-lived handshake thread would set up (and free) its own, about 5 KiB each.
+  Nonce nonce{};
+  randomBytes(nonce);
   std::string refused;
   {
     MutexLock lock(mu_);
@@ -347,9 +352,8 @@ void Connector::startAccepted(Fd fd, const std::string& from) {
     } else {
       auto& h = handshakers_.emplace_back();
       try {
-        h.thread = std::thread([this, f = std::make_shared<Fd>(std::move(fd)), from, p = &h] {
-          acceptOne(std::move(*f), from, p);
-        });
+        h.thread = std::thread([this, f = std::make_shared<Fd>(std::move(fd)), from, nonce,
+                                p = &h] { acceptOne(std::move(*f), from, nonce, p); });
         ++handshakes_running_;
         ++per_source_[source];
         return;
