@@ -187,6 +187,7 @@ bool Driver::formCluster() {
   hooks.log_formation = true;
   hooks.on_peer = [this](const mesh::PeerEvent& e) {
     if (e.kind == mesh::PeerEventKind::kConnected) return;
+    if (e.kind == mesh::PeerEventKind::kLost) metrics_->nodeLost(e.peer);
     spdlog::warn("[driver] node {} lost: {}", e.peer, e.reason);
     fault_ = true;
     queue_.wake();
@@ -198,7 +199,7 @@ bool Driver::formCluster() {
   session->awaitLoaded();
   session_ = std::move(session);
   formed_once_ = true;
-  if (session_->mesh()) watchdog_->watch(session_->mesh());
+  if (session_->mesh()) watchdog_->watch(session_->mesh(), session_->ledger());
   ready_ = true;
   metrics_->setRanks(session_->ranks());
   {

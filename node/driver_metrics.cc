@@ -59,8 +59,22 @@ DriverMetrics::DriverMetrics(int nodes, int self)
                              .Name("tpnode_rank_device_bytes")
                              .Help("Bytes each GPU rank holds on its device (0: CPU rank)")
                              .Register(*registry_)),
+      node_lost_(BuildCounter()
+                     .Name("tpnode_node_lost_total")
+                     .Help("Times node `peer` was declared lost (it died, went silent or did not "
+                           "answer a step within --step-timeout)")
+                     .Register(*registry_)),
       links_(nodes),
-      self_(self) {}
+      self_(self) {
+  for (int p = 0; p < nodes; ++p) {
+    if (p != self) node_lost_.Add({{"peer", std::to_string(p)}});
+  }
+}
+
+void DriverMetrics::nodeLost(int peer) {
+  if (peer == self_ || peer < 0 || peer >= links_.size()) return;
+  node_lost_.Add({{"peer", std::to_string(peer)}}).Increment();
+}
 
 void DriverMetrics::setRanks(const RankSet& rs) {
   for (int r = 0; r < rs.localRanks(); ++r) {

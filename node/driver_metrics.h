@@ -50,6 +50,8 @@ class DriverMetrics {
 
   // Weight, KV and device bytes of each local rank (labels local_rank, backend).
   void setRanks(const RankSet& ranks);
+  // Node `peer` was declared lost (dead, silent, or stalling a step): tpnode_node_lost_total.
+  void nodeLost(int peer);
   mesh::LinkMeters& links() { return links_; }
 
   std::vector<prometheus::MetricFamily> collect() const;
@@ -60,6 +62,7 @@ class DriverMetrics {
   prometheus::Family<prometheus::Gauge>& rank_weight_bytes_;
   prometheus::Family<prometheus::Gauge>& rank_kv_bytes_;
   prometheus::Family<prometheus::Gauge>& rank_device_bytes_;
+  prometheus::Family<prometheus::Counter>& node_lost_;
   mesh::LinkMeters links_;
   const int self_;  // this node's id: no link to itself
 };
