@@ -47,7 +47,8 @@ std::string refusal(const ModelConfig& c, const TensorDesc& t, int tp, TensorSha
     }
     return {};
   }
-  if (r == "attn_output.weight" || r == "ffn_down.weight") {
+  if (r == "attn_output.weight" || r == "ffn_down.weight" || r == "ffn_down_exps.weight" ||
+      r == "ffn_down_shexp.weight") {
     out.kind = ShardKind::kSplitCols;
     out.pieces = tp;
     if (t.cols % static_cast<uint64_t>(tp) != 0) {
@@ -59,6 +60,12 @@ std::string refusal(const ModelConfig& c, const TensorDesc& t, int tp, TensorSha
                          info.name, info.block_size);
     }
     return {};
+  }
+  if (r == "ffn_gate_exps.weight" || r == "ffn_up_exps.weight") {
+    return splitRows(c.n_ff_exp, "expert ffn rows");
+  }
+  if (r == "ffn_gate_shexp.weight" || r == "ffn_up_shexp.weight") {
+    return splitRows(c.n_ff_shexp, "shared expert ffn rows");
   }
   if (t.name == "output.weight" && c.n_vocab % tp == 0 && head != HeadLayout::kReplicated) {
     out.kind = ShardKind::kSplitRows;  // vocab-parallel head
@@ -76,15 +83,16 @@ std::string humanBytes(uint64_t b) {
 }  // namespace
 
 Slice TensorShard::sliceFor(int rank, int tp) const {
-  Slice s{0, tensor.rows, 0, tensor.cols};
+  const uint64_t rows = tensor.rows / tensor.experts;  // per expert
+  Slice s{0, rows, 0, tensor.cols, 0, tensor.experts};
   if (kind == ShardKind::kReplicate) return s;
   uint64_t piece = static_cast<uint64_t>(rank) * pieces / tp;
-  if (kind == ShardKind::kSplitRows && tensor.rows == 1) {  // a bias: split its elements
+  if (kind == ShardKind::kSplitRows && rows == 1) {  // a bias: split its elements
     uint64_t n = tensor.cols / pieces;
     s.col_begin = piece * n;
     s.col_end = s.col_begin + n;
   } else if (kind == ShardKind::kSplitRows) {
-    uint64_t n = tensor.rows / pieces;
+    uint64_t n = rows / pieces;
     s.row_begin = piece * n;
     s.row_end = s.row_begin + n;
   } else {
@@ -97,7 +105,8 @@ Slice TensorShard::sliceFor(int rank, int tp) const {
 
 uint64_t TensorShard::bytesFor(int rank, int tp) const {
   Slice s = sliceFor(rank, tp);
-  return rowBytes(tensor.type, s.col_end - s.col_begin) * (s.row_end - s.row_begin);
+  return rowBytes(tensor.type, s.col_end - s.col_begin) * (s.row_end - s.row_begin) *
+         (s.expert_end - s.expert_begin);
 }
 
 const TensorShard& ShardPlan::find(const std::string& name) const {
@@ -142,9 +151,12 @@ std::string ShardPlan::describe() const {
                        : s->kind == ShardKind::kSplitRows ? "split rows"
                                                           : "split cols";
     Slice sl = s->sliceFor(0, tp);
-    out += fmt::format("  {:<24} x{:<3} {:<5} [{} x {}] {:<10} rank 0: [{} x {}]{}\n", r, count,
-                       tensorTypeName(s->tensor.type), s->tensor.rows, s->tensor.cols, kind,
-                       sl.row_end - sl.row_begin, sl.col_end - sl.col_begin,
+    const uint64_t e = s->tensor.experts;  // stacked experts: [experts x rows x cols]
+    const std::string lead = e > 1 ? fmt::format("{} x ", e) : "";
+    const std::string lead0 = e > 1 ? fmt::format("{} x ", sl.expert_end - sl.expert_begin) : "";
+    out += fmt::format("  {:<24} x{:<3} {:<5} [{}{} x {}] {:<10} rank 0: [{}{} x {}]{}\n", r, count,
+                       tensorTypeName(s->tensor.type), lead, s->tensor.rows / e, s->tensor.cols,
+                       kind, lead0, sl.row_end - sl.row_begin, sl.col_end - sl.col_begin,
                        s->pieces < tp && s->kind != ShardKind::kReplicate
                            ? fmt::format(" ({} pieces, replicated x{})", s->pieces, tp / s->pieces)
                            : "");
@@ -164,7 +176,10 @@ std::string ShardPlan::describe() const {
 
 std::vector<TensorDesc> tensorDescs(const GgufMetadata& meta) {
   std::vector<TensorDesc> out;
-  for (const GgufTensorInfo& t : meta.tensors) out.push_back({t.name, t.type, t.ne[0], t.rows()});
+  for (const GgufTensorInfo& t : meta.tensors) {
+    const bool stacked = t.n_dims >= 3 && t.ne[3] == 1;  // [cols, rows, experts]
+    out.push_back({t.name, t.type, t.ne[0], t.rows(), stacked ? t.ne[2] : 1});
+  }
   return out;
 }
 

@@ -8,6 +8,11 @@
 // - split columns (row-parallel, input features): attn_output, ffn_down; their partial outputs
 //   are all-reduced. A quantized row may only be cut at block boundaries.
 // - replicate: norms, token embeddings, anything else.
+// - mixture of experts (ModelConfig::isMoe), placement "expert slicing": the stacked expert
+//   tensors [n_expert][rows][cols] are cut per expert as the dense FFN is: ffn_gate_exps /
+//   ffn_up_exps by rows, ffn_down_exps by columns, so every rank holds 1/tp of every expert; the
+//   router (ffn_gate_inp) and qwen2moe's shared-expert gate (ffn_gate_inp_shexp) are replicated;
+//   the shared expert (ffn_*_shexp) is split as the dense FFN.
 // - n_kv_heads < tp: K/V heads are replicated: tensor cut into n_kv pieces, rank r holds piece
 //   r * n_kv / tp, so each rank still owns whole query groups (tp must be a multiple of n_kv).
 // A shape that cannot be split is refused with Error(kInvalidArgument) naming the tensor, the
@@ -30,10 +35,16 @@ struct TensorDesc {
   TensorType type = TensorType::kF32;
   uint64_t cols = 0;  // ggml ne[0]: elements per row
   uint64_t rows = 1;  // product of ne[1..3]
+  // Stacked expert tensors (ffn_*_exps): ne[2], the number of experts; `rows` counts the rows of
+  // all of them (rows / experts per expert). 1 for every other tensor.
+  uint64_t experts = 1;
 };
 
+// A tensor's rows and columns held by one rank. For a stacked expert tensor the row range is
+// within each expert, and the rank holds experts [expert_begin, expert_end) of it.
 struct Slice {
   uint64_t row_begin, row_end, col_begin, col_end;
+  uint64_t expert_begin = 0, expert_end = 1;
 };
 
 struct TensorShard {

@@ -34,6 +34,12 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
   const int tp = topo.ranksPerNode();
   auto t0 = std::chrono::steady_clock::now();
   const bool gpu = !options.gpu_of_rank.empty();
+  if (gpu && config.isMoe()) {
+    fail(ErrorCode::kUnsupported,
+         "{} is a mixture-of-experts model ({} experts); GPU ranks run dense models only: use "
+         "--backend cpu",
+         config.arch, config.n_expert);
+  }
   spdlog::info("[model] loading {} local rank shards (global ranks {}..{} of {}) for {} ranks", tp,
                topo.firstRank(), topo.globalRank(tp - 1), plan.tp, gpu ? "GPU" : "CPU");
   // Load in parallel: each rank copies only its own slice out of the mapped file.

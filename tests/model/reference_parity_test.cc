@@ -131,10 +131,19 @@ TEST_P(ReferenceParity, GreedyIdsMatchLlamaCpp) {
 
 std::vector<Param> allParams() {
   const std::vector<std::pair<std::string, std::vector<int>>> models = {
-      {"llama-tiny-f32", {1, 2, 4}},  {"llama-tiny-q8_0", {1, 2, 4}},
-      {"llama-tiny-q4_0", {1, 2, 4}}, {"llama-tiny-q4_k", {1}},
-      {"llama-tiny-q6_k", {1}},       {"llama-tiny-kv1-f32", {1, 2, 4}},
-      {"qwen2-tiny-f32", {1, 2, 4}}};
+      {"llama-tiny-f32", {1, 2, 4}},
+      {"llama-tiny-q8_0", {1, 2, 4}},
+      {"llama-tiny-q4_0", {1, 2, 4}},
+      {"llama-tiny-q4_k", {1}},
+      {"llama-tiny-q6_k", {1}},
+      {"llama-tiny-kv1-f32", {1, 2, 4}},
+      {"qwen2-tiny-f32", {1, 2, 4}},
+      // Mixture of experts, expert slicing (docs/models.md): tp 2 cuts every expert in two.
+      {"qwen3moe-tiny-f32", {1, 2}},
+      {"qwen3moe-tiny-q8_0", {1, 2}},
+      {"qwen2moe-tiny-f32", {1, 2}},
+      {"mixtral-tiny-f32", {1, 2, 4}},
+      {"mixtral-tiny-q4_0", {1, 2}}};
   std::vector<Param> out;
   for (const auto& [m, tps] : models) {
     for (const char* prompt : {"en_sentence", "paragraph", "unicode", "word"}) {

@@ -188,3 +188,104 @@ TEST(ShardPlanTest, HeadLayoutFlag) {
 
 }  // namespace
 }  // namespace tpnode::model
+
+namespace tpnode::model {
+namespace {
+
+// A mixture-of-experts layer: 4 experts of 256 rows (dim 256), the router, optionally
+// qwen2moe's shared expert of 512 rows.
+ModelConfig moeConfig(bool shared) {
+  ModelConfig c = config(256, 8, 4, 768, 1024);
+  c.arch = shared ? "qwen2moe" : "qwen3moe";
+  c.n_expert = 4;
+  c.n_expert_used = 2;
+  c.n_ff_exp = 256;
+  c.n_ff_shexp = shared ? 512 : 0;
+  return c;
+}
+
+std::vector<TensorDesc> moeTensors(const ModelConfig& c, TensorType t) {
+  std::vector<TensorDesc> out;
+  for (const TensorDesc& d : tensors(c, t)) {
+    if (d.name.find("ffn_gate.") == std::string::npos &&
+        d.name.find("ffn_up.") == std::string::npos &&
+        d.name.find("ffn_down.") == std::string::npos) {
+      out.push_back(d);
+    }
+  }
+  const uint64_t d = 256, f = static_cast<uint64_t>(c.n_ff_exp), e = 4;
+  out.push_back({"blk.0.ffn_gate_inp.weight", TensorType::kF32, d, e});
+  out.push_back({"blk.0.ffn_gate_exps.weight", t, d, f * e, e});
+  out.push_back({"blk.0.ffn_up_exps.weight", t, d, f * e, e});
+  out.push_back({"blk.0.ffn_down_exps.weight", t, f, d * e, e});
+  if (c.n_ff_shexp > 0) {
+    const uint64_t s = static_cast<uint64_t>(c.n_ff_shexp);
+    out.push_back({"blk.0.ffn_gate_inp_shexp.weight", TensorType::kF32, d, 1});
+    out.push_back({"blk.0.ffn_gate_shexp.weight", t, d, s});
+    out.push_back({"blk.0.ffn_up_shexp.weight", t, d, s});
+    out.push_back({"blk.0.ffn_down_shexp.weight", t, s, d});
+  }
+  return out;
+}
+
+// Expert slicing: rows (gate, up) and columns (down) of every expert, router replicated.
+TEST(ShardPlanTest, ExpertSlicingTable) {
+  struct MoeRow {
+    const char* tensor;
+    int tp, rank;
+    ShardKind kind;
+    uint64_t row_begin, row_end, col_begin, col_end, expert_begin, expert_end;
+  };
+  const MoeRow table[] = {
+      {"blk.0.ffn_gate_exps.weight", 2, 1, ShardKind::kSplitRows, 128, 256, 0, 256, 0, 4},
+      {"blk.0.ffn_up_exps.weight", 4, 2, ShardKind::kSplitRows, 128, 192, 0, 256, 0, 4},
+      {"blk.0.ffn_down_exps.weight", 2, 1, ShardKind::kSplitCols, 0, 256, 128, 256, 0, 4},
+      {"blk.0.ffn_gate_inp.weight", 4, 3, ShardKind::kReplicate, 0, 4, 0, 256, 0, 1},
+      {"blk.0.ffn_gate_inp_shexp.weight", 2, 1, ShardKind::kReplicate, 0, 1, 0, 256, 0, 1},
+      {"blk.0.ffn_gate_shexp.weight", 2, 1, ShardKind::kSplitRows, 256, 512, 0, 256, 0, 1},
+      {"blk.0.ffn_down_shexp.weight", 4, 1, ShardKind::kSplitCols, 0, 256, 128, 256, 0, 1},
+  };
+  const ModelConfig c = moeConfig(true);
+  for (const MoeRow& r : table) {
+    ShardPlan plan = planShards(c, moeTensors(c, TensorType::kQ8_0), r.tp);
+    const TensorShard& s = plan.find(r.tensor);
+    const Slice sl = s.sliceFor(r.rank, r.tp);
+    SCOPED_TRACE(std::string(r.tensor) + " tp=" + std::to_string(r.tp));
+    EXPECT_EQ(s.kind, r.kind);
+    EXPECT_EQ(sl.row_begin, r.row_begin);
+    EXPECT_EQ(sl.row_end, r.row_end);
+    EXPECT_EQ(sl.col_begin, r.col_begin);
+    EXPECT_EQ(sl.col_end, r.col_end);
+    EXPECT_EQ(sl.expert_begin, r.expert_begin);
+    EXPECT_EQ(sl.expert_end, r.expert_end);
+  }
+  // Every rank holds 1/tp of the experts' bytes.
+  ShardPlan p1 = planShards(c, moeTensors(c, TensorType::kQ8_0), 1);
+  ShardPlan p2 = planShards(c, moeTensors(c, TensorType::kQ8_0), 2);
+  const TensorShard& down = p2.find("blk.0.ffn_down_exps.weight");
+  EXPECT_EQ(down.bytesFor(0, 2) * 2, p1.find("blk.0.ffn_down_exps.weight").bytesFor(0, 1));
+  EXPECT_NE(p2.describe().find("ffn_down_exps.weight"), std::string::npos);
+  EXPECT_NE(p2.describe().find("[4 x 256 x 128]"), std::string::npos) << p2.describe();
+}
+
+// A slice that would cut a quantization block is refused, naming the tensor and what works.
+TEST(ShardPlanTest, ExpertSlicingRefusesCutBlocks) {
+  const ModelConfig c = moeConfig(false);
+  std::vector<TensorDesc> ts = moeTensors(c, TensorType::kQ8_0);
+  for (TensorDesc& t : ts) {
+    if (t.experts > 1) t.type = TensorType::kQ4_K;  // 256-wide experts of 256-blocks
+  }
+  try {
+    planShards(c, ts, 2);
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(m.find("ffn_down_exps"), std::string::npos) << m;
+    EXPECT_NE(m.find("would cut a Q4_K block of 256"), std::string::npos) << m;
+  }
+  EXPECT_NO_THROW(planShards(c, moeTensors(c, TensorType::kQ8_0), 8));  // 32-column slices
+}
+
+}  // namespace
+}  // namespace tpnode::model

@@ -133,6 +133,13 @@ std::vector<Case> parityCases() {
   cases.push_back({"llama-tiny-kv1-f32", "en_sentence", 2, 2});  // KV heads replicated
   cases.push_back({"qwen2-tiny-f32", "unicode", 2, 1});
   cases.push_back({"qwen2-tiny-f32", "en_sentence", 2, 2});  // KV heads replicated
+  // Mixture of experts, expert slicing: every layout on qwen3moe, then the shared expert
+  // (qwen2moe) and a quantized Mixtral across nodes.
+  for (auto [nodes, tp] : std::vector<std::pair<int, int>>{{1, 1}, {1, 2}, {2, 1}, {2, 2}}) {
+    cases.push_back({"qwen3moe-tiny-f32", "en_sentence", nodes, tp});
+  }
+  cases.push_back({"qwen2moe-tiny-f32", "unicode", 2, 2});
+  cases.push_back({"mixtral-tiny-q4_0", "word", 2, 2});
   // The output head on global rank 0 alone, across nodes.
   cases.push_back({"llama-tiny-f32", "en_sentence", 2, 2, "replicated"});
   cases.push_back({"llama-tiny-q8_0", "word", 2, 1, "replicated"});
