@@ -43,6 +43,9 @@ class LlamaRank final : public RankModel {
   const RankWeights& weights() const override { return weights_; }
   uint64_t kvBytes() const override { return kv_.bytes(); }
   std::string backend() const override { return "cpu"; }
+  std::vector<uint64_t> expertPairs() const override {
+    return moe_ ? moe_->expertPairs() : std::vector<uint64_t>{};
+  }
 
  private:
   void attentionBlock(int64_t layer, std::span<const BatchToken> batch);

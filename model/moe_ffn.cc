@@ -15,7 +15,17 @@ MoeFfn::MoeFfn(const ModelConfig& c, kernels::ThreadPool& pool)
       n_expert_(c.n_expert),
       k_(c.n_expert_used),
       normalize_(c.moe_norm_weights),
-      pool_(pool) {}
+      pool_(pool),
+      expert_pairs_(std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(c.n_expert))) {}
+
+std::vector<uint64_t> MoeFfn::expertPairs() const {
+  std::vector<uint64_t> out(static_cast<size_t>(n_expert_));
+  for (int64_t e = 0; e < n_expert_; ++e) {
+    out[static_cast<size_t>(e)] =
+        expert_pairs_[static_cast<size_t>(e)].load(std::memory_order_relaxed);
+  }
+  return out;
+}
 
 void MoeFfn::matmul(const Matrix& w, const float* x, int64_t n, float* y) {
   kernels::matmul(w, x, n, y, w.rows, pool_, quant_scratch_);
@@ -45,7 +55,11 @@ void MoeFfn::forward(const MoeLayerWeights& w, const float* h, int64_t n, float*
   // Group the (token, j) pairs by expert (counting sort: pairs of one expert in token order).
   count_.assign(static_cast<size_t>(n_expert_ + 1), 0);
   for (int32_t e : selected_) ++count_[static_cast<size_t>(e) + 1];
-  for (int64_t e = 0; e < n_expert_; ++e) count_[e + 1] += count_[e];
+  for (int64_t e = 0; e < n_expert_; ++e) {
+    expert_pairs_[static_cast<size_t>(e)].fetch_add(static_cast<uint64_t>(count_[e + 1]),
+                                                    std::memory_order_relaxed);
+    count_[e + 1] += count_[e];
+  }
   order_.resize(static_cast<size_t>(pairs));
   {
     std::vector<int64_t> next(count_.begin(), count_.end() - 1);
@@ -58,7 +72,6 @@ void MoeFfn::forward(const MoeLayerWeights& w, const float* h, int64_t n, float*
     const int64_t e = w.expert_begin + static_cast<int64_t>(i);
     const int64_t begin = count_[e], m = count_[e + 1] - begin;
     if (m == 0) continue;
-    routed_pairs_ += static_cast<uint64_t>(m);
     x_.resize(static_cast<size_t>(m * dim_));
     for (int64_t r = 0; r < m; ++r) {
       const int64_t token = order_[begin + r] / k_;

@@ -15,7 +15,9 @@
 // Threading: one thread (the rank's) calls forward(); the matmuls fan out to the pool.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "model/config.h"
@@ -33,8 +35,9 @@ class MoeFfn {
   // share of the FFN output, to be all-reduced.
   void forward(const MoeLayerWeights& w, const float* h, int64_t n, float* out);
 
-  // Token-expert pairs routed to experts this rank holds, summed over layers since construction.
-  uint64_t routedPairs() const { return routed_pairs_; }
+  // Token-expert pairs routed to each expert, summed over layers since construction (the same
+  // on every rank: the routing is replicated). Any thread (relaxed atomics).
+  std::vector<uint64_t> expertPairs() const;
 
  private:
   void matmul(const Matrix& w, const float* x, int64_t n, float* y);
@@ -46,7 +49,7 @@ class MoeFfn {
   int64_t dim_, n_expert_, k_;
   bool normalize_;
   kernels::ThreadPool& pool_;
-  uint64_t routed_pairs_ = 0;
+  std::unique_ptr<std::atomic<uint64_t>[]> expert_pairs_;  // [n_expert]
   // Scratch, grown as needed.
   std::vector<float> logits_, weights_, x_, gate_, up_, y_, slots_;
   std::vector<int32_t> selected_;
