@@ -39,52 +39,22 @@ class Loader {
 
   // Copies this rank's slice of a 2-D tensor.
   Matrix matrix(const std::string& name, uint64_t cols, uint64_t rows, bool required = true) {
-    Matrix m;
     const GgufTensorInfo* t = info(name, required);
-    if (!t) return m;
+    if (!t) return {};
     expectShape(*t, cols, rows);
-    Slice s = plan_.find(name).sliceFor(rank_, plan_.tp);
-    m.type = t->type;
-    m.rows = static_cast<int64_t>(s.row_end - s.row_begin);
-    m.cols = static_cast<int64_t>(s.col_end - s.col_begin);
-    m.row_bytes = rowBytes(t->type, s.col_end - s.col_begin);
-    const size_t full_row = rowBytes(t->type, cols);
-    const size_t col_off = rowBytes(t->type, s.col_begin);
-    m.data = HostBuffer(m.row_bytes * static_cast<size_t>(m.rows));
-    const uint8_t* src = file_.tensorData(*t).data();
-    for (uint64_t r = s.row_begin; r < s.row_end; ++r) {
-      std::memcpy(m.data.data() + (r - s.row_begin) * m.row_bytes, src + r * full_row + col_off,
-                  m.row_bytes);
-    }
-    account(m.data.size());
-    return m;
+    return slice(*t, cols, 0);
   }
 
   // This rank's slice of expert `e` of a stacked expert tensor [cols, rows, experts].
   Matrix expert(const std::string& name, uint64_t cols, uint64_t rows, uint64_t experts,
                 uint64_t e) {
-    Matrix m;
     const GgufTensorInfo* t = info(name, true);
     if (t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != experts || t->ne[3] != 1) {
       fail(ErrorCode::kInvalidData, "model tensor '{}' has shape {}, expected [{}, {}, {}]",
            t->name, t->shapeString(), cols, rows, experts);
     }
     expectShape(*t, cols, rows * experts);
-    Slice s = plan_.find(name).sliceFor(rank_, plan_.tp);
-    m.type = t->type;
-    m.rows = static_cast<int64_t>(s.row_end - s.row_begin);
-    m.cols = static_cast<int64_t>(s.col_end - s.col_begin);
-    m.row_bytes = rowBytes(t->type, s.col_end - s.col_begin);
-    const size_t full_row = rowBytes(t->type, cols);
-    const size_t col_off = rowBytes(t->type, s.col_begin);
-    m.data = HostBuffer(m.row_bytes * static_cast<size_t>(m.rows));
-    const uint8_t* src = file_.tensorData(*t).data() + e * rows * full_row;
-    for (uint64_t r = s.row_begin; r < s.row_end; ++r) {
-      std::memcpy(m.data.data() + (r - s.row_begin) * m.row_bytes, src + r * full_row + col_off,
-                  m.row_bytes);
-    }
-    account(m.data.size());
-    return m;
+    return slice(*t, cols, e * rows);
   }
 
   const ShardPlan& plan() const { return plan_; }
@@ -138,6 +108,27 @@ class Loader {
   int tensors() const { return tensors_; }
 
  private:
+  // The plan's rows and columns of this rank, counted from row `first_row` of tensor t (an
+  // expert's first row in a stacked expert tensor, else 0).
+  Matrix slice(const GgufTensorInfo& t, uint64_t cols, uint64_t first_row) {
+    Matrix m;
+    Slice s = plan_.find(t.name).sliceFor(rank_, plan_.tp);
+    m.type = t.type;
+    m.rows = static_cast<int64_t>(s.row_end - s.row_begin);
+    m.cols = static_cast<int64_t>(s.col_end - s.col_begin);
+    m.row_bytes = rowBytes(t.type, s.col_end - s.col_begin);
+    const size_t full_row = rowBytes(t.type, cols);
+    const size_t col_off = rowBytes(t.type, s.col_begin);
+    m.data = HostBuffer(m.row_bytes * static_cast<size_t>(m.rows));
+    const uint8_t* src = file_.tensorData(t).data() + first_row * full_row;
+    for (uint64_t r = s.row_begin; r < s.row_end; ++r) {
+      std::memcpy(m.data.data() + (r - s.row_begin) * m.row_bytes, src + r * full_row + col_off,
+                  m.row_bytes);
+    }
+    account(m.data.size());
+    return m;
+  }
+
   const GgufFile& file_;
   const ShardPlan& plan_;
   int rank_;
