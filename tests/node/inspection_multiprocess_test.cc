@@ -373,31 +373,49 @@ TEST_F(InspectionTest, DumpTensorCliWritesTheGatheredTensor) {
 }
 
 // Mixture of experts over 2 nodes, under both placements: every tensor (the stacked experts
-// included) equals the file, the listing says how the experts are split, and /metrics counts
-// the token-expert pairs routed to each rank's experts: under expert parallel each pair once,
-// on the rank that owns the expert (the ranks' counts add up to layers x experts used x tokens
+// included) equals the file, the listing says how the experts are split, taps agree between the
+// placements and the logits tap with llama.cpp (F32 tolerance, 1e-4), and /metrics counts the
+// token-expert pairs routed to each rank's experts: under expert parallel each pair once, on
+// the rank that owns the expert (the ranks' counts add up to layers x experts used x tokens
 // evaluated); under slicing every rank holds part of every expert, so every rank counts all.
-TEST_F(InspectionTest, ExpertTensorsAndExpertLoadUnderBothPlacements) {
-  const std::string stem = "qwen3moe-tiny-q8_0";
-  auto file = model::GgufFile::open(modelPath(stem));
-  const std::vector<int32_t> prompt = {10, 20, 30, 40, 50, 60};
+TEST_F(InspectionTest, MixtureOfExpertsTensorsTapsAndExpertLoad) {
+  testing_support::ReferenceCase ref = testing_support::loadCase("qwen3moe-tiny-f32__word");
+  auto file = model::GgufFile::open(ref.model_file);
   const int max_tokens = 5;
-  const uint64_t pairs = 2 /* layers */ * 2 /* used */ * (prompt.size() + max_tokens - 1);
+  const uint64_t pairs = 2 /* layers */ * 2 /* used */ * (ref.prompt_ids.size() + max_tokens - 1);
+  std::optional<Taps> first;
   for (const char* placement : {"expert", "slice"}) {
     SCOPED_TRACE(placement);
-    Cluster c(modelPath(stem), 2, 1, std::string("moe_") + placement,
+    const bool expert = std::string(placement) == "expert";
+    Cluster c(ref.model_file, 2, 1, std::string("moe_") + placement,
               {"--moe-placement", placement});
     ASSERT_TRUE(c.ready()) << c.log(0);
     EXPECT_EQ(checkTensors(c, *file, 2), static_cast<int>(file->metadata().tensors.size()));
     for (const json& e : json::parse(c.get("/v1/tensors").body)["data"]) {
       if (e["name"] != "blk.0.ffn_down_exps.weight") continue;
-      EXPECT_EQ(e["sharding"], std::string(placement) == "expert" ? "split_experts" : "split_cols");
-      EXPECT_EQ(e["numpy_axis"], std::string(placement) == "expert" ? 0 : 2);
+      EXPECT_EQ(e["sharding"], expert ? "split_experts" : "split_cols");
+      EXPECT_EQ(e["numpy_axis"], expert ? 0 : 2);
       EXPECT_EQ(e["shape"], json::array({8, 256, 256}));
     }
-    json body = {
-        {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true}};
-    ASSERT_EQ(c.post("/v1/completions", body).status, 200);
+    Taps t = requestTaps(c, ref.prompt_ids, max_tokens);
+    ASSERT_EQ(t.each.size(), kTapList.size());
+    const std::vector<float>& logits = t.each.back();
+    const int64_t vocab = ref.logits.cols;
+    ASSERT_EQ(logits.size(), ref.prompt_ids.size() * static_cast<size_t>(vocab));
+    for (size_t r = 0; r < ref.prompt_ids.size(); ++r) {
+      const std::vector<float> want(ref.logits.row(static_cast<int64_t>(r)),
+                                    ref.logits.row(static_cast<int64_t>(r)) + vocab);
+      const std::vector<float> got(logits.begin() + static_cast<long>(r * vocab),
+                                   logits.begin() + static_cast<long>((r + 1) * vocab));
+      EXPECT_LE(maxAbsDiff(got, want), 1e-4) << "row " << r;
+    }
+    if (first) {
+      for (size_t i = 0; i < t.each.size(); ++i) {
+        EXPECT_LE(maxAbsDiff(t.each[i], first->each[i]), 1e-4) << "tap " << i;
+      }
+    } else {
+      first = t;
+    }
     const std::string m = c.get("/metrics").body;
     uint64_t total = 0;
     for (int r = 0; r < 2; ++r) {
@@ -406,14 +424,14 @@ TEST_F(InspectionTest, ExpertTensorsAndExpertLoadUnderBothPlacements) {
                             "\"\\} ([0-9.e+]+)");
       ASSERT_TRUE(std::regex_search(m, hit, line)) << m;
       const uint64_t n = static_cast<uint64_t>(std::stod(hit[1]));
-      if (std::string(placement) == "slice") {
-        EXPECT_EQ(n, pairs) << "rank " << r;
-      } else {
+      if (expert) {
         EXPECT_GT(n, 0u) << "rank " << r;
+      } else {
+        EXPECT_EQ(n, pairs) << "rank " << r;
       }
       total += n;
     }
-    if (std::string(placement) == "expert") {
+    if (expert) {
       EXPECT_EQ(total, pairs);
     }
   }
