@@ -17,6 +17,7 @@ constexpr std::array<sv, 4> kOnOff{"on", "off", "1", "0"};
 constexpr std::array<sv, 2> kZeroOne{"0", "1"};
 constexpr std::array<sv, 3> kWireFormats{"f32", "bf16", "q8_0"};
 constexpr std::array<sv, 3> kHeads{"auto", "vocab-parallel", "replicated"};
+constexpr std::array<sv, 3> kMoePlacements{"auto", "slice", "expert"};
 constexpr std::array<sv, 7> kLogLevels{"trace", "debug",    "info", "warn",
                                        "error", "critical", "off"};
 constexpr std::array<sv, 4> kCollAlgos{"auto", "direct", "tree", "ring"};
@@ -142,6 +143,11 @@ constexpr Setting kTable[] = {
      "f32", "Inter-node all-reduce payload: f32, bf16, q8_0", kWireFormats},
     {"head", "", "TPNODE_HEAD", "cluster.head", "Cluster", kN, Type::kChoice, "auto",
      "Output head: vocab-parallel (split by vocabulary), replicated (rank 0 only) or auto", kHeads},
+    {"moe-placement", "", "TPNODE_MOE_PLACEMENT", "cluster.moe_placement", "Cluster", kN,
+     Type::kChoice, "auto",
+     "Mixture-of-experts models: slice (1/tp of every expert per rank), expert (whole experts "
+     "per rank) or auto",
+     kMoePlacements},
     {"mesh-hold", "", "TPNODE_MESH_HOLD", "", "Cluster", kN, Type::kDouble, "0",
      "Mesh smoke test (no --model): stay connected this many seconds before exiting"},
     // Security (shared with tools/tptopo)

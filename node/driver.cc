@@ -246,6 +246,7 @@ void Driver::runStep() {
   scheduler_->commit(step);
   metrics_->steps.Increment();
   metrics_->step_ms.Set(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  metrics_->addExpertLoad(session_->ranks());
 
   // Rows come in batch order: walk the chunks the same way.
   const int64_t vocab = model_.config.n_vocab;
