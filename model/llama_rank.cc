@@ -20,6 +20,7 @@ LlamaRank::LlamaRank(const ModelConfig& config, RankWeights weights,
       comm_(comm),
       pool_(pool),
       kv_(config.n_layer, n_slots, n_ctx, weights_.n_head_kv, config.head_dim) {
+  if (config_.isMoe()) moe_ = std::make_unique<MoeFfn>(config_, pool_);
   if (weights_.needsTiedHeadSlice()) {
     // Tied head, vocab-parallel: keep this rank's rows of the replicated token_embd. The copy is
     // the head's alone, so it can take the projections' kernel layout: a batch of logits rows

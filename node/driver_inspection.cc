@@ -88,12 +88,18 @@ TensorListing Driver::listing(size_t index) const {
       l.sharding = "replicate";
       break;
     case model::ShardKind::kSplitRows:  // a bias (1-D) splits its only axis
-      l.sharding = "split_rows";
-      l.numpy_axis = s.tensor.rows == 1 ? static_cast<int>(l.shape.size()) - 1 : 0;
+      l.sharding = "split_rows";        // stacked experts [E, rows, cols]: the rows of each
+      l.numpy_axis = s.tensor.rows == 1     ? static_cast<int>(l.shape.size()) - 1
+                     : s.tensor.experts > 1 ? 1
+                                            : 0;
       break;
     case model::ShardKind::kSplitCols:
       l.sharding = "split_cols";
       l.numpy_axis = static_cast<int>(l.shape.size()) - 1;
+      break;
+    case model::ShardKind::kSplitExperts:  // whole experts per rank
+      l.sharding = "split_experts";
+      l.numpy_axis = 0;
       break;
   }
   return l;

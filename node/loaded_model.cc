@@ -25,6 +25,18 @@ model::HeadLayout headLayout(HeadFlag head) {
   return model::HeadLayout::kAuto;
 }
 
+model::MoePlacement moePlacement(MoePlacementFlag moe) {
+  switch (moe) {
+    case MoePlacementFlag::kSlice:
+      return model::MoePlacement::kSlice;
+    case MoePlacementFlag::kExpert:
+      return model::MoePlacement::kExpert;
+    case MoePlacementFlag::kAuto:
+      break;
+  }
+  return model::MoePlacement::kAuto;
+}
+
 }  // namespace
 
 std::string modelSlug(const std::string& path) {
@@ -63,8 +75,8 @@ std::unique_ptr<LoadedModel> loadModel(const Options& o) {
   m->tokenizer = std::make_unique<model::Tokenizer>(model::loadVocab(*m->file));
 
   const collectives::Topology& topo = m->topology;
-  m->plan =
-      model::planShards(m->config, model::tensorDescs(meta), topo.worldSize(), headLayout(o.head));
+  m->plan = model::planShards(m->config, model::tensorDescs(meta), topo.worldSize(),
+                              headLayout(o.head), moePlacement(o.moe_placement));
   spdlog::info("[model] {} (served as '{}'; {}), {}", general_name, m->name, m->config.summary(),
                m->identity);
   spdlog::info("[model] shard plan for {} ranks ({} nodes x {} local):\n{}", topo.worldSize(),

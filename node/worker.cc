@@ -75,7 +75,9 @@ Outcome serve(ClusterSession& session, const Options& o, const LoadedModel& m) {
       session.acknowledge();
       return Outcome::kReform;
     }
+    session.progress().noteReceived();
     if (cmd.kind == StepKind::kReadTensor) {  // node 0 keeps the result; ours is dropped
+      session.progress().noteBegun();
       ranks.gatherTensor(m.plan.shards[cmd.tensor], /*assemble=*/false);
       continue;
     }
@@ -83,6 +85,7 @@ Outcome serve(ClusterSession& session, const Options& o, const LoadedModel& m) {
       stallUntilDropped(mesh, step);
     }
     expandStep(cmd, batch);
+    session.progress().noteBegun();  // node 0's progress probe sees this step taken up
     ranks.run(batch, logits);
   }
 }
