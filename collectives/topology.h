@@ -8,10 +8,12 @@
 //   global rank g = node * ranksPerNode + local,   node = g / ranksPerNode,
 //   local = g % ranksPerNode,                      lane = local.
 //   Global rank 0 is node 0's local rank 0; a node's leader is its local rank 0.
-// Pipeline stages (the next issue) get their place here: stages() splits the nodes into equal
-// consecutive groups, stage s holding global ranks s * tpSize() .. (s + 1) * tpSize() - 1 (as
-// worldConfig: rank = stage * tp + tp rank). Today every factory builds one stage, so
-// tpSize() == worldSize() and tpRank(g) == g.
+// Pipeline stages: stages() splits the nodes into equal consecutive groups of nodesPerStage()
+// nodes, stage s holding nodes s * nodesPerStage() .. (s + 1) * nodesPerStage() - 1 and global
+// ranks s * tpSize() .. (s + 1) * tpSize() - 1 (as worldConfig: rank = stage * tp + tp rank).
+// The factories build one stage (tpSize() == worldSize(), tpRank(g) == g); withStages() splits
+// it. Stage 0 holds node 0, which embeds the tokens, computes the output head and samples
+// (docs/architecture.md, "Pipeline stages").
 //
 // Contract
 // - A plain value: immutable after construction, copyable, safe to read from any thread.
@@ -55,13 +57,22 @@ class Topology {
   static std::string layoutRefusal(std::span<const int> ranks_per_node,
                                    const std::string& flag = "--tp-layout");
 
+  // This topology cut into `stages` pipeline stages of nodes() / stages nodes each.
+  // Error(kInvalidArgument) naming both numbers when `stages` is < 1, above nodes(), or does
+  // not divide nodes() (stageRefusal()).
+  Topology withStages(int stages) const;
+  // Why withStages(stages) refuses a cluster of `nodes` nodes ("" when it accepts it).
+  static std::string stageRefusal(int nodes, int stages);
+
   // Shape.
   int nodes() const { return nodes_; }
   int ranksPerNode() const { return ranks_per_node_; }
   int worldSize() const { return nodes_ * ranks_per_node_; }
-  int stages() const { return stages_; }                // 1 until pipeline parallelism
+  int stages() const { return stages_; }                // pipeline stages (1: tensor only)
   int tpSize() const { return worldSize() / stages_; }  // ranks of one stage
-  std::vector<int> ranksOfEveryNode() const;            // the layout: one entry per node
+  int nodesPerStage() const { return nodes_ / stages_; }
+  bool pipelined() const { return stages_ > 1; }
+  std::vector<int> ranksOfEveryNode() const;  // the layout: one entry per node
 
   // This node.
   int nodeId() const { return node_id_; }
@@ -76,6 +87,14 @@ class Topology {
   int laneOf(int global) const { return localRankOf(global); }
   int stageOf(int global) const;
   int tpRank(int global) const;  // rank inside its stage
+  // Stages of nodes. stageOfNode(node) = node / nodesPerStage(); firstNodeOf(stage) is the
+  // stage's leader node; firstRankOf(stage) its first global rank (tpSize() ranks follow).
+  int stageOfNode(int node) const;
+  int firstNodeOf(int stage) const;
+  int firstRankOf(int stage) const;
+  int stage() const { return stageOfNode(node_id_); }  // this node's stage
+  bool isFirstStage() const { return stage() == 0; }
+  bool isLastStage() const { return stage() == stages_ - 1; }
   bool isOnThisNode(int global) const { return nodeOf(global) == node_id_; }
   static bool isLeader(int local) { return local == 0; }
 
@@ -102,7 +121,7 @@ class Topology {
 
   int nodes_ = 1;
   int ranks_per_node_ = 1;
-  int stages_ = 1;  // pipeline parallelism: the next issue sets it (see the layout above)
+  int stages_ = 1;  // pipeline stages; divides nodes_ (withStages)
   int node_id_ = 0;
   std::vector<int> devices_;  // empty, or one per local rank
 };
