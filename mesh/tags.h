@@ -40,6 +40,9 @@ inline constexpr TagRange kMeshInternalTags{"mesh/tcp_mesh.cc", 0, 16};
 inline constexpr TagRange kCollectiveTags{"collectives/inter_node.h", 16, 0x10000 - 16};
 // The node layer's control channel (node/mesh_setup.h): StepCommand and its acknowledgements.
 inline constexpr TagRange kNodeControlTags{"node/mesh_setup.h", 0x100000, 2};
+// Pipeline stages (node/pipeline_wire.h): the hidden state to the next stage, and the final
+// rows from the last stage back to stage 0.
+inline constexpr TagRange kPipelineTags{"node/pipeline_wire.h", 0x100080, 2};
 // The mesh smoke test (node/mesh_mode.cc): link table rows, done, bye.
 inline constexpr TagRange kMeshModeTags{"node/mesh_mode.cc", 0x100100, 3};
 // tools/tptopo: link bandwidth, the report gather, done, bye.
@@ -48,7 +51,8 @@ inline constexpr TagRange kTptopoTags{"tools/tptopo/link_checks.h", 0x200000, 4}
 inline constexpr TagRange kMeshbenchTags{"tools/meshbench/meshbench.cc", 0x300000, 16};
 
 inline constexpr std::array kAllTagRanges = {kMeshInternalTags, kCollectiveTags, kNodeControlTags,
-                                             kMeshModeTags,     kTptopoTags,     kMeshbenchTags};
+                                             kPipelineTags,     kMeshModeTags,   kTptopoTags,
+                                             kMeshbenchTags};
 
 // True when no two ranges share a tag and none is empty or wraps around.
 constexpr bool tagRangesDisjoint(std::span<const TagRange> ranges) {

@@ -26,16 +26,53 @@ void ClusterSession::formGroup() {
   auto coll = collectiveOptionsFor(options_);
   if (hooks_.log_formation) spdlog::info("[collectives] {}", describeTransports(options_, coll));
   mesh::Mesh* over = hooks_.meters != nullptr ? metered_.get() : mesh_.get();
-  group_ = collectives::NodeGroup::create(over, options_.tp, coll, hooks_.on_peer);
+  if (!model_.topology.pipelined()) {
+    group_ = collectives::NodeGroup::create(over, options_.tp, coll, hooks_.on_peer);
+    return;
+  }
+  // Tensor parallelism inside the stage only: the group is this node's ranks.
+  group_ = collectives::NodeGroup::create(nullptr, options_.tp, coll);
+  std::weak_ptr<collectives::NodeGroup> weak = group_;
+  mesh_->setEventCallback([weak, forward = hooks_.on_peer](const mesh::PeerEvent& event) {
+    if (event.kind == mesh::PeerEventKind::kLost) {
+      if (auto g = weak.lock()) {
+        g->abort(ErrorCode::kPeerLost,
+                 fmt::format("[pipeline] node {} lost: {}", event.peer, event.reason));
+      }
+    }
+    if (forward) forward(event);
+  });
 }
 
 ClusterSession::~ClusterSession() {
+  pipeline_.reset();
   ranks_.reset();
   group_.reset();
 }
 
 void ClusterSession::loadRanks(const RankSetOptions& options) {
-  ranks_ = std::make_unique<RankSet>(*model_.file, model_.config, model_.plan, group_, options);
+  if (!model_.topology.pipelined()) {
+    ranks_ = std::make_unique<RankSet>(*model_.file, model_.config, model_.plan, group_, options);
+    return;
+  }
+  RankSetOptions staged = options;
+  staged.stage = model_.stages.part(model_.topology.stage());
+  ranks_ = std::make_unique<RankSet>(*model_.file, model_.config, model_.plan, group_, staged);
+  mesh::Mesh* over = hooks_.meters != nullptr ? metered_.get() : mesh_.get();
+  pipeline_ =
+      std::make_unique<StagePipeline>(*over, model_.topology, *ranks_, model_.config.n_embd);
+}
+
+void ClusterSession::runStep(std::span<const model::BatchToken> batch, std::vector<float>& logits,
+                             model::TapSink* taps) {
+  if (!pipeline_) {
+    ranks_->run(batch, logits, taps);
+    return;
+  }
+  if (taps != nullptr) {
+    fail(ErrorCode::kUnsupported, "activation taps are not supported in a pipeline split yet");
+  }
+  pipeline_->run(batch, logits);
 }
 
 void ClusterSession::reportLoaded() {
@@ -79,6 +116,7 @@ void ClusterSession::acknowledge() {
 }
 
 void ClusterSession::close() {
+  pipeline_.reset();
   ranks_.reset();
   group_.reset();
   if (mesh_) mesh_->shutdown();

@@ -17,6 +17,10 @@
 //   worker and awaitLoaded() on node 0. Destruction (or close()) releases the ranks, then the
 //   group, then the mesh: each uses the next.
 // - Node 0 only: sendToWorkers(), dismissWorkers(). Workers only: reportLoaded(), acknowledge().
+// - Pipeline stages (the topology has more than one): formGroup() makes a NodeGroup of this
+//   node's ranks alone (tensor parallelism stays inside the stage) and takes the mesh's event
+//   callback itself (a lost peer aborts the group and reaches hooks.on_peer); loadRanks() loads
+//   this node's stage; runStep() passes the hidden state between stages (node/stage_pipeline.h).
 #pragma once
 
 #include <atomic>
@@ -33,6 +37,7 @@
 #include "node/loaded_model.h"
 #include "node/options.h"
 #include "node/rank_set.h"
+#include "node/stage_pipeline.h"
 #include "node/step_command.h"
 #include "node/step_watchdog.h"
 
@@ -58,6 +63,11 @@ class ClusterSession {
   void formGroup();
   // Loads this node's ranks of the model (throws on a shard that does not load).
   void loadRanks(const RankSetOptions& options);
+  // One step of the batch on this node's ranks: RankSet::run, or the pipeline's step (taps
+  // are refused there with Error(kUnsupported)). Logits as RankSet::run gives them on node 0.
+  void runStep(std::span<const model::BatchToken> batch, std::vector<float>& logits,
+               model::TapSink* taps = nullptr);
+
   // Worker: tells node 0 that its ranks are loaded.
   void reportLoaded();
   // Node 0: waits until every worker has reported its ranks loaded.
@@ -72,7 +82,10 @@ class ClusterSession {
   void acknowledge();
 
   // Releases the ranks (a failed session's ranks go before it waits for node 0).
-  void dropRanks() { ranks_.reset(); }
+  void dropRanks() {
+    pipeline_.reset();
+    ranks_.reset();
+  }
   // Releases the ranks and the group and shuts the mesh down.
   void close();
 
@@ -90,6 +103,7 @@ class ClusterSession {
   std::unique_ptr<mesh::Mesh> metered_;  // node 0: counts the collectives' traffic over mesh_
   std::shared_ptr<collectives::NodeGroup> group_;
   std::unique_ptr<RankSet> ranks_;
+  std::unique_ptr<StagePipeline> pipeline_;  // pipeline stages only; uses ranks_ and the mesh
   std::vector<std::byte> command_bytes_;
 };
 

@@ -125,7 +125,10 @@ void Driver::serveTensorRead() {
   res.info = listing(read.index);
   const model::TensorShard& shard = model_.plan.shards[read.index];
   // Refused before any rank takes part: a refusal is the caller's error, not a fault.
-  if (std::string why = session_->ranks().readRefusal(shard); !why.empty()) {
+  std::string why = model_.topology.pipelined()
+                        ? std::string("tensor reads are not supported in a pipeline split yet")
+                        : session_->ranks().readRefusal(shard);
+  if (!why.empty()) {
     res.error_code = static_cast<int>(ErrorCode::kUnsupported);
     res.error = why;
     read.done(std::move(res));

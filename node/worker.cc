@@ -83,7 +83,7 @@ Outcome serve(ClusterSession& session, const Options& o, const LoadedModel& m) {
       stallUntilDropped(mesh, step);
     }
     expandStep(cmd, batch);
-    ranks.run(batch, logits);
+    session.runStep(batch, logits);
   }
 }
 
