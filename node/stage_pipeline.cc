@@ -53,38 +53,64 @@ void StagePipeline::sendAbort() noexcept {
   }
 }
 
+uint32_t StagePipeline::microBatches(size_t tokens) const {
+  const size_t m = tokens / kMinMicroBatchTokens;
+  return static_cast<uint32_t>(std::clamp<size_t>(m, 1, static_cast<size_t>(topology_.stages())));
+}
+
 void StagePipeline::runStage(std::span<const model::BatchToken> batch, std::vector<float>& logits) {
   const int stage = topology_.stage();
   const int last = topology_.stages() - 1;
-  const uint32_t n = static_cast<uint32_t>(batch.size());
-  const uint32_t n_out = static_cast<uint32_t>(std::count_if(
-      batch.begin(), batch.end(), [](const model::BatchToken& t) { return t.logits; }));
-  HiddenHeader fwd{HiddenKind::kForward, step_, 0, 1, n, n_embd_};
-  HiddenHeader ret{HiddenKind::kReturn, step_, 0, 1, n_out, n_embd_};
-
-  const float* in = nullptr;
-  if (stage > 0) {
-    recv(topology_.firstNodeOf(stage - 1), kTagPipelineForward, fwd, hidden_in_);
-    in = hidden_in_.data();
-  }
-  ranks_.runLayers(batch, in, hidden_out_);
-  if (stage < last) {
-    send(topology_.firstNodeOf(stage + 1), kTagPipelineForward, fwd, hidden_out_.data());
-  } else {
-    // The final rows of the tokens that need logits, in batch order.
-    rows_.resize(size_t{n_out} * n_embd_);
-    size_t j = 0;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (!batch[i].logits) continue;
-      std::memcpy(rows_.data() + j * n_embd_, hidden_out_.data() + i * n_embd_,
+  const uint32_t micros = microBatches(batch.size());
+  auto part = [&](uint32_t i) {  // micro-batch i: a contiguous run of the batch's tokens
+    const size_t begin = batch.size() * i / micros, end = batch.size() * (i + 1) / micros;
+    return batch.subspan(begin, end - begin);
+  };
+  auto outputs = [](std::span<const model::BatchToken> b) {
+    return static_cast<uint32_t>(
+        std::count_if(b.begin(), b.end(), [](const model::BatchToken& t) { return t.logits; }));
+  };
+  // Each micro-batch goes on as soon as this stage has run it, so that the next stage works on
+  // it while this one runs the next.
+  rows_.clear();
+  for (uint32_t i = 0; i < micros; ++i) {
+    const auto mb = part(i);
+    const HiddenHeader fwd{
+        HiddenKind::kForward, step_, i, micros, static_cast<uint32_t>(mb.size()), n_embd_};
+    const float* in = nullptr;
+    if (stage > 0) {
+      recv(topology_.firstNodeOf(stage - 1), kTagPipelineForward, fwd, hidden_in_);
+      in = hidden_in_.data();
+    }
+    ranks_.runLayers(mb, in, hidden_out_);
+    if (stage < last) {
+      send(topology_.firstNodeOf(stage + 1), kTagPipelineForward, fwd, hidden_out_.data());
+      continue;
+    }
+    // The last stage: the final rows of the tokens that need logits, in batch order.
+    const size_t first_row = rows_.size() / n_embd_;
+    rows_.resize((first_row + outputs(mb)) * n_embd_);
+    size_t j = first_row;
+    for (size_t t = 0; t < mb.size(); ++t) {
+      if (!mb[t].logits) continue;
+      std::memcpy(rows_.data() + j * n_embd_, hidden_out_.data() + t * n_embd_,
                   n_embd_ * sizeof(float));
       ++j;
     }
-    if (stage != 0) send(topology_.firstNodeOf(0), kTagPipelineReturn, ret, rows_.data());
+    if (stage != 0) {
+      const HiddenHeader ret{HiddenKind::kReturn, step_, i, micros, outputs(mb), n_embd_};
+      send(topology_.firstNodeOf(0), kTagPipelineReturn, ret, rows_.data() + first_row * n_embd_);
+    }
   }
   if (stage != 0) return;
-  if (last != 0) recv(topology_.firstNodeOf(last), kTagPipelineReturn, ret, rows_);
-  if (n_out > 0) ranks_.runHead(batch, rows_.data(), logits);
+  if (last != 0) {
+    for (uint32_t i = 0; i < micros; ++i) {
+      const HiddenHeader ret{HiddenKind::kReturn, step_, i, micros, outputs(part(i)), n_embd_};
+      recv(topology_.firstNodeOf(last), kTagPipelineReturn, ret, hidden_in_);
+      rows_.insert(rows_.end(), hidden_in_.begin(), hidden_in_.end());
+    }
+  }
+  if (!rows_.empty()) ranks_.runHead(batch, rows_.data(), logits);
 }
 
 }  // namespace tpnode::node

@@ -5,6 +5,9 @@
 //               tokens marked `logits` from the last stage -> output head -> logits (sampled).
 //   stage s>0:  receive from stage s - 1 -> its layers -> send to stage s + 1, or (the last
 //               stage) the rows of the tokens marked `logits` to stage 0.
+// A step of many tokens (prompt chunks, many sequences) is cut into micro-batches: contiguous
+// runs of its tokens, one message each per boundary, so that stage s + 1 runs micro-batch i
+// while stage s runs i + 1 (every node cuts the same batch the same way: microBatches()).
 // The output head stays on stage 0: it holds token_embd anyway (the embeddings; a tied head
 // is that matrix), and a row of n_embd floats is far smaller than a row of logits.
 //
@@ -40,6 +43,11 @@ class StagePipeline {
   void run(std::span<const model::BatchToken> batch, std::vector<float>& logits);
 
   uint64_t steps() const { return step_; }
+  // Micro-batches of a step of `tokens` tokens: one per kMinMicroBatchTokens, at most one per
+  // stage, at least one. Small decode steps stay whole (each micro-batch reads the stage's
+  // weights again, which costs more than the overlap gains when the step is bound by them).
+  uint32_t microBatches(size_t tokens) const;
+  static constexpr size_t kMinMicroBatchTokens = 32;
 
  private:
   void runStage(std::span<const model::BatchToken> batch, std::vector<float>& logits);

@@ -185,6 +185,44 @@ TEST(StagePipelineTest, PipelineByTensorGreedyIdsMatchTp2) {
   std::filesystem::remove(path);
 }
 
+// A long prompt is cut into micro-batches (contiguous token runs) that flow through the stages
+// one after the other; the logits stay those of the whole model.
+TEST(StagePipelineTest, LongPromptsFlowInMicroBatches) {
+  tools::TestModelShape shape = tools::parityTestShape("llama", "q8_0", 256, 512, 8, 4, false, 9);
+  shape.layers = 4;
+  const std::string path = testing::TempDir() + "stage_pipeline_micro.gguf";
+  tools::writeTestModel(shape, path);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 100; ++i) prompt.push_back(static_cast<int32_t>(1 + (i * 37) % 500));
+  RunOutput one = testing_support::runModel(path, 1, prompt, {}, 4);
+  RunOutput one_forced = testing_support::runModel(path, 1, prompt, one.ids, 4);
+  for (int stages : {2, 4}) {
+    SCOPED_TRACE(stages);
+    ThreadPipeline pipe(path, stages, 1);
+    RunOutput forced = pipe.generate(prompt, one.ids, 4);
+    ASSERT_EQ(forced.logits.size(), one_forced.logits.size());
+    EXPECT_EQ(maxDiff(forced.logits, one_forced.logits), 0.0);
+  }
+  const auto topo = collectives::Topology::uniform(4, 1, 0).withStages(4);
+  auto net = collectives::testing::FakeNetwork::create(4);
+  auto mesh = net->mesh(0);
+  auto file = model::GgufFile::open(path);
+  const model::ModelConfig cfg = model::readModelConfig(file->metadata());
+  const model::ShardPlan plan = model::planShards(cfg, model::tensorDescs(file->metadata()), 1);
+  RankSetOptions o;
+  o.ctx = 64;
+  o.stage = model::StagePart{{0, 1}, true, false};
+  RankSet ranks(*file, cfg, plan,
+                collectives::NodeGroup::create(nullptr, 1, collectives::CollectiveOptions{}), o);
+  StagePipeline pipe(*mesh, topo, ranks, cfg.n_embd);
+  EXPECT_EQ(pipe.microBatches(1), 1u);
+  EXPECT_EQ(pipe.microBatches(63), 1u);
+  EXPECT_EQ(pipe.microBatches(64), 2u);
+  EXPECT_EQ(pipe.microBatches(100), 3u);
+  EXPECT_EQ(pipe.microBatches(1000), 4u);  // at most one per stage
+  std::filesystem::remove(path);
+}
+
 TEST(PipelineWireTest, EveryFieldIsChecked) {
   const std::vector<float> rows = {1.f, 2.f, 3.f, 4.f, 5.f, 6.f};
   const HiddenHeader h{HiddenKind::kForward, 7, 0, 1, 2, 3};
