@@ -41,8 +41,8 @@ inline constexpr TagRange kCollectiveTags{"collectives/inter_node.h", 16, 0x1000
 // The node layer's control channel (node/mesh_setup.h): StepCommand and its acknowledgements.
 inline constexpr TagRange kNodeControlTags{"node/mesh_setup.h", 0x100000, 2};
 // Pipeline stages (node/pipeline_wire.h): the hidden state to the next stage, and the final
-// rows from the last stage back to stage 0.
-inline constexpr TagRange kPipelineTags{"node/pipeline_wire.h", 0x100080, 2};
+// rows from the last stage back to stage 0, a tensor read from the stage that holds it.
+inline constexpr TagRange kPipelineTags{"node/pipeline_wire.h", 0x100080, 3};
 // The mesh smoke test (node/mesh_mode.cc): link table rows, done, bye.
 inline constexpr TagRange kMeshModeTags{"node/mesh_mode.cc", 0x100100, 3};
 // tools/tptopo: link bandwidth, the report gather, done, bye.

@@ -171,6 +171,14 @@ StagePlan planStages(const StageCosts& costs, const StagePlanRequest& req) {
   return plan;
 }
 
+int StagePlan::stageHolding(const std::string& name) const {
+  const int64_t layer = layerOf(name);
+  for (int s = 0; s < stages(); ++s) {
+    if (ranges[static_cast<size_t>(s)].contains(layer)) return s;
+  }
+  return 0;
+}
+
 StagePart StagePlan::part(int stage) const {
   StagePart p;
   p.layers = ranges.at(static_cast<size_t>(stage));

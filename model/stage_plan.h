@@ -60,6 +60,9 @@ struct StagePlan {
   bool explicit_ranges = false;    // given (--pp-layers), not balanced
   StagePart part(int stage) const;
   int stages() const { return static_cast<int>(ranges.size()); }
+  // The stage that holds tensor `name`: a layer's ("blk.N.") the stage of layer N; any other
+  // (embeddings, output norm and head, rope_freqs) stage 0.
+  int stageHolding(const std::string& name) const;
   // "stage 0 (node 0): layers 0..9 (10), 1.2 GiB\n..." ; `nodes_per_stage` names the nodes.
   std::string describe(int nodes_per_stage = 1) const;
 };

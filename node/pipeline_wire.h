@@ -29,6 +29,8 @@ namespace tpnode::node {
 
 inline constexpr uint32_t kTagPipelineForward = mesh::kPipelineTags.at(0);  // stage s -> s + 1
 inline constexpr uint32_t kTagPipelineReturn = mesh::kPipelineTags.at(1);   // last -> stage 0
+inline constexpr uint32_t kTagPipelineTensor =
+    mesh::kPipelineTags.at(2);  // node/stage_tensor_read.h
 
 inline constexpr uint32_t kHiddenMagic = 0x53485054;
 inline constexpr uint16_t kHiddenVersion = 1;

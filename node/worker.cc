@@ -14,6 +14,7 @@
 #include "node/cluster_session.h"
 #include "node/mesh_setup.h"
 #include "node/rank_set_options.h"
+#include "node/stage_tensor_read.h"
 #include "node/step_batch.h"
 #include "node/step_command.h"
 
@@ -75,8 +76,12 @@ Outcome serve(ClusterSession& session, const Options& o, const LoadedModel& m) {
       session.acknowledge();
       return Outcome::kReform;
     }
-    if (cmd.kind == StepKind::kReadTensor) {  // node 0 keeps the result; ours is dropped
-      ranks.gatherTensor(m.plan.shards[cmd.tensor], /*assemble=*/false);
+    if (cmd.kind == StepKind::kReadTensor) {
+      if (m.topology.pipelined()) {  // this node's stage holds it: gathered here, sent to node 0
+        answerStageTensorRead(*session.mesh(), ranks, m.plan.shards[cmd.tensor]);
+      } else {  // node 0 keeps the result; ours is dropped
+        ranks.gatherTensor(m.plan.shards[cmd.tensor], /*assemble=*/false);
+      }
       continue;
     }
     if (const uint64_t step = ++g_steps_received; stall_at != 0 && step == stall_at) {

@@ -70,6 +70,11 @@ TEST(StagePlanTest, ExplicitRangesOverrideTheBalance) {
   EXPECT_EQ(plan.ranges, (std::vector<LayerRange>{{0, 3}, {3, 4}}));
   EXPECT_EQ(plan.bytes, (std::vector<uint64_t>{30, 10}));
   EXPECT_TRUE(plan.explicit_ranges);
+  EXPECT_EQ(plan.stageHolding("blk.2.ffn_down.weight"), 0);
+  EXPECT_EQ(plan.stageHolding("blk.3.attn_q.weight"), 1);
+  EXPECT_EQ(plan.stageHolding("token_embd.weight"), 0);
+  EXPECT_EQ(plan.stageHolding("output.weight"), 0);
+  EXPECT_EQ(plan.stageHolding("blk.x.attn_q.weight"), 0);
   EXPECT_NE(plan.describe().find("stage 1 (node 1): layers 3..3 (1)"), std::string::npos)
       << plan.describe();
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "model/gguf.h"
 #include "model/npy.h"
 #include "tests/mesh/free_ports.h"
 #include "tests/mesh/process.h"
@@ -130,6 +132,38 @@ TEST(PipelineMultiprocessTest, FourLayerModelMatchesOneNode) {
     EXPECT_TRUE(std::equal(logits.data.begin(), logits.data.end(), one_logits.data.begin()));
   }
   std::filesystem::remove(path);
+}
+
+// `tpnode dump-tensor` on node 0 of 2 stages x tp 2: a tensor of stage 1 is gathered by its
+// ranks and sent over; stage 0's own (split and replicated) are gathered on node 0. Every read
+// gives the file's bytes.
+TEST(PipelineMultiprocessTest, TensorReadsComeFromTheStageThatHoldsThem) {
+  const std::string model = testing_support::referenceModel("llama-tiny-q8_0");
+  auto file = model::GgufFile::open(model);
+  const std::string peers = mesh::test::loopbackPeers(2);
+  for (const char* name : {"blk.1.ffn_down.weight", "blk.1.attn_norm.weight", "blk.0.attn_q.weight",
+                           "token_embd.weight"}) {
+    SCOPED_TRACE(name);
+    const std::string out = ::testing::TempDir() + "/pp_dump.raw";
+    std::vector<std::string> common = {
+        "--model", model, "--peers",           peers, "--tp",        "2",
+        "--pp",    "2",   "--connect-timeout", "30",  "--log-level", "warn"};
+    std::vector<std::string> w = common, d = {"dump-tensor", name, "--format",  "raw",
+                                              "-o",          out,  "--node-id", "0"};
+    w.insert(w.end(), {"--node-id", "1"});
+    d.insert(d.end(), common.begin(), common.end());
+    Process worker(w, {mesh::test::testClusterSecretEnv()},
+                   ::testing::TempDir() + "/pp_dump_worker.log");
+    Process driver(d, {mesh::test::testClusterSecretEnv()},
+                   ::testing::TempDir() + "/pp_dump_driver.log");
+    ASSERT_EQ(driver.wait(60s), 0) << driver.log();
+    ASSERT_EQ(worker.wait(30s), 0) << worker.log();
+    const model::GgufTensorInfo* t = file->metadata().findTensor(name);
+    std::span<const uint8_t> want = file->tensorData(*t);
+    const std::string got = readFile(out);
+    EXPECT_TRUE(got.size() == want.size() && std::memcmp(got.data(), want.data(), want.size()) == 0)
+        << got.size() << " bytes, the file has " << want.size();
+  }
 }
 
 TEST(PipelineMultiprocessTest, WhatCannotRunIsRefusedClearly) {
