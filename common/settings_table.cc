@@ -151,8 +151,8 @@ constexpr Setting kTable[] = {
      kN,
      Type::kInt,
      "1",
-     "Pipeline stages: each stage (one node for now) holds a contiguous range of layers, split "
-     "by --tp inside it; nodes = stages x nodes per stage",
+     "Pipeline stages: each stage (one node or more) holds a contiguous range of layers, split "
+     "over its ranks; nodes = stages x nodes per stage",
      {},
      1,
      1024},

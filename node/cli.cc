@@ -143,12 +143,6 @@ void finishStages(Options& o, int n_nodes) {
   if (std::string why = collectives::Topology::stageRefusal(n_nodes, o.pp); !why.empty()) {
     fail(ErrorCode::kInvalidArgument, "--pp {}: {}", o.pp, why);
   }
-  if (o.pp != n_nodes) {
-    fail(ErrorCode::kUnsupported,
-         "--pp {} on {} nodes: stages of {} nodes are not supported yet; run one node per stage "
-         "(--pp {}) and split each node's layers over its ranks with --tp",
-         o.pp, n_nodes, n_nodes / o.pp, n_nodes);
-  }
 }
 
 }  // namespace

@@ -30,24 +30,36 @@ void ClusterSession::formGroup() {
     group_ = collectives::NodeGroup::create(over, options_.tp, coll, hooks_.on_peer);
     return;
   }
-  // Tensor parallelism inside the stage only: the group is this node's ranks.
-  group_ = collectives::NodeGroup::create(nullptr, options_.tp, coll);
-  std::weak_ptr<collectives::NodeGroup> weak = group_;
-  mesh_->setEventCallback([weak, forward = hooks_.on_peer](const mesh::PeerEvent& event) {
+  // Tensor parallelism inside the stage only: the group is the stage's ranks, over a view of
+  // the stage's nodes (a stage of one node needs no mesh).
+  const collectives::Topology& topo = model_.topology;
+  if (topo.nodesPerStage() > 1) {
+    stage_mesh_ = std::make_unique<mesh::SubMesh>(*over, topo.firstNodeOf(topo.stage()),
+                                                  topo.nodesPerStage());
+  }
+  // A lost node aborts this stage's group (its ranks may wait in a collective) and reaches the
+  // hooks; the view passes its nodes' events on to the group's own callback.
+  auto group_slot = std::make_shared<std::weak_ptr<collectives::NodeGroup>>();
+  mesh_->setEventCallback([group_slot, view = stage_mesh_.get(),
+                           forward = hooks_.on_peer](const mesh::PeerEvent& event) {
+    if (view != nullptr) view->deliver(event);
     if (event.kind == mesh::PeerEventKind::kLost) {
-      if (auto g = weak.lock()) {
+      if (auto g = group_slot->lock()) {
         g->abort(ErrorCode::kPeerLost,
                  fmt::format("[pipeline] node {} lost: {}", event.peer, event.reason));
       }
     }
     if (forward) forward(event);
   });
+  group_ = collectives::NodeGroup::create(stage_mesh_.get(), options_.tp, coll);
+  *group_slot = group_;
 }
 
 ClusterSession::~ClusterSession() {
   pipeline_.reset();
   ranks_.reset();
   group_.reset();
+  if (mesh_) mesh_->setEventCallback({});  // the callback may point at stage_mesh_
 }
 
 void ClusterSession::loadRanks(const RankSetOptions& options) {
@@ -119,6 +131,7 @@ void ClusterSession::close() {
   pipeline_.reset();
   ranks_.reset();
   group_.reset();
+  if (mesh_) mesh_->setEventCallback({});
   if (mesh_) mesh_->shutdown();
 }
 

@@ -18,8 +18,9 @@
 //   group, then the mesh: each uses the next.
 // - Node 0 only: sendToWorkers(), dismissWorkers(). Workers only: reportLoaded(), acknowledge().
 // - Pipeline stages (the topology has more than one): formGroup() makes a NodeGroup of this
-//   node's ranks alone (tensor parallelism stays inside the stage) and takes the mesh's event
-//   callback itself (a lost peer aborts the group and reaches hooks.on_peer); loadRanks() loads
+//   stage's ranks alone (tensor parallelism stays inside the stage; a stage of several nodes
+//   meets over a mesh::SubMesh of its nodes) and takes the mesh's event callback itself (a lost
+//   peer aborts the group and reaches hooks.on_peer); loadRanks() loads
 //   this node's stage; runStep() passes the hidden state between stages (node/stage_pipeline.h).
 #pragma once
 
@@ -34,6 +35,7 @@
 #include "collectives/hierarchical.h"
 #include "mesh/mesh.h"
 #include "mesh/metered_mesh.h"
+#include "mesh/sub_mesh.h"
 #include "node/loaded_model.h"
 #include "node/options.h"
 #include "node/rank_set.h"
@@ -99,8 +101,9 @@ class ClusterSession {
   const LoadedModel& model_;
   const int nodes_;
   const SessionHooks hooks_;
-  std::unique_ptr<mesh::Mesh> mesh_;     // null for a single node
-  std::unique_ptr<mesh::Mesh> metered_;  // node 0: counts the collectives' traffic over mesh_
+  std::unique_ptr<mesh::Mesh> mesh_;           // null for a single node
+  std::unique_ptr<mesh::Mesh> metered_;        // node 0: counts the collectives' traffic over mesh_
+  std::unique_ptr<mesh::SubMesh> stage_mesh_;  // pipeline stages of several nodes: their view
   std::shared_ptr<collectives::NodeGroup> group_;
   std::unique_ptr<RankSet> ranks_;
   std::unique_ptr<StagePipeline> pipeline_;  // pipeline stages only; uses ranks_ and the mesh

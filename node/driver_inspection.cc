@@ -144,9 +144,13 @@ void Driver::serveTensorRead() {
   const auto t0 = Clock::now();
   try {
     StepWatchdog::Scope watched(*watchdog_);
+    const collectives::Topology& topo = model_.topology;
     if (holder != 0) {
+      // Every node of the holding stage takes part; its first node answers.
       encodeStepCommand(cmd, command_bytes_);
-      session_->mesh()->send(holder_node, kTagControl, command_bytes_);
+      for (int k = 0; k < topo.nodesPerStage(); ++k) {
+        session_->mesh()->send(holder_node + k, kTagControl, command_bytes_);
+      }
       res.raw = receiveStageTensor(*session_->mesh(), holder_node, shard, why);
       if (!why.empty()) {  // the holder refused: the caller's error, not a fault
         res.error_code = static_cast<int>(ErrorCode::kUnsupported);
@@ -155,10 +159,15 @@ void Driver::serveTensorRead() {
         return;
       }
     } else {
-      // Replicated tensors pass through (node 0's copy): no collective, workers not involved;
-      // nor in a pipeline split, where node 0's ranks gather among themselves.
-      if (shard.kind != model::ShardKind::kReplicate && !model_.topology.pipelined()) {
+      // Replicated tensors pass through (node 0's copy): no collective, workers not involved.
+      // In a pipeline split only stage 0's other nodes take part.
+      if (shard.kind != model::ShardKind::kReplicate && !topo.pipelined()) {
         broadcastCommand(cmd);
+      } else if (shard.kind != model::ShardKind::kReplicate) {
+        encodeStepCommand(cmd, command_bytes_);
+        for (int k = 1; k < topo.nodesPerStage(); ++k) {
+          session_->mesh()->send(k, kTagControl, command_bytes_);
+        }
       }
       res.raw = session_->ranks().gatherTensor(shard);
     }

@@ -9,11 +9,13 @@ namespace tpnode::node {
 
 StagePipeline::StagePipeline(mesh::Mesh& mesh, const collectives::Topology& topology,
                              RankSet& ranks, int64_t n_embd)
-    : mesh_(mesh), topology_(topology), ranks_(ranks), n_embd_(static_cast<uint32_t>(n_embd)) {
-  if (topology_.nodesPerStage() != 1) {
-    fail(ErrorCode::kUnsupported, "pipeline stages of {} nodes are not supported yet",
-         topology_.nodesPerStage());
-  }
+    : mesh_(mesh), topology_(topology), ranks_(ranks), n_embd_(static_cast<uint32_t>(n_embd)) {}
+
+int StagePipeline::peerIn(int stage) const {
+  // Node j of a stage talks to node j of the others: every node of a stage holds the same
+  // hidden state (it is all-reduced inside the stage), so each passes it on in parallel.
+  const int j = topology_.nodeId() - topology_.firstNodeOf(topology_.stage());
+  return topology_.firstNodeOf(stage) + j;
 }
 
 void StagePipeline::send(int node, uint32_t tag, const HiddenHeader& h, const float* rows) {
@@ -43,7 +45,7 @@ void StagePipeline::sendAbort() noexcept {
   const int stage = topology_.stage();
   const bool last = stage == topology_.stages() - 1;
   if (stage == 0 && last) return;
-  const int to = topology_.firstNodeOf(last ? 0 : stage + 1);
+  const int to = peerIn(last ? 0 : stage + 1);
   try {
     if (!mesh_.peerAlive(to)) return;
     HiddenHeader h{HiddenKind::kAbort, step_, 0, 1, 0, 0};
@@ -79,12 +81,12 @@ void StagePipeline::runStage(std::span<const model::BatchToken> batch, std::vect
         HiddenKind::kForward, step_, i, micros, static_cast<uint32_t>(mb.size()), n_embd_};
     const float* in = nullptr;
     if (stage > 0) {
-      recv(topology_.firstNodeOf(stage - 1), kTagPipelineForward, fwd, hidden_in_);
+      recv(peerIn(stage - 1), kTagPipelineForward, fwd, hidden_in_);
       in = hidden_in_.data();
     }
     ranks_.runLayers(mb, in, hidden_out_);
     if (stage < last) {
-      send(topology_.firstNodeOf(stage + 1), kTagPipelineForward, fwd, hidden_out_.data());
+      send(peerIn(stage + 1), kTagPipelineForward, fwd, hidden_out_.data());
       continue;
     }
     // The last stage: the final rows of the tokens that need logits, in batch order.
@@ -99,14 +101,14 @@ void StagePipeline::runStage(std::span<const model::BatchToken> batch, std::vect
     }
     if (stage != 0) {
       const HiddenHeader ret{HiddenKind::kReturn, step_, i, micros, outputs(mb), n_embd_};
-      send(topology_.firstNodeOf(0), kTagPipelineReturn, ret, rows_.data() + first_row * n_embd_);
+      send(peerIn(0), kTagPipelineReturn, ret, rows_.data() + first_row * n_embd_);
     }
   }
   if (stage != 0) return;
   if (last != 0) {
     for (uint32_t i = 0; i < micros; ++i) {
       const HiddenHeader ret{HiddenKind::kReturn, step_, i, micros, outputs(part(i)), n_embd_};
-      recv(topology_.firstNodeOf(last), kTagPipelineReturn, ret, hidden_in_);
+      recv(peerIn(last), kTagPipelineReturn, ret, hidden_in_);
       rows_.insert(rows_.end(), hidden_in_.begin(), hidden_in_.end());
     }
   }

@@ -12,7 +12,9 @@
 // is that matrix), and a row of n_embd floats is far smaller than a row of logits.
 //
 // Contract
-// - One stage per node for now (Topology::nodesPerStage() == 1; the CLI refuses the rest).
+// - A stage of several nodes: node j of stage s sends to node j of stage s + 1 (and node j of
+//   the last stage to node j of stage 0); all of them run the same step, their ranks meeting in
+//   the stage's collectives.
 // - run() is called from one thread (the step loop), in step order on every node; messages of
 //   one step are matched by the step number, which every node counts from 1 in a session.
 // - The mesh and the RankSet outlive the pipeline. A peer lost while a step waits on it throws
@@ -50,6 +52,7 @@ class StagePipeline {
   static constexpr size_t kMinMicroBatchTokens = 32;
 
  private:
+  int peerIn(int stage) const;  // this node's counterpart in `stage`
   void runStage(std::span<const model::BatchToken> batch, std::vector<float>& logits);
   void sendAbort() noexcept;
   void send(int node, uint32_t tag, const HiddenHeader& h, const float* rows);

@@ -1,6 +1,7 @@
 // Tensor reads in a pipeline split: the stage that holds a tensor (model::StagePlan::
-// stageHolding) gathers it over its own ranks (RankSet::gatherTensor) and, when that stage is
-// not node 0's, sends it to node 0 on kTagPipelineTensor (node/pipeline_wire.h).
+// stageHolding) gathers it over its own ranks (RankSet::gatherTensor, every node of the stage
+// taking part) and, when that stage is not node 0's, its first node sends it to node 0 on
+// kTagPipelineTensor (node/pipeline_wire.h).
 //
 // Wire (little-endian): one message `u32 magic 'TPTR' (0x52545054) | u16 version (1) |
 // u16 status (0 ok, 1 refused) | u64 length`, followed, in the same message, by the reason
@@ -9,7 +10,8 @@
 // that `length` is the tensor's size before it receives a byte of it.
 //
 // Contract: node 0's Driver calls receiveStageTensor() after it sent kReadTensor to the holding
-// node only; that worker calls answerStageTensorRead(). Both on their step-loop threads.
+// stage's nodes only; the stage's first node calls answerStageTensorRead(), the others
+// RankSet::gatherTensor without assembling. All on their step-loop threads.
 #pragma once
 
 #include <cstdint>

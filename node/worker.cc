@@ -77,8 +77,13 @@ Outcome serve(ClusterSession& session, const Options& o, const LoadedModel& m) {
       return Outcome::kReform;
     }
     if (cmd.kind == StepKind::kReadTensor) {
-      if (m.topology.pipelined()) {  // this node's stage holds it: gathered here, sent to node 0
-        answerStageTensorRead(*session.mesh(), ranks, m.plan.shards[cmd.tensor]);
+      const model::TensorShard& shard = m.plan.shards[cmd.tensor];
+      const collectives::Topology& topo = m.topology;
+      if (topo.pipelined() && topo.stage() != 0 &&
+          topo.nodeId() == topo.firstNodeOf(topo.stage())) {
+        answerStageTensorRead(*session.mesh(), ranks, shard);  // gathered here, sent to node 0
+      } else if (topo.pipelined()) {  // another node of the holding stage: takes part
+        if (ranks.readRefusal(shard).empty()) ranks.gatherTensor(shard, /*assemble=*/false);
       } else {  // node 0 keeps the result; ours is dropped
         ranks.gatherTensor(m.plan.shards[cmd.tensor], /*assemble=*/false);
       }

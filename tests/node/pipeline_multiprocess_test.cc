@@ -81,15 +81,18 @@ struct Split {
   std::vector<std::string> args;
 };
 
-// llama-tiny-f32 has 2 layers: 2 stages of one layer each, with 1 and 2 ranks per stage.
+// llama-tiny-f32 has 2 layers: 2 stages of one layer each, with 1 and 2 ranks per stage, and
+// with 2 nodes per stage.
 TEST(PipelineMultiprocessTest, ReferenceModelGivesLlamaCppTokens) {
   const std::string ref = testing_support::referenceDataDir() + "/";
   auto expected = nlohmann::json::parse(readFile(ref + "cases/llama-tiny-f32__en_sentence.json"));
   ASSERT_EQ(testing_support::recordedModelMismatch("llama-tiny-f32", expected["model_sha256"]), "");
   const std::vector<std::string> gen = {"--prompt", readFile(ref + "prompts/en_sentence.txt"), "-n",
                                         "32", "--json"};
-  for (const Split& s : std::vector<Split>{
-           {2, 1, {"--pp", "2"}}, {2, 2, {"--pp", "2"}}, {2, 1, {"--split", "pipeline"}}}) {
+  for (const Split& s : std::vector<Split>{{2, 1, {"--pp", "2"}},
+                                           {2, 2, {"--pp", "2"}},
+                                           {2, 1, {"--split", "pipeline"}},
+                                           {4, 1, {"--pp", "2"}}}) {  // stages of 2 nodes
     SCOPED_TRACE(fmt::format("{} nodes x tp {} {}", s.nodes, s.tp, fmt::join(s.args, " ")));
     ClusterRun run = runCluster(testing_support::referenceModel("llama-tiny-f32"), s.nodes, s.tp,
                                 s.args, gen, fmt::format("pp_ref_{}x{}", s.nodes, s.tp));
@@ -140,29 +143,38 @@ TEST(PipelineMultiprocessTest, FourLayerModelMatchesOneNode) {
 TEST(PipelineMultiprocessTest, TensorReadsComeFromTheStageThatHoldsThem) {
   const std::string model = testing_support::referenceModel("llama-tiny-q8_0");
   auto file = model::GgufFile::open(model);
-  const std::string peers = mesh::test::loopbackPeers(2);
-  for (const char* name : {"blk.1.ffn_down.weight", "blk.1.attn_norm.weight", "blk.0.attn_q.weight",
-                           "token_embd.weight"}) {
-    SCOPED_TRACE(name);
-    const std::string out = ::testing::TempDir() + "/pp_dump.raw";
-    std::vector<std::string> common = {
-        "--model", model, "--peers",           peers, "--tp",        "2",
-        "--pp",    "2",   "--connect-timeout", "30",  "--log-level", "warn"};
-    std::vector<std::string> w = common, d = {"dump-tensor", name, "--format",  "raw",
-                                              "-o",          out,  "--node-id", "0"};
-    w.insert(w.end(), {"--node-id", "1"});
-    d.insert(d.end(), common.begin(), common.end());
-    Process worker(w, {mesh::test::testClusterSecretEnv()},
-                   ::testing::TempDir() + "/pp_dump_worker.log");
-    Process driver(d, {mesh::test::testClusterSecretEnv()},
-                   ::testing::TempDir() + "/pp_dump_driver.log");
-    ASSERT_EQ(driver.wait(60s), 0) << driver.log();
-    ASSERT_EQ(worker.wait(30s), 0) << worker.log();
-    const model::GgufTensorInfo* t = file->metadata().findTensor(name);
-    std::span<const uint8_t> want = file->tensorData(*t);
-    const std::string got = readFile(out);
-    EXPECT_TRUE(got.size() == want.size() && std::memcmp(got.data(), want.data(), want.size()) == 0)
-        << got.size() << " bytes, the file has " << want.size();
+  // 2 stages of one node x tp 2, and 2 stages of two nodes x tp 1 (the stage's nodes gather).
+  for (const auto& [nodes, tp] : {std::pair{2, 2}, std::pair{4, 1}}) {
+    const std::string peers = mesh::test::loopbackPeers(nodes);
+    for (const char* name : {"blk.1.ffn_down.weight", "blk.1.attn_norm.weight",
+                             "blk.0.attn_q.weight", "token_embd.weight"}) {
+      SCOPED_TRACE(fmt::format("{} nodes x tp {}: {}", nodes, tp, name));
+      const std::string out = ::testing::TempDir() + "/pp_dump.raw";
+      std::vector<std::string> common = {
+          "--model", model, "--peers",           peers, "--tp",        std::to_string(tp),
+          "--pp",    "2",   "--connect-timeout", "30",  "--log-level", "warn"};
+      std::vector<std::unique_ptr<Process>> workers;
+      for (int n = 1; n < nodes; ++n) {
+        std::vector<std::string> w = common;
+        w.insert(w.end(), {"--node-id", std::to_string(n)});
+        workers.push_back(std::make_unique<Process>(
+            w, std::vector<std::string>{mesh::test::testClusterSecretEnv()},
+            ::testing::TempDir() + "/pp_dump_worker" + std::to_string(n) + ".log"));
+      }
+      std::vector<std::string> d = {"dump-tensor", name, "--format",  "raw",
+                                    "-o",          out,  "--node-id", "0"};
+      d.insert(d.end(), common.begin(), common.end());
+      Process driver(d, {mesh::test::testClusterSecretEnv()},
+                     ::testing::TempDir() + "/pp_dump_driver.log");
+      ASSERT_EQ(driver.wait(60s), 0) << driver.log();
+      for (auto& w : workers) ASSERT_EQ(w->wait(30s), 0) << w->log();
+      const model::GgufTensorInfo* t = file->metadata().findTensor(name);
+      std::span<const uint8_t> want = file->tensorData(*t);
+      const std::string got = readFile(out);
+      EXPECT_TRUE(got.size() == want.size() &&
+                  std::memcmp(got.data(), want.data(), want.size()) == 0)
+          << got.size() << " bytes, the file has " << want.size();
+    }
   }
 }
 
@@ -174,7 +186,7 @@ TEST(PipelineMultiprocessTest, WhatCannotRunIsRefusedClearly) {
   };
   const std::string model = testing_support::referenceModel("llama-tiny-f32");
   const std::vector<Refusal> refusals = {
-      {4, {"--pp", "2"}, "stages of 2 nodes are not supported yet"},
+      {4, {"--pp", "3"}, "every stage needs the same number of nodes"},
       {2, {"--pp", "3"}, "a stage needs at least one node"},
       {2, {"--split", "tensor", "--pp", "2"}, "--split tensor runs every layer on every rank"},
       {2, {"--pp", "2", "--pp-layers", "0-0,2-2"}, "stage 1 starts at layer 2"},

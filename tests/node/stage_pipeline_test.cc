@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "mesh/sub_mesh.h"
 #include "tests/collectives/fake_mesh.h"
 #include "tests/model/reference_cases.h"
 #include "tools/test_model.h"
@@ -26,27 +27,43 @@ using testing_support::RunOutput;
 // Every node of a pipeline of `stages` nodes x `tp` ranks, in this process.
 class ThreadPipeline {
  public:
-  ThreadPipeline(const std::string& path, int stages, int tp, const std::string& ranges = "")
+  // `stages` stages of `nodes_per_stage` nodes of `tp` ranks each.
+  ThreadPipeline(const std::string& path, int stages, int tp, const std::string& ranges = "",
+                 int nodes_per_stage = 1)
       : file_(model::GgufFile::open(path)),
         config_(model::readModelConfig(file_->metadata())),
-        plan_(model::planShards(config_, model::tensorDescs(file_->metadata()), tp)),
-        net_(collectives::testing::FakeNetwork::create(stages)) {
+        plan_(model::planShards(config_, model::tensorDescs(file_->metadata()),
+                                tp * nodes_per_stage)),
+        net_(collectives::testing::FakeNetwork::create(stages * nodes_per_stage)) {
     model::StagePlanRequest req;
     req.stages = stages;
+    req.nodes_per_stage = nodes_per_stage;
     if (!ranges.empty()) req.explicit_ranges = model::parseLayerRanges(ranges);
     stages_ = model::planStages(model::stageCosts(config_, plan_, tp, 1, 512), req);
-    for (int s = 0; s < stages; ++s) {
-      Node& n = nodes_.emplace_back();
-      n.mesh = net_->mesh(s);
-      RankSetOptions o;
-      o.ctx = 512;
-      o.stage = stages_.part(s);
-      n.ranks = std::make_unique<RankSet>(
-          *file_, config_, plan_,
-          collectives::NodeGroup::create(nullptr, tp, collectives::CollectiveOptions{}), o);
-      const auto topo = collectives::Topology::uniform(stages, tp, s).withStages(stages);
-      n.pipeline = std::make_unique<StagePipeline>(*n.mesh, topo, *n.ranks, config_.n_embd);
+    const int nodes = stages * nodes_per_stage;
+    nodes_.resize(static_cast<size_t>(nodes));
+    // A stage of several nodes forms its group over a view of its nodes: collective, so the
+    // nodes start at once.
+    std::vector<std::future<void>> made;
+    for (int k = 0; k < nodes; ++k) {
+      made.push_back(std::async(std::launch::async, [&, k] {
+        Node& n = nodes_[static_cast<size_t>(k)];
+        const auto topo = collectives::Topology::uniform(nodes, tp, k).withStages(stages);
+        n.mesh = net_->mesh(k);
+        if (nodes_per_stage > 1) {
+          n.view = std::make_unique<mesh::SubMesh>(*n.mesh, topo.firstNodeOf(topo.stage()),
+                                                   nodes_per_stage);
+        }
+        RankSetOptions o;
+        o.ctx = 512;
+        o.stage = stages_.part(topo.stage());
+        n.ranks = std::make_unique<RankSet>(
+            *file_, config_, plan_,
+            collectives::NodeGroup::create(n.view.get(), tp, collectives::CollectiveOptions{}), o);
+        n.pipeline = std::make_unique<StagePipeline>(*n.mesh, topo, *n.ranks, config_.n_embd);
+      }));
     }
+    for (auto& m : made) m.get();
   }
 
   // One step on every node at once; node 0's logits.
@@ -95,6 +112,7 @@ class ThreadPipeline {
  private:
   struct Node {
     std::unique_ptr<mesh::Mesh> mesh;
+    std::unique_ptr<mesh::SubMesh> view;
     std::unique_ptr<RankSet> ranks;
     std::unique_ptr<StagePipeline> pipeline;
   };
@@ -182,6 +200,29 @@ TEST(StagePipelineTest, PipelineByTensorGreedyIdsMatchTp2) {
   RunOutput tp2 = testing_support::runModel(path, 2, prompt, {}, 16);
   ThreadPipeline pipe(path, 2, 2);
   EXPECT_EQ(pipe.generate(prompt, {}, 16).ids, tp2.ids);
+  std::filesystem::remove(path);
+}
+
+// Stages of two nodes each: 4 nodes as 2 stages x 2 nodes (x tp 1 and x tp 2), the stage's
+// ranks meeting across its nodes over a view of the mesh. Sums in another order than one rank
+// (tp 2 or 4 across nodes): tp_parity_test's F32 tolerance, and the same greedy ids.
+TEST(StagePipelineTest, StagesOfSeveralNodesMatchOneRank) {
+  tools::TestModelShape shape = tools::parityTestShape("llama", "f32", 256, 512, 8, 4, false, 5);
+  shape.layers = 4;
+  const std::string path = testing::TempDir() + "stage_pipeline_multinode.gguf";
+  tools::writeTestModel(shape, path);
+  const std::vector<int32_t> prompt = {1, 300, 301, 302, 260, 270, 280, 290};
+  RunOutput one = testing_support::runModel(path, 1, prompt, {}, 12);
+  RunOutput one_forced = testing_support::runModel(path, 1, prompt, one.ids, 12);
+  for (int tp : {1, 2}) {
+    SCOPED_TRACE(tp);
+    ThreadPipeline pipe(path, 2, tp, "", 2);
+    RunOutput forced = pipe.generate(prompt, one.ids, 12);
+    ASSERT_EQ(forced.logits.size(), one_forced.logits.size());
+    EXPECT_LE(maxDiff(forced.logits, one_forced.logits), 1e-4);
+    ThreadPipeline again(path, 2, tp, "", 2);
+    EXPECT_EQ(again.generate(prompt, {}, 12).ids, one.ids);
+  }
   std::filesystem::remove(path);
 }
 
