@@ -112,27 +112,37 @@ TEST(PipelineMultiprocessTest, FourLayerModelMatchesOneNode) {
   const std::string path = ::testing::TempDir() + "/pipeline_4layer_q8.gguf";
   tools::writeTestModel(shape, path);
   const std::string dir = ::testing::TempDir() + "/";
-  auto gen = [&](const std::string& logits) {
-    return std::vector<std::string>{"--prompt", "a b ab ba",     "-n",        "24",
-                                    "--json",   "--dump-logits", dir + logits};
-  };
-  ClusterRun one = runCluster(path, 1, 1, {}, gen("pp_one.npy"), "pp_one");
-  expectAllExitedOk(one);
-  ASSERT_EQ(one.output["ids"].size(), 24u);
-  const model::NpyMatrix one_logits = model::readNpy(dir + "pp_one.npy");
-  for (const Split& s : std::vector<Split>{{4, 1, {"--pp", "4"}},
-                                           {2, 1, {"--pp", "2", "--pp-layers", "0-2,3"}},
-                                           {2, 2, {"--pp", "2"}}}) {
-    const std::string tag = fmt::format("pp_{}x{}_{}", s.nodes, s.tp, s.args.size());
-    SCOPED_TRACE(tag);
-    ClusterRun run = runCluster(path, s.nodes, s.tp, s.args, gen(tag + ".npy"), tag);
-    expectAllExitedOk(run);
-    EXPECT_EQ(run.output["ids"], one.output["ids"]) << run.logs[0];
-    if (s.tp != 1) continue;  // tp 2 sums in another order (tp_parity_test's tolerance)
-    const model::NpyMatrix logits = model::readNpy(dir + tag + ".npy");
-    ASSERT_EQ(logits.rows, one_logits.rows);
-    ASSERT_EQ(logits.cols, one_logits.cols);
-    EXPECT_TRUE(std::equal(logits.data.begin(), logits.data.end(), one_logits.data.begin()));
+  // A short prompt (one message per boundary), and one of 100 ids: its prompt step is cut into
+  // micro-batches that overlap across the stages.
+  std::string long_ids;
+  for (int i = 0; i < 100; ++i) long_ids += (i ? "," : "") + std::to_string(1 + (i * 37) % 500);
+  for (const std::vector<std::string>& prompt :
+       {std::vector<std::string>{"--prompt", "a b ab ba"},
+        std::vector<std::string>{"--prompt-ids", long_ids}}) {
+    SCOPED_TRACE(prompt[0]);
+    auto gen = [&](const std::string& logits) {
+      std::vector<std::string> a = prompt;
+      a.insert(a.end(), {"-n", "24", "--json", "--dump-logits", dir + logits});
+      return a;
+    };
+    ClusterRun one = runCluster(path, 1, 1, {}, gen("pp_one.npy"), "pp_one");
+    expectAllExitedOk(one);
+    ASSERT_EQ(one.output["ids"].size(), 24u);
+    const model::NpyMatrix one_logits = model::readNpy(dir + "pp_one.npy");
+    for (const Split& s : std::vector<Split>{{4, 1, {"--pp", "4"}},
+                                             {2, 1, {"--pp", "2", "--pp-layers", "0-2,3"}},
+                                             {2, 2, {"--pp", "2"}}}) {
+      const std::string tag = fmt::format("pp_{}x{}_{}", s.nodes, s.tp, s.args.size());
+      SCOPED_TRACE(tag);
+      ClusterRun run = runCluster(path, s.nodes, s.tp, s.args, gen(tag + ".npy"), tag);
+      expectAllExitedOk(run);
+      EXPECT_EQ(run.output["ids"], one.output["ids"]) << run.logs[0];
+      if (s.tp != 1) continue;  // tp 2 sums in another order (tp_parity_test's tolerance)
+      const model::NpyMatrix logits = model::readNpy(dir + tag + ".npy");
+      ASSERT_EQ(logits.rows, one_logits.rows);
+      ASSERT_EQ(logits.cols, one_logits.cols);
+      EXPECT_TRUE(std::equal(logits.data.begin(), logits.data.end(), one_logits.data.begin()));
+    }
   }
   std::filesystem::remove(path);
 }
