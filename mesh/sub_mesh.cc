@@ -37,7 +37,7 @@ std::unique_ptr<Request> SubMesh::irecv(int peer, uint32_t tag, std::span<std::b
 }
 
 void SubMesh::setEventCallback(std::function<void(const PeerEvent&)> callback) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   callback_ = std::move(callback);
 }
 
@@ -57,7 +57,7 @@ void SubMesh::deliver(const PeerEvent& event) {
   if (event.peer < first_ || event.peer >= first_ + count_) return;
   std::function<void(const PeerEvent&)> callback;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     callback = callback_;
   }
   if (callback) callback(PeerEvent{event.kind, event.peer - first_, event.reason});

@@ -14,8 +14,8 @@
 #pragma once
 
 #include <functional>
-#include <mutex>
 
+#include "common/mutex.h"
 #include "mesh/mesh.h"
 
 namespace tpnode::mesh {
@@ -44,8 +44,8 @@ class SubMesh final : public Mesh {
 
   Mesh& base_;  // outlives the view (see contract)
   const int first_, count_;
-  std::mutex mu_;
-  std::function<void(const PeerEvent&)> callback_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::function<void(const PeerEvent&)> callback_ TP_GUARDED_BY(mu_);
 };
 
 }  // namespace tpnode::mesh
