@@ -5,7 +5,7 @@
 // (collectives/hierarchical.h) composes a LocalOp with the inter-node exchange (InterNode) and
 // knows nothing of how the local ranks talk. GPU ranks plug their transports (NCCL, CUDA
 // peer-to-peer + add kernel, host staging) into the same composition as device local ops
-// (cuda::DeviceLocalOp, collectives/cuda/stages.h), which do the all-reduce step only.
+// (cuda::DeviceLocalOp, collectives/cuda/device_local_op.h), which do the all-reduce step only.
 //
 // Contract
 // - One LocalOp per local rank, used only by that rank's thread. All local ranks call the same

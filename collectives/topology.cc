@@ -7,21 +7,15 @@
 
 namespace tpnode::collectives {
 
-Topology::Topology(int nodes, int ranks_per_node, int node_id, std::vector<int> devices)
-    : nodes_(nodes),
-      ranks_per_node_(ranks_per_node),
-      node_id_(node_id),
-      devices_(std::move(devices)) {
-  if (nodes_ < 1 || nodes_ > kMaxNodes) {
-    fail(ErrorCode::kInvalidArgument, "topology of {} nodes: need 1..{}", nodes_, kMaxNodes);
-  }
-  if (ranks_per_node_ < 1 || ranks_per_node_ > kMaxRanksPerNode) {
-    fail(ErrorCode::kInvalidArgument, "topology of {} ranks per node: need 1..{}", ranks_per_node_,
-         kMaxRanksPerNode);
-  }
-  if (node_id_ < 0 || node_id_ >= nodes_) {
+Topology::Topology(Layout layout, int node_id, std::vector<int> devices)
+    : layout_(std::move(layout)), node_id_(node_id), devices_(std::move(devices)) {
+  if (const auto refusal = layout_.refusal("--tp-layout"))
+    throw Error(refusal->code, refusal->message);
+  ranks_per_node_ = layout_.ranksOf(0);
+  world_size_ = layout_.worldSize();
+  if (node_id_ < 0 || node_id_ >= nodes()) {
     fail(ErrorCode::kInvalidArgument, "node id {} is not a node of a {}-node topology (0..{})",
-         node_id_, nodes_, nodes_ - 1);
+         node_id_, nodes(), nodes() - 1);
   }
   if (!devices_.empty() && static_cast<int>(devices_.size()) != ranks_per_node_) {
     fail(ErrorCode::kInvalidArgument,
@@ -37,60 +31,24 @@ Topology::Topology(int nodes, int ranks_per_node, int node_id, std::vector<int> 
 }
 
 Topology Topology::uniform(int nodes, int ranks_per_node, int node_id, std::vector<int> devices) {
-  return Topology(nodes, ranks_per_node, node_id, std::move(devices));
+  if (nodes < 1 || nodes > kMaxNodes) {
+    fail(ErrorCode::kInvalidArgument, "topology of {} nodes: need 1..{}", nodes, kMaxNodes);
+  }
+  if (ranks_per_node < 1 || ranks_per_node > kMaxRanksPerNode) {
+    fail(ErrorCode::kInvalidArgument, "topology of {} ranks per node: need 1..{}", ranks_per_node,
+         kMaxRanksPerNode);
+  }
+  return Topology(Layout::uniform(nodes, ranks_per_node), node_id, std::move(devices));
 }
 
-namespace {
-
-struct Refusal {
-  ErrorCode code = ErrorCode::kInvalidArgument;
-  std::string message;  // "" when the layout is accepted
-};
-
-Refusal refuseLayout(std::span<const int> ranks_per_node, const std::string& flag) {
-  if (ranks_per_node.empty()) {
-    return {ErrorCode::kInvalidArgument,
-            fmt::format("{} is empty: give the tp of every node", flag)};
-  }
-  if (ranks_per_node.size() > static_cast<size_t>(kMaxNodes)) {
-    return {ErrorCode::kInvalidArgument,
-            fmt::format("{} lists {} nodes: at most {}", flag, ranks_per_node.size(), kMaxNodes)};
-  }
-  for (int tp : ranks_per_node) {
-    if (tp < 1 || tp > kMaxRanksPerNode) {
-      return {ErrorCode::kInvalidArgument,
-              fmt::format("{} {}: a node's tp must be 1..{}, not {}", flag,
-                          fmt::join(ranks_per_node, ","), kMaxRanksPerNode, tp)};
-    }
-  }
-  for (int tp : ranks_per_node) {
-    if (tp != ranks_per_node.front()) {
-      return {ErrorCode::kUnsupported,
-              fmt::format("{} {}: nodes with different tp degrees are not supported yet (the "
-                          "hierarchical all-reduce pairs local rank r of every node); give every "
-                          "node the same tp, e.g. --tp {}",
-                          flag, fmt::join(ranks_per_node, ","), ranks_per_node.front())};
-    }
-  }
-  return {};
-}
-
-}  // namespace
-
-std::string Topology::layoutRefusal(std::span<const int> ranks_per_node, const std::string& flag) {
-  return refuseLayout(ranks_per_node, flag).message;
+Topology Topology::fromLayout(const Layout& layout, int node_id, std::vector<int> devices) {
+  return Topology(layout, node_id, std::move(devices));
 }
 
 Topology Topology::fromLayout(std::span<const int> ranks_per_node, int node_id,
                               std::vector<int> devices) {
-  const Refusal refusal = refuseLayout(ranks_per_node, "--tp-layout");
-  if (!refusal.message.empty()) throw Error(refusal.code, refusal.message);
-  return Topology(static_cast<int>(ranks_per_node.size()), ranks_per_node.front(), node_id,
-                  std::move(devices));
-}
-
-std::vector<int> Topology::ranksOfEveryNode() const {
-  return std::vector<int>(static_cast<size_t>(nodes_), ranks_per_node_);
+  return fromLayout(Layout(std::vector<int>(ranks_per_node.begin(), ranks_per_node.end())), node_id,
+                    std::move(devices));
 }
 
 void Topology::checkLocal(int local) const {
@@ -107,21 +65,15 @@ void Topology::checkGlobal(int global) const {
 }
 
 int Topology::globalRank(int node, int local) const {
-  if (node < 0 || node >= nodes_) {
-    fail(ErrorCode::kInvalidArgument, "node {} outside a {}-node topology", node, nodes_);
-  }
-  checkLocal(local);
-  return node * ranks_per_node_ + local;
+  return layout_.globalRank(node, local);
 }
 
 int Topology::nodeOf(int global) const {
-  checkGlobal(global);
-  return global / ranks_per_node_;
+  return layout_.nodeOf(global);
 }
 
 int Topology::localRankOf(int global) const {
-  checkGlobal(global);
-  return global % ranks_per_node_;
+  return layout_.localRankOf(global);
 }
 
 int Topology::stageOf(int global) const {
@@ -150,7 +102,7 @@ std::string Topology::stageRefusal(int nodes, int stages) {
 }
 
 Topology Topology::withStages(int stages) const {
-  if (std::string why = stageRefusal(nodes_, stages); !why.empty()) {
+  if (std::string why = stageRefusal(nodes(), stages); !why.empty()) {
     throw Error(ErrorCode::kInvalidArgument, why);
   }
   Topology t = *this;
@@ -159,8 +111,8 @@ Topology Topology::withStages(int stages) const {
 }
 
 int Topology::stageOfNode(int node) const {
-  if (node < 0 || node >= nodes_) {
-    fail(ErrorCode::kInvalidArgument, "node {} outside a {}-node topology", node, nodes_);
+  if (node < 0 || node >= nodes()) {
+    fail(ErrorCode::kInvalidArgument, "node {} outside a {}-node topology", node, nodes());
   }
   return node / nodesPerStage();
 }
@@ -198,8 +150,8 @@ std::vector<int> Topology::roundRobinDevices(int ranks_per_node, int available) 
 
 std::string Topology::describe() const {
   std::string s =
-      fmt::format("{} node{} x {} rank{} ({} ranks; node {}: global ranks {}..{})", nodes_,
-                  nodes_ == 1 ? "" : "s", ranks_per_node_, ranks_per_node_ == 1 ? "" : "s",
+      fmt::format("{} node{} x {} rank{} ({} ranks; node {}: global ranks {}..{})", nodes(),
+                  nodes() == 1 ? "" : "s", ranks_per_node_, ranks_per_node_ == 1 ? "" : "s",
                   worldSize(), node_id_, firstRank(), firstRank() + ranks_per_node_ - 1);
   if (stages_ > 1) {
     s += fmt::format(", {} pipeline stages of {} node{} (node {}: stage {})", stages_,

@@ -4,7 +4,8 @@
 // local rank whose peers on the other nodes it meets in the inter-node exchange) and which device
 // a local rank uses.
 //
-// Layout (the one rank numbering of tpnode; docs/collectives.md):
+// Numbering (the one rank numbering of tpnode; docs/collectives.md), computed by the Layout it
+// holds (layout.h, the one place of rank-count arithmetic):
 //   global rank g = node * ranksPerNode + local,   node = g / ranksPerNode,
 //   local = g % ranksPerNode,                      lane = local.
 //   Global rank 0 is node 0's local rank 0; a node's leader is its local rank 0.
@@ -21,7 +22,8 @@
 //   list are this node's own.
 // - The factories validate their input and throw Error(kInvalidArgument) naming the field and
 //   the value; a layout with different ranks per node throws Error(kUnsupported) from
-//   fromLayout(), the one place that refuses it.
+//   fromLayout(), the one place that refuses it (with Layout::refusal()'s reason; tools that
+//   report on any layout ask the Layout itself).
 // - Queries take ranks inside the topology; a rank outside it throws Error(kInvalidArgument)
 //   (it comes from a caller's argument: a gather root, a flag).
 #pragma once
@@ -30,10 +32,9 @@
 #include <string>
 #include <vector>
 
-namespace tpnode::collectives {
+#include "collectives/layout.h"
 
-inline constexpr int kMaxNodes = 65536;  // the mesh sets no limit; this keeps ranks in an int
-inline constexpr int kMaxRanksPerNode = 1024;
+namespace tpnode::collectives {
 
 class Topology {
  public:
@@ -46,16 +47,13 @@ class Topology {
   static Topology uniform(int nodes, int ranks_per_node, int node_id = 0,
                           std::vector<int> devices = {});
 
-  // From the ranks of every node, index = node id (--tp-layout): every entry must be the same
-  // (Error(kUnsupported) otherwise: the hierarchical all-reduce pairs local rank r of every node,
-  // and the shard plan gives every rank an equal share; see layoutRefusal()).
+  // From the ranks of every node, index = node id (--tp-layout): a runnable layout only, else
+  // Error with the code and message of layout.refusal("--tp-layout") (kUnsupported when the
+  // nodes differ: the hierarchical all-reduce pairs local rank r of every node, and the shard
+  // plan gives every rank an equal share).
+  static Topology fromLayout(const Layout& layout, int node_id, std::vector<int> devices = {});
   static Topology fromLayout(std::span<const int> ranks_per_node, int node_id,
                              std::vector<int> devices = {});
-
-  // Why fromLayout() refuses `ranks_per_node` ("" when it accepts it). `flag` names the
-  // setting in the message ("--tp-layout").
-  static std::string layoutRefusal(std::span<const int> ranks_per_node,
-                                   const std::string& flag = "--tp-layout");
 
   // This topology cut into `stages` pipeline stages of nodes() / stages nodes each.
   // Error(kInvalidArgument) naming both numbers when `stages` is < 1, above nodes(), or does
@@ -65,19 +63,19 @@ class Topology {
   static std::string stageRefusal(int nodes, int stages);
 
   // Shape.
-  int nodes() const { return nodes_; }
+  int nodes() const { return layout_.nodes(); }
   int ranksPerNode() const { return ranks_per_node_; }
-  int worldSize() const { return nodes_ * ranks_per_node_; }
+  int worldSize() const { return world_size_; }
   int stages() const { return stages_; }                // pipeline stages (1: tensor only)
   int tpSize() const { return worldSize() / stages_; }  // ranks of one stage
-  int nodesPerStage() const { return nodes_ / stages_; }
+  int nodesPerStage() const { return nodes() / stages_; }
   bool pipelined() const { return stages_ > 1; }
-  std::vector<int> ranksOfEveryNode() const;  // the layout: one entry per node
+  const Layout& layout() const { return layout_; }  // one entry per node
 
   // This node.
   int nodeId() const { return node_id_; }
-  int firstRank() const { return node_id_ * ranks_per_node_; }  // global rank of local rank 0
-  bool singleNode() const { return nodes_ == 1; }
+  int firstRank() const { return layout_.firstRankOf(node_id_); }  // global rank of local rank 0
+  bool singleNode() const { return nodes() == 1; }
 
   // Rank arithmetic (see the layout above). `local` is a local rank, `global` a global rank.
   int globalRank(int local) const { return globalRank(node_id_, local); }  // on this node
@@ -115,13 +113,14 @@ class Topology {
   bool operator==(const Topology&) const = default;
 
  private:
-  Topology(int nodes, int ranks_per_node, int node_id, std::vector<int> devices);
+  Topology(Layout layout, int node_id, std::vector<int> devices);
   void checkLocal(int local) const;
   void checkGlobal(int global) const;
 
-  int nodes_ = 1;
-  int ranks_per_node_ = 1;
-  int stages_ = 1;  // pipeline stages; divides nodes_ (withStages)
+  Layout layout_;           // runnable: every node has ranks_per_node_ ranks
+  int ranks_per_node_ = 1;  // layout_.ranksOf(0), kept for the queries of every rank
+  int world_size_ = 1;      // layout_.worldSize()
+  int stages_ = 1;          // pipeline stages; divides nodes() (withStages)
   int node_id_ = 0;
   std::vector<int> devices_;  // empty, or one per local rank
 };

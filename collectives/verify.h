@@ -11,7 +11,7 @@
 // Contract
 // - Pure host code: the reduction is a callback on a host span. A device path uploads the span,
 //   reduces on the device, downloads the result into the same span and returns once it is there
-//   (collectives/cuda/stages.h: verifyOnDevice).
+//   (collectives/cuda/device_verify.h: verifyOnDevice).
 // - The helpers never throw for a wrong value: they return a VerifyResult. An exception thrown by
 //   the reduction (a peer lost, a CUDA error) propagates.
 // - Every rank of a group must run the same checks with the same counts (the reduction is a

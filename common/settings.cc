@@ -48,7 +48,7 @@ std::string rangeText(const Setting& s) {
   return fmt::format("{}..{}", s.min, s.max);
 }
 
-void checkRange(const Setting& s, double v, std::string_view where) {
+void checkValueRange(const Setting& s, double v, std::string_view where) {
   if (s.min_exclusive && !(v > s.min)) {
     fail(ErrorCode::kInvalidArgument, "{}: {} must be greater than {}", where, v, s.min);
   }
@@ -100,6 +100,14 @@ std::optional<std::string> envValue(std::string_view env) {
   return std::string(v);
 }
 
+void checkRange(const Setting& s, std::string_view text, std::string_view where) {
+  if (!hasRange(s)) return;
+  if (s.type != Type::kInt && s.type != Type::kUInt && s.type != Type::kDouble) return;
+  double v = 0;
+  if (!parseNumber(text, v)) refuse(where, text, "a number");
+  checkValueRange(s, v, where);
+}
+
 std::string choiceList(const Setting& s) {
   std::string out;
   for (size_t i = 0; i < s.choices.size(); ++i) {
@@ -131,19 +139,19 @@ std::string parseSettingText(const Setting& s, std::string_view text, Source sou
     case Type::kInt: {
       long long v = 0;
       if (!parseWhole(text, v)) refuse(where, text, "an integer");
-      if (yaml) checkRange(s, static_cast<double>(v), where);
+      if (yaml) checkValueRange(s, static_cast<double>(v), where);
       return std::string(text);
     }
     case Type::kUInt: {
       unsigned long long v = 0;
       if (!parseWhole(text, v)) refuse(where, text, "a non-negative integer");
-      if (yaml) checkRange(s, static_cast<double>(v), where);
+      if (yaml) checkValueRange(s, static_cast<double>(v), where);
       return std::string(text);
     }
     case Type::kDouble: {
       double v = 0;
       if (!parseNumber(text, v)) refuse(where, text, "a number");
-      if (yaml) checkRange(s, v, where);
+      if (yaml) checkValueRange(s, v, where);
       return std::string(text);
     }
   }
@@ -153,7 +161,7 @@ std::string parseSettingText(const Setting& s, std::string_view text, Source sou
 std::string flagTableMarkdown() {
   std::string out = "| Flag | Environment | YAML | Default | Meaning |\n|---|---|---|---|---|\n";
   for (const Setting& s : settingsTable()) {
-    if (s.scope == Scope::kTptopo) continue;  // docs/tptopo.md
+    if (s.scope == Scope::kTptopo || s.scope == Scope::kTpbench) continue;  // the tools' docs
     std::string flag;
     if (!s.flag.empty()) {
       flag = fmt::format("`--{}`", s.flag);
@@ -167,6 +175,26 @@ std::string flagTableMarkdown() {
     out +=
         fmt::format("| {} | `{}` | {} | {} | {} |\n", flag, s.env,
                     s.yaml.empty() ? "" : fmt::format("`{}`", s.yaml), markdownDefault(s), meaning);
+  }
+  return out;
+}
+
+std::string toolFlagTableMarkdown(std::span<const Setting* const> rows) {
+  bool any_env = false;
+  for (const Setting* s : rows) any_env |= !s->env.empty();
+  std::string out = any_env ? "| Flag | Environment | Default | Meaning |\n|---|---|---|---|\n"
+                            : "| Flag | Default | Meaning |\n|---|---|---|\n";
+  for (const Setting* s : rows) {
+    std::string meaning(s->help);
+    if (hasRange(*s)) meaning += fmt::format(" ({})", rangeText(*s));
+    const std::string flag = fmt::format("`--{}`", s->flag);
+    if (any_env) {
+      out += fmt::format("| {} | {} | {} | {} |\n", flag,
+                         s->env.empty() ? "" : fmt::format("`{}`", s->env), markdownDefault(*s),
+                         meaning);
+    } else {
+      out += fmt::format("| {} | {} | {} |\n", flag, markdownDefault(*s), meaning);
+    }
   }
   return out;
 }

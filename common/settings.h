@@ -1,8 +1,12 @@
 // The one table of tpnode's settings: every command-line flag, every TPNODE_* environment
 // variable and every YAML key, declared once with its type, default, choices or range and help
 // (NCCL's param.h, as a table). Everything else is generated from it or checked against it:
-// the CLI and --help (node/cli.cc), the YAML reader (node/cluster_config.cc), docs/cluster.md's
-// flag table and YAML reference (tests/common/settings_test.cc).
+// the CLI and --help (node/cli.cc, node/settings_cli.h), the YAML reader
+// (node/cluster_config.cc), docs/cluster.md's flag table and YAML reference
+// (tests/common/settings_test.cc). tools/tptopo's own flags are rows of it (Scope::kTptopo);
+// a tool whose flags share tpnode's names with other defaults and no environment variable
+// (tools/tpbench) declares them in a table of its own made of the same rows, generated and
+// checked the same way (Scope::kTpbench).
 //
 // Contract
 // - settingsTable() is constant data with static storage; every function here is safe from any
@@ -39,16 +43,18 @@ enum class Type {
 enum class Scope {
   kCluster,  // tpnode and the tools that join its mesh (tools/tptopo): node/cli_flags.h
   kNode,     // tpnode only
-  kTptopo,   // tools/tptopo only
+  kTptopo,   // tools/tptopo only (docs/tptopo.md)
   kEnv,      // an environment variable without a flag (read with envValue())
+  kTpbench,  // tools/tpbench's own table (tools/tpbench/bench_flags.h; docs/tpbench.md)
 };
 
 struct Setting {
   std::string_view flag;        // long name without dashes; empty for kEnv
   std::string_view short_name;  // "-m", or empty
-  std::string_view env;         // the environment variable (TPNODE_<FLAG> unless an exception)
-  std::string_view yaml;        // "cluster.step_timeout_s"; empty: not a YAML key
-  std::string_view group;       // the --help section
+  std::string_view env;    // the environment variable (TPNODE_<FLAG> unless an exception); empty:
+                           // none (only in a tool's own table)
+  std::string_view yaml;   // "cluster.step_timeout_s"; empty: not a YAML key
+  std::string_view group;  // the --help section
   Scope scope = Scope::kNode;
   Type type = Type::kString;
   std::string_view default_text;  // as --help and the docs show it; empty: none
@@ -86,6 +92,11 @@ enum class Source { kCommandLine, kEnvironment, kYaml };
 std::string parseSettingText(const Setting& setting, std::string_view text, Source source,
                              std::string_view where);
 
+// The range check parseSettingText() applies to YAML values, for any checked text of a kInt,
+// kUInt or kDouble `setting` (the tools check their rows' ranges on every source); a no-op for
+// other types. Error(kInvalidArgument) naming `where`.
+void checkRange(const Setting& setting, std::string_view checked_text, std::string_view where);
+
 // "auto, cpu or cuda".
 std::string choiceList(const Setting& setting);
 
@@ -93,5 +104,8 @@ std::string choiceList(const Setting& setting);
 // environment variable) and the YAML reference (every setting with a YAML key).
 std::string flagTableMarkdown();
 std::string yamlReferenceMarkdown();
+// A tool's flag table (docs/tptopo.md, docs/tpbench.md): flag, environment variable (the column
+// only when a row has one), default, meaning with the accepted range or choices.
+std::string toolFlagTableMarkdown(std::span<const Setting* const> rows);
 
 }  // namespace tpnode::settings

@@ -1,5 +1,6 @@
 #include "mesh/connector.h"
 
+#include <malloc.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -30,6 +31,8 @@ constexpr auto kFirstWaitingLog = std::chrono::seconds(2);
 constexpr auto kWaitingLogPeriod = std::chrono::seconds(5);
 constexpr auto kRecheck = std::chrono::milliseconds(250);  // how often dead links are noticed
 constexpr int kMaxConcurrentHandshakes = 64;
+// While handshake threads end, what they freed is given back to the system at most this often.
+constexpr auto kTrimInterval = std::chrono::seconds(1);
 
 double secondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -39,6 +42,14 @@ double secondsSince(Clock::time_point t) {
 std::string sourceOf(const std::string& from) {
   size_t colon = from.rfind(':');
   return colon == std::string::npos ? from : from.substr(0, colon);
+}
+
+// Returns the free pages of the heap to the system: a burst of handshakes (a flood of
+// connections) leaves freed memory that malloc would otherwise keep.
+void releaseFreedMemory() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
 }
 
 // One thread running an accepted connection's handshake; reaped as soon as it is done.
@@ -76,15 +87,17 @@ class Connector {
   void acceptLoop(int listen_fd);
   // Starts a handshake thread for an accepted connection, or refuses it (caps, no threads).
   void startAccepted(Fd fd, const std::string& from);
-  void acceptOne(Fd fd, std::string from, Handshaker* self);
-  // Joins the handshake threads that are done.
+  void acceptOne(Fd fd, std::string from, Nonce nonce, Handshaker* self);
+  // Joins the handshake threads that are done (accept loop only); gives back what they freed,
+  // at most once per kTrimInterval.
   void reapHandshakers();
   // Logs `message` (a problem with unauthenticated or resource-starved connections) at most
   // once per period, with the number of such events since the last line.
   void throttledWarn(LogLimiter& log, const std::string& message);
-  // Runs the handshake; on success stores the socket and returns true.
+  // Runs the handshake with this side's fresh `nonce`; on success stores the socket and
+  // returns true.
   bool handshake(std::unique_ptr<Transport> transport, int expected_peer, int lane,
-                 const std::string& from);
+                 const std::string& from, const Nonce& nonce);
   std::string admitLocked(int peer, int lane, const std::string& from) TP_REQUIRES(mu_);
   // Records the latest problem with `peer`; a refusal (its reason in `refusal`) is logged as
   // a warning the first time that reason is seen.
@@ -109,6 +122,7 @@ class Connector {
   std::vector<std::string> last_refusal_ TP_GUARDED_BY(mu_);
   std::list<Handshaker> handshakers_ TP_GUARDED_BY(mu_);
   std::map<std::string, int> per_source_ TP_GUARDED_BY(mu_);  // running handshakes by address
+  Clock::time_point last_trim_{};                             // accept loop only
   LogLimiter unauthenticated_log_;                            // thread-safe
   LogLimiter overload_log_;                                   // thread-safe
 };
@@ -160,7 +174,7 @@ void Connector::throttledWarn(LogLimiter& log, const std::string& message) {
 }
 
 bool Connector::handshake(std::unique_ptr<Transport> t, int expected_peer, int lane,
-                          const std::string& from) {
+                          const std::string& from, const Nonce& nonce) {
   HandshakeConfig config;
   config.node_id = o_.node_id;
   config.node_count = n_;
@@ -175,8 +189,6 @@ bool Connector::handshake(std::unique_ptr<Transport> t, int expected_peer, int l
     MutexLock lock(mu_);
     return admitLocked(peer, peer_lane, from);
   };
-  Nonce nonce{};
-  randomBytes(nonce);
   Handshake hs(std::move(config), nonce);
   const auto started = Clock::now();
   const auto deadline = std::min(deadline_, started + kHandshakeTimeout);
@@ -268,8 +280,10 @@ void Connector::dialLoop(int peer, int lane) {
       try {
         auto deadline = std::min(deadline_, Clock::now() + kHandshakeTimeout);
         if (o_.socket_buffer_bytes > 0) setBuffers(fd.get(), o_.socket_buffer_bytes);
+        Nonce nonce{};
+        randomBytes(nonce);
         if (handshake(make_transport_(std::move(fd), false, deadline), peer, lane,
-                      address.toString())) {
+                      address.toString(), nonce)) {
           continue;
         }
       } catch (const Error& e) {
@@ -287,11 +301,11 @@ void Connector::dialLoop(int peer, int lane) {
   }
 }
 
-void Connector::acceptOne(Fd fd, std::string from, Handshaker* self) {
+void Connector::acceptOne(Fd fd, std::string from, Nonce nonce, Handshaker* self) {
   try {
     if (o_.socket_buffer_bytes > 0) setBuffers(fd.get(), o_.socket_buffer_bytes);
     auto deadline = std::min(deadline_, Clock::now() + kPreAuthTimeout);
-    handshake(make_transport_(std::move(fd), true, deadline), -1, 0, from);
+    handshake(make_transport_(std::move(fd), true, deadline), -1, 0, from, nonce);
   } catch (const Error& e) {
     throttledWarn(unauthenticated_log_,
                   fmt::format("refused a connection from {}: {}", from, e.what()));
@@ -313,10 +327,18 @@ void Connector::reapHandshakers() {
     }
   }
   for (auto& h : done) h.thread.join();
+  if (!done.empty() && Clock::now() - last_trim_ >= kTrimInterval) {
+    releaseFreedMemory();
+    last_trim_ = Clock::now();
+  }
 }
 
 void Connector::startAccepted(Fd fd, const std::string& from) {
   const std::string source = sourceOf(from);
+  // Drawn here, on the accept loop's thread: OpenSSL keeps random generators per thread, and
+  // each short-lived handshake thread would set up (and free) its own, about 5 KiB each.
+  Nonce nonce{};
+  randomBytes(nonce);
   std::string refused;
   {
     MutexLock lock(mu_);
@@ -330,9 +352,8 @@ void Connector::startAccepted(Fd fd, const std::string& from) {
     } else {
       auto& h = handshakers_.emplace_back();
       try {
-        h.thread = std::thread([this, f = std::make_shared<Fd>(std::move(fd)), from, p = &h] {
-          acceptOne(std::move(*f), from, p);
-        });
+        h.thread = std::thread([this, f = std::make_shared<Fd>(std::move(fd)), from, nonce,
+                                p = &h] { acceptOne(std::move(*f), from, nonce, p); });
         ++handshakes_running_;
         ++per_source_[source];
         return;
@@ -409,6 +430,7 @@ void Connector::run() {
   auto handshakers = std::move(handshakers_);
   lock.unlock();
   for (auto& h : handshakers) h.thread.join();
+  if (!handshakers.empty()) releaseFreedMemory();
   if (complete) return;
   if (cancelled()) {
     fail(ErrorCode::kAborted, "node {}: connecting to the mesh was cancelled (shutting down)", me);

@@ -22,10 +22,11 @@
 //   started before returning or throwing.
 // - Accepting holds against hostile clients: at most 64 handshakes run at once and at most 8
 //   per source address (connections beyond are closed at once); each handshake thread is
-//   joined as soon as it ends; an accepted peer has 5 s to prove itself (TLS and HELLO) and
-//   10 s for the whole handshake. Failing to start a thread or to accept (EMFILE, ENFILE,
-//   ENOBUFS, ENOMEM) refuses that connection and goes on. Refusals of unauthenticated peers
-//   and these failures are logged at most once per 5 s, with how many happened since.
+//   joined as soon as it ends, and the memory such threads freed is given back to the system
+//   (malloc_trim, at most once per second); an accepted peer has 5 s to prove itself (TLS and
+//   HELLO) and 10 s for the whole handshake. Failing to start a thread or to accept (EMFILE,
+//   ENFILE, ENOBUFS, ENOMEM) refuses that connection and goes on. Refusals of unauthenticated
+//   peers and these failures are logged at most once per 5 s, with how many happened since.
 #pragma once
 
 #include <functional>

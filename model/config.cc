@@ -20,7 +20,12 @@ std::string ModelConfig::summary() const {
          (n_swa > 0 ? fmt::format(", sliding window {} (rope base {})", n_swa, rope_base_swa)
                     : "") +
          (ffn_act == FfnAct::kGeluTanh ? ", geglu" : "") + (post_norms ? ", post norms" : "") +
-         (logit_softcap > 0 ? fmt::format(", logit softcap {}", logit_softcap) : "");
+         (logit_softcap > 0 ? fmt::format(", logit softcap {}", logit_softcap) : "") +
+         (n_expert > 0
+              ? fmt::format(", {} experts ({} per token{}) of ffn {}", n_expert, n_expert_used,
+                            moe_norm_weights ? ", weights renormalised" : "", n_ff_exp)
+              : "") +
+         (n_ff_shexp > 0 ? fmt::format(", shared expert ffn {}", n_ff_shexp) : "");
 }
 
 double finitePositive(const std::string& key, double v) {
@@ -38,9 +43,12 @@ double finitePositive(const std::string& key, double v) {
 ModelConfig readModelConfig(const GgufMetadata& m) {
   ModelConfig c;
   c.arch = m.getString("general.architecture");
-  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "gemma3") {
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "gemma3" &&
+      c.arch != "qwen3moe" && c.arch != "qwen2moe") {
     fail(ErrorCode::kUnsupported,
-         "general.architecture '{}' is not supported (llama, qwen2, qwen3, gemma3 are)", c.arch);
+         "general.architecture '{}' is not supported (llama, qwen2, qwen3, gemma3, qwen3moe, "
+         "qwen2moe are)",
+         c.arch);
   }
   const std::string a = c.arch + ".";
   auto positive = [&](const std::string& key, int64_t v) {
@@ -96,6 +104,7 @@ ModelConfig readModelConfig(const GgufMetadata& m) {
   c.n_vocab = static_cast<int64_t>(embd.ne[1]);
   c.tied_output = m.findTensor("output.weight") == nullptr;
   if (c.arch == "gemma3") readGemma3Config(m, c);
+  readMoeConfig(m, c);
   return c;
 }
 

@@ -15,7 +15,7 @@ enum class RopeStyle { kNormal, kNeox };  // adjacent pairs (llama) / halves (qw
 enum class FfnAct { kSilu, kGeluTanh };   // SwiGLU (llama family) / GeGLU (gemma3)
 
 struct ModelConfig {
-  std::string arch;  // llama, qwen2, qwen3, gemma3
+  std::string arch;  // llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe
   int64_t n_embd = 0;
   int64_t n_layer = 0;
   int64_t n_head = 0;
@@ -42,6 +42,16 @@ struct ModelConfig {
   float rope_base_swa = 10000.f;  // RoPE base / scale of the local layers
   float rope_freq_scale_swa = 1.f;
   float logit_softcap = 0.f;  // logits = c * tanh(logits / c) when > 0
+  // Mixture of experts (model/moe_config.cc; n_expert == 0: the dense FFN): qwen3moe, qwen2moe
+  // and Mixtral (llama with expert tensors). Each token's FFN is the weighted sum of the
+  // n_expert_used experts its router (ffn_gate_inp) ranks highest (model/moe_router.h).
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;           // rows of one expert's gate / up
+  int64_t n_ff_shexp = 0;         // qwen2moe's shared expert (0: none)
+  bool moe_norm_weights = false;  // the selected experts' weights renormalised to sum 1
+
+  bool isMoe() const { return n_expert > 0; }
 
   bool isSwa(int64_t layer) const { return n_swa > 0 && swa_layers[static_cast<size_t>(layer)]; }
   float ropeBase(int64_t layer) const { return isSwa(layer) ? rope_base_swa : rope_base; }
@@ -60,6 +70,10 @@ ModelConfig readModelConfig(const GgufMetadata& meta);
 
 // The gemma3-specific keys (gemma3_config.cc), on top of the common ones already in `c`.
 void readGemma3Config(const GgufMetadata& meta, ModelConfig& c);
+
+// The mixture-of-experts keys (moe_config.cc) on top of the common ones already in `c`:
+// Error(kInvalidData) naming the key and value for counts that cannot be right.
+void readMoeConfig(const GgufMetadata& meta, ModelConfig& c);
 
 // Returns v when it is finite and in (0, 1e30]; Error(kInvalidData) naming `key` and the value
 // otherwise (for epsilons and RoPE bases, which would otherwise give NaN or garbage silently).

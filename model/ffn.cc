@@ -1,5 +1,6 @@
 // LlamaRank's feed-forward block: norm, gate and up projections, SwiGLU (GeGLU for gemma3),
-// down projection, all-reduce, (gemma3: post norm), residual.
+// down projection (or the mixture of experts, model/moe_ffn.h), all-reduce, (gemma3: post norm),
+// residual.
 #include "model/kernels/cpu/gelu.h"
 #include "model/kernels/cpu/ops.h"
 #include "model/llama_rank.h"
@@ -8,11 +9,29 @@ namespace tpnode::model {
 
 void LlamaRank::ffnBlock(int64_t l, int64_t n) {
   const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
-  const int64_t dim = config_.n_embd, ff = weights_.n_ff;
+  const int64_t dim = config_.n_embd;
   for (int64_t i = 0; i < n; ++i) {
     kernels::rmsNorm(x_.data() + i * dim, w.ffn_norm.data(), h_.data() + i * dim, dim,
                      config_.rms_eps);
   }
+  o_.resize(static_cast<size_t>(n * dim));
+  if (moe_) {
+    moe_->forward(w.moe, h_.data(), n, o_.data());
+  } else {
+    denseFfn(w, n);
+  }
+  allReduce(o_.data(), o_.size());
+  if (!w.ffn_post_norm.empty()) {  // gemma3
+    for (int64_t i = 0; i < n; ++i) {
+      kernels::rmsNorm(o_.data() + i * dim, w.ffn_post_norm.data(), o_.data() + i * dim, dim,
+                       config_.rms_eps);
+    }
+  }
+  for (size_t i = 0; i < o_.size(); ++i) x_[i] += o_[i];
+}
+
+void LlamaRank::denseFfn(const LayerWeights& w, int64_t n) {
+  const int64_t ff = weights_.n_ff;
   gate_.resize(static_cast<size_t>(n * ff));
   up_.resize(static_cast<size_t>(n * ff));
   matmul(w.w_gate, h_.data(), n, gate_.data());
@@ -24,16 +43,7 @@ void LlamaRank::ffnBlock(int64_t l, int64_t n) {
       kernels::swiglu(gate_.data() + i * ff, up_.data() + i * ff, ff);
     }
   }
-  o_.resize(static_cast<size_t>(n * dim));
   matmul(w.w_down, gate_.data(), n, o_.data());
-  allReduce(o_.data(), o_.size());
-  if (!w.ffn_post_norm.empty()) {  // gemma3
-    for (int64_t i = 0; i < n; ++i) {
-      kernels::rmsNorm(o_.data() + i * dim, w.ffn_post_norm.data(), o_.data() + i * dim, dim,
-                       config_.rms_eps);
-    }
-  }
-  for (size_t i = 0; i < o_.size(); ++i) x_[i] += o_[i];
 }
 
 }  // namespace tpnode::model

@@ -21,6 +21,7 @@ LlamaRank::LlamaRank(const ModelConfig& config, RankWeights weights,
       pool_(pool),
       kv_(weights_.layer_end - weights_.layer_begin, n_slots, n_ctx, weights_.n_head_kv,
           config.head_dim, weights_.layer_begin) {
+  if (config_.isMoe()) moe_ = std::make_unique<MoeFfn>(config_, pool_);
   if (weights_.needsTiedHeadSlice()) {
     // Tied head, vocab-parallel: keep this rank's rows of the replicated token_embd. The copy is
     // the head's alone, so it can take the projections' kernel layout: a batch of logits rows

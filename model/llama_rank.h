@@ -18,6 +18,7 @@
 #include "model/config.h"
 #include "model/kernels/cpu/thread_pool.h"
 #include "model/kv_cache.h"
+#include "model/moe_ffn.h"
 #include "model/rank_model.h"
 #include "model/taps.h"
 #include "model/weights.h"
@@ -48,10 +49,14 @@ class LlamaRank final : public RankModel {
   const RankWeights& weights() const override { return weights_; }
   uint64_t kvBytes() const override { return kv_.bytes(); }
   std::string backend() const override { return "cpu"; }
+  std::vector<uint64_t> expertPairs() const override {
+    return moe_ ? moe_->expertPairs() : std::vector<uint64_t>{};
+  }
 
  private:
   void attentionBlock(int64_t layer, std::span<const BatchToken> batch);
   void ffnBlock(int64_t layer, int64_t n_tokens);
+  void denseFfn(const LayerWeights& w, int64_t n_tokens);  // into o_
   void attend(int64_t layer, std::span<const BatchToken> batch);
   void head(std::span<const BatchToken> batch, std::vector<float>& logits);
   void softcap(std::vector<float>& logits) const;
@@ -65,7 +70,8 @@ class LlamaRank final : public RankModel {
   collectives::Communicator& comm_;
   kernels::ThreadPool& pool_;
   KvCache kv_;
-  Matrix head_slice_;  // tied + vocab-parallel head: this rank's rows of token_embd
+  Matrix head_slice_;            // tied + vocab-parallel head: this rank's rows of token_embd
+  std::unique_ptr<MoeFfn> moe_;  // mixture-of-experts FFN (null for a dense model)
   // Scratch, sized for the largest batch so far: [tokens][width].
   std::vector<float> x_, h_, q_, k_, v_, attn_, o_, gate_, up_, logits_local_, gathered_;
   std::vector<uint8_t> quant_scratch_;

@@ -66,6 +66,10 @@ class RankModel {
   virtual uint64_t deviceBytes() const { return 0; }
   // "cpu" or "cuda:<device>".
   virtual std::string backend() const = 0;
+  // Mixture of experts: token-expert pairs routed to each expert since construction, summed
+  // over layers (the routing is replicated, so every rank counts the same); empty for dense
+  // models. Any thread.
+  virtual std::vector<uint64_t> expertPairs() const { return {}; }
 };
 
 // Checks a batch against the rank's limits (the message names the token, slot or position).

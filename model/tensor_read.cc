@@ -13,11 +13,29 @@
 namespace tpnode::model {
 namespace {
 
-// Where a rank keeps a tensor: a matrix, or a vector of floats. Exactly one is set.
+// Where a rank keeps a tensor: a matrix, a vector of floats, or (stacked expert tensors) one
+// matrix per expert held. Exactly one is set.
 struct Held {
   const Matrix* matrix = nullptr;
   const std::vector<float>* vector = nullptr;
+  const std::vector<Matrix>* experts = nullptr;
+  bool empty() const {
+    return (matrix == nullptr || matrix->empty()) && (vector == nullptr || vector->empty()) &&
+           (experts == nullptr || experts->empty());
+  }
 };
+
+Held moeTensor(const MoeLayerWeights& m, const std::string& role) {
+  if (role == "ffn_gate_inp.weight") return {&m.router, nullptr};
+  if (role == "ffn_gate_exps.weight") return {nullptr, nullptr, &m.gate};
+  if (role == "ffn_up_exps.weight") return {nullptr, nullptr, &m.up};
+  if (role == "ffn_down_exps.weight") return {nullptr, nullptr, &m.down};
+  if (role == "ffn_gate_shexp.weight") return {&m.shexp_gate, nullptr};
+  if (role == "ffn_up_shexp.weight") return {&m.shexp_up, nullptr};
+  if (role == "ffn_down_shexp.weight") return {&m.shexp_down, nullptr};
+  if (role == "ffn_gate_inp_shexp.weight") return {nullptr, &m.shexp_gate_inp};
+  return {};
+}
 
 Held layerTensor(const LayerWeights& l, const std::string& role) {
   if (role == "attn_q.weight") return {&l.wq, nullptr};
@@ -36,7 +54,7 @@ Held layerTensor(const LayerWeights& l, const std::string& role) {
   if (role == "attn_q.bias") return {nullptr, &l.bq};
   if (role == "attn_k.bias") return {nullptr, &l.bk};
   if (role == "attn_v.bias") return {nullptr, &l.bv};
-  return {};
+  return moeTensor(l.moe, role);
 }
 
 Held find(const RankWeights& w, const std::string& name) {
@@ -93,8 +111,7 @@ std::vector<uint8_t> vectorBytes(const std::vector<float>& v, TensorType type,
 std::string readRefusal(const RankWeights& w, const TensorShard& shard) {
   const TensorDesc& t = shard.tensor;
   Held held = find(w, t.name);
-  if ((held.matrix == nullptr || held.matrix->empty()) &&
-      (held.vector == nullptr || held.vector->empty())) {
+  if (held.empty()) {
     return fmt::format("the ranks hold no tensor named '{}'", t.name);
   }
   if (held.vector != nullptr && t.type != TensorType::kF32 && t.type != TensorType::kF16 &&
@@ -113,16 +130,24 @@ std::vector<uint8_t> shardBytes(const RankWeights& w, const TensorShard& shard) 
     fail(ErrorCode::kInvalidArgument, "{}", why);
   }
   Held held = find(w, t.name);
-  std::vector<uint8_t> out =
-      held.matrix ? matrixBytes(*held.matrix) : vectorBytes(*held.vector, t.type, t.name);
+  std::vector<uint8_t> out;
+  if (held.experts != nullptr) {  // the experts held, in expert order
+    for (const Matrix& m : *held.experts) {
+      std::vector<uint8_t> e = matrixBytes(m);
+      out.insert(out.end(), e.begin(), e.end());
+    }
+  } else {
+    out = held.matrix ? matrixBytes(*held.matrix) : vectorBytes(*held.vector, t.type, t.name);
+  }
   const uint64_t expected = shard.bytesFor(w.rank, w.tp);
   if (out.size() != expected) {
     fail(ErrorCode::kInternal, "rank {} holds {} bytes of '{}', the shard plan says {}", w.rank,
          out.size(), t.name, expected);
   }
-  if (held.matrix && held.matrix->type != t.type) {
+  const Matrix* typed = held.matrix ? held.matrix : held.experts ? &held.experts->front() : nullptr;
+  if (typed && typed->type != t.type) {
     fail(ErrorCode::kInternal, "rank {} holds '{}' as {}, the file has {}", w.rank, t.name,
-         tensorTypeName(held.matrix->type), tensorTypeName(t.type));
+         tensorTypeName(typed->type), tensorTypeName(t.type));
   }
   return out;
 }
@@ -140,12 +165,16 @@ std::vector<uint8_t> assembleTensor(const TensorShard& shard, int tp, const uint
     const Slice s = shard.sliceFor(r, tp);
     const size_t row_bytes = rowBytes(t.type, s.col_end - s.col_begin);
     const size_t col_off = rowBytes(t.type, s.col_begin);
-    TP_CHECK(row_bytes * (s.row_end - s.row_begin) <= stride, "slice of '{}' exceeds the stride",
-             t.name);
+    const uint64_t rows = s.row_end - s.row_begin, expert_rows = t.rows / t.experts;
+    TP_CHECK(row_bytes * rows * (s.expert_end - s.expert_begin) <= stride,
+             "slice of '{}' exceeds the stride", t.name);
     const uint8_t* src = gathered + static_cast<size_t>(r) * stride;
-    for (uint64_t i = s.row_begin; i < s.row_end; ++i) {
-      std::memcpy(out.data() + i * full_row + col_off, src + (i - s.row_begin) * row_bytes,
-                  row_bytes);
+    for (uint64_t e = s.expert_begin; e < s.expert_end; ++e) {  // [0, 1) but for expert tensors
+      const uint8_t* from = src + (e - s.expert_begin) * rows * row_bytes;
+      for (uint64_t i = s.row_begin; i < s.row_end; ++i) {
+        std::memcpy(out.data() + (e * expert_rows + i) * full_row + col_off,
+                    from + (i - s.row_begin) * row_bytes, row_bytes);
+      }
     }
   }
   return out;

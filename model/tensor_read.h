@@ -12,6 +12,8 @@
 //   concatenated on their dimension. KV heads replicated for tp (pieces < tp) are taken once,
 //   from the first rank that holds each piece. The plan pads nothing (the vocabulary is split
 //   only when it divides by tp), so no rows are dropped.
+// - Stacked expert tensors (ffn_*_exps): a rank's slice is its part of each expert it holds, in
+//   expert order; assembled, the whole [experts][rows][cols] tensor in the file's order.
 // - Derived copies that are not GGUF tensors (a tied head's vocab slice) are not listed.
 //
 // Threading: pure functions; a RankWeights is read-only here.

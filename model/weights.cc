@@ -39,26 +39,26 @@ class Loader {
 
   // Copies this rank's slice of a 2-D tensor.
   Matrix matrix(const std::string& name, uint64_t cols, uint64_t rows, bool required = true) {
-    Matrix m;
     const GgufTensorInfo* t = info(name, required);
-    if (!t) return m;
+    if (!t) return {};
     expectShape(*t, cols, rows);
-    Slice s = plan_.find(name).sliceFor(rank_, plan_.tp);
-    m.type = t->type;
-    m.rows = static_cast<int64_t>(s.row_end - s.row_begin);
-    m.cols = static_cast<int64_t>(s.col_end - s.col_begin);
-    m.row_bytes = rowBytes(t->type, s.col_end - s.col_begin);
-    const size_t full_row = rowBytes(t->type, cols);
-    const size_t col_off = rowBytes(t->type, s.col_begin);
-    m.data = HostBuffer(m.row_bytes * static_cast<size_t>(m.rows));
-    const uint8_t* src = file_.tensorData(*t).data();
-    for (uint64_t r = s.row_begin; r < s.row_end; ++r) {
-      std::memcpy(m.data.data() + (r - s.row_begin) * m.row_bytes, src + r * full_row + col_off,
-                  m.row_bytes);
-    }
-    account(m.data.size());
-    return m;
+    return slice(*t, cols, 0);
   }
+
+  // This rank's slice of expert `e` of a stacked expert tensor [cols, rows, experts].
+  Matrix expert(const std::string& name, uint64_t cols, uint64_t rows, uint64_t experts,
+                uint64_t e) {
+    const GgufTensorInfo* t = info(name, true);
+    if (t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != experts || t->ne[3] != 1) {
+      fail(ErrorCode::kInvalidData, "model tensor '{}' has shape {}, expected [{}, {}, {}]",
+           t->name, t->shapeString(), cols, rows, experts);
+    }
+    expectShape(*t, cols, rows * experts);
+    return slice(*t, cols, e * rows);
+  }
+
+  const ShardPlan& plan() const { return plan_; }
+  int rank() const { return rank_; }
 
   // Rewrites a projection (or a tied head read whole) into the CPU kernels' layout
   // (kernels::packWeights). TPNODE_INTERLEAVE=0 keeps rows plain, =4 stops at the 4-row
@@ -108,6 +108,27 @@ class Loader {
   int tensors() const { return tensors_; }
 
  private:
+  // The plan's rows and columns of this rank, counted from row `first_row` of tensor t (an
+  // expert's first row in a stacked expert tensor, else 0).
+  Matrix slice(const GgufTensorInfo& t, uint64_t cols, uint64_t first_row) {
+    Matrix m;
+    Slice s = plan_.find(t.name).sliceFor(rank_, plan_.tp);
+    m.type = t.type;
+    m.rows = static_cast<int64_t>(s.row_end - s.row_begin);
+    m.cols = static_cast<int64_t>(s.col_end - s.col_begin);
+    m.row_bytes = rowBytes(t.type, s.col_end - s.col_begin);
+    const size_t full_row = rowBytes(t.type, cols);
+    const size_t col_off = rowBytes(t.type, s.col_begin);
+    m.data = HostBuffer(m.row_bytes * static_cast<size_t>(m.rows));
+    const uint8_t* src = file_.tensorData(t).data() + first_row * full_row;
+    for (uint64_t r = s.row_begin; r < s.row_end; ++r) {
+      std::memcpy(m.data.data() + (r - s.row_begin) * m.row_bytes, src + r * full_row + col_off,
+                  m.row_bytes);
+    }
+    account(m.data.size());
+    return m;
+  }
+
   const GgufFile& file_;
   const ShardPlan& plan_;
   int rank_;
@@ -117,6 +138,30 @@ class Loader {
   int tensors_ = 0;
   double last_log_ = 0;
 };
+
+// A mixture-of-experts layer: router, the experts this rank holds (its slice of each), and
+// qwen2moe's shared expert.
+MoeLayerWeights loadMoeLayer(Loader& L, const std::string& p, const ModelConfig& c) {
+  MoeLayerWeights m;
+  const uint64_t dim = static_cast<uint64_t>(c.n_embd), ff = static_cast<uint64_t>(c.n_ff_exp);
+  const uint64_t n_exp = static_cast<uint64_t>(c.n_expert);
+  m.router = L.interleaved(L.matrix(p + "ffn_gate_inp.weight", dim, n_exp));
+  const Slice held = L.plan().find(p + "ffn_gate_exps.weight").sliceFor(L.rank(), L.plan().tp);
+  m.expert_begin = static_cast<int64_t>(held.expert_begin);
+  for (uint64_t e = held.expert_begin; e < held.expert_end; ++e) {
+    m.gate.push_back(L.interleaved(L.expert(p + "ffn_gate_exps.weight", dim, ff, n_exp, e)));
+    m.up.push_back(L.interleaved(L.expert(p + "ffn_up_exps.weight", dim, ff, n_exp, e)));
+    m.down.push_back(L.interleaved(L.expert(p + "ffn_down_exps.weight", ff, dim, n_exp, e)));
+  }
+  if (c.n_ff_shexp > 0) {
+    const uint64_t sf = static_cast<uint64_t>(c.n_ff_shexp);
+    m.shexp_gate_inp = L.vector(p + "ffn_gate_inp_shexp.weight", dim);
+    m.shexp_gate = L.interleaved(L.matrix(p + "ffn_gate_shexp.weight", dim, sf));
+    m.shexp_up = L.interleaved(L.matrix(p + "ffn_up_shexp.weight", dim, sf));
+    m.shexp_down = L.interleaved(L.matrix(p + "ffn_down_shexp.weight", sf, dim));
+  }
+  return m;
+}
 
 }  // namespace
 
@@ -171,9 +216,13 @@ RankWeights loadRankWeights(const GgufFile& file, const ModelConfig& c, const Sh
     lw.wk = L.interleaved(L.matrix(p + "attn_k.weight", dim, kvdim));
     lw.wv = L.interleaved(L.matrix(p + "attn_v.weight", dim, kvdim));
     lw.wo = L.interleaved(L.matrix(p + "attn_output.weight", qdim, dim));
-    lw.w_gate = L.interleaved(L.matrix(p + "ffn_gate.weight", dim, ff));
-    lw.w_up = L.interleaved(L.matrix(p + "ffn_up.weight", dim, ff));
-    lw.w_down = L.interleaved(L.matrix(p + "ffn_down.weight", ff, dim));
+    if (c.isMoe()) {
+      lw.moe = loadMoeLayer(L, p, c);
+    } else {
+      lw.w_gate = L.interleaved(L.matrix(p + "ffn_gate.weight", dim, ff));
+      lw.w_up = L.interleaved(L.matrix(p + "ffn_up.weight", dim, ff));
+      lw.w_down = L.interleaved(L.matrix(p + "ffn_down.weight", ff, dim));
+    }
     if (c.qkv_bias) {
       lw.bq = L.vector(p + "attn_q.bias", qdim);
       lw.bk = L.vector(p + "attn_k.bias", kvdim);

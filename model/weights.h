@@ -31,6 +31,17 @@ struct Matrix {
   const uint8_t* row(int64_t r) const { return data.data() + static_cast<size_t>(r) * row_bytes; }
 };
 
+// A mixture-of-experts FFN layer (empty for a dense one): the router and this rank's part of
+// the experts it holds (ShardPlan: expert slicing holds 1/tp of every expert).
+struct MoeLayerWeights {
+  Matrix router;                       // ffn_gate_inp [n_expert, dim], replicated
+  int64_t expert_begin = 0;            // experts [expert_begin, expert_begin + gate.size())
+  std::vector<Matrix> gate, up, down;  // per expert: gate/up [local rows, dim], down [dim, local]
+  Matrix shexp_gate, shexp_up, shexp_down;  // qwen2moe's shared expert, split as the dense FFN
+  std::vector<float> shexp_gate_inp;        // qwen2moe [dim], replicated
+  bool empty() const { return router.empty(); }
+};
+
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;
   std::vector<float> q_norm, k_norm;                 // qwen3, gemma3: [head_dim]
@@ -38,6 +49,7 @@ struct LayerWeights {
   std::vector<float> bq, bk, bv;                     // qwen2: this rank's slice
   Matrix wq, wk, wv, wo;        // wq/wk/wv: [local heads * head_dim, dim]; wo: [dim, local q dim]
   Matrix w_gate, w_up, w_down;  // gate/up: [local ffn, dim]; down: [dim, local ffn]
+  MoeLayerWeights moe;          // mixture of experts: w_gate / w_up / w_down are then empty
 };
 
 struct RankWeights {

@@ -19,65 +19,14 @@
 
 namespace tpnode::node {
 
-std::string flagEnvName(const std::string& flag) {
-  const settings::Setting* s = settings::findFlag(flag);
-  TP_CHECK(s != nullptr, "--{} is not in common/settings_table.cc", flag);
-  return std::string(s->env);
-}
-
-void addSettingFlags(CLI::App& app, settings::Scope scope, FlagTexts& texts) {
-  for (const settings::Setting& s : settings::settingsTable()) {
-    if (s.scope != scope || s.flag.empty()) continue;
-    const std::string flag(s.flag);
-    const std::string names =
-        s.short_name.empty() ? "--" + flag : std::string(s.short_name) + ",--" + flag;
-    const std::string help(s.help);
-    CLI::Option* opt = nullptr;
-    if (s.type == settings::Type::kBool) {
-      opt = app.add_flag(names, texts.on[flag], help);
-    } else if (s.type == settings::Type::kStringList) {
-      opt = app.add_option(names, texts.list[flag], help);
-    } else {
-      opt = app.add_option(names, texts.text[flag], help)->default_str(std::string(s.default_text));
-    }
-    opt->envname(std::string(s.env))->group(std::string(s.group));
-    if (s.type == settings::Type::kInt) opt->type_name("INT");
-    if (s.type == settings::Type::kUInt) opt->type_name("UINT");
-    if (s.type == settings::Type::kDouble) opt->type_name("FLOAT");
-    if (s.type == settings::Type::kChoice) {
-      std::string list;
-      for (std::string_view c : s.choices) list += (list.empty() ? "" : ",") + std::string(c);
-      opt->type_name("TEXT:{" + list + "}");
-    }
-  }
-}
-
 void applyFlagTexts(const CLI::App& app, const FlagTexts& texts, Options& o) {
-  for (const CLI::Option* opt : app.get_options()) {
-    if (opt->count() == 0 || opt->get_lnames().empty()) continue;
-    const std::string& flag = opt->get_lnames().front();
-    const std::string where = "--" + flag;
-    const auto src = settings::Source::kCommandLine;
-    if (auto t = texts.text.find(flag); t != texts.text.end()) {
-      setOption(o, flag, t->second, src, where);
-    } else if (auto b = texts.on.find(flag); b != texts.on.end()) {
-      setOption(o, flag, b->second ? "true" : "false", src, where);
-    } else if (auto l = texts.list.find(flag); l != texts.list.end()) {
-      for (const std::string& item : l->second) setOption(o, flag, item, src, where);
-    }
+  for (const GivenText& given : givenTexts(app, texts)) {
+    setOption(o, given.flag, given.text, settings::Source::kCommandLine, "--" + given.flag);
   }
 }
 
 void addClusterFlags(CLI::App& app, FlagTexts& texts) {
-  addSettingFlags(app, settings::Scope::kCluster, texts);
-}
-
-std::set<std::string> givenFlags(const CLI::App& app) {
-  std::set<std::string> given;
-  for (const CLI::Option* opt : app.get_options()) {
-    if (opt->count() > 0 && !opt->get_lnames().empty()) given.insert(opt->get_lnames().front());
-  }
-  return given;
+  addSettingFlags(app, settings::settingsTable(), settings::Scope::kCluster, texts);
 }
 
 void finishClusterFlags(const CLI::App& app, Options& o) {
@@ -189,7 +138,7 @@ ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) 
 
   FlagTexts texts;
   addClusterFlags(app, texts);
-  addSettingFlags(app, settings::Scope::kNode, texts);
+  addSettingFlags(app, settings::settingsTable(), settings::Scope::kNode, texts);
 
   // tpnode dump-tensor NAME [--format npy|raw] [-o FILE] [--list] plus the cluster flags.
   CLI::App* dump = app.add_subcommand(

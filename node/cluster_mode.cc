@@ -51,7 +51,9 @@ std::vector<int32_t> promptIds(const Options& o, const LoadedModel& m) {
 }
 
 // Weight bytes the whole cluster reads per decoded token: every rank's shard, except that a
-// token embedding that is not also the output head is read one row per token.
+// token embedding that is not also the output head is read one row per token, and a mixture of
+// experts reads the experts_used of its n_expert experts per layer (stacked expert tensors
+// counted at that fraction).
 uint64_t decodeWeightBytes(const LoadedModel& m) {
   uint64_t total = 0;
   for (int r = 0; r < m.plan.tp; ++r) total += m.plan.rankBytes(r);
@@ -61,16 +63,28 @@ uint64_t decodeWeightBytes(const LoadedModel& m) {
     total -= embd->n_bytes * static_cast<uint64_t>(m.plan.tp);
     total += embd->n_bytes / embd->rows();
   }
+  const auto& c = m.config;
+  for (const model::TensorShard& s : m.plan.shards) {
+    if (!c.isMoe() || s.tensor.experts <= 1) continue;
+    // Summed over the ranks, the whole tensor (either placement).
+    const uint64_t whole = model::rowBytes(s.tensor.type, s.tensor.cols) * s.tensor.rows;
+    total -= whole - whole / s.tensor.experts * static_cast<uint64_t>(c.n_expert_used);
+  }
   return total;
 }
 
 // Multiply-accumulates per prompt token in the layers' projections (every 2-D blk.* tensor's
-// elements): what prefill throughput is compared with the machine's integer peak by. The
-// embedding (a lookup) and the head (run for the last prompt row only) are not counted.
+// elements; a stacked expert tensor's experts_used of n_expert experts): what prefill
+// throughput is compared with the machine's integer peak by. The embedding (a lookup) and the
+// head (run for the last prompt row only) are not counted.
 uint64_t prefillMacsPerToken(const LoadedModel& m) {
   uint64_t macs = 0;
   for (const model::GgufTensorInfo& t : m.file->metadata().tensors) {
-    if (t.n_dims == 2 && t.name.rfind("blk.", 0) == 0) macs += t.elements();
+    if (t.name.rfind("blk.", 0) != 0) continue;
+    if (t.n_dims == 2) macs += t.elements();
+    if (t.n_dims == 3 && m.config.isMoe()) {
+      macs += t.elements() / t.ne[2] * static_cast<uint64_t>(m.config.n_expert_used);
+    }
   }
   return macs;
 }

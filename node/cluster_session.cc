@@ -19,6 +19,11 @@ ClusterSession::ClusterSession(const Options& o, const LoadedModel& model, Sessi
     if (hooks.meters != nullptr) {
       metered_ = std::make_unique<mesh::MeteredMesh>(*mesh_, *hooks.meters);
     }
+    if (mesh_->nodeId() == 0) {
+      ledger_ = std::make_unique<CommandLedger>(nodes_);
+    } else {
+      responder_ = std::make_unique<ProgressResponder>(*mesh_);
+    }
   }
 }
 
@@ -100,7 +105,13 @@ void ClusterSession::awaitLoaded() {
 
 void ClusterSession::sendToWorkers(std::span<const std::byte> bytes) {
   if (!mesh_) return;
-  for (int p = 1; p < mesh_->nodeCount(); ++p) mesh_->send(p, kTagControl, bytes);
+  for (int p = 1; p < mesh_->nodeCount(); ++p) sendToWorker(p, bytes);
+}
+
+void ClusterSession::sendToWorker(int node, std::span<const std::byte> bytes) {
+  if (!mesh_) return;
+  ledger_->noteSent(node);
+  mesh_->send(node, kTagControl, bytes);
 }
 
 void ClusterSession::dismissWorkers(StepKind kind, StepWatchdog& watchdog) {
@@ -110,7 +121,7 @@ void ClusterSession::dismissWorkers(StepKind kind, StepWatchdog& watchdog) {
   encodeStepCommand(cmd, command_bytes_);
   std::byte ack[1];
   for (int p = 1; p < mesh_->nodeCount(); ++p) {
-    StepWatchdog::Scope bounded(watchdog);  // a peer that does not acknowledge is lost
+    StepWatchdog::Scope bounded(watchdog, p);  // a peer that does not acknowledge is lost
     try {
       if (!mesh_->peerAlive(p)) continue;
       mesh_->send(p, kTagControl, command_bytes_);

@@ -16,7 +16,9 @@
 // - Order of formation: constructor, formGroup(), loadRanks(), then reportLoaded() on every
 //   worker and awaitLoaded() on node 0. Destruction (or close()) releases the ranks, then the
 //   group, then the mesh: each uses the next.
-// - Node 0 only: sendToWorkers(), dismissWorkers(). Workers only: reportLoaded(), acknowledge().
+// - Node 0 only: sendToWorkers(), dismissWorkers(), ledger() (the step commands sent to each
+//   worker, for the StepWatchdog). Workers only: reportLoaded(), acknowledge(), progress()
+//   (their ProgressResponder answers node 0's progress probes while a step runs).
 // - Pipeline stages (the topology has more than one): formGroup() makes a NodeGroup of this
 //   stage's ranks alone (tensor parallelism stays inside the stage; a stage of several nodes
 //   meets over a mesh::SubMesh of its nodes) and takes the mesh's event callback itself (a lost
@@ -38,8 +40,10 @@
 #include "mesh/sub_mesh.h"
 #include "node/loaded_model.h"
 #include "node/options.h"
+#include "node/progress_responder.h"
 #include "node/rank_set.h"
 #include "node/stage_pipeline.h"
+#include "node/stall_probe.h"
 #include "node/step_command.h"
 #include "node/step_watchdog.h"
 
@@ -75,13 +79,21 @@ class ClusterSession {
   // Node 0: waits until every worker has reported its ranks loaded.
   void awaitLoaded();
 
-  // Node 0: sends encoded command bytes to every worker, in node order.
+  // Node 0: sends encoded command bytes (a kStep or kReadTensor) to every worker, in node
+  // order, counting them in ledger().
   void sendToWorkers(std::span<const std::byte> bytes);
+  // Node 0: the same to one worker (a pipeline split's tensor read goes to one stage's nodes).
+  void sendToWorker(int node, std::span<const std::byte> bytes);
   // Node 0: tells every live worker to reset (kReset) or shut down (kShutdown) and waits for
-  // each acknowledgement, each bounded by `watchdog`; a worker that does not answer is logged.
+  // each acknowledgement, each bounded by `watchdog` (a worker that does not acknowledge within
+  // --step-timeout is lost); a worker that does not answer is logged.
   void dismissWorkers(StepKind kind, StepWatchdog& watchdog);
+  // Node 0: the step commands sent to each worker (null on a single node).
+  const CommandLedger* ledger() const { return ledger_.get(); }
   // Worker: acknowledges node 0's kReset or kShutdown.
   void acknowledge();
+  // Worker: counts the step commands received and taken up, for node 0's progress probes.
+  ProgressResponder& progress() { return *responder_; }
 
   // Releases the ranks (a failed session's ranks go before it waits for node 0).
   void dropRanks() {
@@ -104,6 +116,8 @@ class ClusterSession {
   std::unique_ptr<mesh::Mesh> mesh_;           // null for a single node
   std::unique_ptr<mesh::Mesh> metered_;        // node 0: counts the collectives' traffic over mesh_
   std::unique_ptr<mesh::SubMesh> stage_mesh_;  // pipeline stages of several nodes: their view
+  std::unique_ptr<CommandLedger> ledger_;      // node 0 of a mesh
+  std::unique_ptr<ProgressResponder> responder_;  // workers; uses mesh_, so declared after it
   std::shared_ptr<collectives::NodeGroup> group_;
   std::unique_ptr<RankSet> ranks_;
   std::unique_ptr<StagePipeline> pipeline_;  // pipeline stages only; uses ranks_ and the mesh

@@ -188,6 +188,7 @@ bool Driver::formCluster() {
   hooks.log_formation = true;
   hooks.on_peer = [this](const mesh::PeerEvent& e) {
     if (e.kind == mesh::PeerEventKind::kConnected) return;
+    if (e.kind == mesh::PeerEventKind::kLost) metrics_->nodeLost(e.peer);
     spdlog::warn("[driver] node {} lost: {}", e.peer, e.reason);
     fault_ = true;
     queue_.wake();
@@ -199,7 +200,7 @@ bool Driver::formCluster() {
   session->awaitLoaded();
   session_ = std::move(session);
   formed_once_ = true;
-  if (session_->mesh()) watchdog_->watch(session_->mesh());
+  if (session_->mesh()) watchdog_->watch(session_->mesh(), session_->ledger());
   ready_ = true;
   metrics_->setRanks(session_->ranks());
   {
@@ -249,6 +250,7 @@ void Driver::runStep() {
   scheduler_->commit(step);
   metrics_->steps.Increment();
   metrics_->step_ms.Set(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  metrics_->addExpertLoad(session_->ranks());
 
   // Rows come in batch order: walk the chunks the same way.
   const int64_t vocab = model_.config.n_vocab;

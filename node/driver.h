@@ -17,7 +17,8 @@
 //   ends at once: ready() stays false, loopDone() turns true and lastError() says why; the
 //   caller reports it and exits. shutdown() during formation ends it quietly.
 // - Progress: a step, tensor read or reset acknowledgement that peers do not complete within
-//   --step-timeout makes them lost like dead peers (node/step_watchdog.h).
+//   --step-timeout makes the node that stalled it lost like a dead peer (every peer when node 0
+//   cannot tell which; node/step_watchdog.h).
 // - Tensor reads (readTensor) queue like requests; the loop serves at most one between two
 //   steps (kReadTensor to every worker, then RankSet::gatherTensor), so a running batch waits
 //   at most one read per step and its tokens do not change (no KV or sampler state is touched).

@@ -90,12 +90,18 @@ TensorListing Driver::listing(size_t index) const {
       l.sharding = "replicate";
       break;
     case model::ShardKind::kSplitRows:  // a bias (1-D) splits its only axis
-      l.sharding = "split_rows";
-      l.numpy_axis = s.tensor.rows == 1 ? static_cast<int>(l.shape.size()) - 1 : 0;
+      l.sharding = "split_rows";        // stacked experts [E, rows, cols]: the rows of each
+      l.numpy_axis = s.tensor.rows == 1     ? static_cast<int>(l.shape.size()) - 1
+                     : s.tensor.experts > 1 ? 1
+                                            : 0;
       break;
     case model::ShardKind::kSplitCols:
       l.sharding = "split_cols";
       l.numpy_axis = static_cast<int>(l.shape.size()) - 1;
+      break;
+    case model::ShardKind::kSplitExperts:  // whole experts per rank
+      l.sharding = "split_experts";
+      l.numpy_axis = 0;
       break;
   }
   return l;
@@ -149,7 +155,7 @@ void Driver::serveTensorRead() {
       // Every node of the holding stage takes part; its first node answers.
       encodeStepCommand(cmd, command_bytes_);
       for (int k = 0; k < topo.nodesPerStage(); ++k) {
-        session_->mesh()->send(holder_node + k, kTagControl, command_bytes_);
+        session_->sendToWorker(holder_node + k, command_bytes_);
       }
       res.raw = receiveStageTensor(*session_->mesh(), holder_node, shard, why);
       if (!why.empty()) {  // the holder refused: the caller's error, not a fault
@@ -166,7 +172,7 @@ void Driver::serveTensorRead() {
       } else if (shard.kind != model::ShardKind::kReplicate) {
         encodeStepCommand(cmd, command_bytes_);
         for (int k = 1; k < topo.nodesPerStage(); ++k) {
-          session_->mesh()->send(k, kTagControl, command_bytes_);
+          session_->sendToWorker(k, command_bytes_);
         }
       }
       res.raw = session_->ranks().gatherTensor(shard);

@@ -59,8 +59,28 @@ DriverMetrics::DriverMetrics(int nodes, int self)
                              .Name("tpnode_rank_device_bytes")
                              .Help("Bytes each GPU rank holds on its device (0: CPU rank)")
                              .Register(*registry_)),
+      node_lost_(BuildCounter()
+                     .Name("tpnode_node_lost_total")
+                     .Help("Times node `peer` was declared lost (it died, went silent or did not "
+                           "answer a step within --step-timeout)")
+                     .Register(*registry_)),
+      rank_expert_pairs_(BuildCounter()
+                             .Name("tpnode_rank_expert_pairs_total")
+                             .Help("Mixture of experts: token-expert pairs routed to the experts "
+                                   "each global rank holds (all of them in part under expert "
+                                   "slicing), summed over layers")
+                             .Register(*registry_)),
       links_(nodes),
-      self_(self) {}
+      self_(self) {
+  for (int p = 0; p < nodes; ++p) {
+    if (p != self) node_lost_.Add({{"peer", std::to_string(p)}});
+  }
+}
+
+void DriverMetrics::nodeLost(int peer) {
+  if (peer == self_ || peer < 0 || peer >= links_.size()) return;
+  node_lost_.Add({{"peer", std::to_string(peer)}}).Increment();
+}
 
 void DriverMetrics::setRanks(const RankSet& rs) {
   for (int r = 0; r < rs.localRanks(); ++r) {
@@ -69,6 +89,17 @@ void DriverMetrics::setRanks(const RankSet& rs) {
     rank_weight_bytes_.Add(labels).Set(static_cast<double>(rs.rankWeightBytes(r)));
     rank_kv_bytes_.Add(labels).Set(static_cast<double>(rs.rankKvBytes(r)));
     rank_device_bytes_.Add(labels).Set(static_cast<double>(rs.rankDeviceBytes(r)));
+  }
+}
+
+void DriverMetrics::addExpertLoad(const RankSet& rs) {
+  const std::vector<uint64_t> load = rs.expertLoadByRank();
+  if (load.size() != expert_pairs_seen_.size()) expert_pairs_seen_.assign(load.size(), 0);
+  for (size_t r = 0; r < load.size(); ++r) {
+    if (load[r] < expert_pairs_seen_[r]) expert_pairs_seen_[r] = 0;  // a new session
+    const uint64_t delta = load[r] - expert_pairs_seen_[r];
+    expert_pairs_seen_[r] = load[r];
+    rank_expert_pairs_.Add({{"rank", std::to_string(r)}}).Increment(static_cast<double>(delta));
   }
 }
 

@@ -50,6 +50,12 @@ class DriverMetrics {
 
   // Weight, KV and device bytes of each local rank (labels local_rank, backend).
   void setRanks(const RankSet& ranks);
+  // Node `peer` was declared lost (dead, silent, or stalling a step): tpnode_node_lost_total.
+  void nodeLost(int peer);
+  // Mixture of experts, after each step (loop thread): tpnode_rank_expert_pairs_total{rank}
+  // grows by the pairs routed to each global rank's experts since the last call (a new
+  // session's RankSet counts from 0 again).
+  void addExpertLoad(const RankSet& ranks);
   mesh::LinkMeters& links() { return links_; }
 
   std::vector<prometheus::MetricFamily> collect() const;
@@ -60,6 +66,9 @@ class DriverMetrics {
   prometheus::Family<prometheus::Gauge>& rank_weight_bytes_;
   prometheus::Family<prometheus::Gauge>& rank_kv_bytes_;
   prometheus::Family<prometheus::Gauge>& rank_device_bytes_;
+  prometheus::Family<prometheus::Counter>& node_lost_;
+  prometheus::Family<prometheus::Counter>& rank_expert_pairs_;
+  std::vector<uint64_t> expert_pairs_seen_;  // loop thread only
   mesh::LinkMeters links_;
   const int self_;  // this node's id: no link to itself
 };

@@ -92,7 +92,7 @@ struct TensorListing {
   model::TensorType type_id = model::TensorType::kF32;
   std::vector<uint64_t> ne;     // ggml dims, ne[0] = row length
   std::vector<uint64_t> shape;  // numpy shape as gguf-py gives it (ne reversed)
-  std::string sharding;         // "replicate", "split_rows", "split_cols"
+  std::string sharding;         // "replicate", "split_rows", "split_cols", "split_experts"
   int numpy_axis = -1;          // the split axis of `shape` (-1: replicated)
   int pieces = 1;               // distinct slices (< ranks: slices replicated, e.g. KV heads)
   int ranks = 1;                // tensor-parallel ranks of the cluster

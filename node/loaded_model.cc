@@ -26,6 +26,18 @@ model::HeadLayout headLayout(HeadFlag head) {
   return model::HeadLayout::kAuto;
 }
 
+model::MoePlacement moePlacement(MoePlacementFlag moe) {
+  switch (moe) {
+    case MoePlacementFlag::kSlice:
+      return model::MoePlacement::kSlice;
+    case MoePlacementFlag::kExpert:
+      return model::MoePlacement::kExpert;
+    case MoePlacementFlag::kAuto:
+      break;
+  }
+  return model::MoePlacement::kAuto;
+}
+
 }  // namespace
 
 std::string modelSlug(const std::string& path) {
@@ -82,8 +94,8 @@ std::unique_ptr<LoadedModel> loadModel(const Options& o) {
   m->tokenizer = std::make_unique<model::Tokenizer>(model::loadVocab(*m->file));
 
   const collectives::Topology& topo = m->topology;
-  m->plan =
-      model::planShards(m->config, model::tensorDescs(meta), topo.tpSize(), headLayout(o.head));
+  m->plan = model::planShards(m->config, model::tensorDescs(meta), topo.tpSize(),
+                              headLayout(o.head), moePlacement(o.moe_placement));
   if (topo.pipelined()) {
     m->stages = planPipeline(o, *m);
     spdlog::info("[model] {}", m->stages.describe(topo.nodesPerStage()));

@@ -1,4 +1,6 @@
 // tpnode: one process per host. Dispatches to the mode the flags ask for.
+#include <malloc.h>
+
 #include <cstdio>
 #include <string>
 
@@ -10,8 +12,24 @@
 #include "node/modes.h"
 #include "node/options.h"
 
+namespace {
+
+// glibc gives threads up to 8 malloc arenas per core, each keeping what its threads freed. A
+// node's threads allocate little once running (buffers are reused), but short-lived threads
+// (up to 64 mesh handshakes at once, e.g. during a flood of connections) would each take an
+// arena and leave it holding memory; two arenas bound that on any machine (docs/benchmarks.md,
+// "Hardening: memory under floods"). Before any thread starts.
+void limitMallocArenas() {
+#ifdef __GLIBC__
+  mallopt(M_ARENA_MAX, 2);
+#endif
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace tpnode;
+  limitMallocArenas();
   node::Options options;
   int exit_code = 0;
   switch (node::parseCommandLine(argc, argv, options, exit_code)) {

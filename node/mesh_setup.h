@@ -14,6 +14,9 @@ namespace tpnode::node {
 // Control-channel tags of the node layer (their range: mesh/tags.h).
 inline constexpr uint32_t kTagControl = mesh::kNodeControlTags.at(0);     // driver -> worker
 inline constexpr uint32_t kTagControlAck = mesh::kNodeControlTags.at(1);  // worker -> driver
+// Step progress (node/step_progress.h): node 0's probes and the workers' reports.
+inline constexpr uint32_t kTagProgress = mesh::kNodeControlTags.at(2);        // driver -> worker
+inline constexpr uint32_t kTagProgressReport = mesh::kNodeControlTags.at(3);  // worker -> driver
 
 // The secret from --cluster-secret-file or TPNODE_CLUSTER_SECRET ("" when neither is given),
 // in the format of mesh/secret.h; throws for one under 128 bits, naming its length.

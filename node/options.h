@@ -23,6 +23,7 @@ enum class InterTransport { kAuto, kMesh, kNccl };        // --inter-transport (
 enum class WireFormatFlag { kF32, kBF16, kQ8_0 };  // --wire-format (inter-node all-reduce payload)
 enum class HeadFlag { kAuto, kVocabParallel, kReplicated };  // --head (output head layout)
 enum class SplitFlag { kAuto, kTensor, kPipeline };          // --split
+enum class MoePlacementFlag { kAuto, kSlice, kExpert };      // --moe-placement
 enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kCritical, kOff };  // --log-level
 inline constexpr std::string_view kBackendNames[] = {"auto", "cpu", "cuda"};
 inline constexpr std::string_view kLocalTransportNames[] = {"auto", "nccl", "p2p", "host"};
@@ -30,6 +31,7 @@ inline constexpr std::string_view kInterTransportNames[] = {"auto", "mesh", "ncc
 inline constexpr std::string_view kWireFormatNames[] = {"f32", "bf16", "q8_0"};
 inline constexpr std::string_view kHeadNames[] = {"auto", "vocab-parallel", "replicated"};
 inline constexpr std::string_view kSplitNames[] = {"auto", "tensor", "pipeline"};
+inline constexpr std::string_view kMoePlacementNames[] = {"auto", "slice", "expert"};
 // spdlog's level names (common/log.h: initLogging), "warn" for warning.
 inline constexpr std::string_view kLogLevelNames[] = {"trace", "debug",    "info", "warn",
                                                       "error", "critical", "off"};
@@ -50,6 +52,9 @@ constexpr std::span<const std::string_view> enumNames(HeadFlag) {
 }
 constexpr std::span<const std::string_view> enumNames(SplitFlag) {
   return kSplitNames;
+}
+constexpr std::span<const std::string_view> enumNames(MoePlacementFlag) {
+  return kMoePlacementNames;
 }
 constexpr std::span<const std::string_view> enumNames(LogLevel) {
   return kLogLevelNames;
@@ -113,7 +118,8 @@ struct Options {
   // Pipeline stages (--pp, --split, --pp-layers); finishLayout() resolves --split into pp.
   int pp = 1;
   SplitFlag split = SplitFlag::kAuto;
-  std::string pp_layers;   // "0-9,10-25": layers of every stage (model/stage_plan.h)
+  std::string pp_layers;  // "0-9,10-25": layers of every stage (model/stage_plan.h)
+  MoePlacementFlag moe_placement = MoePlacementFlag::kAuto;
   double mesh_hold_s = 0;  // mesh-only mode: stay connected this long before the coordinated exit
   std::string cluster_secret_file;
   bool insecure = false;  // allow a multi-node mesh with neither secret nor TLS

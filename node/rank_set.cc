@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "collectives/topology.h"
 #include "common/error.h"
 #include "model/kernels/cpu/thread_pool.h"
 #include "model/tensor_read.h"
@@ -33,7 +34,21 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
   const collectives::Topology& topo = group_->topology();
   const int tp = topo.ranksPerNode();
   auto t0 = std::chrono::steady_clock::now();
+  for (const model::TensorShard& s : plan.shards) {
+    if (s.tensor.experts <= 1) continue;  // the first stacked expert tensor: its expert map
+    for (int g = 0; g < plan.tp; ++g) {
+      const model::Slice sl = s.sliceFor(g, plan.tp);
+      experts_of_rank_.emplace_back(sl.expert_begin, sl.expert_end);
+    }
+    break;
+  }
   const bool gpu = !options.gpu_of_rank.empty();
+  if (gpu && config.isMoe()) {
+    fail(ErrorCode::kUnsupported,
+         "{} is a mixture-of-experts model ({} experts); GPU ranks run dense models only: use "
+         "--backend cpu",
+         config.arch, config.n_expert);
+  }
   if (gpu && options.stage) {
     fail(ErrorCode::kUnsupported,
          "pipeline stages (--pp) run on CPU ranks only for now; use --backend cpu");
@@ -184,6 +199,18 @@ std::vector<uint8_t> RankSet::gatherTensor(const model::TensorShard& shard, bool
   return out;
 }
 
+std::vector<uint64_t> RankSet::expertLoadByRank() const {
+  if (experts_of_rank_.empty()) return {};
+  const std::vector<uint64_t> pairs = ranks_.front()->model->expertPairs();
+  std::vector<uint64_t> out;
+  for (const auto& [begin, end] : experts_of_rank_) {
+    uint64_t n = 0;
+    for (uint64_t e = begin; e < end && e < pairs.size(); ++e) n += pairs[e];
+    out.push_back(n);
+  }
+  return out;
+}
+
 std::string RankSet::readRefusal(const model::TensorShard& shard) const {
   return model::readRefusal(ranks_.front()->model->weights(), shard);
 }
@@ -218,10 +245,15 @@ void RankSet::runJob(Rank& rank, Job job, std::span<const model::BatchToken> bat
 
 void RankSet::rankRead(Rank& rank, const model::TensorShard& shard, std::vector<uint8_t>* out) {
   std::vector<uint8_t> mine = model::shardBytes(rank.model->weights(), shard);
-  const size_t stride = (mine.size() + 1) & ~size_t{1};  // gathered as 16-bit units
-  mine.resize(stride);
   const collectives::Topology& topo = group_->topology();
   const size_t tp = static_cast<size_t>(topo.worldSize());
+  // Every rank gathers the largest slice's size (whole experts per rank may differ by one).
+  uint64_t largest = 0;
+  for (size_t r = 0; r < tp; ++r) {
+    largest = std::max(largest, shard.bytesFor(static_cast<int>(r), static_cast<int>(tp)));
+  }
+  const size_t stride = (largest + 1) & ~size_t{1};  // gathered as 16-bit units
+  mine.resize(stride);
   const bool root = topo.globalRank(rank.local_rank) == 0;  // node 0's local rank 0 keeps it
   std::vector<uint8_t> all(root ? stride * tp : 0), part;
   // In chunks of the slice (every rank has the same stride, so the same number of calls).
@@ -258,10 +290,12 @@ void RankSet::rankLoop(Rank& rank) {
       if (stop_) return;
       seen = generation_;
       batch = batch_;
-      out = rank.local_rank == 0 ? logits_ : &rank.scratch_logits;
-      taps = rank.local_rank == 0 ? taps_ : nullptr;
+      // The node's leader (local rank 0) returns the node's results.
+      const bool leader = collectives::Topology::isLeader(rank.local_rank);
+      out = leader ? logits_ : &rank.scratch_logits;
+      taps = leader ? taps_ : nullptr;
       read = read_;
-      read_out = rank.local_rank == 0 ? read_out_ : nullptr;
+      read_out = leader ? read_out_ : nullptr;
       job = job_;
       hidden_in = hidden_in_;
     }

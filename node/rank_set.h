@@ -99,6 +99,10 @@ class RankSet {
   uint64_t rankDeviceBytes(int local_rank) const;  // 0 for CPU ranks
   std::string rankBackend(int local_rank) const;   // "cpu" or "cuda:<device>"
   std::string gpuTransport() const;                // "" for CPU ranks
+  // Mixture of experts: for every global rank, the token-expert pairs routed to the experts it
+  // holds (whole or in part), summed over layers since the ranks were loaded; empty for dense
+  // models. Counted by local rank 0 (every rank sees the same routing). Not during a step.
+  std::vector<uint64_t> expertLoadByRank() const;
 
  private:
   struct Rank;
@@ -111,7 +115,8 @@ class RankSet {
               std::vector<float>* out, model::TapSink* taps);
 
   std::vector<int> cpu_of_rank_;
-  const size_t read_chunk_;  // even, >= 2
+  std::vector<std::pair<uint64_t, uint64_t>> experts_of_rank_;  // [global rank]: [begin, end)
+  const size_t read_chunk_;                                     // even, >= 2
   std::shared_ptr<collectives::NodeGroup> group_;
   std::vector<std::unique_ptr<Rank>> ranks_;
 

@@ -76,7 +76,9 @@ Outcome serve(ClusterSession& session, const Options& o, const LoadedModel& m) {
       session.acknowledge();
       return Outcome::kReform;
     }
+    session.progress().noteReceived();
     if (cmd.kind == StepKind::kReadTensor) {
+      session.progress().noteBegun();
       const model::TensorShard& shard = m.plan.shards[cmd.tensor];
       const collectives::Topology& topo = m.topology;
       if (topo.pipelined() && topo.stage() != 0 &&
@@ -85,7 +87,7 @@ Outcome serve(ClusterSession& session, const Options& o, const LoadedModel& m) {
       } else if (topo.pipelined()) {  // another node of the holding stage: takes part
         if (ranks.readRefusal(shard).empty()) ranks.gatherTensor(shard, /*assemble=*/false);
       } else {  // node 0 keeps the result; ours is dropped
-        ranks.gatherTensor(m.plan.shards[cmd.tensor], /*assemble=*/false);
+        ranks.gatherTensor(shard, /*assemble=*/false);
       }
       continue;
     }
@@ -93,6 +95,7 @@ Outcome serve(ClusterSession& session, const Options& o, const LoadedModel& m) {
       stallUntilDropped(mesh, step);
     }
     expandStep(cmd, batch);
+    session.progress().noteBegun();  // node 0's progress probe sees this step taken up
     session.runStep(batch, logits);
   }
 }

@@ -1,12 +1,14 @@
 // kernel_bench: A/B timing of the CPU matmul on random quantized weights in each weight
 // layout (kernels::WeightLayout and the 16-row Q4_K repack), on the projection shapes of one
 // Llama layer repeated `--layers` times (enough layers to stream from DRAM like decode does;
-// --layers 1 mostly fits in cache and measures the kernels' compute). Layouts run in turn
-// within every round so they see the same machine load; prints the median seconds per pass,
-// the plain weight bytes read per second and each layout's speed relative to the first.
+// --layers 1 mostly fits in cache and measures the kernels' compute). Every variant (each kernel
+// table of --isas with each layout of --layouts) runs in turn within every round so they see the
+// same machine load; prints the median seconds per pass, the plain weight bytes read per second
+// and each variant's speed relative to the first. Layout `dot` is plain rows with the table's
+// plain-row prefill tiles (F16 / BF16) taken out: one dot product per row and token.
 //
-//   kernel_bench [--type q4_k|q6_k|q8_0|q4_0|q5_0] [--layouts plain,rows4,auto] [--tokens 1]
-//   [--layers 16]
+//   kernel_bench [--type q4_k|q6_k|q8_0|q4_0|q5_0|q5_1|f16|bf16] [--layouts plain,rows4,auto,dot]
+//                [--isas best|scalar|avx2|avx2vnni|avx512,...] [--tokens 1] [--layers 16]
 //                [--dim 1024 --ffn 4096 --kv 256] [--threads 1] [--rounds 15]
 #include <CLI/CLI.hpp>
 
@@ -42,7 +44,10 @@ Matrix randomMatrix(TensorType type, int64_t rows, int64_t cols, std::mt19937& r
   const TensorTypeInfo& info = tensorTypeInfo(type);
   const uint16_t half = 0x2000;  // ~0.0078
   for (size_t b = 0; b < m.data.size(); b += info.type_size) {
-    if (type == TensorType::kQ4_K) {
+    if (info.block_size == 1) {  // F16 / BF16: small normal values everywhere
+      const uint16_t v = type == TensorType::kF16 ? 0x2000 : 0x3c00;
+      std::memcpy(p + b, &v, 2);
+    } else if (type == TensorType::kQ4_K) {
       std::memcpy(p + b, &half, 2);
       std::memcpy(p + b + 2, &half, 2);
     } else if (type == TensorType::kQ6_K) {
@@ -55,10 +60,31 @@ Matrix randomMatrix(TensorType type, int64_t rows, int64_t cols, std::mt19937& r
 }
 
 WeightLayout parseLayout(const std::string& s) {
-  if (s == "plain") return WeightLayout::kPlain;
+  if (s == "plain" || s == "dot") return WeightLayout::kPlain;
   if (s == "rows4") return WeightLayout::kRows4;
   if (s == "auto") return WeightLayout::kAuto;
   throw CLI::ValidationError("--layouts", "unknown layout " + s);
+}
+
+// The kernel table named `s`; nullptr when this CPU lacks it.
+const kernels::DotKernels* parseIsa(const std::string& s) {
+  if (s == "best") return &kernels::bestKernels();
+  if (s == "scalar") return &kernels::scalarKernels();
+  if (s == "avx2") return kernels::avx2Kernels();
+  if (s == "avx2vnni") return kernels::avx2VnniKernels();
+  if (s == "avx512") return kernels::avx512Kernels();
+  throw CLI::ValidationError("--isas", "unknown kernel table " + s);
+}
+
+std::vector<std::string> splitList(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i <= s.size();) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    out.push_back(s.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
 }
 
 double median(std::vector<double> v) {
@@ -69,12 +95,15 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string type_name = "q4_k", layouts_arg = "rows4,auto";
+  std::string type_name = "q4_k", layouts_arg = "rows4,auto", isas_arg = "best";
   int64_t tokens = 1, layers = 16, dim = 1024, ffn = 4096, kv = 256;
   int threads = 1, rounds = 15;
   CLI::App app{"kernel_bench: CPU matmul per weight layout, A/B interleaved"};
   app.add_option("--type", type_name)->capture_default_str();
   app.add_option("--layouts", layouts_arg, "comma-separated: plain, rows4, auto")
+      ->capture_default_str();
+  app.add_option("--isas", isas_arg,
+                 "comma-separated kernel tables: best, scalar, avx2, avx2vnni, avx512")
       ->capture_default_str();
   app.add_option("--tokens", tokens, "activation rows per matmul (1 = decode)")
       ->capture_default_str();
@@ -89,8 +118,9 @@ int main(int argc, char** argv) {
 
   TensorType type = TensorType::kF32;
   bool found = false;
-  for (TensorType tt : {TensorType::kQ4_K, TensorType::kQ6_K, TensorType::kQ8_0, TensorType::kQ4_0,
-                        TensorType::kQ5_0}) {
+  for (TensorType tt :
+       {TensorType::kQ4_K, TensorType::kQ6_K, TensorType::kQ8_0, TensorType::kQ4_0,
+        TensorType::kQ5_0, TensorType::kQ5_1, TensorType::kF16, TensorType::kBF16}) {
     std::string name(tensorTypeName(tt));
     for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (name == type_name) {
@@ -99,15 +129,26 @@ int main(int argc, char** argv) {
     }
   }
   if (!found) {
-    std::fprintf(stderr, "--type: one of q4_k, q6_k, q8_0, q4_0, q5_0\n");
+    std::fprintf(stderr, "--type: one of q4_k, q6_k, q8_0, q4_0, q5_0, q5_1, f16, bf16\n");
     return 2;
   }
-  std::vector<std::string> names;
-  for (size_t i = 0; i <= layouts_arg.size();) {
-    size_t j = layouts_arg.find(',', i);
-    if (j == std::string::npos) j = layouts_arg.size();
-    names.push_back(layouts_arg.substr(i, j - i));
-    i = j + 1;
+  // One variant per (table, layout); `dot` runs a copy of the table without plain-row tiles.
+  std::vector<std::string> names, layout_names;
+  std::vector<kernels::DotKernels> tables;
+  for (const std::string& isa : splitList(isas_arg)) {
+    const kernels::DotKernels* k = parseIsa(isa);
+    if (!k) {
+      std::fprintf(stderr, "--isas: %s is not available on this CPU\n", isa.c_str());
+      return 2;
+    }
+    for (const std::string& l : splitList(layouts_arg)) {
+      parseLayout(l);
+      kernels::DotKernels t = *k;
+      if (l == "dot") t.gemm_rows_f16 = t.gemm_rows_bf16 = nullptr;
+      tables.push_back(t);
+      layout_names.push_back(l);
+      names.push_back(std::string(t.isa) + "/" + l);
+    }
   }
   // [rows, cols] of q, k, v, o, gate, up, down.
   const int64_t shapes[7][2] = {{dim, dim}, {kv, dim},  {kv, dim}, {dim, dim},
@@ -117,12 +158,12 @@ int main(int argc, char** argv) {
   std::vector<int> interleave(names.size());
   double bytes = 0;
   for (size_t v = 0; v < names.size(); ++v) {
-    const WeightLayout layout = parseLayout(names[v]);
+    const WeightLayout layout = parseLayout(layout_names[v]);
     for (int64_t l = 0; l < layers; ++l) {
       for (const auto& s : shapes) {
         Matrix m = randomMatrix(type, s[0], s[1], rng);
         if (v == 0) bytes += static_cast<double>(m.data.size());
-        sets[v].push_back(kernels::packWeights(std::move(m), layout));
+        sets[v].push_back(kernels::packWeights(std::move(m), layout, tables[v]));
       }
     }
     interleave[v] = sets[v].front().interleave;
@@ -137,7 +178,7 @@ int main(int argc, char** argv) {
     for (size_t v = 0; v < names.size(); ++v) {
       const auto t0 = std::chrono::steady_clock::now();
       for (const Matrix& m : sets[v]) {
-        kernels::matmul(m, x.data(), tokens, y.data(), m.rows, pool, scratch);
+        kernels::matmul(m, x.data(), tokens, y.data(), m.rows, pool, scratch, tables[v]);
       }
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (r > 0) secs[v].push_back(s);
@@ -152,7 +193,7 @@ int main(int argc, char** argv) {
   const double base = median(secs[0]);
   for (size_t v = 0; v < names.size(); ++v) {
     const double s = median(secs[v]);
-    std::printf("  %-6s (interleave %2d): %8.3f ms  %6.2f GB/s  %7.1f tokens/s  %.2fx\n",
+    std::printf("  %-18s (interleave %2d): %8.3f ms  %6.2f GB/s  %7.1f tokens/s  %.2fx\n",
                 names[v].c_str(), interleave[v], s * 1e3, bytes / s / 1e9,
                 static_cast<double>(tokens) / s, base / s);
   }

@@ -1,4 +1,6 @@
 // make_test_model: writes a random-weight Llama-family GGUF (tools/test_model.h).
+// qwen3moe: make_test_model --arch qwen3moe --out m.gguf --experts 8 --experts-used 2
+//           --expert-ffn 256 (qwen2moe adds --shared-ffn; mixtral is llama with expert tensors)
 // gemma3: make_test_model --arch gemma3 --out g.gguf --dim 256 --heads 4 --kv-heads 1 --ffn 512
 //         --layers 3 --tied --rope-base 1e6 --swa-window 4 --swa-pattern 2
 //
@@ -17,7 +19,9 @@ int main(int argc, char** argv) {
   std::string out, type = "f32", vocab_kind = "letters";
   CLI::App app{"make_test_model: random-weight Llama-family GGUF for tests and benchmarks"};
   app.add_option("--out", out, "Output GGUF path")->required();
-  app.add_option("--arch", sh.arch, "llama, qwen2, qwen3 or gemma3")->capture_default_str();
+  app.add_option("--arch", sh.arch,
+                 "llama, qwen2, qwen3, gemma3; mixture of experts: qwen3moe, qwen2moe, mixtral")
+      ->capture_default_str();
   app.add_option("--dim", sh.dim)->capture_default_str();
   app.add_option("--layers", sh.layers)->capture_default_str();
   app.add_option("--heads", sh.heads)->capture_default_str();
@@ -41,6 +45,13 @@ int main(int argc, char** argv) {
   app.add_option("--rope-base-swa", sh.rope_base_swa, "gemma3: RoPE base of local layers")
       ->capture_default_str();
   app.add_option("--logit-softcap", sh.logit_softcap, "gemma3: final logit softcap (0: none)")
+      ->capture_default_str();
+  app.add_option("--experts", sh.experts, "MoE: experts per layer")->capture_default_str();
+  app.add_option("--experts-used", sh.experts_used, "MoE: experts per token")
+      ->capture_default_str();
+  app.add_option("--expert-ffn", sh.expert_ffn, "MoE: rows of one expert (0: --ffn)")
+      ->capture_default_str();
+  app.add_option("--shared-ffn", sh.shared_ffn, "qwen2moe: rows of the shared expert (0: --ffn)")
       ->capture_default_str();
   app.add_flag("--tied", sh.tied, "No output.weight (head tied to token_embd)");
   app.add_flag("--f32-twin", sh.f32_twin,

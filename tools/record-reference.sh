@@ -5,11 +5,14 @@
 # tools/reference/llama_reference.cc -- compiled here against the managed llama.cpp
 # (tools/llama-cpp.sh) -- writes <model>__<prompt>.json and .logits.npy (float32, except float16
 # for the K-quant models, whose tolerances are far above float16's rounding).
-#   tools/record-reference.sh [BUILD_DIR]      (default: build, configured already)
+#   tools/record-reference.sh [BUILD_DIR [STEM...]]   (default: build, configured already)
+# With STEMs, only those models' cases are recorded again; the other cases stay as they are.
 # Env: as tools/llama-cpp.sh (LLAMA_CPP_BIN is not enough here: the headers are needed too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
+shift || true
+ONLY=("$@")
 REF=tests/data/reference
 LLAMA_BIN=$(tools/llama-cpp.sh)
 LLAMA_SRC=$(tools/llama-cpp.sh --src)
@@ -22,10 +25,15 @@ trap 'rm -rf "$TMP"' EXIT
   -I"$LLAMA_SRC/include" -I"$LLAMA_SRC/ggml/include" -L"$LLAMA_BIN" -lllama -lggml -lggml-base \
   -Wl,-rpath,"$LLAMA_BIN"
 
-rm -rf "$REF/cases"
+if [ ${#ONLY[@]} -eq 0 ]; then
+  rm -rf "$REF/cases"
+else
+  for stem in "${ONLY[@]}"; do rm -f "$REF/cases/${stem}__"*; done
+fi
 mkdir -p "$REF/cases"
 grep -v '^#' "$REF/models.txt" | while read -r stem _; do
   [ -n "$stem" ] || continue
+  if [ ${#ONLY[@]} -gt 0 ] && [[ " ${ONLY[*]} " != *" $stem "* ]]; then continue; fi
   model="$BUILD/reference-models/$stem.gguf"
   sha=$(cut -c1-64 "$model.sha256")
   f16=(--f16)

@@ -58,9 +58,12 @@ TensorType parseTensorType(const std::string& s) {
 
 namespace {
 
+// experts > 0: a stacked expert tensor, ne = [cols, rows, experts].
 void addTensor(GgufWriter& w, const TestModelShape& sh, const std::string& name, int64_t cols,
-               int64_t rows, float mean, float stddev, bool matrix) {
+               int64_t rows, float mean, float stddev, bool matrix, int64_t experts = 0) {
   Rng rng(hashName(name, sh.seed));
+  const int64_t rows_per_expert = rows;
+  if (experts > 0) rows *= experts;
   TensorType t = matrix ? sh.type : TensorType::kF32;
   const auto& info = model::tensorTypeInfo(t);
   if (cols % info.block_size != 0) {
@@ -75,7 +78,12 @@ void addTensor(GgufWriter& w, const TestModelShape& sh, const std::string& name,
     model::kernels::quantizeRow(t, row.data(), data.data() + rb * static_cast<size_t>(r), cols);
   }
   std::vector<uint64_t> ne = {static_cast<uint64_t>(cols)};
-  if (rows > 1 || matrix) ne.push_back(static_cast<uint64_t>(rows));
+  if (experts > 0) {
+    ne.push_back(static_cast<uint64_t>(rows_per_expert));
+    ne.push_back(static_cast<uint64_t>(experts));
+  } else if (rows > 1 || matrix) {
+    ne.push_back(static_cast<uint64_t>(rows));
+  }
   if (sh.f32_twin && t != TensorType::kF32) {
     // The same values as the quantised model, stored as F32 (dequantised row by row).
     std::vector<uint8_t> f(static_cast<size_t>(cols * rows) * sizeof(float));
@@ -102,12 +110,59 @@ void addGemma3Keys(GgufWriter& w, const TestModelShape& sh) {
   if (sh.logit_softcap > 0) w.setF32(a + "final_logit_softcapping", sh.logit_softcap);
 }
 
+bool isMoeArch(const std::string& arch) {
+  return arch == "qwen3moe" || arch == "qwen2moe" || arch == "mixtral";
+}
+
+// The expert keys, named as llama.cpp's llama-arch.cpp names them.
+void addMoeKeys(GgufWriter& w, const TestModelShape& sh, const std::string& a) {
+  w.setU32(a + "expert_count", static_cast<uint32_t>(sh.experts));
+  w.setU32(a + "expert_used_count", static_cast<uint32_t>(sh.experts_used));
+  if (sh.arch == "mixtral") return;  // llama: the experts are feed_forward_length wide
+  w.setU32(a + "expert_feed_forward_length", static_cast<uint32_t>(sh.expert_ffn));
+  if (sh.arch == "qwen2moe") {
+    w.setU32(a + "expert_shared_feed_forward_length",
+             static_cast<uint32_t>(sh.shared_ffn ? sh.shared_ffn : sh.ffn));
+  }
+}
+
+// One layer's mixture-of-experts FFN: router, stacked experts, qwen2moe's shared expert.
+void addMoeLayer(GgufWriter& w, const TestModelShape& sh, const std::string& p) {
+  const int64_t f = sh.expert_ffn;
+  addTensor(w, sh, p + "ffn_gate_inp.weight", sh.dim, sh.experts, 0, 0.1f, false);
+  addTensor(w, sh, p + "ffn_gate_exps.weight", sh.dim, f, 0, 0.02f, true, sh.experts);
+  addTensor(w, sh, p + "ffn_up_exps.weight", sh.dim, f, 0, 0.02f, true, sh.experts);
+  addTensor(w, sh, p + "ffn_down_exps.weight", f, sh.dim, 0, 0.02f, true, sh.experts);
+  if (sh.arch != "qwen2moe") return;
+  const int64_t s = sh.shared_ffn ? sh.shared_ffn : sh.ffn;
+  addTensor(w, sh, p + "ffn_gate_inp_shexp.weight", sh.dim, 1, 0, 0.1f, false);
+  addTensor(w, sh, p + "ffn_gate_shexp.weight", sh.dim, s, 0, 0.02f, true);
+  addTensor(w, sh, p + "ffn_up_shexp.weight", sh.dim, s, 0, 0.02f, true);
+  addTensor(w, sh, p + "ffn_down_shexp.weight", s, sh.dim, 0, 0.02f, true);
+}
+
 }  // namespace
 
-void writeTestModel(const TestModelShape& sh, const std::string& out) {
+void writeTestModel(const TestModelShape& shape, const std::string& out) {
+  TestModelShape sh = shape;
   const bool gemma = sh.arch == "gemma3";
-  if (sh.arch != "llama" && sh.arch != "qwen2" && sh.arch != "qwen3" && !gemma) {
-    fail(ErrorCode::kInvalidArgument, "--arch {}: use llama, qwen2, qwen3, gemma3", sh.arch);
+  const bool moe = isMoeArch(sh.arch);
+  if (sh.arch != "llama" && sh.arch != "qwen2" && sh.arch != "qwen3" && !gemma && !moe) {
+    fail(ErrorCode::kInvalidArgument,
+         "--arch {}: use llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe, mixtral", sh.arch);
+  }
+  if (moe) {
+    if (sh.expert_ffn == 0) sh.expert_ffn = sh.ffn;
+    if (sh.arch == "mixtral") sh.ffn = sh.expert_ffn;
+    if (sh.experts < 1 || sh.experts_used < 1 || sh.experts_used > sh.experts ||
+        sh.expert_ffn < 1 || sh.shared_ffn < 0) {
+      fail(ErrorCode::kInvalidArgument,
+           "{}: --experts >= 1, 1 <= --experts-used <= --experts (got {} of {}), --expert-ffn >= "
+           "1",
+           sh.arch, sh.experts_used, sh.experts);
+    }
+  } else if (sh.experts != 0) {
+    fail(ErrorCode::kInvalidArgument, "--experts needs --arch qwen3moe, qwen2moe or mixtral");
   }
   if (gemma && (sh.swa_window < 0 || sh.swa_pattern < 1 || sh.logit_softcap < 0)) {
     fail(ErrorCode::kInvalidArgument,
@@ -119,8 +174,9 @@ void writeTestModel(const TestModelShape& sh, const std::string& out) {
   }
   const int64_t hd = sh.head_dim ? sh.head_dim : sh.dim / sh.heads;
   GgufWriter w;
-  const std::string a = sh.arch + ".";
-  w.setString("general.architecture", sh.arch);
+  const std::string arch = sh.arch == "mixtral" ? "llama" : sh.arch;
+  const std::string a = arch + ".";
+  w.setString("general.architecture", arch);
   w.setString("general.name", "tpnode-test-" + sh.arch);
   w.setU32(a + "context_length", 2048);
   w.setU32(a + "embedding_length", static_cast<uint32_t>(sh.dim));
@@ -134,6 +190,7 @@ void writeTestModel(const TestModelShape& sh, const std::string& out) {
   w.setF32(a + "rope.freq_base", sh.rope_base);
   w.setF32(a + "attention.layer_norm_rms_epsilon", sh.eps);
   if (gemma) addGemma3Keys(w, sh);
+  if (moe) addMoeKeys(w, sh, a);
   addTestVocab(w, sh.vocab_kind, sh.vocab);
   addTensor(w, sh, "token_embd.weight", sh.dim, sh.vocab, 0, gemma ? 0.156f : 0.02f, true);
   addTensor(w, sh, "output_norm.weight", sh.dim, 1, 1, 0.1f, false);
@@ -144,21 +201,25 @@ void writeTestModel(const TestModelShape& sh, const std::string& out) {
     addTensor(w, sh, p + "attn_q.weight", sh.dim, sh.heads * hd, 0, 0.125f, true);
     addTensor(w, sh, p + "attn_k.weight", sh.dim, sh.kv_heads * hd, 0, 0.125f, true);
     addTensor(w, sh, p + "attn_v.weight", sh.dim, sh.kv_heads * hd, 0, 0.02f, true);
-    if (sh.arch == "qwen2") {
+    if (sh.arch == "qwen2" || sh.arch == "qwen2moe") {
       addTensor(w, sh, p + "attn_q.bias", sh.heads * hd, 1, 0, 0.1f, false);
       addTensor(w, sh, p + "attn_k.bias", sh.kv_heads * hd, 1, 0, 0.1f, false);
       addTensor(w, sh, p + "attn_v.bias", sh.kv_heads * hd, 1, 0, 0.1f, false);
     }
-    if (sh.arch == "qwen3" || gemma) {
+    if (sh.arch == "qwen3" || sh.arch == "qwen3moe" || gemma) {
       addTensor(w, sh, p + "attn_q_norm.weight", hd, 1, 1, 0.1f, false);
       addTensor(w, sh, p + "attn_k_norm.weight", hd, 1, 1, 0.1f, false);
     }
     addTensor(w, sh, p + "attn_output.weight", sh.heads * hd, sh.dim, 0, 0.02f, true);
     if (gemma) addTensor(w, sh, p + "post_attention_norm.weight", sh.dim, 1, 1, 0.1f, false);
     addTensor(w, sh, p + "ffn_norm.weight", sh.dim, 1, 1, 0.1f, false);
-    addTensor(w, sh, p + "ffn_gate.weight", sh.dim, sh.ffn, 0, 0.02f, true);
-    addTensor(w, sh, p + "ffn_up.weight", sh.dim, sh.ffn, 0, 0.02f, true);
-    addTensor(w, sh, p + "ffn_down.weight", sh.ffn, sh.dim, 0, 0.02f, true);
+    if (moe) {
+      addMoeLayer(w, sh, p);
+    } else {
+      addTensor(w, sh, p + "ffn_gate.weight", sh.dim, sh.ffn, 0, 0.02f, true);
+      addTensor(w, sh, p + "ffn_up.weight", sh.dim, sh.ffn, 0, 0.02f, true);
+      addTensor(w, sh, p + "ffn_down.weight", sh.ffn, sh.dim, 0, 0.02f, true);
+    }
     if (gemma) addTensor(w, sh, p + "post_ffw_norm.weight", sh.dim, 1, 1, 0.1f, false);
   }
   w.writeFile(out);
@@ -178,7 +239,7 @@ TestModelShape parityTestShape(const std::string& arch, const std::string& type,
   s.layers = arch == "gemma3" ? 3 : 2;
   s.vocab = 512;
   s.seed = seed;
-  if (arch == "qwen2" || arch == "qwen3" || arch == "gemma3") s.rope_base = 1e6f;
+  if (arch != "llama" && arch != "mixtral") s.rope_base = 1e6f;
   return s;
 }
 

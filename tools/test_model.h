@@ -1,4 +1,5 @@
-// Writes random-weight Llama-family GGUF models (llama, qwen2, qwen3, gemma3) of any shape and
+// Writes random-weight Llama-family GGUF models (llama, qwen2, qwen3, gemma3; mixture of experts:
+// qwen3moe, qwen2moe, mixtral) of any shape and
 // tensor type, with one of the vocabularies of tools/test_vocab.h, deterministically from a seed
 // (its own PRNG, so every platform writes the same bytes). Weight scales: matrices N(0, 0.02),
 // attn_q/attn_k N(0, 0.125) so that attention is sharp and position-dependent (a RoPE, mask or
@@ -37,6 +38,12 @@ struct TestModelShape {
   // final_logit_softcapping.
   int64_t swa_window = 4, swa_pattern = 2;
   float rope_base_swa = 10000.f, logit_softcap = 0.f;
+  // Mixture of experts (arch qwen3moe, qwen2moe, or mixtral: written as arch llama with expert
+  // tensors, as llama.cpp's converter writes Mixtral): `experts` experts of `expert_ffn` rows
+  // (0: ffn), `experts_used` per token; qwen2moe adds a shared expert of `shared_ffn` rows
+  // (0: ffn). The router ffn_gate_inp is N(0, 0.1) in F32 (llama-quantize leaves it F32), the
+  // experts N(0, 0.02) in `type` as stacked 3-D tensors ffn_{gate,up,down}_exps.
+  int64_t experts = 0, experts_used = 0, expert_ffn = 0, shared_ffn = 0;
 };
 
 // The small models the CPU and GPU parity tests generate: 2 layers (gemma3: 3, local, global,

@@ -1,7 +1,7 @@
 // DeviceComm: the all-reduce of GPU ranks, on device memory. It is the CPU ranks' composition
 // (docs/collectives.md, "One composition": a local op, an inter-node op, the result on every
-// local rank) with the GPU transports as the local ops (collectives/cuda/stages.h): NCCL, CUDA
-// peer-to-peer copies + an add kernel, or host staging through pinned memory. Across nodes the
+// local rank) with the GPU transports as the local ops (collectives/cuda/device_local_op.h): NCCL,
+// CUDA peer-to-peer copies + an add kernel, or host staging through pinned memory. Across nodes the
 // inter-node op is either the host Communicator (the TCP mesh), staged through pinned host
 // buffers, or — where every node has GPU ranks and NCCL passes its startup check — one NCCL
 // communicator over all GPU ranks of all nodes that does the whole all-reduce (InterTransport,

@@ -1,6 +1,6 @@
 // DeviceGroup::create: availability, the startup self-tests (one thread per local rank), the
 // measured choice, and the DeviceComm objects (device_hierarchical.cc). The ops themselves (the
-// GPU transports) are in *_stage.cc and nccl_global.cc.
+// GPU transports) are the DeviceLocalOps of device_local_op.h.
 #include <algorithm>
 #include <array>
 #include <exception>
@@ -10,9 +10,15 @@
 
 #include <fmt/format.h>
 
+#include "collectives/cuda/cuda_resources.h"
 #include "collectives/cuda/device_comm.h"
+#include "collectives/cuda/device_hierarchical.h"
+#include "collectives/cuda/device_verify.h"
+#include "collectives/cuda/host_staging_op.h"
 #include "collectives/cuda/inter_select.h"
-#include "collectives/cuda/stages.h"
+#include "collectives/cuda/nccl_global_op.h"
+#include "collectives/cuda/nccl_op.h"
+#include "collectives/cuda/p2p_op.h"
 #include "collectives/local_group.h"
 #include "common/check.h"
 #include "common/log.h"

@@ -1,9 +1,10 @@
 // DeviceHierarchical: the DeviceComm of a GPU rank, the counterpart of hierarchical.cc's
-// HierarchicalCommunicator (see the class comment and collectives/cuda/stages.h).
+// HierarchicalCommunicator (see the class comment and collectives/cuda/device_local_op.h).
+#include "collectives/cuda/device_hierarchical.h"
+
 #include <exception>
 #include <utility>
 
-#include "collectives/cuda/stages.h"
 #include "common/check.h"
 
 namespace tpnode::collectives::cuda {

@@ -1,10 +1,12 @@
 // The device side of verify-by-reduction (collectives/verify.h) and the timing of a reduction,
 // used by every self-test of DeviceGroup::create.
+#include "collectives/cuda/device_verify.h"
+
 #include <algorithm>
 #include <chrono>
 #include <vector>
 
-#include "collectives/cuda/stages.h"
+#include "collectives/cuda/cuda_resources.h"
 #include "common/check.h"
 
 namespace tpnode::collectives::cuda {

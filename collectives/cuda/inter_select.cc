@@ -15,6 +15,10 @@
 
 #include <fmt/format.h>
 
+#include "collectives/cuda/cuda_resources.h"
+#include "collectives/cuda/device_local_op.h"
+#include "collectives/cuda/device_verify.h"
+#include "common/error.h"
 #include "common/log.h"
 
 namespace tpnode::collectives::cuda {

@@ -11,13 +11,16 @@
 //   rank's detail); a host Communicator failure (peer lost) throws as usual.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "collectives/communicator.h"
 #include "collectives/cuda/device_comm.h"
 #include "collectives/cuda/inter_transport.h"
-#include "collectives/cuda/stages.h"
+#include "collectives/cuda/nccl_global_op.h"
 
 namespace tpnode::collectives::cuda {
 

@@ -82,7 +82,7 @@ TEST(TopologyTest, RankArithmeticTable) {
     EXPECT_EQ(t.stages(), 1);
     EXPECT_EQ(t.tpSize(), c.world);
     EXPECT_EQ(t.singleNode(), c.nodes == 1);
-    EXPECT_EQ(t.ranksOfEveryNode(),
+    EXPECT_EQ(t.layout().ranksPerNode(),
               std::vector<int>(static_cast<size_t>(c.nodes), c.ranks_per_node));
     ASSERT_EQ(static_cast<int>(c.places.size()), c.world);
     for (const Place& p : c.places) {
@@ -201,51 +201,152 @@ TEST(TopologyTest, RanksOutsideAreRefused) {
 struct LayoutCase {
   const char* name;
   std::vector<int> layout;
+  bool well_formed;
   ErrorCode code;       // when refused
   const char* message;  // "" when accepted
 };
 
+// Topology::fromLayout refuses exactly what Layout::refusal() names, with its code and message.
 TEST(TopologyTest, LayoutsFromEveryNode) {
   const std::vector<LayoutCase> cases = {
-      {"one node", {4}, ErrorCode::kInvalidArgument, ""},
-      {"uniform", {2, 2, 2}, ErrorCode::kInvalidArgument, ""},
-      {"empty", {}, ErrorCode::kInvalidArgument, "--tp-layout is empty: give the tp of every node"},
+      {"one node", {4}, true, ErrorCode::kInvalidArgument, ""},
+      {"uniform", {2, 2, 2}, true, ErrorCode::kInvalidArgument, ""},
+      {"empty",
+       {},
+       false,
+       ErrorCode::kInvalidArgument,
+       "--tp-layout is empty: give the tp of every node"},
       {"zero",
        {2, 0},
+       false,
        ErrorCode::kInvalidArgument,
        "--tp-layout 2,0: a node's tp must be 1..1024, not 0"},
+      {"too many ranks",
+       {1025},
+       false,
+       ErrorCode::kInvalidArgument,
+       "--tp-layout 1025: a node's tp must be 1..1024, not 1025"},
       {"2,1",
        {2, 1},
+       true,
        ErrorCode::kUnsupported,
        "--tp-layout 2,1: nodes with different tp degrees are not supported yet (the hierarchical "
        "all-reduce pairs local rank r of every node); give every node the same tp, e.g. --tp 2"},
       {"1,2,2",
        {1, 2, 2},
+       true,
        ErrorCode::kUnsupported,
        "--tp-layout 1,2,2: nodes with different tp degrees are not supported yet"},
   };
   for (const LayoutCase& c : cases) {
     SCOPED_TRACE(c.name);
-    const std::string refusal = Topology::layoutRefusal(c.layout);
+    const Layout layout(c.layout);
+    EXPECT_EQ(layout.wellFormed(), c.well_formed);
+    const auto refusal = layout.refusal();
     if (std::string(c.message).empty()) {
-      EXPECT_EQ(refusal, "");
+      EXPECT_FALSE(refusal.has_value()) << refusal->message;
+      EXPECT_TRUE(layout.runnable());
       const Topology t = Topology::fromLayout(c.layout, static_cast<int>(c.layout.size()) - 1);
-      EXPECT_EQ(t.ranksOfEveryNode(), c.layout);
+      EXPECT_EQ(t.layout().ranksPerNode(), c.layout);
       EXPECT_EQ(t.nodeId(), static_cast<int>(c.layout.size()) - 1);
       continue;
     }
-    EXPECT_NE(refusal.find(c.message), std::string::npos) << refusal;
+    ASSERT_TRUE(refusal.has_value());
+    EXPECT_FALSE(layout.runnable());
+    EXPECT_EQ(refusal->code, c.code);
+    EXPECT_NE(refusal->message.find(c.message), std::string::npos) << refusal->message;
     try {
       Topology::fromLayout(c.layout, 0);
       ADD_FAILURE() << "accepted";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), c.code);
-      EXPECT_EQ(std::string(e.what()), refusal);
+      EXPECT_EQ(std::string(e.what()), refusal->message);
     }
   }
-  EXPECT_NE(Topology::layoutRefusal(std::vector<int>{1, 2}, "nodes[].tp").find("nodes[].tp 1,2:"),
+  EXPECT_NE(Layout({1, 2}).refusal("nodes[].tp")->message.find("nodes[].tp 1,2:"),
             std::string::npos);
   EXPECT_THROW(Topology::fromLayout(std::vector<int>{2, 2}, 2), Error);  // node id outside
+}
+
+// Rank arithmetic of any well-formed layout, runnable or not: what tools/tptopo reports.
+struct LayoutShape {
+  const char* name;
+  std::vector<int> layout;
+  int world;
+  std::vector<int> first_rank;  // per node
+  std::vector<Place> places;    // every rank (global, node, local; the rest unused)
+  const char* describe;
+};
+
+TEST(LayoutTest, RankArithmeticTable) {
+  const std::vector<LayoutShape> cases = {
+      {"1", {1}, 1, {0}, {{0, 0, 0, 0, 0, 0}}, "1 node, 1 rank: node 0 global rank 0"},
+      {"2,2",
+       {2, 2},
+       4,
+       {0, 2},
+       {{0, 0, 0, 0, 0, 0}, {1, 0, 1, 0, 0, 0}, {2, 1, 0, 0, 0, 0}, {3, 1, 1, 0, 0, 0}},
+       "2 nodes, 4 ranks: node 0 global ranks 0..1, node 1 global ranks 2..3"},
+      {"2,1",
+       {2, 1},
+       3,
+       {0, 2},
+       {{0, 0, 0, 0, 0, 0}, {1, 0, 1, 0, 0, 0}, {2, 1, 0, 0, 0, 0}},
+       "2 nodes, 3 ranks: node 0 global ranks 0..1, node 1 global rank 2"},
+      {"1,3,2",
+       {1, 3, 2},
+       6,
+       {0, 1, 4},
+       {{0, 0, 0, 0, 0, 0},
+        {1, 1, 0, 0, 0, 0},
+        {2, 1, 1, 0, 0, 0},
+        {3, 1, 2, 0, 0, 0},
+        {4, 2, 0, 0, 0, 0},
+        {5, 2, 1, 0, 0, 0}},
+       "3 nodes, 6 ranks: node 0 global rank 0, node 1 global ranks 1..3, node 2 global ranks "
+       "4..5"},
+  };
+  for (const LayoutShape& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Layout l(c.layout);
+    ASSERT_TRUE(l.wellFormed());
+    EXPECT_EQ(l.nodes(), static_cast<int>(c.layout.size()));
+    EXPECT_EQ(l.worldSize(), c.world);
+    EXPECT_EQ(l.describe(), c.describe);
+    EXPECT_EQ(l.text(), c.name);
+    for (int n = 0; n < l.nodes(); ++n) {
+      EXPECT_EQ(l.firstRankOf(n), c.first_rank[static_cast<size_t>(n)]);
+      EXPECT_EQ(l.ranksOf(n), c.layout[static_cast<size_t>(n)]);
+    }
+    ASSERT_EQ(static_cast<int>(c.places.size()), c.world);
+    for (const Place& p : c.places) {
+      SCOPED_TRACE(p.global);
+      EXPECT_EQ(l.nodeOf(p.global), p.node);
+      EXPECT_EQ(l.localRankOf(p.global), p.local);
+      EXPECT_EQ(l.globalRank(p.node, p.local), p.global);
+    }
+    EXPECT_THROW(l.nodeOf(c.world), Error);
+    EXPECT_THROW(l.nodeOf(-1), Error);
+    EXPECT_THROW(l.globalRank(0, c.layout[0]), Error);
+    EXPECT_THROW(l.ranksOf(l.nodes()), Error);
+  }
+  EXPECT_EQ(Layout::uniform(3, 2), Layout({2, 2, 2}));
+  EXPECT_EQ(Layout(), Layout({1}));
+}
+
+TEST(LayoutTest, MalformedLayoutsHaveNoArithmetic) {
+  const Layout zero({2, 0});
+  EXPECT_FALSE(zero.wellFormed());
+  EXPECT_EQ(zero.describe(), "2,0");
+  try {
+    zero.worldSize();
+    ADD_FAILURE() << "a world size for 2,0";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_STREQ(e.what(), "--tp-layout 2,0: a node's tp must be 1..1024, not 0");
+  }
+  EXPECT_THROW(Layout(std::vector<int>{}).nodeOf(0), Error);
+  EXPECT_THROW(Layout::uniform(-1, 2), Error);
 }
 
 TEST(TopologyTest, Describe) {

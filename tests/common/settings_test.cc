@@ -12,7 +12,7 @@
 
 #include "common/error.h"
 #include "common/settings.h"
-#include "tests/support/test_env.h"
+#include "tests/support/doc_block.h"
 
 namespace tpnode::settings {
 namespace {
@@ -21,6 +21,7 @@ TEST(SettingsTest, NamesAreUniqueAndFollowTheEnvRule) {
   const std::set<std::string> exceptions = {"TPNODE_TP_DEVICES"};
   std::set<std::string> flags, envs, yamls, shorts;
   for (const Setting& s : settingsTable()) {
+    EXPECT_NE(s.scope, Scope::kTpbench) << s.flag;  // tools/tpbench's own table
     EXPECT_FALSE(s.env.empty()) << s.flag;
     EXPECT_TRUE(envs.insert(std::string(s.env)).second) << "env twice: " << s.env;
     EXPECT_FALSE(s.help.empty()) << s.env;
@@ -81,6 +82,35 @@ TEST(SettingsTest, ChecksValuesByTypeChoicesAndYamlRange) {
   }
 }
 
+// The tools check their rows' ranges on every source (checkRange); a tool's doc table names
+// them (toolFlagTableMarkdown).
+TEST(SettingsTest, ToolRowsCheckRangesAndGenerateTheirTable) {
+  const Setting& rounds = *findFlag("rtt-rounds");
+  EXPECT_NO_THROW(checkRange(rounds, "1", "--rtt-rounds"));
+  EXPECT_NO_THROW(checkRange(rounds, "100000", "--rtt-rounds"));
+  try {
+    checkRange(rounds, "0", "--rtt-rounds");
+    ADD_FAILURE() << "accepted --rtt-rounds 0";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_STREQ(e.what(), "--rtt-rounds: 0 is out of range; use 1..100000");
+  }
+  EXPECT_THROW(checkRange(*findFlag("min-link-gbps"), "-0.5", "--min-link-gbps"), Error);
+  EXPECT_NO_THROW(checkRange(*findFlag("skip-gpu"), "true", "--skip-gpu"));  // no range
+  const Setting* rows[] = {findFlag("mem-mib"), findFlag("skip-gpu")};
+  EXPECT_EQ(
+      toolFlagTableMarkdown(rows),
+      "| Flag | Environment | Default | Meaning |\n|---|---|---|---|\n"
+      "| `--mem-mib` | `TPNODE_MEM_MIB` | `64` | Memory bandwidth: MiB per thread (1..4096) |\n"
+      "| `--skip-gpu` | `TPNODE_SKIP_GPU` | `false` | Do not touch CUDA devices |\n");
+  constexpr Setting kNoEnv{
+      "iters", "", "", "", "Benchmark", Scope::kTpbench, Type::kInt, "0", "timed iterations"};
+  const Setting* tool_rows[] = {&kNoEnv};
+  EXPECT_EQ(
+      toolFlagTableMarkdown(tool_rows),
+      "| Flag | Default | Meaning |\n|---|---|---|\n| `--iters` | `0` | timed iterations |\n");
+}
+
 TEST(SettingsTest, EnvValueReadsOnlyDeclaredVariables) {
   setenv("TPNODE_COLL_CHUNK", "4096", 1);
   EXPECT_EQ(envValue("TPNODE_COLL_CHUNK"), "4096");
@@ -96,25 +126,10 @@ TEST(SettingsTest, EnvValueReadsOnlyDeclaredVariables) {
   }
 }
 
-// The text between `<!-- begin NAME -->` and `<!-- end NAME -->` in `doc`.
-std::string generatedBlock(const std::string& doc, const std::string& name) {
-  const std::string begin = "<!-- begin " + name + " (generated";
-  const std::string end = "<!-- end " + name + " -->";
-  const size_t b = doc.find(begin);
-  const size_t e = doc.find(end);
-  if (b == std::string::npos || e == std::string::npos || e < b) return "(missing block)";
-  const size_t start = doc.find('\n', b) + 1;
-  return doc.substr(start, e - start);
-}
-
 TEST(SettingsTest, DocsMatchTheTable) {
-  const auto src = testing_support::testEnv("TPNODE_SOURCE_DIR");  // set by tests/test_main.cc
-  ASSERT_TRUE(src.has_value());
-  std::ifstream in(*src + "/docs/cluster.md");
-  ASSERT_TRUE(in.good());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string doc = ss.str();
+  using testing_support::generatedBlock;
+  const std::string doc = testing_support::sourceFile("docs/cluster.md");
+  ASSERT_FALSE(doc.empty());
   // On a mismatch, paste the expected block (printed below) into docs/cluster.md.
   EXPECT_EQ(generatedBlock(doc, "flag-table"), flagTableMarkdown());
   EXPECT_EQ(generatedBlock(doc, "yaml-reference"), yamlReferenceMarkdown());

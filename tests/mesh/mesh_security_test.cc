@@ -390,8 +390,8 @@ TEST_F(MeshSecurityTest, FloodsAndImpostorsDuringFormationDoNotKeepTheRealNodeOu
   const std::string rss_peak = rss(n0.pid());
   // Every handshake thread is joined when it ends: a thread never joined keeps its stack
   // (8 MiB of address space each), so thousands of them would show here. What may grow is
-  // bounded by the concurrent handshakes: malloc arenas (64 MiB of address space each, at most
-  // one per concurrent thread) and glibc's cache of joined threads' stacks.
+  // bounded: malloc arenas (64 MiB of address space each; tpnode allows 2, node/main.cc) and
+  // glibc's cache of joined threads' stacks.
   const long vm_growth = statusKiB(n0.pid(), "VmSize") - vm_before;
   EXPECT_LT(vm_growth, 16L << 20) << "KiB of address space after " << cycles.load() << " cycles";
   std::this_thread::sleep_for(seconds(6));  // pre-authentication timeout (5 s) and reaping

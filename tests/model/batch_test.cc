@@ -1,5 +1,6 @@
 // LlamaRank with several sequences: a batch mixing two slots (and a later decode step of both
-// in one batch) gives each sequence the logits it gets alone, so slots are independent.
+// in one batch) gives each sequence the logits it gets alone, so slots are independent (dense
+// and mixture-of-experts models).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,11 +20,23 @@ namespace {
 
 class BatchTest : public testing::TestWithParam<std::string> {};
 
+// Param: "type" or "arch:type" (mixtures of experts: the tokens of both sequences that pick
+// the same expert share its matmuls).
 TEST_P(BatchTest, SlotsAreIndependent) {
   tools::TestModelShape shape;
-  shape.type = tools::parseTensorType(GetParam());
+  std::string type = GetParam();
+  if (const size_t colon = type.find(':'); colon != std::string::npos) {
+    shape.arch = type.substr(0, colon);
+    type = type.substr(colon + 1);
+    shape.experts = 4;
+    shape.experts_used = 2;
+    shape.expert_ffn = 256;
+    shape.heads = 4;
+    shape.kv_heads = 2;
+  }
+  shape.type = tools::parseTensorType(type);
   shape.vocab = 300;
-  std::string path = testing::TempDir() + "batch_test_" + GetParam() + ".gguf";
+  std::string path = testing::TempDir() + "batch_test_" + shape.arch + "_" + type + ".gguf";
   tools::writeTestModel(shape, path);
   auto file = GgufFile::open(path);
   ModelConfig cfg = readModelConfig(file->metadata());
@@ -79,7 +92,9 @@ TEST_P(BatchTest, SlotsAreIndependent) {
   expectRow(l3.data(), la, 4, "a");
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, BatchTest, testing::Values("f32", "q8_0", "q4_k"));
+INSTANTIATE_TEST_SUITE_P(Types, BatchTest,
+                         testing::Values("f32", "q8_0", "q4_k", "qwen3moe:q8_0", "qwen2moe:f32",
+                                         "mixtral:q4_k"));
 
 TEST(BatchTest, RejectsBadSlotPositionAndToken) {
   tools::TestModelShape shape;

@@ -95,5 +95,66 @@ TEST(ModelConfigTest, RefusesGemma3KeysThatCannotBeRight) {
                 "gemma3.final_logit_softcapping", "nan");
 }
 
+// Mixture of experts: the counts and widths each architecture reads, as llama.cpp does.
+TEST(ModelConfigTest, ReadsMixtureOfExpertsKeys) {
+  ModelConfig q3 = readModelConfig(header("qwen3moe", 1e-6f, [](GgufWriter& w) {
+    w.setU32("qwen3moe.expert_count", 8);
+    w.setU32("qwen3moe.expert_used_count", 2);
+    w.setU32("qwen3moe.expert_feed_forward_length", 32);
+  }));
+  EXPECT_TRUE(q3.isMoe());
+  EXPECT_EQ(q3.n_expert, 8);
+  EXPECT_EQ(q3.n_expert_used, 2);
+  EXPECT_EQ(q3.n_ff_exp, 32);
+  EXPECT_EQ(q3.n_ff_shexp, 0);
+  EXPECT_TRUE(q3.moe_norm_weights);
+  EXPECT_EQ(q3.rope_style, RopeStyle::kNeox);
+
+  ModelConfig q2 = readModelConfig(header("qwen2moe", 1e-6f, [](GgufWriter& w) {
+    w.setU32("qwen2moe.expert_count", 4);
+    w.setU32("qwen2moe.expert_used_count", 4);
+  }));
+  EXPECT_EQ(q2.n_ff_exp, 128 / 4);  // default: feed_forward_length / expert_used_count
+  EXPECT_EQ(q2.n_ff_shexp, 128);    // default: feed_forward_length
+  EXPECT_FALSE(q2.moe_norm_weights);
+
+  ModelConfig mixtral = readModelConfig(header("llama", 1e-5f, [](GgufWriter& w) {
+    w.setU32("llama.expert_count", 8);
+    w.setU32("llama.expert_used_count", 2);
+  }));
+  EXPECT_EQ(mixtral.n_ff_exp, 128);  // llama's experts are feed_forward_length wide
+  EXPECT_TRUE(mixtral.moe_norm_weights);
+  EXPECT_FALSE(readModelConfig(header("llama", 1e-5f, nullptr)).isMoe());
+}
+
+TEST(ModelConfigTest, RefusesExpertCountsThatCannotBeRight) {
+  expectRefused(header("qwen3moe", 1e-6f,
+                       [](GgufWriter& w) {
+                         w.setU32("qwen3moe.expert_count", 8);
+                         w.setU32("qwen3moe.expert_used_count", 9);
+                       }),
+                "qwen3moe.expert_used_count", "9");
+  expectRefused(header("qwen3moe", 1e-6f,
+                       [](GgufWriter& w) {
+                         w.setU32("qwen3moe.expert_count", 8);
+                         w.setU32("qwen3moe.expert_used_count", 0);
+                       }),
+                "qwen3moe.expert_used_count", "0");
+  expectRefused(header("qwen2moe", 1e-6f, nullptr), "qwen2moe.expert_count", "0");
+  expectRefused(header("llama", 1e-5f,
+                       [](GgufWriter& w) {
+                         w.setU32("llama.expert_count", 2000);
+                         w.setU32("llama.expert_used_count", 2);
+                       }),
+                "llama.expert_count", "2000");
+  expectRefused(header("qwen3moe", 1e-6f,
+                       [](GgufWriter& w) {
+                         w.setU32("qwen3moe.expert_count", 8);
+                         w.setU32("qwen3moe.expert_used_count", 2);
+                         w.setI32("qwen3moe.expert_feed_forward_length", -4);
+                       }),
+                "qwen3moe.expert_feed_forward_length", "-4");
+}
+
 }  // namespace
 }  // namespace tpnode::model

@@ -132,10 +132,10 @@ TEST(QuantTest, DotProductsMatchTheDecodedReference) {
 
 // The 4-row kernels on interleaved rows equal the plain kernels row by row.
 TEST(QuantTest, InterleavedFourRowKernelsMatchPlainRows) {
-  for (const DotKernels* k : {avx2Kernels(), avx512Kernels()}) {
+  for (const DotKernels* k : {avx2Kernels(), avx2VnniKernels(), avx512Kernels()}) {
     if (!k) continue;
     for (TensorType t : {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K, TensorType::kQ6_K,
-                         TensorType::kQ5_0}) {
+                         TensorType::kQ5_0, TensorType::kQ5_1}) {
       const int64_t n = 512, rows = 8;
       std::vector<uint8_t> w;
       for (int r = 0; r < rows; ++r) {
@@ -160,10 +160,10 @@ TEST(QuantTest, InterleavedFourRowKernelsMatchPlainRows) {
 
 // The prefill tiles (4 rows x 1..4 tokens) equal the 4-row kernels token by token.
 TEST(QuantTest, GemmTilesMatchFourRowKernels) {
-  for (const DotKernels* k : {avx2Kernels(), avx512Kernels()}) {
+  for (const DotKernels* k : {avx2Kernels(), avx2VnniKernels(), avx512Kernels()}) {
     if (!k) continue;
     for (TensorType t : {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K, TensorType::kQ6_K,
-                         TensorType::kQ5_0}) {
+                         TensorType::kQ5_0, TensorType::kQ5_1}) {
       const int64_t n = 512;
       std::vector<uint8_t> w;
       for (int r = 0; r < 4; ++r) {

@@ -51,10 +51,12 @@ struct RunOutput {
 };
 inline RunOutput runModel(const std::string& path, int tp, const std::vector<int32_t>& prompt,
                           const std::vector<int32_t>& forced, int n_predict, int threads = 1,
-                          model::HeadLayout head = model::HeadLayout::kAuto) {
+                          model::HeadLayout head = model::HeadLayout::kAuto,
+                          model::MoePlacement moe = model::MoePlacement::kAuto) {
   auto file = model::GgufFile::open(path);
   model::ModelConfig cfg = model::readModelConfig(file->metadata());
-  model::ShardPlan plan = model::planShards(cfg, model::tensorDescs(file->metadata()), tp, head);
+  model::ShardPlan plan =
+      model::planShards(cfg, model::tensorDescs(file->metadata()), tp, head, moe);
   node::RankSetOptions options;
   options.threads = threads;
   options.ctx = 512;

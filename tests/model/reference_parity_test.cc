@@ -28,10 +28,12 @@ struct Param {
   std::string model;
   std::string prompt;
   int tp;
+  model::MoePlacement moe = model::MoePlacement::kAuto;  // mixtures of experts
 };
 
 std::string paramName(const testing::TestParamInfo<Param>& p) {
-  std::string s = p.param.model + "_" + p.param.prompt + "_tp" + std::to_string(p.param.tp);
+  std::string s = p.param.model + "_" + p.param.prompt + "_tp" + std::to_string(p.param.tp) +
+                  (p.param.moe == model::MoePlacement::kExpert ? "_expert" : "");
   for (char& c : s) {
     if (!isalnum(static_cast<unsigned char>(c))) c = '_';
   }
@@ -43,12 +45,13 @@ class ReferenceParity : public testing::TestWithParam<Param> {};
 // Whether the CPU kernels in use sum this model's dot products as llama.cpp's x86 CPU backend
 // does (tests/data/reference/README.md, "Numerics"). Q8_0: 8 float lanes per row, lane k adding
 // d_w * d_a times the integer sum of columns 4k..4k+3 of each block with a fused multiply-add,
-// then one 8-lane horizontal sum (ggml_vec_dot_q8_0_q8_0, tinyBLAS_Q0_AVX): the AVX2 kernels.
+// then one 8-lane horizontal sum (ggml_vec_dot_q8_0_q8_0, tinyBLAS_Q0_AVX): the AVX2 kernels
+// (with or without AVX-VNNI: the same integer sums).
 // Q4_0 (repacked to q4_0_8x8 by llama.cpp): one float per row, each block's integer sum times
 // d_w * d_a fused into it in block order: the AVX-512 16-row kernels (q0_x16.h).
 bool sumsInLlamaCppOrder(const std::string& model) {
   const std::string_view isa = model::kernels::bestKernels().isa;
-  if (model.find("q8_0") != std::string::npos) return isa == "avx2";
+  if (model.find("q8_0") != std::string::npos) return isa == "avx2" || isa == "avx2-vnni";
   if (model.find("q4_0") != std::string::npos) return isa.starts_with("avx512");
   return false;
 }
@@ -57,8 +60,9 @@ TEST_P(ReferenceParity, TeacherForcedLogitsMatchLlamaCpp) {
   const Param& p = GetParam();
   ReferenceCase c = loadCase(p.model + "__" + p.prompt);
   ASSERT_EQ(c.model_mismatch, "");
-  RunOutput out = runModel(c.model_file, p.tp, c.prompt_ids, c.generated_ids,
-                           static_cast<int>(c.generated_ids.size()));
+  RunOutput out =
+      runModel(c.model_file, p.tp, c.prompt_ids, c.generated_ids,
+               static_cast<int>(c.generated_ids.size()), 1, model::HeadLayout::kAuto, p.moe);
   const int64_t rows = c.logits.rows, vocab = c.logits.cols;
   ASSERT_EQ(static_cast<int64_t>(out.logits.size()), rows * vocab);
   const bool f32 = p.model.find("f32") != std::string::npos;
@@ -92,9 +96,9 @@ TEST_P(ReferenceParity, TeacherForcedLogitsMatchLlamaCpp) {
   EXPECT_LE(row_diffs[row_diffs.size() / 2], median_tol) << "median row difference";
   RecordProperty("max_abs_diff", std::to_string(worst));
   std::printf(
-      "[ parity ] %s tp=%d max|d| %.3g (<= %g), median %.3g (<= %g), within 1e-3: %d/%lld\n",
-      c.name.c_str(), p.tp, worst, row_tol, row_diffs[row_diffs.size() / 2], median_tol, close_rows,
-      static_cast<long long>(rows));
+      "[ parity ] %s tp=%d%s max|d| %.3g (<= %g), median %.3g (<= %g), within 1e-3: %d/%lld\n",
+      c.name.c_str(), p.tp, p.moe == model::MoePlacement::kExpert ? " expert" : "", worst, row_tol,
+      row_diffs[row_diffs.size() / 2], median_tol, close_rows, static_cast<long long>(rows));
 }
 
 // Free-running greedy generation equals llama.cpp's generated ids up to the first step where
@@ -106,8 +110,10 @@ TEST_P(ReferenceParity, GreedyIdsMatchLlamaCpp) {
   ReferenceCase c = loadCase(p.model + "__" + p.prompt);
   ASSERT_EQ(c.model_mismatch, "");
   const int n = static_cast<int>(c.generated_ids.size());
-  RunOutput forced = runModel(c.model_file, p.tp, c.prompt_ids, c.generated_ids, n);
-  RunOutput out = runModel(c.model_file, p.tp, c.prompt_ids, {}, n);
+  RunOutput forced = runModel(c.model_file, p.tp, c.prompt_ids, c.generated_ids, n, 1,
+                              model::HeadLayout::kAuto, p.moe);
+  RunOutput out =
+      runModel(c.model_file, p.tp, c.prompt_ids, {}, n, 1, model::HeadLayout::kAuto, p.moe);
   ASSERT_EQ(static_cast<int>(out.ids.size()), n);
   const int64_t vocab = c.logits.cols;
   int compared = 0;
@@ -125,20 +131,41 @@ TEST_P(ReferenceParity, GreedyIdsMatchLlamaCpp) {
         << "step " << j;
     ++compared;
   }
-  std::printf("[ greedy ] %s tp=%d: %d of %d ids compared and equal\n", c.name.c_str(), p.tp,
-              compared, n);
+  std::printf("[ greedy ] %s tp=%d%s: %d of %d ids compared and equal\n", c.name.c_str(), p.tp,
+              p.moe == model::MoePlacement::kExpert ? " expert" : "", compared, n);
 }
 
 std::vector<Param> allParams() {
   const std::vector<std::pair<std::string, std::vector<int>>> models = {
-      {"llama-tiny-f32", {1, 2, 4}},  {"llama-tiny-q8_0", {1, 2, 4}},
-      {"llama-tiny-q4_0", {1, 2, 4}}, {"llama-tiny-q4_k", {1}},
-      {"llama-tiny-q6_k", {1}},       {"llama-tiny-kv1-f32", {1, 2, 4}},
-      {"qwen2-tiny-f32", {1, 2, 4}}};
+      {"llama-tiny-f32", {1, 2, 4}},
+      {"llama-tiny-q8_0", {1, 2, 4}},
+      {"llama-tiny-q4_0", {1, 2, 4}},
+      {"llama-tiny-q4_k", {1}},
+      {"llama-tiny-q6_k", {1}},
+      {"llama-tiny-kv1-f32", {1, 2, 4}},
+      {"qwen2-tiny-f32", {1, 2, 4}},
+      // Mixture of experts, expert slicing (docs/models.md): tp 2 cuts every expert in two.
+      {"qwen3moe-tiny-f32", {1, 2}},
+      {"qwen3moe-tiny-q8_0", {1, 2}},
+      {"qwen2moe-tiny-f32", {1, 2}},
+      {"mixtral-tiny-f32", {1, 2, 4}},
+      {"mixtral-tiny-q4_0", {1, 2}}};
+  // Expert parallel: whole experts per rank (Mixtral at tp 4: one expert each).
+  const std::vector<std::pair<std::string, std::vector<int>>> expert_parallel = {
+      {"qwen3moe-tiny-f32", {2, 4}},
+      {"qwen3moe-tiny-q8_0", {2}},
+      {"qwen2moe-tiny-f32", {2}},
+      {"mixtral-tiny-f32", {2, 4}},
+      {"mixtral-tiny-q4_0", {2}}};
   std::vector<Param> out;
   for (const auto& [m, tps] : models) {
     for (const char* prompt : {"en_sentence", "paragraph", "unicode", "word"}) {
       for (int tp : tps) out.push_back({m, prompt, tp});
+    }
+  }
+  for (const auto& [m, tps] : expert_parallel) {
+    for (const char* prompt : {"en_sentence", "paragraph", "unicode", "word"}) {
+      for (int tp : tps) out.push_back({m, prompt, tp, model::MoePlacement::kExpert});
     }
   }
   return out;

@@ -188,3 +188,183 @@ TEST(ShardPlanTest, HeadLayoutFlag) {
 
 }  // namespace
 }  // namespace tpnode::model
+
+namespace tpnode::model {
+namespace {
+
+// A mixture-of-experts layer: 4 experts of 256 rows (dim 256), the router, optionally
+// qwen2moe's shared expert of 512 rows.
+ModelConfig moeConfig(bool shared) {
+  ModelConfig c = config(256, 8, 4, 768, 1024);
+  c.arch = shared ? "qwen2moe" : "qwen3moe";
+  c.n_expert = 4;
+  c.n_expert_used = 2;
+  c.n_ff_exp = 256;
+  c.n_ff_shexp = shared ? 512 : 0;
+  return c;
+}
+
+std::vector<TensorDesc> moeTensors(const ModelConfig& c, TensorType t) {
+  std::vector<TensorDesc> out;
+  for (const TensorDesc& d : tensors(c, t)) {
+    if (d.name.find("ffn_gate.") == std::string::npos &&
+        d.name.find("ffn_up.") == std::string::npos &&
+        d.name.find("ffn_down.") == std::string::npos) {
+      out.push_back(d);
+    }
+  }
+  const uint64_t d = 256, f = static_cast<uint64_t>(c.n_ff_exp), e = 4;
+  out.push_back({"blk.0.ffn_gate_inp.weight", TensorType::kF32, d, e});
+  out.push_back({"blk.0.ffn_gate_exps.weight", t, d, f * e, e});
+  out.push_back({"blk.0.ffn_up_exps.weight", t, d, f * e, e});
+  out.push_back({"blk.0.ffn_down_exps.weight", t, f, d * e, e});
+  if (c.n_ff_shexp > 0) {
+    const uint64_t s = static_cast<uint64_t>(c.n_ff_shexp);
+    out.push_back({"blk.0.ffn_gate_inp_shexp.weight", TensorType::kF32, d, 1});
+    out.push_back({"blk.0.ffn_gate_shexp.weight", t, d, s});
+    out.push_back({"blk.0.ffn_up_shexp.weight", t, d, s});
+    out.push_back({"blk.0.ffn_down_shexp.weight", t, s, d});
+  }
+  return out;
+}
+
+// Expert slicing: rows (gate, up) and columns (down) of every expert, router replicated.
+TEST(ShardPlanTest, ExpertSlicingTable) {
+  struct MoeRow {
+    const char* tensor;
+    int tp, rank;
+    ShardKind kind;
+    uint64_t row_begin, row_end, col_begin, col_end, expert_begin, expert_end;
+  };
+  const MoeRow table[] = {
+      {"blk.0.ffn_gate_exps.weight", 2, 1, ShardKind::kSplitRows, 128, 256, 0, 256, 0, 4},
+      {"blk.0.ffn_up_exps.weight", 4, 2, ShardKind::kSplitRows, 128, 192, 0, 256, 0, 4},
+      {"blk.0.ffn_down_exps.weight", 2, 1, ShardKind::kSplitCols, 0, 256, 128, 256, 0, 4},
+      {"blk.0.ffn_gate_inp.weight", 4, 3, ShardKind::kReplicate, 0, 4, 0, 256, 0, 1},
+      {"blk.0.ffn_gate_inp_shexp.weight", 2, 1, ShardKind::kReplicate, 0, 1, 0, 256, 0, 1},
+      {"blk.0.ffn_gate_shexp.weight", 2, 1, ShardKind::kSplitRows, 256, 512, 0, 256, 0, 1},
+      {"blk.0.ffn_down_shexp.weight", 4, 1, ShardKind::kSplitCols, 0, 256, 128, 256, 0, 1},
+  };
+  const ModelConfig c = moeConfig(true);
+  for (const MoeRow& r : table) {
+    ShardPlan plan = planShards(c, moeTensors(c, TensorType::kQ8_0), r.tp);
+    const TensorShard& s = plan.find(r.tensor);
+    const Slice sl = s.sliceFor(r.rank, r.tp);
+    SCOPED_TRACE(std::string(r.tensor) + " tp=" + std::to_string(r.tp));
+    EXPECT_EQ(s.kind, r.kind);
+    EXPECT_EQ(sl.row_begin, r.row_begin);
+    EXPECT_EQ(sl.row_end, r.row_end);
+    EXPECT_EQ(sl.col_begin, r.col_begin);
+    EXPECT_EQ(sl.col_end, r.col_end);
+    EXPECT_EQ(sl.expert_begin, r.expert_begin);
+    EXPECT_EQ(sl.expert_end, r.expert_end);
+  }
+  // Every rank holds 1/tp of the experts' bytes.
+  ShardPlan p1 = planShards(c, moeTensors(c, TensorType::kQ8_0), 1);
+  ShardPlan p2 = planShards(c, moeTensors(c, TensorType::kQ8_0), 2);
+  const TensorShard& down = p2.find("blk.0.ffn_down_exps.weight");
+  EXPECT_EQ(down.bytesFor(0, 2) * 2, p1.find("blk.0.ffn_down_exps.weight").bytesFor(0, 1));
+  EXPECT_NE(p2.describe().find("ffn_down_exps.weight"), std::string::npos);
+  EXPECT_NE(p2.describe().find("[4 x 256 x 128]"), std::string::npos) << p2.describe();
+}
+
+std::string refusalOf(const ModelConfig& c, const std::vector<TensorDesc>& ts, int tp,
+                      MoePlacement moe) {
+  try {
+    planShards(c, ts, tp, HeadLayout::kAuto, moe);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted tp=" << tp;
+  return {};
+}
+
+// Slicing that would cut a quantization block: refused when forced, naming the tensor and the
+// placement that works; auto takes expert parallel and says why.
+TEST(ShardPlanTest, MoePlacementChoicesAndRefusals) {
+  const ModelConfig c = moeConfig(false);
+  std::vector<TensorDesc> q4k = moeTensors(c, TensorType::kQ8_0);
+  for (TensorDesc& t : q4k) {
+    if (t.experts > 1) t.type = TensorType::kQ4_K;  // 256-wide experts of 256-blocks
+  }
+  std::string m = refusalOf(c, q4k, 2, MoePlacement::kSlice);
+  EXPECT_NE(m.find("--moe-placement slice"), std::string::npos) << m;
+  EXPECT_NE(m.find("ffn_down_exps"), std::string::npos) << m;
+  EXPECT_NE(m.find("would cut a Q4_K block of 256"), std::string::npos) << m;
+  EXPECT_NE(m.find("--moe-placement expert works"), std::string::npos) << m;
+
+  ShardPlan autop = planShards(c, q4k, 2);
+  EXPECT_EQ(autop.moe, MoePlacement::kExpert);
+  EXPECT_NE(autop.moe_reason.find("slicing cannot"), std::string::npos) << autop.moe_reason;
+  EXPECT_NE(autop.describe().find("experts: expert parallel"), std::string::npos)
+      << autop.describe();
+
+  // More ranks than experts: expert parallel refused, slicing named when it works.
+  const std::vector<TensorDesc> q8 = moeTensors(c, TensorType::kQ8_0);
+  m = refusalOf(c, q8, 8, MoePlacement::kExpert);
+  EXPECT_NE(m.find("4 experts are fewer than the 8 ranks"), std::string::npos) << m;
+  EXPECT_NE(m.find("--moe-placement slice works"), std::string::npos) << m;
+  EXPECT_EQ(planShards(c, q8, 8).moe, MoePlacement::kSlice);  // auto: slicing works
+  EXPECT_NE(planShards(c, q8, 8).moe_reason.find("auto"), std::string::npos);
+
+  // Neither works: both reasons and the tp degrees that do.
+  m = refusalOf(c, q4k, 8, MoePlacement::kAuto);
+  EXPECT_NE(m.find("slicing:"), std::string::npos) << m;
+  EXPECT_NE(m.find("expert parallel:"), std::string::npos) << m;
+  EXPECT_NE(m.find("work for this model: 1, 2, 4"), std::string::npos) << m;
+  EXPECT_EQ(workingTpDegrees(c, q4k, 16, MoePlacement::kSlice), (std::vector<int>{1}));
+  EXPECT_EQ(workingTpDegrees(c, q4k, 16, MoePlacement::kExpert), (std::vector<int>{1, 2, 4}));
+
+  EXPECT_EQ(parseMoePlacement("expert"), MoePlacement::kExpert);
+  EXPECT_EQ(parseMoePlacement("slice"), MoePlacement::kSlice);
+  EXPECT_THROW(parseMoePlacement("rows"), Error);
+  // Dense models ignore the placement.
+  ModelConfig dense = config(256, 8, 4, 768, 1024);
+  EXPECT_NO_THROW(planShards(dense, tensors(dense, TensorType::kQ8_0), 2, HeadLayout::kAuto,
+                             MoePlacement::kExpert));
+}
+
+// Expert parallel: whole experts, a balanced map of contiguous ranges; per-rank bytes follow.
+TEST(ShardPlanTest, ExpertParallelTable) {
+  const ModelConfig c = moeConfig(true);
+  const std::vector<TensorDesc> ts = moeTensors(c, TensorType::kQ8_0);
+  struct Held {
+    int tp, rank;
+    uint64_t begin, end;
+  };
+  for (const Held& h : {Held{2, 0, 0, 2}, Held{2, 1, 2, 4}, Held{3, 0, 0, 1}, Held{3, 1, 1, 2},
+                        Held{3, 2, 2, 4}, Held{4, 3, 3, 4}}) {
+    // 3 ranks: the attention's 4 kv heads do not divide, so only the experts are checked there.
+    ModelConfig cc = c;
+    if (h.tp == 3) cc.n_head_kv = 1;
+    std::vector<TensorDesc> tt = ts;
+    if (h.tp == 3) {
+      tt.clear();
+      for (const TensorDesc& t : ts) {
+        if (t.experts > 1) tt.push_back(t);
+      }
+    }
+    ShardPlan plan = planShards(cc, tt, h.tp, HeadLayout::kAuto, MoePlacement::kExpert);
+    for (const char* name : {"blk.0.ffn_gate_exps.weight", "blk.0.ffn_down_exps.weight"}) {
+      const TensorShard& s = plan.find(name);
+      const Slice sl = s.sliceFor(h.rank, h.tp);
+      SCOPED_TRACE(std::string(name) + " tp=" + std::to_string(h.tp) + " rank " +
+                   std::to_string(h.rank));
+      EXPECT_EQ(s.kind, ShardKind::kSplitExperts);
+      EXPECT_EQ(sl.expert_begin, h.begin);
+      EXPECT_EQ(sl.expert_end, h.end);
+      EXPECT_EQ(sl.row_end - sl.row_begin, s.tensor.rows / 4);  // whole experts
+      EXPECT_EQ(sl.col_end - sl.col_begin, s.tensor.cols);
+      EXPECT_EQ(s.bytesFor(h.rank, h.tp), s.bytesFor(0, 1) / 4 * (h.end - h.begin));
+    }
+  }
+  ShardPlan p2 = planShards(c, ts, 2, HeadLayout::kAuto, MoePlacement::kExpert);
+  EXPECT_EQ(p2.find("blk.0.ffn_gate_shexp.weight").kind, ShardKind::kSplitRows);  // as dense
+  EXPECT_EQ(p2.find("blk.0.ffn_gate_inp.weight").kind, ShardKind::kReplicate);
+  EXPECT_EQ(p2.rankBytes(0), p2.rankBytes(1));
+  EXPECT_NE(p2.describe().find("--moe-placement expert"), std::string::npos) << p2.describe();
+}
+
+}  // namespace
+}  // namespace tpnode::model

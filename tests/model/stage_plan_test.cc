@@ -181,5 +181,54 @@ TEST(StagePlanTest, CostsFromTheShardPlan) {
   }
 }
 
+// A mixture-of-experts layer costs its router and every expert its node's ranks hold: whole
+// experts per rank or 1/tp of each, the node's share is all of them.
+TEST(StagePlanTest, CostsCountTheExperts) {
+  ModelConfig c;
+  c.arch = "qwen3moe";
+  c.n_embd = 64;
+  c.n_head = 4;
+  c.n_head_kv = 2;
+  c.head_dim = 16;
+  c.n_ff = 128;
+  c.n_vocab = 100;
+  c.n_layer = 2;
+  c.n_expert = 8;
+  c.n_expert_used = 2;
+  c.n_ff_exp = 32;
+  std::vector<TensorDesc> t = {{"token_embd.weight", TensorType::kF32, 64, 100},
+                               {"output_norm.weight", TensorType::kF32, 64, 1},
+                               {"output.weight", TensorType::kF32, 64, 100}};
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = fmt::format("blk.{}.", l);
+    t.push_back({p + "attn_norm.weight", TensorType::kF32, 64, 1});
+    t.push_back({p + "attn_q.weight", TensorType::kF32, 64, 64});
+    t.push_back({p + "attn_k.weight", TensorType::kF32, 64, 32});
+    t.push_back({p + "attn_v.weight", TensorType::kF32, 64, 32});
+    t.push_back({p + "attn_output.weight", TensorType::kF32, 64, 64});
+    t.push_back({p + "ffn_norm.weight", TensorType::kF32, 64, 1});
+    t.push_back({p + "ffn_gate_inp.weight", TensorType::kF32, 64, 8});
+    t.push_back({p + "ffn_gate_exps.weight", TensorType::kF32, 64, 32 * 8, 8});
+    t.push_back({p + "ffn_up_exps.weight", TensorType::kF32, 64, 32 * 8, 8});
+    t.push_back({p + "ffn_down_exps.weight", TensorType::kF32, 32, 64 * 8, 8});
+  }
+  const uint64_t experts = 3 * 64 * 32 * 8 * 4;  // gate, up, down: 8 experts each
+  const uint64_t attention = 4 * (64 * 64 + 2 * 64 * 32 + 64 * 64);
+  const uint64_t norms_router = 4 * (2 * 64 + 64 * 8);  // replicated on every rank
+  const uint64_t kv = 2 * 32 * 4 * 3 * 10;
+  const StageCosts one = stageCosts(c, planShards(c, t, 1), 1, 3, 10);
+  EXPECT_EQ(one.layer_bytes[0], attention + norms_router + kv + experts);
+  for (MoePlacement moe : {MoePlacement::kSlice, MoePlacement::kExpert}) {
+    SCOPED_TRACE(static_cast<int>(moe));
+    const ShardPlan plan = planShards(c, t, 2, HeadLayout::kAuto, moe);
+    // A node of both ranks holds every expert byte once (whole experts or 1/tp of each); a node
+    // of one of them (a stage of two nodes) half.
+    EXPECT_EQ(stageCosts(c, plan, 2, 3, 10).layer_bytes[0],
+              attention + 2 * norms_router + kv + experts);
+    EXPECT_EQ(stageCosts(c, plan, 1, 3, 10).layer_bytes[0],
+              (attention + kv + experts) / 2 + norms_router);
+  }
+}
+
 }  // namespace
 }  // namespace tpnode::model

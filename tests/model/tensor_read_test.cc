@@ -5,6 +5,7 @@
 // BF16 matrices, tied heads, KV heads replicated for tp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -22,10 +23,11 @@ namespace tpnode::model {
 namespace {
 
 // Checks every tensor of `path` under tp; returns the number of tensors checked.
-int checkModel(const std::string& path, int tp, HeadLayout head = HeadLayout::kAuto) {
+int checkModel(const std::string& path, int tp, HeadLayout head = HeadLayout::kAuto,
+               MoePlacement moe = MoePlacement::kAuto) {
   auto file = GgufFile::open(path);
   const ModelConfig config = readModelConfig(file->metadata());
-  const ShardPlan plan = planShards(config, tensorDescs(file->metadata()), tp, head);
+  const ShardPlan plan = planShards(config, tensorDescs(file->metadata()), tp, head, moe);
   std::vector<RankWeights> ranks;
   for (int r = 0; r < tp; ++r) ranks.push_back(loadRankWeights(*file, config, plan, r));
   int checked = 0;
@@ -34,17 +36,22 @@ int checkModel(const std::string& path, int tp, HeadLayout head = HeadLayout::kA
     const GgufTensorInfo& info = file->metadata().tensors[i];
     EXPECT_EQ(info.name, shard.tensor.name);
     EXPECT_EQ(readRefusal(ranks[0], shard), "") << shard.tensor.name;
-    // The all-gather: equal slices, padded to an even size, in rank order. A replicated tensor
-    // passes through from rank 0 (a replicated head lives there alone).
+    // The all-gather: slices padded to the largest one's even size, in rank order (equal but
+    // for whole experts per rank, whose counts may differ by one). A replicated tensor passes
+    // through from rank 0 (a replicated head lives there alone).
     std::vector<std::vector<uint8_t>> slices;
+    size_t largest = 0;
     for (int r = 0; r < tp; ++r) {
       const bool own = shard.kind != ShardKind::kReplicate || r == 0;
       slices.push_back(shardBytes(ranks[static_cast<size_t>(own ? r : 0)], shard));
+      largest = std::max(largest, slices.back().size());
     }
-    const size_t stride = (slices[0].size() + 1) & ~size_t{1};
+    const size_t stride = (largest + 1) & ~size_t{1};
     std::vector<uint8_t> gathered(stride * static_cast<size_t>(tp), 0xAB);
     for (int r = 0; r < tp; ++r) {
-      EXPECT_EQ(slices[static_cast<size_t>(r)].size(), slices[0].size());
+      if (shard.kind != ShardKind::kSplitExperts) {
+        EXPECT_EQ(slices[static_cast<size_t>(r)].size(), slices[0].size());
+      }
       std::memcpy(gathered.data() + static_cast<size_t>(r) * stride,
                   slices[static_cast<size_t>(r)].data(), slices[static_cast<size_t>(r)].size());
     }
@@ -116,6 +123,34 @@ TEST(TensorReadTest, GeneratedModelsCoverQuantsTiedHeadsAndKvReplication) {
       EXPECT_GT(checkModel(path, tp), 10);
       EXPECT_GT(checkModel(path, tp, HeadLayout::kReplicated), 10);  // --head replicated
     }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Mixture of experts: every expert tensor read back whole under both placements, with the
+// experts split unevenly (8 experts over 3 ranks: 2, 3, 3) and qwen2moe's shared expert.
+TEST(TensorReadTest, ExpertTensorsUnderBothPlacements) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("tpnode_tensor_read_moe_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  tools::TestModelShape s;
+  s.arch = "qwen2moe";
+  s.type = TensorType::kQ8_0;
+  s.dim = 192;
+  s.heads = 6;
+  s.kv_heads = 6;
+  s.ffn = 384;
+  s.vocab = 510;
+  s.experts = 8;
+  s.experts_used = 2;
+  s.expert_ffn = 192;
+  s.rope_base = 1e6f;
+  const std::string path = (dir / "qwen2moe.gguf").string();
+  tools::writeTestModel(s, path);
+  for (int tp : {2, 3}) {
+    SCOPED_TRACE("tp=" + std::to_string(tp));
+    EXPECT_GT(checkModel(path, tp, HeadLayout::kAuto, MoePlacement::kSlice), 20);
+    EXPECT_GT(checkModel(path, tp, HeadLayout::kAuto, MoePlacement::kExpert), 20);
   }
   std::filesystem::remove_all(dir);
 }

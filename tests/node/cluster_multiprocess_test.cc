@@ -81,16 +81,19 @@ struct Case {
   std::string prompt;  // stem in reference/prompts
   int nodes, tp;
   std::string head = "auto";  // --head on every node
+  std::string moe = "auto";   // --moe-placement on every node
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.model << "/" << c.prompt << " " << c.nodes << "x" << c.tp << " head " << c.head;
+  *os << c.model << "/" << c.prompt << " " << c.nodes << "x" << c.tp << " head " << c.head
+      << " moe " << c.moe;
 }
 
 std::string caseName(const ::testing::TestParamInfo<Case>& info) {
   std::string s = info.param.model + "_" + info.param.prompt + "_" +
                   std::to_string(info.param.nodes) + "x" + std::to_string(info.param.tp) +
-                  (info.param.head == "auto" ? "" : "_" + info.param.head);
+                  (info.param.head == "auto" ? "" : "_" + info.param.head) +
+                  (info.param.moe == "auto" ? "" : "_" + info.param.moe);
   for (char& c : s) {
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   }
@@ -108,7 +111,7 @@ TEST_P(ClusterParityTest, GreedyTokensMatchLlamaCpp) {
   ClusterRun run =
       runCluster(testing_support::referenceModel(c.model), c.nodes, c.tp,
                  {"--prompt", readFile(ref + "prompts/" + c.prompt + ".txt"), "-n", "32", "--json"},
-                 caseName({c, 0}), {}, {"--head", c.head});
+                 caseName({c, 0}), {}, {"--head", c.head, "--moe-placement", c.moe});
   for (size_t n = 0; n < run.node_rc.size(); ++n) {
     ASSERT_EQ(run.node_rc[n], 0) << "node " << n << " log:\n" << run.logs[n];
   }
@@ -133,6 +136,19 @@ std::vector<Case> parityCases() {
   cases.push_back({"llama-tiny-kv1-f32", "en_sentence", 2, 2});  // KV heads replicated
   cases.push_back({"qwen2-tiny-f32", "unicode", 2, 1});
   cases.push_back({"qwen2-tiny-f32", "en_sentence", 2, 2});  // KV heads replicated
+  // Mixture of experts, expert slicing: every layout on qwen3moe, then the shared expert
+  // (qwen2moe) and a quantized Mixtral across nodes.
+  for (auto [nodes, tp] : std::vector<std::pair<int, int>>{{1, 1}, {1, 2}, {2, 1}, {2, 2}}) {
+    cases.push_back({"qwen3moe-tiny-f32", "en_sentence", nodes, tp});
+  }
+  cases.push_back({"qwen2moe-tiny-f32", "unicode", 2, 2});
+  cases.push_back({"mixtral-tiny-q4_0", "word", 2, 2});
+  // Expert parallel (whole experts per rank) in every layout.
+  for (auto [nodes, tp] : std::vector<std::pair<int, int>>{{1, 2}, {2, 1}, {2, 2}}) {
+    cases.push_back({"qwen3moe-tiny-f32", "en_sentence", nodes, tp, "auto", "expert"});
+  }
+  cases.push_back({"qwen2moe-tiny-f32", "unicode", 2, 2, "auto", "expert"});
+  cases.push_back({"mixtral-tiny-q4_0", "word", 2, 2, "auto", "expert"});
   // The output head on global rank 0 alone, across nodes.
   cases.push_back({"llama-tiny-f32", "en_sentence", 2, 2, "replicated"});
   cases.push_back({"llama-tiny-q8_0", "word", 2, 1, "replicated"});
@@ -173,6 +189,18 @@ TEST(ClusterThreeNodeTest, ThreeNodesProduceTheTokensOfOne) {
   ASSERT_TRUE(three.output.is_object()) << three.logs[0];
   EXPECT_EQ(one.output["ids"].size(), 24u);
   EXPECT_EQ(three.output["ids"], one.output["ids"]) << three.logs[0];
+}
+
+// Expert parallel with more ranks than experts (4 experts, 8 ranks): refused, naming the
+// placement that works.
+TEST(ClusterRefusalTest, ExpertParallelNeedsAnExpertPerRank) {
+  ClusterRun run = runCluster(testing_support::referenceModel("mixtral-tiny-f32"), 1, 8,
+                              {"--prompt", "hi", "-n", "4"}, "moe_refuse", {},
+                              {"--devices", "0,1,0,1,0,1,0,1", "--moe-placement", "expert"});
+  EXPECT_NE(run.node_rc[0], 0) << run.logs[0];
+  EXPECT_NE(run.logs[0].find("4 experts are fewer than the 8 ranks"), std::string::npos)
+      << run.logs[0];
+  EXPECT_NE(run.logs[0].find("--moe-placement slice works"), std::string::npos) << run.logs[0];
 }
 
 TEST(ClusterRefusalTest, MixedLayoutIsRefusedClearly) {

@@ -1,8 +1,10 @@
 // Progress, not only liveness, with real processes on loopback (a generated model, a random
 // cluster secret): a worker that keeps heartbeating but never answers a step is lost after
 // --step-timeout (the request in flight gets 503 instead of hanging) and rejoins by itself once
-// it answers again; a worker paused (SIGSTOP) past the liveness timeout and resumed (SIGCONT)
-// rejoins the cluster without a restart and serves requests.
+// it answers again; of three nodes, only the worker that stalls is declared lost (the healthy
+// one stays connected and re-forms when node 0 resets it); a worker paused (SIGSTOP) past the
+// liveness timeout and resumed (SIGCONT) rejoins the cluster without a restart and serves
+// requests.
 #include <sys/stat.h>
 
 #include <gtest/gtest.h>
@@ -32,6 +34,17 @@ class ClusterProgressTest : public ::testing::Test {
     ASSERT_FALSE(dir_.empty());
     model_ = dir_ + "/model.gguf";
     testing_support::writeSmallTestModel(model_);
+    // The same kind of model, split 3 ways: 6 heads / 3 kv heads, every width a multiple of 3
+    // Q8_0 blocks.
+    model3_ = dir_ + "/model3.gguf";
+    tools::TestModelShape shape;
+    shape.dim = 96;
+    shape.heads = 6;
+    shape.kv_heads = 3;
+    shape.ffn = 192;
+    shape.vocab = 768;
+    shape.type = model::TensorType::kQ8_0;
+    tools::writeTestModel(shape, model3_);
     // 256 random bits as hex, mode 0600.
     secret_ = dir_ + "/cluster.secret";
     std::ofstream(secret_) << mesh::test::randomSecretHex() << "\n";
@@ -46,7 +59,7 @@ class ClusterProgressTest : public ::testing::Test {
   std::unique_ptr<Process> start(int node, const std::string& tag,
                                  std::vector<std::string> env = {}) {
     std::vector<std::string> a = {"--model",
-                                  model_,
+                                  nodes_ == 3 ? model3_ : model_,
                                   "--node-id",
                                   std::to_string(node),
                                   "--peers",
@@ -89,7 +102,8 @@ class ClusterProgressTest : public ::testing::Test {
     return false;
   }
 
-  static inline std::string dir_, model_, secret_;
+  static inline std::string dir_, model_, model3_, secret_;
+  int nodes_ = 2;
   std::string peers_;
   uint16_t api_port_ = 0;
 };
@@ -119,6 +133,49 @@ TEST_F(ClusterProgressTest, HeartbeatingButSilentWorkerIsLostAfterStepTimeoutAnd
   driver->signal(SIGTERM);
   EXPECT_EQ(driver->wait(30s), 0) << driver->log();
   EXPECT_EQ(worker->wait(30s), 0) << worker->log();
+}
+
+TEST_F(ClusterProgressTest, OfThreeNodesOnlyTheStalledWorkerIsLost) {
+  nodes_ = 3;
+  peers_ = mesh::test::loopbackPeers(3);
+  auto driver = start(0, "three_driver");
+  auto healthy = start(1, "three_healthy");
+  auto stalling = start(2, "three_stalling", {"TPNODE_TEST_STALL_AT_STEP=3"});
+  ASSERT_TRUE(awaitHealth(200, 90s)) << driver->log() << healthy->log() << stalling->log();
+
+  test::HttpResponse stalled = complete(8);  // prefill + decode steps: node 2 stalls at step 3
+  EXPECT_EQ(stalled.status, 503) << stalled.body << "\n" << driver->log();
+  EXPECT_NE(stalled.body.find("step-timeout"), std::string::npos) << stalled.body;
+  // Node 0 probed the workers and named node 2 alone, with how far it got.
+  EXPECT_TRUE(
+      driver->waitForLog("node 2 did not answer a step within --step-timeout 3.0 s: it "
+                         "took up 2 of the 3 step commands sent to it (3 received)",
+                         5s))
+      << driver->log();
+  // Node 1's collective ended with node 0's; it stayed connected and waited for the reset.
+  EXPECT_TRUE(healthy->waitForLog("waiting for the driver to re-form", 5s)) << healthy->log();
+
+  ASSERT_TRUE(awaitHealth(200, 60s)) << driver->log() << healthy->log() << stalling->log();
+  test::HttpResponse after = complete(4);
+  EXPECT_EQ(after.status, 200) << after.body;
+  EXPECT_TRUE(stalling->waitForLog("rejoined the driver", 1s)) << stalling->log();
+  EXPECT_TRUE(healthy->waitForLog("node 1: re-forming the cluster", 1s)) << healthy->log();
+  const std::string metrics =
+      test::httpRequest("127.0.0.1", api_port_, "GET", "/metrics", "", 5).body;
+  EXPECT_NE(metrics.find("tpnode_node_lost_total{peer=\"2\"} 1\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("tpnode_node_lost_total{peer=\"1\"} 0\n"), std::string::npos) << metrics;
+
+  driver->signal(SIGTERM);
+  EXPECT_EQ(driver->wait(30s), 0) << driver->log();
+  EXPECT_EQ(healthy->wait(30s), 0) << healthy->log();
+  EXPECT_EQ(stalling->wait(30s), 0) << stalling->log();
+  const std::string log0 = driver->log();
+  EXPECT_EQ(log0.find("node 1 lost"), std::string::npos) << log0;
+  EXPECT_EQ(log0.find("node 1 did not"), std::string::npos) << log0;
+  EXPECT_EQ(log0.find("cannot tell which node"), std::string::npos) << log0;
+  const std::string log1 = healthy->log();
+  EXPECT_EQ(log1.find("the driver (node 0) was lost"), std::string::npos) << log1;
+  EXPECT_EQ(log1.find("rejoined the driver"), std::string::npos) << log1;
 }
 
 TEST_F(ClusterProgressTest, PausedWorkerRejoinsAfterResumeWithoutRestart) {

@@ -372,5 +372,70 @@ TEST_F(InspectionTest, DumpTensorCliWritesTheGatheredTensor) {
               std::memcmp(arr.data.data(), f.data(), f.size() * 4) == 0);
 }
 
+// Mixture of experts over 2 nodes, under both placements: every tensor (the stacked experts
+// included) equals the file, the listing says how the experts are split, taps agree between the
+// placements and the logits tap with llama.cpp (F32 tolerance, 1e-4), and /metrics counts the
+// token-expert pairs routed to each rank's experts: under expert parallel each pair once, on
+// the rank that owns the expert (the ranks' counts add up to layers x experts used x tokens
+// evaluated); under slicing every rank holds part of every expert, so every rank counts all.
+TEST_F(InspectionTest, MixtureOfExpertsTensorsTapsAndExpertLoad) {
+  testing_support::ReferenceCase ref = testing_support::loadCase("qwen3moe-tiny-f32__word");
+  auto file = model::GgufFile::open(ref.model_file);
+  const int max_tokens = 5;
+  const uint64_t pairs = 2 /* layers */ * 2 /* used */ * (ref.prompt_ids.size() + max_tokens - 1);
+  std::optional<Taps> first;
+  for (const char* placement : {"expert", "slice"}) {
+    SCOPED_TRACE(placement);
+    const bool expert = std::string(placement) == "expert";
+    Cluster c(ref.model_file, 2, 1, std::string("moe_") + placement,
+              {"--moe-placement", placement});
+    ASSERT_TRUE(c.ready()) << c.log(0);
+    EXPECT_EQ(checkTensors(c, *file, 2), static_cast<int>(file->metadata().tensors.size()));
+    for (const json& e : json::parse(c.get("/v1/tensors").body)["data"]) {
+      if (e["name"] != "blk.0.ffn_down_exps.weight") continue;
+      EXPECT_EQ(e["sharding"], expert ? "split_experts" : "split_cols");
+      EXPECT_EQ(e["numpy_axis"], expert ? 0 : 2);
+      EXPECT_EQ(e["shape"], json::array({8, 256, 256}));
+    }
+    Taps t = requestTaps(c, ref.prompt_ids, max_tokens);
+    ASSERT_EQ(t.each.size(), kTapList.size());
+    const std::vector<float>& logits = t.each.back();
+    const int64_t vocab = ref.logits.cols;
+    ASSERT_EQ(logits.size(), ref.prompt_ids.size() * static_cast<size_t>(vocab));
+    for (size_t r = 0; r < ref.prompt_ids.size(); ++r) {
+      const std::vector<float> want(ref.logits.row(static_cast<int64_t>(r)),
+                                    ref.logits.row(static_cast<int64_t>(r)) + vocab);
+      const std::vector<float> got(logits.begin() + static_cast<long>(r * vocab),
+                                   logits.begin() + static_cast<long>((r + 1) * vocab));
+      EXPECT_LE(maxAbsDiff(got, want), 1e-4) << "row " << r;
+    }
+    if (first) {
+      for (size_t i = 0; i < t.each.size(); ++i) {
+        EXPECT_LE(maxAbsDiff(t.each[i], first->each[i]), 1e-4) << "tap " << i;
+      }
+    } else {
+      first = t;
+    }
+    const std::string m = c.get("/metrics").body;
+    uint64_t total = 0;
+    for (int r = 0; r < 2; ++r) {
+      std::smatch hit;
+      const std::regex line("tpnode_rank_expert_pairs_total\\{rank=\"" + std::to_string(r) +
+                            "\"\\} ([0-9.e+]+)");
+      ASSERT_TRUE(std::regex_search(m, hit, line)) << m;
+      const uint64_t n = static_cast<uint64_t>(std::stod(hit[1]));
+      if (expert) {
+        EXPECT_GT(n, 0u) << "rank " << r;
+      } else {
+        EXPECT_EQ(n, pairs) << "rank " << r;
+      }
+      total += n;
+    }
+    if (expert) {
+      EXPECT_EQ(total, pairs);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tpnode::node

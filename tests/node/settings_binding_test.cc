@@ -149,6 +149,7 @@ TEST(SettingsBindingTest, EnumNamesAreTheTablesChoices) {
   expectNamesAreTheChoices<WireFormatFlag>("wire-format");
   expectNamesAreTheChoices<HeadFlag>("head");
   expectNamesAreTheChoices<SplitFlag>("split");
+  expectNamesAreTheChoices<MoePlacementFlag>("moe-placement");
   expectNamesAreTheChoices<LogLevel>("log-level");
   for (std::string_view c : settings::findFlag("cuda-graphs")->choices) {
     EXPECT_NO_THROW(parseCudaGraphs(c)) << c;

@@ -142,6 +142,14 @@ std::vector<Case> cases() {
   add("llama_q8_0_tied", "llama", "q8_0", true);
   add("qwen2_q4_k", "qwen2", "q4_k", false, 512);  // tp 2 cuts rows on whole Q4_K blocks
   add("gemma3_f32", "gemma3", "f32", true);
+  // Mixtures of experts: every stage runs its layers' routed FFN (qwen2moe: and shared expert).
+  for (const char* arch : {"qwen3moe", "qwen2moe"}) {
+    add(std::string(arch) + "_f32", arch, "f32", false);
+    Case& moe = out.back();
+    moe.shape.experts = 8;
+    moe.shape.experts_used = 2;
+    moe.shape.expert_ffn = 128;
+  }
   return out;
 }
 

@@ -81,6 +81,13 @@ void expectSchema(const json& j) {
   EXPECT_TRUE(j.at("nodes").is_number_integer());
   EXPECT_TRUE(isVerdict(j.at("verdict")));
   EXPECT_TRUE(j.at("exit_code").is_number_integer());
+  const json& layout = j.at("layout");
+  EXPECT_TRUE(layout.at("ranks_per_node").is_array());
+  for (const json& n : layout.at("ranks_per_node")) EXPECT_TRUE(n.is_number_integer());
+  EXPECT_TRUE(layout.at("ranks").is_number_integer());
+  EXPECT_TRUE(layout.at("runnable").is_boolean());
+  EXPECT_TRUE(layout.at("description").is_string());
+  EXPECT_TRUE(layout.at("refusal").is_string());
   const json& t = j.at("transport");
   for (const char* k : {"description", "local", "inter_algo", "hier_mode", "wire_format"}) {
     EXPECT_TRUE(t.at(k).is_string()) << k;
@@ -298,6 +305,50 @@ TEST_F(TptopoCluster, TwoNodes) {
   expectSchema(member);
   EXPECT_EQ(member.at("mode"), "cluster-member");
   EXPECT_EQ(c1, exitCodeFor(member)) << nodes[1]->log();
+}
+
+// A layout tpnode refuses (nodes with different --tp) is still tested and reported: the mesh
+// forms, the link is measured, the layout check fails with Topology's reason and the all-reduce
+// is skipped saying why (on both nodes, so neither waits for the other).
+TEST_F(TptopoCluster, MixedLayoutIsReportedWithTheReason) {
+  const std::string peers = mesh::test::loopbackPeers(2);
+  std::vector<std::unique_ptr<Process>> nodes;
+  for (int i = 0; i < 2; ++i) {
+    nodes.push_back(
+        start(quick({"--json", "--node-id", std::to_string(i), "--peers", peers, "--tp-layout",
+                     "2,1", "--tp", i == 0 ? "2" : "1", "--connect-timeout", "60"}),
+              "mixed_n" + std::to_string(i)));
+  }
+  const int c0 = nodes[0]->wait(120s);
+  const int c1 = nodes[1]->wait(30s);
+  json j = reportOf(*nodes[0]);
+  expectSchema(j);
+  EXPECT_EQ(j.at("nodes"), 2);
+  const json& layout = j.at("layout");
+  EXPECT_EQ(layout.at("ranks_per_node"), json::array({2, 1}));
+  EXPECT_EQ(layout.at("ranks"), 3);
+  EXPECT_FALSE(layout.at("runnable").get<bool>());
+  EXPECT_EQ(layout.at("description"),
+            "2 nodes, 3 ranks: node 0 global ranks 0..1, node 1 global rank 2");
+  const std::string reason =
+      "--tp-layout 2,1: nodes with different tp degrees are not supported yet";
+  EXPECT_EQ(layout.at("refusal").get<std::string>().rfind(reason, 0), 0u) << layout.dump();
+  const json* check = findCheck(j, "layout", "cluster");
+  ASSERT_NE(check, nullptr);
+  EXPECT_EQ(check->at("verdict"), "failed");
+  EXPECT_NE(check->at("detail").get<std::string>().find(reason), std::string::npos);
+  ASSERT_EQ(j.at("links").size(), 1u);
+  EXPECT_NE(j.at("links").at(0).at("verdict"), "failed") << j.at("links").dump();
+  EXPECT_TRUE(j.at("links").at(0).at("measured").get<bool>());
+  const json& ar = j.at("allreduce");
+  EXPECT_EQ(ar.at("verdict"), "skipped");
+  EXPECT_EQ(ar.at("ranks"), 3);
+  EXPECT_NE(ar.at("error").get<std::string>().find(reason), std::string::npos) << ar.dump();
+  EXPECT_EQ(j.at("verdict"), "failed");
+  EXPECT_EQ(c0, 1) << nodes[0]->log();
+  json member = reportOf(*nodes[1]);
+  EXPECT_EQ(findCheck(member, "layout", "cluster")->at("verdict"), "failed");
+  EXPECT_EQ(c1, 1) << nodes[1]->log();
 }
 
 TEST_F(TptopoCluster, ThreeNodesTwoRanksEach) {

@@ -2,7 +2,9 @@
 // finish() adds, the JSON form, hostile node reports, and the table's matrices.
 #include <gtest/gtest.h>
 
+#include "collectives/layout.h"
 #include "common/error.h"
+#include "tools/tptopo/layout_check.h"
 #include "tools/tptopo/report.h"
 #include "tools/tptopo/report_json.h"
 #include "tools/tptopo/report_table.h"
@@ -34,6 +36,47 @@ Report twoNodes() {
   r.allreduce.ranks = 2;
   r.allreduce.cases = {{1024, "leader", "direct", true, "correct"}};
   return r;
+}
+
+// Every layout is described from collectives::Layout; one tpnode refuses is reported, with the
+// reason, in the check, the JSON and the table.
+TEST(TptopoReport, LayoutsAreReportedRunnableOrNot) {
+  const LayoutInfo ok = describeLayout(collectives::Layout({2, 2}));
+  EXPECT_TRUE(ok.runnable);
+  EXPECT_EQ(ok.ranks, 4);
+  EXPECT_EQ(ok.refusal, "");
+  EXPECT_EQ(layoutCheck(ok).verdict, Verdict::kOk);
+  EXPECT_EQ(layoutCheck(ok).detail,
+            "2 nodes, 4 ranks: node 0 global ranks 0..1, node 1 global ranks 2..3");
+
+  const LayoutInfo mixed = describeLayout(collectives::Layout({2, 1}));
+  EXPECT_FALSE(mixed.runnable);
+  EXPECT_EQ(mixed.ranks_per_node, (std::vector<int>{2, 1}));
+  EXPECT_EQ(mixed.ranks, 3);
+  EXPECT_EQ(mixed.description, "2 nodes, 3 ranks: node 0 global ranks 0..1, node 1 global rank 2");
+  EXPECT_EQ(mixed.refusal, collectives::Layout({2, 1}).refusal()->message);
+  const Check c = layoutCheck(mixed);
+  EXPECT_EQ(c.name, "layout");
+  EXPECT_EQ(c.verdict, Verdict::kFailed);
+  EXPECT_EQ(c.detail, "tpnode would refuse it: " + mixed.refusal);
+
+  const LayoutInfo malformed = describeLayout(collectives::Layout({2, 0}));
+  EXPECT_FALSE(malformed.runnable);
+  EXPECT_EQ(malformed.ranks, 0);
+  EXPECT_NE(malformed.refusal.find("a node's tp must be 1..1024, not 0"), std::string::npos);
+
+  Report r = twoNodes();
+  r.layout = mixed;
+  r.checks.push_back(c);
+  finish(r);
+  EXPECT_EQ(r.exit_code, kExitFailed);
+  EXPECT_EQ(toJson(r).at("layout").at("refusal"), mixed.refusal);
+  EXPECT_EQ(toJson(r).at("layout").at("ranks_per_node"), nlohmann::json::array({2, 1}));
+  EXPECT_NE(formatReport(r).find("Layout: 2 nodes, 3 ranks: node 0 global ranks 0..1, node 1 "
+                                 "global rank 2 (tpnode would refuse it: --tp-layout 2,1: nodes "
+                                 "with different tp degrees"),
+            std::string::npos)
+      << formatReport(r);
 }
 
 TEST(TptopoReport, VerdictIsTheWorstCheck) {

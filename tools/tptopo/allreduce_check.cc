@@ -128,15 +128,21 @@ void runRanks(mesh::Mesh* mesh, const TopoOptions& o, const collectives::Collect
 }  // namespace
 
 AllReduceResult runAllReduceCheck(mesh::Mesh* mesh, const TopoOptions& o,
+                                  const collectives::Layout& layout,
                                   const collectives::CollectiveOptions& coll,
                                   const std::vector<int>& cpu_of_rank) {
   AllReduceResult result;
-  const int nodes = mesh != nullptr ? mesh->nodeCount() : 1;
+  const int nodes = layout.nodes();
+  if (const auto refusal = layout.refusal("--tp-layout")) {  // the same on every node
+    result.ranks = layout.wellFormed() ? layout.worldSize() : 0;
+    result.error = "not run: tpnode would refuse the layout (" + refusal->message + ")";
+    return result;
+  }
   Shared sh;
   collectives::CollectiveOptions resolved = coll;
   try {
     const collectives::Topology topo =
-        collectives::Topology::uniform(nodes, o.node.tp, mesh != nullptr ? mesh->nodeId() : 0);
+        collectives::Topology::fromLayout(layout, mesh != nullptr ? mesh->nodeId() : 0);
     result.ranks = topo.worldSize();
     if (result.ranks == 1) return result;  // not run: skipped
     result.ran = true;
@@ -144,7 +150,7 @@ AllReduceResult runAllReduceCheck(mesh::Mesh* mesh, const TopoOptions& o,
     spdlog::info("[tptopo] hierarchical all-reduce: {} node(s) x {} rank(s), {} sizes checked",
                  nodes, topo.ranksPerNode(), std::size(kCaseCounts));
     runRanks(mesh, o, coll, cpu_of_rank, sh, resolved);
-  } catch (const Error& e) {  // a --tp no topology holds: the check fails (placement says why)
+  } catch (const Error& e) {  // e.g. a node id outside the layout
     result.ran = true;
     planResult(result, sh, nodes, coll);
     sh.error = e.what();

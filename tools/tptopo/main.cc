@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
     return exit_code;
   }
   try {
-    initLogging(options.log_level, "n" + std::to_string(options.node.node_id));
+    initLogging(node::enumName(options.node.log_level), "n" + std::to_string(options.node.node_id));
   } catch (const Error& e) {
     std::fprintf(stderr, "tptopo: %s\n", e.what());
     return tptopo::kExitUsage;
@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   try {
     tptopo::Report report = tptopo::runTopo(options);
     const std::string out =
-        options.json ? tptopo::toJson(report).dump(2) + "\n" : tptopo::formatReport(report);
+        options.node.json ? tptopo::toJson(report).dump(2) + "\n" : tptopo::formatReport(report);
     std::fputs(out.c_str(), stdout);
     std::fflush(stdout);
     return report.exit_code;

@@ -153,11 +153,21 @@ struct TransportChoice {
   std::string wire_format;
 };
 
+// The ranks of every node (tools/tptopo/layout_check.h), also when tpnode would refuse them.
+struct LayoutInfo {
+  std::vector<int> ranks_per_node;  // as given, index = node id
+  int ranks = 0;                    // global ranks; 0 when the layout is malformed
+  bool runnable = false;            // tpnode accepts it (collectives::Layout::runnable)
+  std::string description;          // "2 nodes, 3 ranks: node 0 global ranks 0..1, ..."
+  std::string refusal;              // why tpnode refuses it ("" when runnable)
+};
+
 // What a node prints: node 0 (or a single host) the whole cluster, other nodes their own part.
 struct Report {
   std::string mode;  // "local", "cluster" (node 0), "cluster-member" (other nodes)
   int node_id = 0;
   int nodes = 1;
+  LayoutInfo layout;
   TransportChoice transport;
   std::vector<HostReport> hosts;  // by node; a node whose report never came is absent
   std::vector<LinkResult> links;  // every pair a < b

@@ -30,6 +30,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(AllReduceBench, bytes, hier, inter, iteration
                                    algbw_gbps, busbw_gbps)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(AllReduceResult, ran, verdict, ranks, error, cases, bench)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeReport, host, links, allreduce)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LayoutInfo, ranks_per_node, ranks, runnable, description,
+                                   refusal)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TransportChoice, description, local, inter_algo, crossover_bytes,
                                    hier_mode, leader_max_bytes, wire_format)
 
@@ -43,6 +45,7 @@ nlohmann::json toJson(const Report& r) {
   j["nodes"] = r.nodes;
   j["verdict"] = r.verdict;
   j["exit_code"] = r.exit_code;
+  j["layout"] = r.layout;
   j["transport"] = r.transport;
   j["hosts"] = r.hosts;
   j["links"] = r.links;

@@ -123,6 +123,9 @@ std::string formatReport(const Report& r) {
   if (r.nodes > 1) out += "\n";
   allReduce(r, out);
   if (r.allreduce.ran) out += "\n";
+  out += "Layout: " + r.layout.description;
+  if (!r.layout.runnable) out += " (tpnode would refuse it: " + r.layout.refusal + ")";
+  out += "\n";
   out += "Transport tpnode would use: " + r.transport.description + "\n\n";
   out += "Checks\n";
   for (const Check& c : r.checks) {

@@ -14,6 +14,7 @@
 #include "tools/tptopo/allreduce_check.h"
 #include "tools/tptopo/cpu_checks.h"
 #include "tools/tptopo/gpu_checks.h"
+#include "tools/tptopo/layout_check.h"
 #include "tools/tptopo/link_checks.h"
 #include "tools/tptopo/report_json.h"
 
@@ -132,16 +133,19 @@ Report runTopo(const TopoOptions& t) {
   const auto coll = node::collectiveOptionsFor(o);
   Report r;
   r.node_id = o.node_id;
-  // The nodes of the mesh tptopo joins (--peers), not a collectives::Topology: tptopo runs and
-  // reports even with a --tp or --tp-layout that Topology refuses (tpnode stops at start).
-  r.nodes = static_cast<int>(o.tp_layout.size());
+  // A Layout, not a collectives::Topology: tptopo runs and reports even on a --tp or --tp-layout
+  // that Topology refuses (tpnode stops at start); the layout check says why.
+  const collectives::Layout layout(o.tp_layout);
+  r.nodes = layout.nodes();
+  r.layout = describeLayout(layout);
+  r.checks.push_back(layoutCheck(r.layout));
   r.transport = transportChoice(t, coll);
   NodeReport own;
   own.host = localChecks(t);
   const std::vector<int> cpus = pinning(t);
   if (r.nodes <= 1) {
     r.mode = "local";
-    own.allreduce = runAllReduceCheck(nullptr, t, coll, cpus);
+    own.allreduce = runAllReduceCheck(nullptr, t, layout, coll, cpus);
     r.hosts = {own.host};
     r.allreduce = own.allreduce;
     finish(r);
@@ -166,7 +170,7 @@ Report runTopo(const TopoOptions& t) {
   };
   mesh->setEventCallback(logLost);
   own.links = measureLinks(*mesh, t);
-  own.allreduce = runAllReduceCheck(mesh.get(), t, coll, cpus);
+  own.allreduce = runAllReduceCheck(mesh.get(), t, layout, coll, cpus);
   mesh->setEventCallback(logLost);  // the all-reduce's NodeGroup had replaced it
   spdlog::info("[tptopo] sending this node's report to node 0");
   const std::string text = serializeNodeReport(own);

@@ -9,6 +9,42 @@
 #include "tools/tptopo/topo_options.h"
 
 namespace tpnode::tptopo {
+namespace {
+
+using Field = node::FieldBinding<TopoOptions>;
+
+// Every Scope::kTptopo row of common/settings_table.cc, in its order.
+const Field kFields[] = {
+    {"mem-mib", &TopoOptions::mem_mib},
+    {"mem-reps", &TopoOptions::mem_reps},
+    {"skip-gpu", &TopoOptions::skip_gpu},
+    {"gpu-mib", &TopoOptions::gpu_mib},
+    {"rtt-rounds", &TopoOptions::rtt_rounds},
+    {"bw-mib", &TopoOptions::bw_mib},
+    {"bw-rounds", &TopoOptions::bw_rounds},
+    {"min-link-gbps", &TopoOptions::min_link_gbps},
+    {"max-rtt-p99-us", &TopoOptions::max_rtt_p99_us},
+    {"allreduce-iters", &TopoOptions::allreduce_iters},
+    {"timeout", &TopoOptions::timeout_s},
+};
+
+// tpnode's rows tptopo takes as they are (bound to node::Options), shown under "Output".
+constexpr std::string_view kOutputFlags[] = {"json", "log-level"};
+
+}  // namespace
+
+std::vector<const settings::Setting*> tptopoOwnSettings() {
+  std::vector<const settings::Setting*> rows;
+  for (std::string_view flag : kOutputFlags) rows.push_back(settings::findFlag(flag));
+  for (const settings::Setting& s : settings::settingsTable()) {
+    if (s.scope == settings::Scope::kTptopo) rows.push_back(&s);
+  }
+  return rows;
+}
+
+std::span<const node::FieldBinding<TopoOptions>> topoFieldBindings() {
+  return kFields;
+}
 
 ParseOutcome parseTopoCommandLine(int argc, char** argv, TopoOptions& t, int& exit_code) {
   CLI::App app{
@@ -23,38 +59,13 @@ ParseOutcome parseTopoCommandLine(int argc, char** argv, TopoOptions& t, int& ex
   app.set_version_flag("--version",
                        std::string("tptopo ") + TPNODE_VERSION + " (" + TPNODE_GIT_COMMIT + ")");
   app.get_formatter()->column_width(34);
-  node::FlagTexts texts;
-  node::Options& o = t.node;
-  node::addClusterFlags(app, texts);
-  auto flag = [&app](const std::string& name, auto& value, const std::string& help) {
-    return node::addFlag(app, name, value, help)->group("Measuring");
-  };
-  app.add_flag("--json", t.json, "Print one JSON object (docs/tptopo.md) instead of tables")
-      ->envname("TPNODE_JSON")
-      ->group("Output");
-  node::addFlag(app, "log-level", t.log_level, "trace, debug, info, warn, error")->group("Output");
-  flag("mem-mib", t.mem_mib, "Memory bandwidth: MiB per thread")->check(CLI::Range(1, 4096));
-  flag("mem-reps", t.mem_reps, "Memory bandwidth: repetitions (best counts)")
-      ->check(CLI::Range(1, 100));
-  app.add_flag("--skip-gpu", t.skip_gpu, "Do not touch CUDA devices")
-      ->envname("TPNODE_SKIP_GPU")
-      ->group("Measuring");
-  flag("gpu-mib", t.gpu_mib, "GPU checks: MiB per P2P, staging and NCCL transfer")
-      ->check(CLI::Range(1, 4096));
-  flag("rtt-rounds", t.rtt_rounds, "Links: 64-byte round trips per link")
-      ->check(CLI::Range(1, 100000));
-  flag("bw-mib", t.bw_mib, "Links: MiB per bandwidth message")->check(CLI::Range(1, 256));
-  flag("bw-rounds", t.bw_rounds, "Links: bandwidth messages per direction")
-      ->check(CLI::Range(1, 1000));
-  flag("min-link-gbps", t.min_link_gbps, "Links: below this many GB/s a link is degraded")
-      ->check(CLI::Range(0.0, 1e6));
-  flag("max-rtt-p99-us", t.max_rtt_p99_us, "Links: above this p99 round trip a link is degraded")
-      ->check(CLI::Range(0.0, 1e9));
-  flag("allreduce-iters", t.allreduce_iters, "All-reduce benchmark iterations per size")
-      ->check(CLI::Range(1, 100000));
-  flag("timeout", t.timeout_s,
-       "Give up after this many seconds (exit 3); 0 = --connect-timeout + 300")
-      ->check(CLI::Range(0.0, 1e6));
+  node::FlagTexts node_texts;  // -> t.node (node/settings_binding.h)
+  node::FlagTexts own_texts;   // -> the TopoOptions members of kFields
+  node::addClusterFlags(app, node_texts);
+  for (std::string_view flag : kOutputFlags) {
+    node::addSettingFlag(app, *settings::findFlag(flag), node_texts)->group("Output");
+  }
+  node::addSettingFlags(app, settings::settingsTable(), settings::Scope::kTptopo, own_texts);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -63,8 +74,9 @@ ParseOutcome parseTopoCommandLine(int argc, char** argv, TopoOptions& t, int& ex
     return ParseOutcome::kExit;
   }
   try {
-    node::applyFlagTexts(app, texts, o);
-    node::finishClusterFlags(app, o);
+    node::applyFlagTexts(app, node_texts, t.node);
+    node::applyFields(app, own_texts, settings::settingsTable(), topoFieldBindings(), t);
+    node::finishClusterFlags(app, t.node);
   } catch (const Error& e) {
     std::fprintf(stderr, "tptopo: %s\n", e.what());
     exit_code = kExitUsage;

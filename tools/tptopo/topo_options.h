@@ -1,17 +1,20 @@
 // What tptopo is told: the cluster flags it shares with tpnode (node/cli_flags.h: --node-id,
-// --peers, --config, --tp, secrets, timeouts; also TPNODE_<FLAG>) and its own measuring knobs.
+// --peers, --config, --tp, secrets, timeouts; also TPNODE_<FLAG>), tpnode's --json and
+// --log-level, and its own measuring knobs. Every flag is a row of common/settings_table.cc
+// (its own: Scope::kTptopo), registered and checked by the generator of node/settings_cli.h.
 #pragma once
 
-#include <string>
+#include <span>
+#include <vector>
 
+#include "common/settings.h"
 #include "node/options.h"
+#include "node/settings_cli.h"
 
 namespace tpnode::tptopo {
 
 struct TopoOptions {
-  node::Options node;  // cluster, security and placement flags, as tpnode reads them
-  bool json = false;
-  std::string log_level = "info";
+  node::Options node;  // cluster, security and placement flags, --json and --log-level
   // CPU
   int mem_mib = 64;  // per thread
   int mem_reps = 3;
@@ -35,5 +38,12 @@ enum class ParseOutcome { kRun, kExit };
 // Parses argv and TPNODE_* variables (and --config). Prints help, version and errors itself;
 // on kExit, `exit_code` says how to leave (0 after --help, 2 on an error).
 ParseOutcome parseTopoCommandLine(int argc, char** argv, TopoOptions& options, int& exit_code);
+
+// The flags tptopo adds to tpnode's cluster flags, in --help order (docs/tptopo.md's table):
+// tpnode's --json and --log-level, then every Scope::kTptopo row.
+std::vector<const settings::Setting*> tptopoOwnSettings();
+
+// The TopoOptions member of every Scope::kTptopo row.
+std::span<const node::FieldBinding<TopoOptions>> topoFieldBindings();
 
 }  // namespace tpnode::tptopo

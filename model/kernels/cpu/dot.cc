@@ -1,5 +1,9 @@
 #include "model/kernels/cpu/dot.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -14,6 +18,7 @@ namespace tpnode::model::kernels {
 
 #if defined(__x86_64__)
 const DotKernels& avx2Table();
+const DotKernels& avx2VnniTable();
 const DotKernels& avx512Table();
 #endif
 
@@ -55,6 +60,8 @@ Dot4Fn DotKernels::x4ForType(TensorType weight) const {
       return x4_q6_k;
     case TensorType::kQ5_0:
       return x4_q5_0;
+    case TensorType::kQ5_1:
+      return x4_q5_1;
     default:
       return nullptr;
   }
@@ -72,6 +79,8 @@ GemmTileFn DotKernels::gemmForType(TensorType weight) const {
       return gemm_q4_k;
     case TensorType::kQ5_0:
       return gemm_q5_0;
+    case TensorType::kQ5_1:
+      return gemm_q5_1;
     default:
       return nullptr;
   }
@@ -83,6 +92,19 @@ GemmTileFn DotKernels::gemm16ForType(TensorType weight) const {
       return gemm16_q4_k;
     case TensorType::kQ6_K:
       return gemm16_q6_k;
+    case TensorType::kQ5_1:
+      return gemm16_q5_1;
+    default:
+      return nullptr;
+  }
+}
+
+GemmRowsFn DotKernels::gemmRowsForType(TensorType weight) const {
+  switch (weight) {
+    case TensorType::kF16:
+      return gemm_rows_f16;
+    case TensorType::kBF16:
+      return gemm_rows_bf16;
     default:
       return nullptr;
   }
@@ -149,6 +171,24 @@ const DotKernels* avx2Kernels() {
   return nullptr;
 }
 
+#if defined(__x86_64__)
+// F16C (CPUID.1:ECX[29]) and AVX-VNNI (CPUID.(EAX=7,ECX=1):EAX[4]), read from CPUID: not every
+// compiler's __builtin_cpu_supports knows them. (The OS's AVX state is checked with AVX2.)
+static bool cpuHasF16cAndAvxVnni() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 29))) return false;
+  if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+  return (a & (1u << 4)) != 0;
+}
+#endif
+
+const DotKernels* avx2VnniKernels() {
+#if defined(__x86_64__)
+  if (avx2Kernels() && cpuHasF16cAndAvxVnni()) return &avx2VnniTable();
+#endif
+  return nullptr;
+}
+
 const DotKernels* avx512Kernels() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
@@ -164,8 +204,12 @@ const DotKernels* avx512Kernels() {
 static const DotKernels& pickKernels() {
   std::string want = settings::envValue("TPNODE_CPU_ISA").value_or("");
   const DotKernels* k = nullptr;
+  // The best table at or below the one asked for: avx512 > avx2vnni > avx2 > scalar.
   if (want.empty() || want == "avx512") k = avx512Kernels();
-  if (!k && (want.empty() || want == "avx2" || want == "avx512")) k = avx2Kernels();
+  if (!k && (want.empty() || want == "avx2vnni" || want == "avx512")) k = avx2VnniKernels();
+  if (!k && (want.empty() || want == "avx2" || want == "avx2vnni" || want == "avx512")) {
+    k = avx2Kernels();
+  }
   if (!k && !want.empty() && want != "scalar") {
     spdlog::warn("[model] TPNODE_CPU_ISA={} is not available on this CPU; using the best one",
                  want);

@@ -6,7 +6,8 @@
 // path (scalar, AVX2, AVX-512 VNNI) gives the same value up to float summation order.
 //
 // Kernel tables are immutable; the best one is picked once at run time from the CPU's
-// features (env TPNODE_CPU_ISA=scalar|avx2|avx512 forces one) and may be used from any thread.
+// features (env TPNODE_CPU_ISA=scalar|avx2|avx2vnni|avx512 forces one) and may be used from any
+// thread.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +45,15 @@ using GemmTileFn = void (*)(int64_t n, const void* group, const void* acts, size
 using Gemm16Q0Fn = void (*)(int64_t n, const void* group, const void* acts, size_t act_stride,
                             const int16_t* act_sums, int n_tok, float* out, int64_t out_stride);
 
+// Prefill tile on plain rows: nr (1..4) rows `w_stride` bytes apart x n_tok (1..4) activation rows
+// `act_stride` bytes apart; out[t * out_stride + r]. Per row and token one accumulator of
+// float lanes runs over the columns in order and is summed horizontally at the end; columns past
+// the last whole vector are added one by one after it (as llama.cpp's tinyBLAS on F16 / BF16).
+// The F16 tile takes its activations as F32 holding F16 values (round_f16); the BF16 tile takes
+// BF16 activations.
+using GemmRowsFn = void (*)(int64_t n, const void* w, size_t w_stride, int nr, const void* acts,
+                            size_t act_stride, int n_tok, float* out, int64_t out_stride);
+
 struct DotKernels {
   std::string_view isa;
   DotFn f32, f16, bf16, q8_0, q4_0, q4_k, q6_k;
@@ -52,19 +62,27 @@ struct DotKernels {
   DotFn q5_0 = nullptr, q5_1 = nullptr;  // vec_dot_q5_0_q8_0, vec_dot_q5_1_q8_1
   Dot4Fn x4_q5_0 = nullptr;
   GemmTileFn gemm_q5_0 = nullptr;
+  Dot4Fn x4_q5_1 = nullptr;  // Q5_1 against Q8_1, as x4_q5_0 / gemm_q5_0
+  GemmTileFn gemm_q5_1 = nullptr;
   // Q4_K repacked 16 rows per group (q4k_x16.h): out[0..15] / out[t * out_stride + 0..15].
   // Same per-block arithmetic as dot / x4; nullptr where a table has none (all but AVX-512).
   Dot4Fn x16_q4_k = nullptr;
   GemmTileFn gemm16_q4_k = nullptr;
-  GemmTileFn gemm16_q6_k = nullptr;                   // Q6_K x16 (q6k_x16.h), as gemm16_q4_k
-  GemmTileFn gemm16ForType(TensorType weight) const;  // Q4_K / Q6_K x16; nullptr when none
+  GemmTileFn gemm16_q6_k = nullptr;  // Q6_K x16 (q6k_x16.h), as gemm16_q4_k
+  GemmTileFn gemm16_q5_1 = nullptr;  // Q5_1 x16 (q0_x16.h) against Q8_1 activations
+  GemmTileFn gemm16ForType(TensorType weight) const;  // Q4_K / Q6_K / Q5_1 x16; nullptr when none
   Gemm16Q0Fn gemm16_q8_0 = nullptr, gemm16_q4_0 = nullptr, gemm16_q5_0 = nullptr;  // AVX-512
-  Gemm16Q0Fn gemm16Q0ForType(TensorType weight) const;  // nullptr when none
-  AxpyFn f32_axpy = nullptr;                            // every table has one
-  QuantizeFn quantize_q8_k = nullptr;                   // every table has one
-  GemmTileFn gemmForType(TensorType weight) const;      // nullptr when none
-  DotFn forType(TensorType weight) const;               // TP_CHECK on an unsupported type
-  Dot4Fn x4ForType(TensorType weight) const;            // nullptr when none
+  Gemm16Q0Fn gemm16Q0ForType(TensorType weight) const;           // nullptr when none
+  GemmRowsFn gemm_rows_f16 = nullptr, gemm_rows_bf16 = nullptr;  // nullptr when none
+  GemmRowsFn gemmRowsForType(TensorType weight) const;           // nullptr when none
+  // y[i] = x[i] rounded to F16 (as quantizeRow) and widened back to F32: the F16 tile's
+  // activations. Set wherever gemm_rows_f16 is.
+  QuantizeFn round_f16 = nullptr;
+  AxpyFn f32_axpy = nullptr;                        // every table has one
+  QuantizeFn quantize_q8_k = nullptr;               // every table has one
+  GemmTileFn gemmForType(TensorType weight) const;  // nullptr when none
+  DotFn forType(TensorType weight) const;           // TP_CHECK on an unsupported type
+  Dot4Fn x4ForType(TensorType weight) const;        // nullptr when none
 };
 
 // Rewrites groups of 4 rows (rows % 4 == 0) so that block b of row r of a group lies at block
@@ -74,8 +92,9 @@ void interleaveRows4(TensorType type, uint8_t* data, int64_t rows, int64_t cols)
 TensorType activationType(TensorType weight);
 
 const DotKernels& scalarKernels();
-const DotKernels* avx2Kernels();    // nullptr when the CPU lacks AVX2+FMA+F16C
-const DotKernels* avx512Kernels();  // nullptr when the CPU lacks AVX-512 F/BW/VL/VNNI
+const DotKernels* avx2Kernels();      // nullptr when the CPU lacks AVX2+FMA+F16C
+const DotKernels* avx2VnniKernels();  // nullptr when it also lacks AVX-VNNI (VEX vpdpbusd)
+const DotKernels* avx512Kernels();    // nullptr when the CPU lacks AVX-512 F/BW/VL/VNNI
 const DotKernels& bestKernels();
 
 }  // namespace tpnode::model::kernels

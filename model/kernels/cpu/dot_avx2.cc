@@ -1,6 +1,8 @@
 // AVX2 + FMA + F16C dot products (compiled with those flags; called only when the CPU has them).
 #define TP_X86_VNNI 0
+#define TP_X86_AVX512 0
 #include "model/kernels/cpu/dot_x86.inc"
+#include "model/kernels/cpu/dot_x86_f16.inc"
 #include "model/kernels/cpu/dot_x86_q5.inc"
 #include "model/kernels/cpu/dot_x86_table.inc"
 

@@ -1,6 +1,7 @@
 // AVX-512 (F, BW, VL, VNNI) dot products (compiled with those flags; called only when the CPU
 // has them).
 #define TP_X86_VNNI 1
+#define TP_X86_AVX512 1
 // Each kernel file uses helpers of the ones before it: the order matters.
 // clang-format off
 #include "model/kernels/cpu/dot_x86.inc"
@@ -8,10 +9,13 @@
 #include "model/kernels/cpu/dot_x86_q0_x16.inc"
 #include "model/kernels/cpu/dot_x86_q6k_x16.inc"
 #include "model/kernels/cpu/dot_x86_q5.inc"
+#include "model/kernels/cpu/dot_x86_f16.inc"
 #include "model/kernels/cpu/dot_x86_table.inc"
 // clang-format on
 
 namespace tpnode::model::kernels {
+
+GemmRowsFn avx512Bf16RowsTile();  // dot_avx512_bf16.cc: nullptr without AVX512_BF16
 
 const DotKernels& avx512Table() {
   static const DotKernels k = [] {
@@ -22,6 +26,10 @@ const DotKernels& avx512Table() {
     t.gemm16_q8_0 = gemm16Q0<Q0Kind::kQ8_0>;  // the 16-row Q8_0 / Q4_0 / Q5_0 layout (q0_x16.h)
     t.gemm16_q4_0 = gemm16Q0<Q0Kind::kQ4_0>;
     t.gemm16_q5_0 = gemm16Q0<Q0Kind::kQ5_0>;
+    t.gemm16_q5_1 = gemm16Q5_1;
+    // BF16 prefill through vdpbf16ps; without AVX512_BF16 one dot product per row and token
+    // (the 512-bit FMA tile of dot_x86_f16.inc is not tested on such a CPU, so not used).
+    t.gemm_rows_bf16 = avx512Bf16RowsTile();
     return t;
   }();
   return k;

@@ -15,38 +15,32 @@ namespace {
 
 constexpr int kRowTile = 8;  // rows per dot call (activation reuse)
 
-// Q4_K / Q6_K repacked 16 rows per group: each thread takes whole groups; prefill runs 4 tokens
-// per tile so a group's weights are unpacked once for 4 tokens.
-void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, int64_t n_tokens, float* y,
-                    int64_t y_stride, ThreadPool& pool) {
-  const GemmTileFn gemm = bestKernels().gemm16ForType(w.type);
-  TP_CHECK(gemm && w.rows % 16 == 0, "no 16-row kernel for {}", tensorTypeName(w.type));
+// Weights repacked 16 rows per group (interleave 16): each thread takes whole groups; prefill
+// runs 4 tokens per tile so a group's weights are unpacked once for 4 tokens. The tile of w's
+// type is one of two kinds: Q4_K, Q6_K and Q5_1 (whose Q8_1 blocks carry their sums) take the
+// activations only; Q8_0 / Q4_0 / Q5_0's also take the activation block sums their unsigned
+// weights' offsets come out with (`sums`, n_tokens x cols / 32; nullptr for the others).
+void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int16_t* sums,
+                    int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool,
+                    const DotKernels& k) {
+  const Gemm16Q0Fn with_sums = k.gemm16Q0ForType(w.type);
+  const GemmTileFn acts_only = with_sums ? nullptr : k.gemm16ForType(w.type);
+  TP_CHECK(
+      (with_sums != nullptr) == (sums != nullptr) && (with_sums || acts_only) && w.rows % 16 == 0,
+      "no 16-row kernel for {}", tensorTypeName(w.type));
+  const int64_t nb = w.cols / kQK8_0;
   pool.parallelFor(w.rows / 16, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t r0 = g * 16;
       for (int64_t t = 0; t < n_tokens; t += 4) {
         const int nt = static_cast<int>(std::min<int64_t>(4, n_tokens - t));
-        gemm(w.cols, w.row(r0), a + static_cast<size_t>(t) * a_bytes, a_bytes, nt,
-             y + t * y_stride + r0, y_stride);
-      }
-    }
-  });
-}
-
-// Q8_0 / Q4_0 / Q5_0 repacked 16 rows per group: as matmulGroups16, with the activation block sums
-// the kernels take the weights' unsigned offsets out with (`sums`, n_tokens x cols / 32).
-void matmulQ0Groups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int16_t* sums,
-                      int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool) {
-  const Gemm16Q0Fn gemm = bestKernels().gemm16Q0ForType(w.type);
-  TP_CHECK(gemm && w.rows % kQ0Group == 0);
-  const int64_t nb = w.cols / kQK8_0;
-  pool.parallelFor(w.rows / kQ0Group, 1, [&](int64_t g0, int64_t g1) {
-    for (int64_t g = g0; g < g1; ++g) {
-      const int64_t r0 = g * kQ0Group;
-      for (int64_t t = 0; t < n_tokens; t += 4) {
-        const int nt = static_cast<int>(std::min<int64_t>(4, n_tokens - t));
-        gemm(w.cols, w.row(r0), a + static_cast<size_t>(t) * a_bytes, a_bytes, sums + t * nb, nt,
-             y + t * y_stride + r0, y_stride);
+        const uint8_t* at = a + static_cast<size_t>(t) * a_bytes;
+        float* yt = y + t * y_stride + r0;
+        if (with_sums) {
+          with_sums(w.cols, w.row(r0), at, a_bytes, sums + t * nb, nt, yt, y_stride);
+        } else {
+          acts_only(w.cols, w.row(r0), at, a_bytes, nt, yt, y_stride);
+        }
       }
     }
   });
@@ -55,24 +49,31 @@ void matmulQ0Groups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const i
 }  // namespace
 
 void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride,
-            ThreadPool& pool, std::vector<uint8_t>& scratch) {
+            ThreadPool& pool, std::vector<uint8_t>& scratch, const DotKernels& k) {
   TP_CHECK(!w.empty());
-  const TensorType at = activationType(w.type);
+  // Prefill on plain F16 / BF16 rows runs in tiles of rows x tokens; the F16 tile takes its
+  // activations widened back to F32 (the same values as F16 activations).
+  const GemmRowsFn rows_tile =
+      w.interleave == 1 && n_tokens > 1 ? k.gemmRowsForType(w.type) : nullptr;
+  const bool widened = rows_tile && w.type == TensorType::kF16;
+  const TensorType at = widened ? TensorType::kF32 : activationType(w.type);
   const size_t a_bytes = rowBytes(at, static_cast<uint64_t>(w.cols));
   const void* acts = x;
-  const bool q0_x16 = w.interleave == kQ0Group && q0X16Type(w.type);
   // The x16 Q8_0 / Q4_0 / Q5_0 kernels also take the activation block sums, kept after the rows.
+  const bool with_sums = w.interleave == kQ0Group && k.gemm16Q0ForType(w.type);
   const size_t sums_at = (a_bytes * static_cast<size_t>(n_tokens) + 63) / 64 * 64;
-  const size_t need = q0_x16 ? sums_at + static_cast<size_t>(n_tokens * (w.cols / kQK8_0)) * 2
-                             : a_bytes * static_cast<size_t>(n_tokens);
-  if (at != TensorType::kF32) {
+  const size_t need = with_sums ? sums_at + static_cast<size_t>(n_tokens * (w.cols / kQK8_0)) * 2
+                                : a_bytes * static_cast<size_t>(n_tokens);
+  if (at != TensorType::kF32 || widened) {
     if (scratch.size() < need) scratch.resize(need);
     uint8_t* q = scratch.data();
-    const QuantizeFn quant_q8k = at == TensorType::kQ8_K ? bestKernels().quantize_q8_k : nullptr;
+    const QuantizeFn quant = at == TensorType::kQ8_K ? k.quantize_q8_k
+                             : widened               ? k.round_f16
+                                                     : nullptr;
     pool.parallelFor(n_tokens, 4, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
-        if (quant_q8k) {
-          quant_q8k(x + t * w.cols, q + static_cast<size_t>(t) * a_bytes, w.cols);
+        if (quant) {
+          quant(x + t * w.cols, q + static_cast<size_t>(t) * a_bytes, w.cols);
         } else {
           quantizeRow(at, x + t * w.cols, q + static_cast<size_t>(t) * a_bytes, w.cols);
         }
@@ -81,19 +82,18 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
     acts = q;
   }
   const uint8_t* a = static_cast<const uint8_t*>(acts);
-  if (q0_x16) {
-    auto* sums = reinterpret_cast<int16_t*>(scratch.data() + sums_at);
-    q8_0BlockSums(a, a_bytes, n_tokens, w.cols, sums);
-    matmulQ0Groups16(w, a, a_bytes, sums, n_tokens, y, y_stride, pool);
+  if (w.interleave == 16) {
+    int16_t* sums = nullptr;
+    if (with_sums) {
+      sums = reinterpret_cast<int16_t*>(scratch.data() + sums_at);
+      q8_0BlockSums(a, a_bytes, n_tokens, w.cols, sums);
+    }
+    matmulGroups16(w, a, a_bytes, sums, n_tokens, y, y_stride, pool, k);
     return;
   }
-  if (w.interleave == 16) {  // Q4_K / Q6_K
-    matmulGroups16(w, a, a_bytes, n_tokens, y, y_stride, pool);
-    return;
-  }
-  const DotFn dot = bestKernels().forType(w.type);
-  const Dot4Fn dot4 = w.interleave == 4 ? bestKernels().x4ForType(w.type) : nullptr;
-  const GemmTileFn gemm = w.interleave == 4 ? bestKernels().gemmForType(w.type) : nullptr;
+  const DotFn dot = k.forType(w.type);
+  const Dot4Fn dot4 = w.interleave == 4 ? k.x4ForType(w.type) : nullptr;
+  const GemmTileFn gemm = w.interleave == 4 ? k.gemmForType(w.type) : nullptr;
   TP_CHECK(w.interleave == 1 || dot4, "interleaved {} without a 4-row kernel",
            tensorTypeName(w.type));
   const int64_t tiles = (w.rows + kRowTile - 1) / kRowTile;
@@ -111,6 +111,17 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
         }
         continue;
       }
+      if (rows_tile) {
+        for (int64_t t = 0; t < n_tokens; t += 4) {
+          const int nt = static_cast<int>(std::min<int64_t>(4, n_tokens - t));
+          for (int g = 0; g < nr; g += 4) {
+            rows_tile(w.cols, w.row(r0 + g), w.row_bytes, std::min(4, nr - g),
+                      a + static_cast<size_t>(t) * a_bytes, a_bytes, nt, y + t * y_stride + r0 + g,
+                      y_stride);
+          }
+        }
+        continue;
+      }
       for (int64_t t = 0; t < n_tokens; ++t) {
         const uint8_t* at_t = a + static_cast<size_t>(t) * a_bytes;
         float* yt = y + t * y_stride + r0;
@@ -124,29 +135,23 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
   });
 }
 
-Matrix packWeights(Matrix m, WeightLayout layout) {
+Matrix packWeights(Matrix m, WeightLayout layout, const DotKernels& k) {
   if (m.empty() || m.interleave != 1 || layout == WeightLayout::kPlain) return m;
-  const DotKernels& k = bestKernels();
-  const bool x16 = k.gemm16ForType(m.type) && m.rows % 16 == 0;
+  const bool x16 = (k.gemm16ForType(m.type) || k.gemm16Q0ForType(m.type)) && m.rows % 16 == 0;
   if (x16 && layout != WeightLayout::kRows4) {
     const bool q4k = m.type == TensorType::kQ4_K;
     const size_t row_bytes = q4k ? q4kX16RowBytes(m.cols) : m.row_bytes;
     HostBuffer packed(row_bytes * static_cast<size_t>(m.rows));
     if (q4k) {
       repackQ4Kx16(m.data.data(), packed.data(), m.rows, m.cols);
-    } else {
+    } else if (m.type == TensorType::kQ6_K) {
       repackQ6Kx16(m.data.data(), packed.data(), m.rows, m.cols);
+    } else {  // Q8_0, Q4_0, Q5_0, Q5_1
+      repackQ0x16(m.type, m.data.data(), packed.data(), m.rows, m.cols);
     }
     m.data = std::move(packed);
     m.row_bytes = row_bytes;
     m.interleave = 16;
-    return m;
-  }
-  if (k.gemm16Q0ForType(m.type) && m.rows % kQ0Group == 0 && layout != WeightLayout::kRows4) {
-    HostBuffer packed(m.data.size());
-    repackQ0x16(m.type, m.data.data(), packed.data(), m.rows, m.cols);
-    m.data = std::move(packed);
-    m.interleave = kQ0Group;
     return m;
   }
   if (m.rows % 4 != 0 || !k.x4ForType(m.type)) return m;

@@ -7,28 +7,32 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/kernels/cpu/dot.h"
 #include "model/kernels/cpu/thread_pool.h"
 #include "model/weights.h"
 
 namespace tpnode::model::kernels {
 
 // y[t * y_stride + r] = dot(w.row(r), x[t * w.cols ...]) for t < n_tokens, r < w.rows.
-// `scratch` is reused between calls (grown as needed).
+// `scratch` is reused between calls (grown as needed). `k` is the kernel table; a matrix packed
+// for one table (packWeights) runs with that table (benchmarks compare tables side by side).
 void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride,
-            ThreadPool& pool, std::vector<uint8_t>& scratch);
+            ThreadPool& pool, std::vector<uint8_t>& scratch, const DotKernels& k = bestKernels());
 
 // Weight layouts the kernels read, chosen once at load time.
 //   kPlain   rows as in the file
 //   kRows4   groups of 4 rows block-interleaved (interleaveRows4), for the 4-row kernels
-//   kAuto    the fastest the best kernel table has: Q4_K, Q6_K, Q8_0, Q4_0 and Q5_0 with
+//   kAuto    the fastest the kernel table has: Q4_K, Q6_K, Q8_0, Q4_0, Q5_0 and Q5_1 with
 //            rows % 16 == 0 on AVX-512 are repacked 16 rows per group (q4k_x16.h, q6k_x16.h,
 //            q0_x16.h; interleave 16),
-//            else kRows4 where a 4-row kernel exists, else plain
+//            else kRows4 where a 4-row kernel exists, else plain (F16 / BF16 stay plain: their
+//            prefill tiles read plain rows)
 enum class WeightLayout { kAuto, kPlain, kRows4 };
 
 // Returns m (a plain matrix) rewritten into `layout` where the kernels support it, otherwise
 // in the next one down (kAuto -> kRows4 -> kPlain).
-Matrix packWeights(Matrix m, WeightLayout layout = WeightLayout::kAuto);
+Matrix packWeights(Matrix m, WeightLayout layout = WeightLayout::kAuto,
+                   const DotKernels& k = bestKernels());
 
 // Rows [g * w.interleave, (g + 1) * w.interleave) of w as the file stores them, whatever w's
 // layout (interleave x rowBytes(w.type, w.cols) bytes): the one inverse of packWeights.

@@ -58,6 +58,30 @@ void moveQ5_0(BlockQ5_0x16& g, int r, BlockQ5_0& x, bool to_group) {
   }
 }
 
+void moveQ5_1(BlockQ5_1x16& g, int r, BlockQ5_1& x, bool to_group) {
+  BlockQ5_0 x0;
+  BlockQ5_0x16 g0;
+  if (to_group) {
+    g.m[r] = x.m;
+    x0.d = x.d;
+    std::memcpy(x0.qh, x.qh, 4);
+    std::memcpy(x0.qs, x.qs, 16);
+    moveQ5_0(g0, r, x0, true);
+    g.d[r] = g0.d[r];
+    std::memcpy(g.qh[r], g0.qh[r], 4);
+    for (int c = 0; c < 4; ++c) std::memcpy(g.qs[c][r], g0.qs[c][r], 4);
+  } else {
+    x.m = g.m[r];
+    g0.d[r] = g.d[r];
+    std::memcpy(g0.qh[r], g.qh[r], 4);
+    for (int c = 0; c < 4; ++c) std::memcpy(g0.qs[c][r], g.qs[c][r], 4);
+    moveQ5_0(g0, r, x0, false);
+    x.d = x0.d;
+    std::memcpy(x.qh, x0.qh, 4);
+    std::memcpy(x.qs, x0.qs, 16);
+  }
+}
+
 void convertAny(TensorType type, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols,
                 bool to_group) {
   switch (type) {
@@ -70,6 +94,9 @@ void convertAny(TensorType type, const uint8_t* src, uint8_t* dst, int64_t rows,
     case TensorType::kQ5_0:
       return convertRowGroups<BlockQ5_0, BlockQ5_0x16, 32, kQ0Group, moveQ5_0>(src, dst, rows, cols,
                                                                                to_group);
+    case TensorType::kQ5_1:
+      return convertRowGroups<BlockQ5_1, BlockQ5_1x16, 32, kQ0Group, moveQ5_1>(src, dst, rows, cols,
+                                                                               to_group);
     default:
       TP_CHECK(false, "no x16 layout for {}", tensorTypeName(type));
   }
@@ -78,7 +105,8 @@ void convertAny(TensorType type, const uint8_t* src, uint8_t* dst, int64_t rows,
 }  // namespace
 
 bool q0X16Type(TensorType type) {
-  return type == TensorType::kQ8_0 || type == TensorType::kQ4_0 || type == TensorType::kQ5_0;
+  return type == TensorType::kQ8_0 || type == TensorType::kQ4_0 || type == TensorType::kQ5_0 ||
+         type == TensorType::kQ5_1;
 }
 
 void repackQ0x16(TensorType type, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols) {

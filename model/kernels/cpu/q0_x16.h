@@ -11,10 +11,12 @@
 //   Q5_0 qs[c][r]  as Q4_0 (the low 4 bits of value + 16), and
 //        qh[r][c]  the 5th bits those nibbles lack: bits 0-3 for values 4c..4c+3, bits 4-7
 //                  for values 16+4c..16+4c+3 (ggml's 32-bit qh regrouped by chunk)
+//   Q5_1 as Q5_0 (values 0..31, no offset), and m[r] the row's f16 block min
 // so one 64-byte load holds the same 4 columns of all 16 rows, and vpdpbusd against the
 // matching 4 activation bytes (broadcast) accumulates all 16 rows at once, one row per lane.
 // The unsigned offsets (128 x, 8 x, 16 x the activation block's sum) are taken out once per block
-// and token from precomputed activation sums (q8_0BlockSums). A group takes exactly as many
+// and token from precomputed activation sums (q8_0BlockSums); Q5_1's min term comes from its Q8_1
+// activations' own block sums (s = d x sum). A group takes exactly as many
 // bytes as its 16 plain rows.
 #pragma once
 
@@ -47,7 +49,15 @@ struct BlockQ5_0x16 {
 };
 static_assert(sizeof(BlockQ5_0x16) == kQ0Group * sizeof(BlockQ5_0));
 
-// True for the types this layout holds (Q8_0, Q4_0, Q5_0).
+struct BlockQ5_1x16 {
+  uint16_t d[kQ0Group];
+  uint16_t m[kQ0Group];
+  uint8_t qh[kQ0Group][4];
+  uint8_t qs[4][kQ0Group][4];
+};
+static_assert(sizeof(BlockQ5_1x16) == kQ0Group * sizeof(BlockQ5_1));
+
+// True for the types this layout holds (Q8_0, Q4_0, Q5_0, Q5_1).
 bool q0X16Type(TensorType type);
 
 // Repacks `rows` (a multiple of 16) plain rows of `type` and `cols` columns from `src` (rows

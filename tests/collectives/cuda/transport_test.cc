@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "collectives/cuda/device_comm.h"
-#include "collectives/cuda/stages.h"
+#include "collectives/cuda/host_staging_op.h"
 #include "common/error.h"
 
 namespace tpnode::collectives::cuda {

@@ -1,10 +1,12 @@
+// P2pOp (p2p_op.h): peer copies into per-rank inboxes, then one add kernel per rank.
+#include "collectives/cuda/p2p_op.h"
+
 #include <cmath>
 #include <cstring>
 #include <set>
 
 #include <fmt/format.h>
 
-#include "collectives/cuda/stages.h"
 #include "collectives/cuda/sum_kernel.h"
 #include "common/check.h"
 

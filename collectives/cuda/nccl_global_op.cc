@@ -1,11 +1,13 @@
 // NCCL across nodes: one non-blocking communicator per GPU rank over every rank of every node,
 // initialised and polled with deadlines so that a failing peer cannot hang the others.
+#include "collectives/cuda/nccl_global_op.h"
+
 #include <cstring>
 #include <thread>
 
 #include <fmt/format.h>
 
-#include "collectives/cuda/stages.h"
+#include "collectives/cuda/cuda_resources.h"
 #include "common/error.h"
 
 #ifdef TPNODE_HAVE_NCCL

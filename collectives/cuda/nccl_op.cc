@@ -1,8 +1,12 @@
+// NcclOp (nccl_op.h): one NCCL communicator per local rank (ncclCommInitAll).
+#include "collectives/cuda/nccl_op.h"
+
+#include <atomic>
 #include <set>
 
 #include <fmt/format.h>
 
-#include "collectives/cuda/stages.h"
+#include "collectives/cuda/cuda_resources.h"
 #include "common/check.h"
 
 #ifdef TPNODE_HAVE_NCCL

@@ -1,0 +1,114 @@
+#include "model/moe_ffn.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/kernels/cpu/ggml_math.h"
+#include "model/kernels/cpu/matmul.h"
+#include "model/kernels/cpu/ops.h"
+#include "model/moe_router.h"
+
+namespace tpnode::model {
+
+MoeFfn::MoeFfn(const ModelConfig& c, kernels::ThreadPool& pool)
+    : dim_(c.n_embd),
+      n_expert_(c.n_expert),
+      k_(c.n_expert_used),
+      normalize_(c.moe_norm_weights),
+      pool_(pool),
+      expert_pairs_(std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(c.n_expert))) {}
+
+std::vector<uint64_t> MoeFfn::expertPairs() const {
+  std::vector<uint64_t> out(static_cast<size_t>(n_expert_));
+  for (int64_t e = 0; e < n_expert_; ++e) {
+    out[static_cast<size_t>(e)] =
+        expert_pairs_[static_cast<size_t>(e)].load(std::memory_order_relaxed);
+  }
+  return out;
+}
+
+void MoeFfn::matmul(const Matrix& w, const float* x, int64_t n, float* y) {
+  kernels::matmul(w, x, n, y, w.rows, pool_, quant_scratch_);
+}
+
+void MoeFfn::expertFfn(const Matrix& gate, const Matrix& up, const Matrix& down, const float* x,
+                       int64_t m, float* y) {
+  const int64_t ff = gate.rows;
+  gate_.resize(static_cast<size_t>(m * ff));
+  up_.resize(static_cast<size_t>(m * ff));
+  matmul(gate, x, m, gate_.data());
+  matmul(up, x, m, up_.data());
+  for (int64_t i = 0; i < m; ++i) {  // per row, as ggml_swiglu on [ff, tokens]
+    kernels::swiglu(gate_.data() + i * ff, up_.data() + i * ff, ff);
+  }
+  matmul(down, gate_.data(), m, y);
+}
+
+void MoeFfn::forward(const MoeLayerWeights& w, const float* h, int64_t n, float* out) {
+  const int64_t pairs = n * k_;
+  logits_.resize(static_cast<size_t>(n * n_expert_));
+  matmul(w.router, h, n, logits_.data());
+  selected_.resize(static_cast<size_t>(pairs));
+  weights_.resize(static_cast<size_t>(pairs));
+  routeTokens(logits_.data(), n, n_expert_, k_, normalize_, selected_.data(), weights_.data());
+
+  // Group the (token, j) pairs by expert (counting sort: pairs of one expert in token order).
+  count_.assign(static_cast<size_t>(n_expert_ + 1), 0);
+  for (int32_t e : selected_) ++count_[static_cast<size_t>(e) + 1];
+  for (int64_t e = 0; e < n_expert_; ++e) {
+    expert_pairs_[static_cast<size_t>(e)].fetch_add(static_cast<uint64_t>(count_[e + 1]),
+                                                    std::memory_order_relaxed);
+    count_[e + 1] += count_[e];
+  }
+  order_.resize(static_cast<size_t>(pairs));
+  {
+    std::vector<int64_t> next(count_.begin(), count_.end() - 1);
+    for (int64_t p = 0; p < pairs; ++p) order_[next[selected_[p]]++] = p;
+  }
+
+  // slots_[p]: pair p's weighted expert output (zero for experts held elsewhere).
+  slots_.assign(static_cast<size_t>(pairs * dim_), 0.f);
+  for (size_t i = 0; i < w.gate.size(); ++i) {
+    const int64_t e = w.expert_begin + static_cast<int64_t>(i);
+    const int64_t begin = count_[e], m = count_[e + 1] - begin;
+    if (m == 0) continue;
+    x_.resize(static_cast<size_t>(m * dim_));
+    for (int64_t r = 0; r < m; ++r) {
+      const int64_t token = order_[begin + r] / k_;
+      std::copy_n(h + token * dim_, dim_, x_.data() + r * dim_);
+    }
+    y_.resize(static_cast<size_t>(m * dim_));
+    expertFfn(w.gate[i], w.up[i], w.down[i], x_.data(), m, y_.data());
+    for (int64_t r = 0; r < m; ++r) {  // ggml_mul(experts, weights)
+      const int64_t p = order_[begin + r];
+      const float wt = weights_[p];
+      const float* src = y_.data() + r * dim_;
+      float* dst = slots_.data() + p * dim_;
+      for (int64_t d = 0; d < dim_; ++d) dst[d] = src[d] * wt;
+    }
+  }
+  // The weighted outputs added in selection order, as build_moe_ffn's chain of ggml_add.
+  for (int64_t t = 0; t < n; ++t) {
+    float* o = out + t * dim_;
+    const float* s = slots_.data() + t * k_ * dim_;
+    std::copy_n(s, dim_, o);
+    for (int64_t j = 1; j < k_; ++j) {
+      for (int64_t d = 0; d < dim_; ++d) o[d] += s[j * dim_ + d];
+    }
+  }
+  if (!w.shexp_gate.empty()) sharedExpert(w, h, n, out);
+}
+
+void MoeFfn::sharedExpert(const MoeLayerWeights& w, const float* h, int64_t n, float* out) {
+  y_.resize(static_cast<size_t>(n * dim_));
+  expertFfn(w.shexp_gate, w.shexp_up, w.shexp_down, h, n, y_.data());
+  for (int64_t t = 0; t < n; ++t) {
+    const float g = kernels::ggml::dotF32(dim_, w.shexp_gate_inp.data(), h + t * dim_);
+    const float gate = (g / (1.0f + std::exp(-g))) / g;  // ggml_div(ggml_silu(g), g)
+    float* o = out + t * dim_;
+    const float* y = y_.data() + t * dim_;
+    for (int64_t d = 0; d < dim_; ++d) o[d] += y[d] * gate;
+  }
+}
+
+}  // namespace tpnode::model
