@@ -86,6 +86,48 @@ int Topology::tpRank(int global) const {
   return global % tpSize();
 }
 
+std::string Topology::stageRefusal(int nodes, int stages) {
+  if (stages < 1) return fmt::format("{} pipeline stages: need at least 1", stages);
+  if (stages > nodes) {
+    return fmt::format("{} pipeline stages on {} node{}: a stage needs at least one node", stages,
+                       nodes, nodes == 1 ? "" : "s");
+  }
+  if (nodes % stages != 0) {
+    return fmt::format(
+        "{} pipeline stages on {} nodes: every stage needs the same number of nodes (nodes = "
+        "stages x nodes per stage)",
+        stages, nodes);
+  }
+  return "";
+}
+
+Topology Topology::withStages(int stages) const {
+  if (std::string why = stageRefusal(nodes(), stages); !why.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, why);
+  }
+  Topology t = *this;
+  t.stages_ = stages;
+  return t;
+}
+
+int Topology::stageOfNode(int node) const {
+  if (node < 0 || node >= nodes()) {
+    fail(ErrorCode::kInvalidArgument, "node {} outside a {}-node topology", node, nodes());
+  }
+  return node / nodesPerStage();
+}
+
+int Topology::firstNodeOf(int stage) const {
+  if (stage < 0 || stage >= stages_) {
+    fail(ErrorCode::kInvalidArgument, "stage {} outside a {}-stage pipeline", stage, stages_);
+  }
+  return stage * nodesPerStage();
+}
+
+int Topology::firstRankOf(int stage) const {
+  return firstNodeOf(stage) * ranks_per_node_;
+}
+
 int Topology::device(int local) const {
   checkLocal(local);
   if (devices_.empty()) {
@@ -107,9 +149,15 @@ std::vector<int> Topology::roundRobinDevices(int ranks_per_node, int available) 
 }
 
 std::string Topology::describe() const {
-  return fmt::format("{} node{} x {} rank{} ({} ranks; node {}: global ranks {}..{})", nodes(),
-                     nodes() == 1 ? "" : "s", ranks_per_node_, ranks_per_node_ == 1 ? "" : "s",
-                     worldSize(), node_id_, firstRank(), firstRank() + ranks_per_node_ - 1);
+  std::string s =
+      fmt::format("{} node{} x {} rank{} ({} ranks; node {}: global ranks {}..{})", nodes(),
+                  nodes() == 1 ? "" : "s", ranks_per_node_, ranks_per_node_ == 1 ? "" : "s",
+                  worldSize(), node_id_, firstRank(), firstRank() + ranks_per_node_ - 1);
+  if (stages_ > 1) {
+    s += fmt::format(", {} pipeline stages of {} node{} (node {}: stage {})", stages_,
+                     nodesPerStage(), nodesPerStage() == 1 ? "" : "s", node_id_, stage());
+  }
+  return s;
 }
 
 }  // namespace tpnode::collectives

@@ -9,10 +9,12 @@
 //   global rank g = node * ranksPerNode + local,   node = g / ranksPerNode,
 //   local = g % ranksPerNode,                      lane = local.
 //   Global rank 0 is node 0's local rank 0; a node's leader is its local rank 0.
-// Pipeline stages (the next issue) get their place here: stages() splits the nodes into equal
-// consecutive groups, stage s holding global ranks s * tpSize() .. (s + 1) * tpSize() - 1 (as
-// worldConfig: rank = stage * tp + tp rank). Today every factory builds one stage, so
-// tpSize() == worldSize() and tpRank(g) == g.
+// Pipeline stages: stages() splits the nodes into equal consecutive groups of nodesPerStage()
+// nodes, stage s holding nodes s * nodesPerStage() .. (s + 1) * nodesPerStage() - 1 and global
+// ranks s * tpSize() .. (s + 1) * tpSize() - 1 (as worldConfig: rank = stage * tp + tp rank).
+// The factories build one stage (tpSize() == worldSize(), tpRank(g) == g); withStages() splits
+// it. Stage 0 holds node 0, which embeds the tokens, computes the output head and samples
+// (docs/architecture.md, "Pipeline stages").
 //
 // Contract
 // - A plain value: immutable after construction, copyable, safe to read from any thread.
@@ -53,13 +55,22 @@ class Topology {
   static Topology fromLayout(std::span<const int> ranks_per_node, int node_id,
                              std::vector<int> devices = {});
 
+  // This topology cut into `stages` pipeline stages of nodes() / stages nodes each.
+  // Error(kInvalidArgument) naming both numbers when `stages` is < 1, above nodes(), or does
+  // not divide nodes() (stageRefusal()).
+  Topology withStages(int stages) const;
+  // Why withStages(stages) refuses a cluster of `nodes` nodes ("" when it accepts it).
+  static std::string stageRefusal(int nodes, int stages);
+
   // Shape.
   int nodes() const { return layout_.nodes(); }
   int ranksPerNode() const { return ranks_per_node_; }
   int worldSize() const { return world_size_; }
-  int stages() const { return stages_; }                // 1 until pipeline parallelism
+  int stages() const { return stages_; }                // pipeline stages (1: tensor only)
   int tpSize() const { return worldSize() / stages_; }  // ranks of one stage
-  const Layout& layout() const { return layout_; }      // one entry per node
+  int nodesPerStage() const { return nodes() / stages_; }
+  bool pipelined() const { return stages_ > 1; }
+  const Layout& layout() const { return layout_; }  // one entry per node
 
   // This node.
   int nodeId() const { return node_id_; }
@@ -74,6 +85,14 @@ class Topology {
   int laneOf(int global) const { return localRankOf(global); }
   int stageOf(int global) const;
   int tpRank(int global) const;  // rank inside its stage
+  // Stages of nodes. stageOfNode(node) = node / nodesPerStage(); firstNodeOf(stage) is the
+  // stage's leader node; firstRankOf(stage) its first global rank (tpSize() ranks follow).
+  int stageOfNode(int node) const;
+  int firstNodeOf(int stage) const;
+  int firstRankOf(int stage) const;
+  int stage() const { return stageOfNode(node_id_); }  // this node's stage
+  bool isFirstStage() const { return stage() == 0; }
+  bool isLastStage() const { return stage() == stages_ - 1; }
   bool isOnThisNode(int global) const { return nodeOf(global) == node_id_; }
   static bool isLeader(int local) { return local == 0; }
 
@@ -101,7 +120,7 @@ class Topology {
   Layout layout_;           // runnable: every node has ranks_per_node_ ranks
   int ranks_per_node_ = 1;  // layout_.ranksOf(0), kept for the queries of every rank
   int world_size_ = 1;      // layout_.worldSize()
-  int stages_ = 1;          // pipeline parallelism: the next issue sets it (see the layout above)
+  int stages_ = 1;          // pipeline stages; divides nodes() (withStages)
   int node_id_ = 0;
   std::vector<int> devices_;  // empty, or one per local rank
 };

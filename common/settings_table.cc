@@ -17,6 +17,7 @@ constexpr std::array<sv, 4> kOnOff{"on", "off", "1", "0"};
 constexpr std::array<sv, 2> kZeroOne{"0", "1"};
 constexpr std::array<sv, 3> kWireFormats{"f32", "bf16", "q8_0"};
 constexpr std::array<sv, 3> kHeads{"auto", "vocab-parallel", "replicated"};
+constexpr std::array<sv, 3> kSplits{"auto", "tensor", "pipeline"};
 constexpr std::array<sv, 3> kMoePlacements{"auto", "slice", "expert"};
 constexpr std::array<sv, 7> kLogLevels{"trace", "debug",    "info", "warn",
                                        "error", "critical", "off"};
@@ -143,6 +144,26 @@ constexpr Setting kTable[] = {
      "f32", "Inter-node all-reduce payload: f32, bf16, q8_0", kWireFormats},
     {"head", "", "TPNODE_HEAD", "cluster.head", "Cluster", kN, Type::kChoice, "auto",
      "Output head: vocab-parallel (split by vocabulary), replicated (rank 0 only) or auto", kHeads},
+    {"pp",
+     "",
+     "TPNODE_PP",
+     "cluster.pp",
+     "Cluster",
+     kN,
+     Type::kInt,
+     "1",
+     "Pipeline stages: each stage (one node or more) holds a contiguous range of layers, split "
+     "over its ranks; nodes = stages x nodes per stage",
+     {},
+     1,
+     1024},
+    {"split", "", "TPNODE_SPLIT", "cluster.split", "Cluster", kN, Type::kChoice, "auto",
+     "How the nodes share the model: tensor (every layer over every rank), pipeline (layers by "
+     "node, --pp stages; one per node when --pp is not given) or auto (pipeline when --pp > 1)",
+     kSplits},
+    {"pp-layers", "", "TPNODE_PP_LAYERS", "cluster.pp_layers", "Cluster", kN, Type::kString, "",
+     "Layers of every pipeline stage, first-last per stage in stage order, e.g. 0-9,10-25 "
+     "(default: balanced by bytes of weights and KV cache)"},
     {"moe-placement", "", "TPNODE_MOE_PLACEMENT", "cluster.moe_placement", "Cluster", kN,
      Type::kChoice, "auto",
      "Mixture-of-experts models: slice (1/tp of every expert per rank), expert (whole experts "

@@ -41,6 +41,9 @@ inline constexpr TagRange kCollectiveTags{"collectives/inter_node.h", 16, 0x1000
 // The node layer's control channel (node/mesh_setup.h): StepCommand and its acknowledgements,
 // the step watchdog's progress probes and reports (node/step_progress.h).
 inline constexpr TagRange kNodeControlTags{"node/mesh_setup.h", 0x100000, 4};
+// Pipeline stages (node/pipeline_wire.h): the hidden state to the next stage, and the final
+// rows from the last stage back to stage 0, a tensor read from the stage that holds it.
+inline constexpr TagRange kPipelineTags{"node/pipeline_wire.h", 0x100080, 3};
 // The mesh smoke test (node/mesh_mode.cc): link table rows, done, bye.
 inline constexpr TagRange kMeshModeTags{"node/mesh_mode.cc", 0x100100, 3};
 // tools/tptopo: link bandwidth, the report gather, done, bye.
@@ -49,7 +52,8 @@ inline constexpr TagRange kTptopoTags{"tools/tptopo/link_checks.h", 0x200000, 4}
 inline constexpr TagRange kMeshbenchTags{"tools/meshbench/meshbench.cc", 0x300000, 16};
 
 inline constexpr std::array kAllTagRanges = {kMeshInternalTags, kCollectiveTags, kNodeControlTags,
-                                             kMeshModeTags,     kTptopoTags,     kMeshbenchTags};
+                                             kPipelineTags,     kMeshModeTags,   kTptopoTags,
+                                             kMeshbenchTags};
 
 // True when no two ranges share a tag and none is empty or wraps around.
 constexpr bool tagRangesDisjoint(std::span<const TagRange> ranges) {

@@ -19,7 +19,8 @@ LlamaRank::LlamaRank(const ModelConfig& config, RankWeights weights,
       weights_(std::move(weights)),
       comm_(comm),
       pool_(pool),
-      kv_(config.n_layer, n_slots, n_ctx, weights_.n_head_kv, config.head_dim) {
+      kv_(weights_.layer_end - weights_.layer_begin, n_slots, n_ctx, weights_.n_head_kv,
+          config.head_dim, weights_.layer_begin) {
   if (config_.isMoe()) moe_ = std::make_unique<MoeFfn>(config_, pool_);
   if (weights_.needsTiedHeadSlice()) {
     // Tied head, vocab-parallel: keep this rank's rows of the replicated token_embd. The copy is
@@ -56,6 +57,9 @@ void LlamaRank::forward(std::span<const BatchToken> batch, std::vector<float>& l
                         TapSink* taps) {
   const int64_t n = static_cast<int64_t>(batch.size());
   const int64_t dim = config_.n_embd;
+  TP_CHECK(
+      weights_.embeddings && weights_.layer_begin == 0 && weights_.layer_end == config_.n_layer,
+      "forward() needs the whole model; a pipeline stage runs forwardLayers()");
   checkBatch(batch, config_.n_vocab, kv_.slots(), kv_.ctx());
   x_.resize(static_cast<size_t>(n * dim));
   for (int64_t i = 0; i < n; ++i) {
@@ -75,6 +79,10 @@ void LlamaRank::forward(std::span<const BatchToken> batch, std::vector<float>& l
     tap(taps, l, TapPoint::kResidual, x_, batch);
   }
   head(batch, logits);
+  softcap(logits);
+}
+
+void LlamaRank::softcap(std::vector<float>& logits) const {
   if (config_.logit_softcap > 0) {  // final logit softcapping (gemma)
     const float c = config_.logit_softcap;
     for (float& v : logits) v = c * std::tanh(v / c);

@@ -39,6 +39,12 @@ class LlamaRank final : public RankModel {
   void forward(std::span<const BatchToken> batch, std::vector<float>& logits,
                TapSink* taps = nullptr) override;
 
+  // Pipeline stages (RankModel; model/llama_rank_stage.cc).
+  void forwardLayers(std::span<const BatchToken> batch, const float* hidden_in,
+                     std::vector<float>& hidden_out) override;
+  void forwardHead(std::span<const BatchToken> batch, const float* rows,
+                   std::vector<float>& logits) override;
+
   const ModelConfig& config() const override { return config_; }
   const RankWeights& weights() const override { return weights_; }
   uint64_t kvBytes() const override { return kv_.bytes(); }
@@ -53,6 +59,7 @@ class LlamaRank final : public RankModel {
   void denseFfn(const LayerWeights& w, int64_t n_tokens);  // into o_
   void attend(int64_t layer, std::span<const BatchToken> batch);
   void head(std::span<const BatchToken> batch, std::vector<float>& logits);
+  void softcap(std::vector<float>& logits) const;
   void matmul(const Matrix& w, const float* x, int64_t n, float* y);
   void allReduce(float* data, size_t count);
   void tap(TapSink* sink, int64_t layer, TapPoint point, const std::vector<float>& rows,

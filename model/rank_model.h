@@ -45,6 +45,20 @@ class RankModel {
   virtual void forward(std::span<const BatchToken> batch, std::vector<float>& logits,
                        TapSink* taps = nullptr) = 0;
 
+  // Pipeline stages (model/stage_plan.h; a rank loaded with a StagePart). Every rank of the
+  // stage calls them with the same batch, in the same order, as forward().
+  // forwardLayers: runs the rank's layers on the batch. `hidden_in`: [batch][n_embd], the
+  // previous stage's output, or null on the first stage (the token embeddings then). Leaves
+  // the residual stream after the last layer in `hidden_out` ([batch][n_embd], the same on
+  // every rank of the stage).
+  // forwardHead (first stage): the output norm and head on `rows` [n][n_embd], the final hidden
+  // rows of the batch tokens marked `logits`, in batch order; logits as forward() gives them.
+  // Error(kUnsupported) from ranks that cannot run a stage (GPU ranks, for now).
+  virtual void forwardLayers(std::span<const BatchToken> batch, const float* hidden_in,
+                             std::vector<float>& hidden_out);
+  virtual void forwardHead(std::span<const BatchToken> batch, const float* rows,
+                           std::vector<float>& logits);
+
   virtual const ModelConfig& config() const = 0;
   virtual const RankWeights& weights() const = 0;
   virtual uint64_t kvBytes() const = 0;

@@ -166,21 +166,34 @@ MoeLayerWeights loadMoeLayer(Loader& L, const std::string& p, const ModelConfig&
 }  // namespace
 
 RankWeights loadRankWeights(const GgufFile& file, const ModelConfig& c, const ShardPlan& plan,
-                            int rank, bool pack) {
+                            int rank, bool pack, const StagePart* part) {
   Loader L(file, plan, rank, pack);
+  const StagePart whole{{0, c.n_layer}, true, true};
+  const StagePart& stage = part != nullptr ? *part : whole;
+  if (stage.layers.begin < 0 || stage.layers.end > c.n_layer || stage.layers.size() < 1) {
+    fail(ErrorCode::kInvalidArgument, "layers {}..{} are not layers of a {}-layer model",
+         stage.layers.begin, stage.layers.end - 1, c.n_layer);
+  }
   RankWeights w;
   w.rank = rank;
   w.tp = plan.tp;
+  w.layer_begin = stage.layers.begin;
+  w.layer_end = stage.layers.end;
+  w.embeddings = stage.first;
   const uint64_t dim = static_cast<uint64_t>(c.n_embd);
-  w.token_embd = L.matrix("token_embd.weight", dim, static_cast<uint64_t>(c.n_vocab));
-  w.output_norm = L.vector("output_norm.weight", dim);
-  if (!c.tied_output && (plan.vocab_parallel_head || rank == 0)) {
+  if (stage.first) {
+    w.token_embd = L.matrix("token_embd.weight", dim, static_cast<uint64_t>(c.n_vocab));
+    w.output_norm = L.vector("output_norm.weight", dim);
+  }
+  if (stage.first && !c.tied_output && (plan.vocab_parallel_head || rank == 0)) {
     w.output = L.interleaved(L.matrix("output.weight", dim, static_cast<uint64_t>(c.n_vocab)));
   }
-  const int64_t vocab_part = plan.vocab_parallel_head ? c.n_vocab / plan.tp : c.n_vocab;
-  w.vocab_begin = plan.vocab_parallel_head ? rank * vocab_part : 0;
+  const int64_t vocab_part = !stage.first               ? 0
+                             : plan.vocab_parallel_head ? c.n_vocab / plan.tp
+                                                        : c.n_vocab;
+  w.vocab_begin = plan.vocab_parallel_head && stage.first ? rank * vocab_part : 0;
   w.vocab_end = w.vocab_begin + vocab_part;
-  if (c.tied_output && vocab_part == c.n_vocab) {
+  if (stage.first && c.tied_output && vocab_part == c.n_vocab) {
     // A tied head read whole (tp 1, or a replicated head): token_embd is the head's matrix, so
     // it takes the kernels' layout; the embedding lookups read rows from that layout.
     w.token_embd = L.interleaved(std::move(w.token_embd));
@@ -191,8 +204,12 @@ RankWeights loadRankWeights(const GgufFile& file, const ModelConfig& c, const Sh
   const uint64_t qdim = static_cast<uint64_t>(c.qDim()), kvdim = static_cast<uint64_t>(c.kvDim());
   const uint64_t ff = static_cast<uint64_t>(c.n_ff);
   for (int64_t l = 0; l < c.n_layer; ++l) {
-    const std::string p = fmt::format("blk.{}.", l);
     LayerWeights lw;
+    if (!stage.layers.contains(l)) {  // another stage's layer
+      w.layers.push_back(std::move(lw));
+      continue;
+    }
+    const std::string p = fmt::format("blk.{}.", l);
     lw.attn_norm = L.vector(p + "attn_norm.weight", dim);
     lw.ffn_norm = L.vector(p + "ffn_norm.weight", dim);
     lw.wq = L.interleaved(L.matrix(p + "attn_q.weight", dim, qdim));
@@ -221,9 +238,10 @@ RankWeights loadRankWeights(const GgufFile& file, const ModelConfig& c, const Sh
     }
     w.layers.push_back(std::move(lw));
   }
-  w.n_head = w.layers.empty() ? 0 : w.layers[0].wq.rows / c.head_dim;
-  w.n_head_kv = w.layers.empty() ? 0 : w.layers[0].wk.rows / c.head_dim;
-  w.n_ff = w.layers.empty() ? 0 : w.layers[0].w_gate.rows;
+  const size_t first = static_cast<size_t>(w.layer_begin);
+  w.n_head = w.layers.empty() ? 0 : w.layers[first].wq.rows / c.head_dim;
+  w.n_head_kv = w.layers.empty() ? 0 : w.layers[first].wk.rows / c.head_dim;
+  w.n_ff = w.layers.empty() ? 0 : w.layers[first].w_gate.rows;
   w.bytes = L.bytes();
   spdlog::info("[model] rank {}: loaded {} tensors, {:.1f} MiB in {:.2f} s", rank, L.tensors(),
                L.bytes() / 1048576.0, L.seconds());

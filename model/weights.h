@@ -13,6 +13,7 @@
 #include "model/gguf.h"
 #include "model/host_buffer.h"
 #include "model/shard_plan.h"
+#include "model/stage_plan.h"
 
 namespace tpnode::model {
 
@@ -59,8 +60,10 @@ struct RankWeights {
   Matrix token_embd;                       // replicated [vocab, dim]
   Matrix output;                           // [vocab_end - vocab_begin, dim] (empty when tied)
   std::vector<float> output_norm;
-  std::vector<float> rope_freqs;  // optional llama3 frequency factors
-  std::vector<LayerWeights> layers;
+  std::vector<float> rope_freqs;     // optional llama3 frequency factors
+  std::vector<LayerWeights> layers;  // n_layer entries; empty outside [layer_begin, layer_end)
+  int64_t layer_begin = 0, layer_end = 0;  // the layers this rank holds (its pipeline stage's)
+  bool embeddings = true;                  // token_embd, output_norm and the head loaded (stage 0)
   uint64_t bytes = 0;
   const Matrix& head() const { return output.empty() ? token_embd : output; }
   // A tied head split by vocabulary reads only rows [vocab_begin, vocab_end) of the replicated
@@ -77,7 +80,9 @@ Matrix tiedHeadSlice(const RankWeights& w);
 // Throws Error(kInvalidData) naming a tensor whose shape or type does not fit the config.
 // pack: rewrite the projections into the CPU kernels' layout (kernels::packWeights); false keeps
 // every matrix in the file's plain row layout (interleave 1), as GPU ranks upload it.
+// part (may be null: the whole model): a pipeline stage's layers, and whether it holds the
+// embeddings and the head (model/stage_plan.h); nothing else is read.
 RankWeights loadRankWeights(const GgufFile& file, const ModelConfig& config, const ShardPlan& plan,
-                            int rank, bool pack = true);
+                            int rank, bool pack = true, const StagePart* part = nullptr);
 
 }  // namespace tpnode::model

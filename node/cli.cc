@@ -6,6 +6,7 @@
 
 #include <set>
 
+#include "collectives/topology.h"
 #include "common/check.h"
 #include "common/error.h"
 #include "common/settings.h"
@@ -68,10 +69,38 @@ std::vector<int> parseIntList(const std::string& flag_name, const std::string& t
   return out;
 }
 
+namespace {
+
+// --split, --pp and --pp-layers against the node count; leaves the stages to run in o.pp.
+void finishStages(Options& o, int n_nodes) {
+  if (o.split == SplitFlag::kTensor) {
+    if (o.pp > 1 || !o.pp_layers.empty()) {
+      fail(ErrorCode::kInvalidArgument,
+           "--split tensor runs every layer on every rank: drop --pp {} / --pp-layers, or use "
+           "--split pipeline",
+           o.pp);
+    }
+    return;
+  }
+  if (o.split == SplitFlag::kPipeline && o.pp == 1) o.pp = n_nodes;  // one stage per node
+  if (o.pp == 1) {
+    if (!o.pp_layers.empty()) {
+      fail(ErrorCode::kInvalidArgument, "--pp-layers needs a pipeline of 2 or more stages (--pp)");
+    }
+    return;
+  }
+  if (std::string why = collectives::Topology::stageRefusal(n_nodes, o.pp); !why.empty()) {
+    fail(ErrorCode::kInvalidArgument, "--pp {}: {}", o.pp, why);
+  }
+}
+
+}  // namespace
+
 void finishLayout(Options& o) {
   if (o.tp < 1) fail(ErrorCode::kInvalidArgument, "--tp {} must be at least 1", o.tp);
   if (o.peers.empty()) {
     o.tp_layout = {o.tp};
+    finishStages(o, 1);
     return;
   }
   // Parsed here, before anything loads: a bad or repeated entry is refused at once.
@@ -91,6 +120,7 @@ void finishLayout(Options& o) {
          "--tp {} disagrees with the layout's tp {} for node {}; fix one of them", o.tp,
          o.tp_layout[static_cast<size_t>(o.node_id)], o.node_id);
   }
+  finishStages(o, static_cast<int>(n_nodes));
 }
 
 ParseResult parseCommandLine(int argc, char** argv, Options& o, int& exit_code) {

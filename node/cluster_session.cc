@@ -31,16 +31,65 @@ void ClusterSession::formGroup() {
   auto coll = collectiveOptionsFor(options_);
   if (hooks_.log_formation) spdlog::info("[collectives] {}", describeTransports(options_, coll));
   mesh::Mesh* over = hooks_.meters != nullptr ? metered_.get() : mesh_.get();
-  group_ = collectives::NodeGroup::create(over, options_.tp, coll, hooks_.on_peer);
+  if (!model_.topology.pipelined()) {
+    group_ = collectives::NodeGroup::create(over, options_.tp, coll, hooks_.on_peer);
+    return;
+  }
+  // Tensor parallelism inside the stage only: the group is the stage's ranks, over a view of
+  // the stage's nodes (a stage of one node needs no mesh).
+  const collectives::Topology& topo = model_.topology;
+  if (topo.nodesPerStage() > 1) {
+    stage_mesh_ = std::make_unique<mesh::SubMesh>(*over, topo.firstNodeOf(topo.stage()),
+                                                  topo.nodesPerStage());
+  }
+  // A lost node aborts this stage's group (its ranks may wait in a collective) and reaches the
+  // hooks; the view passes its nodes' events on to the group's own callback.
+  auto group_slot = std::make_shared<std::weak_ptr<collectives::NodeGroup>>();
+  mesh_->setEventCallback([group_slot, view = stage_mesh_.get(),
+                           forward = hooks_.on_peer](const mesh::PeerEvent& event) {
+    if (view != nullptr) view->deliver(event);
+    if (event.kind == mesh::PeerEventKind::kLost) {
+      if (auto g = group_slot->lock()) {
+        g->abort(ErrorCode::kPeerLost,
+                 fmt::format("[pipeline] node {} lost: {}", event.peer, event.reason));
+      }
+    }
+    if (forward) forward(event);
+  });
+  group_ = collectives::NodeGroup::create(stage_mesh_.get(), options_.tp, coll);
+  *group_slot = group_;
 }
 
 ClusterSession::~ClusterSession() {
+  pipeline_.reset();
   ranks_.reset();
   group_.reset();
+  if (mesh_) mesh_->setEventCallback({});  // the callback may point at stage_mesh_
 }
 
 void ClusterSession::loadRanks(const RankSetOptions& options) {
-  ranks_ = std::make_unique<RankSet>(*model_.file, model_.config, model_.plan, group_, options);
+  if (!model_.topology.pipelined()) {
+    ranks_ = std::make_unique<RankSet>(*model_.file, model_.config, model_.plan, group_, options);
+    return;
+  }
+  RankSetOptions staged = options;
+  staged.stage = model_.stages.part(model_.topology.stage());
+  ranks_ = std::make_unique<RankSet>(*model_.file, model_.config, model_.plan, group_, staged);
+  mesh::Mesh* over = hooks_.meters != nullptr ? metered_.get() : mesh_.get();
+  pipeline_ =
+      std::make_unique<StagePipeline>(*over, model_.topology, *ranks_, model_.config.n_embd);
+}
+
+void ClusterSession::runStep(std::span<const model::BatchToken> batch, std::vector<float>& logits,
+                             model::TapSink* taps) {
+  if (!pipeline_) {
+    ranks_->run(batch, logits, taps);
+    return;
+  }
+  if (taps != nullptr) {
+    fail(ErrorCode::kUnsupported, "activation taps are not supported in a pipeline split yet");
+  }
+  pipeline_->run(batch, logits);
 }
 
 void ClusterSession::reportLoaded() {
@@ -56,10 +105,13 @@ void ClusterSession::awaitLoaded() {
 
 void ClusterSession::sendToWorkers(std::span<const std::byte> bytes) {
   if (!mesh_) return;
-  for (int p = 1; p < mesh_->nodeCount(); ++p) {
-    ledger_->noteSent(p);
-    mesh_->send(p, kTagControl, bytes);
-  }
+  for (int p = 1; p < mesh_->nodeCount(); ++p) sendToWorker(p, bytes);
+}
+
+void ClusterSession::sendToWorker(int node, std::span<const std::byte> bytes) {
+  if (!mesh_) return;
+  ledger_->noteSent(node);
+  mesh_->send(node, kTagControl, bytes);
 }
 
 void ClusterSession::dismissWorkers(StepKind kind, StepWatchdog& watchdog) {
@@ -87,8 +139,10 @@ void ClusterSession::acknowledge() {
 }
 
 void ClusterSession::close() {
+  pipeline_.reset();
   ranks_.reset();
   group_.reset();
+  if (mesh_) mesh_->setEventCallback({});
   if (mesh_) mesh_->shutdown();
 }
 

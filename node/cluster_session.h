@@ -19,6 +19,11 @@
 // - Node 0 only: sendToWorkers(), dismissWorkers(), ledger() (the step commands sent to each
 //   worker, for the StepWatchdog). Workers only: reportLoaded(), acknowledge(), progress()
 //   (their ProgressResponder answers node 0's progress probes while a step runs).
+// - Pipeline stages (the topology has more than one): formGroup() makes a NodeGroup of this
+//   stage's ranks alone (tensor parallelism stays inside the stage; a stage of several nodes
+//   meets over a mesh::SubMesh of its nodes) and takes the mesh's event callback itself (a lost
+//   peer aborts the group and reaches hooks.on_peer); loadRanks() loads
+//   this node's stage; runStep() passes the hidden state between stages (node/stage_pipeline.h).
 #pragma once
 
 #include <atomic>
@@ -32,10 +37,12 @@
 #include "collectives/hierarchical.h"
 #include "mesh/mesh.h"
 #include "mesh/metered_mesh.h"
+#include "mesh/sub_mesh.h"
 #include "node/loaded_model.h"
 #include "node/options.h"
 #include "node/progress_responder.h"
 #include "node/rank_set.h"
+#include "node/stage_pipeline.h"
 #include "node/stall_probe.h"
 #include "node/step_command.h"
 #include "node/step_watchdog.h"
@@ -62,6 +69,11 @@ class ClusterSession {
   void formGroup();
   // Loads this node's ranks of the model (throws on a shard that does not load).
   void loadRanks(const RankSetOptions& options);
+  // One step of the batch on this node's ranks: RankSet::run, or the pipeline's step (taps
+  // are refused there with Error(kUnsupported)). Logits as RankSet::run gives them on node 0.
+  void runStep(std::span<const model::BatchToken> batch, std::vector<float>& logits,
+               model::TapSink* taps = nullptr);
+
   // Worker: tells node 0 that its ranks are loaded.
   void reportLoaded();
   // Node 0: waits until every worker has reported its ranks loaded.
@@ -70,6 +82,8 @@ class ClusterSession {
   // Node 0: sends encoded command bytes (a kStep or kReadTensor) to every worker, in node
   // order, counting them in ledger().
   void sendToWorkers(std::span<const std::byte> bytes);
+  // Node 0: the same to one worker (a pipeline split's tensor read goes to one stage's nodes).
+  void sendToWorker(int node, std::span<const std::byte> bytes);
   // Node 0: tells every live worker to reset (kReset) or shut down (kShutdown) and waits for
   // each acknowledgement, each bounded by `watchdog` (a worker that does not acknowledge within
   // --step-timeout is lost); a worker that does not answer is logged.
@@ -82,7 +96,10 @@ class ClusterSession {
   ProgressResponder& progress() { return *responder_; }
 
   // Releases the ranks (a failed session's ranks go before it waits for node 0).
-  void dropRanks() { ranks_.reset(); }
+  void dropRanks() {
+    pipeline_.reset();
+    ranks_.reset();
+  }
   // Releases the ranks and the group and shuts the mesh down.
   void close();
 
@@ -96,12 +113,14 @@ class ClusterSession {
   const LoadedModel& model_;
   const int nodes_;
   const SessionHooks hooks_;
-  std::unique_ptr<mesh::Mesh> mesh_;       // null for a single node
-  std::unique_ptr<mesh::Mesh> metered_;    // node 0: counts the collectives' traffic over mesh_
-  std::unique_ptr<CommandLedger> ledger_;  // node 0 of a mesh
+  std::unique_ptr<mesh::Mesh> mesh_;           // null for a single node
+  std::unique_ptr<mesh::Mesh> metered_;        // node 0: counts the collectives' traffic over mesh_
+  std::unique_ptr<mesh::SubMesh> stage_mesh_;  // pipeline stages of several nodes: their view
+  std::unique_ptr<CommandLedger> ledger_;      // node 0 of a mesh
   std::unique_ptr<ProgressResponder> responder_;  // workers; uses mesh_, so declared after it
   std::shared_ptr<collectives::NodeGroup> group_;
   std::unique_ptr<RankSet> ranks_;
+  std::unique_ptr<StagePipeline> pipeline_;  // pipeline stages only; uses ranks_ and the mesh
   std::vector<std::byte> command_bytes_;
 };
 

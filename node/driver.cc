@@ -88,6 +88,7 @@ std::string Driver::renderChat(const std::vector<ChatMessage>& messages) const {
 uint64_t Driver::submit(GenerationRequest request,
                         std::function<void(const TokenEvent&)> on_event) {
   checkRequest(request, driver_options_.scheduler.ctx_size, model_.config);
+  checkPipelineRequest(request, model_.topology);
   if (!ready_) {
     fail(ErrorCode::kPeerLost, "the cluster is not ready: {}", notReadyReason());
   }
@@ -206,9 +207,12 @@ bool Driver::formCluster() {
     std::lock_guard lock(mu_);
     not_ready_reason_.clear();
   }
-  spdlog::info("[cluster] ready: {} node(s) x {} rank(s), model {}, {} slots x {} positions",
-               model_.topology.nodes(), model_.topology.ranksPerNode(), model_.name,
-               driver_options_.scheduler.slots, driver_options_.scheduler.ctx_size);
+  spdlog::info("[cluster] ready: {} node(s) x {} rank(s){}, model {}, {} slots x {} positions",
+               model_.topology.nodes(), model_.topology.ranksPerNode(),
+               model_.topology.pipelined()
+                   ? fmt::format(" in {} pipeline stages", model_.topology.stages())
+                   : "",
+               model_.name, driver_options_.scheduler.slots, driver_options_.scheduler.ctx_size);
   return true;
 }
 
@@ -240,7 +244,7 @@ void Driver::runStep() {
   expandStep(step.command, batch_);
   model::TapSink sink;
   markTaps(step, sink);
-  session_->ranks().run(batch_, logits_, sink.specs.empty() ? nullptr : &sink);
+  session_->runStep(batch_, logits_, sink.specs.empty() ? nullptr : &sink);
   watchdog_->end();
   collectTaps(step, sink);
   scheduler_->commit(step);

@@ -6,6 +6,8 @@
 #include "common/error.h"
 #include "model/tensor_read.h"
 #include "node/driver.h"
+#include "node/mesh_setup.h"
+#include "node/stage_tensor_read.h"
 #include "node/step_batch.h"
 #include "node/step_command.h"
 
@@ -131,7 +133,12 @@ void Driver::serveTensorRead() {
   res.info = listing(read.index);
   const model::TensorShard& shard = model_.plan.shards[read.index];
   // Refused before any rank takes part: a refusal is the caller's error, not a fault.
-  if (std::string why = session_->ranks().readRefusal(shard); !why.empty()) {
+  // A pipeline split: the stage that holds the tensor gathers it (node/stage_tensor_read.h).
+  const int holder =
+      model_.topology.pipelined() ? model_.stages.stageHolding(shard.tensor.name) : 0;
+  const int holder_node = model_.topology.firstNodeOf(holder);
+  std::string why = holder == 0 ? session_->ranks().readRefusal(shard) : "";
+  if (!why.empty()) {
     res.error_code = static_cast<int>(ErrorCode::kUnsupported);
     res.error = why;
     read.done(std::move(res));
@@ -143,9 +150,33 @@ void Driver::serveTensorRead() {
   const auto t0 = Clock::now();
   try {
     StepWatchdog::Scope watched(*watchdog_);
-    // Replicated tensors pass through (node 0's copy): no collective, workers not involved.
-    if (shard.kind != model::ShardKind::kReplicate) broadcastCommand(cmd);
-    res.raw = session_->ranks().gatherTensor(shard);
+    const collectives::Topology& topo = model_.topology;
+    if (holder != 0) {
+      // Every node of the holding stage takes part; its first node answers.
+      encodeStepCommand(cmd, command_bytes_);
+      for (int k = 0; k < topo.nodesPerStage(); ++k) {
+        session_->sendToWorker(holder_node + k, command_bytes_);
+      }
+      res.raw = receiveStageTensor(*session_->mesh(), holder_node, shard, why);
+      if (!why.empty()) {  // the holder refused: the caller's error, not a fault
+        res.error_code = static_cast<int>(ErrorCode::kUnsupported);
+        res.error = why;
+        read.done(std::move(res));
+        return;
+      }
+    } else {
+      // Replicated tensors pass through (node 0's copy): no collective, workers not involved.
+      // In a pipeline split only stage 0's other nodes take part.
+      if (shard.kind != model::ShardKind::kReplicate && !topo.pipelined()) {
+        broadcastCommand(cmd);
+      } else if (shard.kind != model::ShardKind::kReplicate) {
+        encodeStepCommand(cmd, command_bytes_);
+        for (int k = 1; k < topo.nodesPerStage(); ++k) {
+          session_->sendToWorker(k, command_bytes_);
+        }
+      }
+      res.raw = session_->ranks().gatherTensor(shard);
+    }
     res.ok = true;
     metrics_->tensor_reads.Increment();
     metrics_->tensor_read_ms.Set(

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "model/model_identity.h"
 #include "model/vocab_gguf.h"
+#include "node/host_memory.h"
 
 namespace tpnode::node {
 namespace {
@@ -57,8 +58,26 @@ std::string modelSlug(const std::string& path) {
 }
 
 collectives::Topology clusterTopology(const Options& o) {
-  return collectives::Topology::fromLayout(o.tp_layout, o.node_id);
+  return collectives::Topology::fromLayout(o.tp_layout, o.node_id).withStages(std::max(1, o.pp));
 }
+
+namespace {
+
+// The layers of every stage; this node's stage checked against the memory it has.
+model::StagePlan planPipeline(const Options& o, const LoadedModel& m) {
+  const collectives::Topology& topo = m.topology;
+  model::StagePlanRequest req;
+  req.stages = topo.stages();
+  req.nodes_per_stage = topo.nodesPerStage();
+  if (!o.pp_layers.empty()) req.explicit_ranges = model::parseLayerRanges(o.pp_layers);
+  req.capacity.assign(static_cast<size_t>(topo.stages()), 0);
+  req.capacity[static_cast<size_t>(topo.stage())] = availableHostMemory();
+  const model::StageCosts costs = model::stageCosts(
+      m.config, m.plan, topo.ranksPerNode(), std::max(1, o.parallel), std::max(1, o.ctx_size));
+  return model::planStages(costs, req);
+}
+
+}  // namespace
 
 std::unique_ptr<LoadedModel> loadModel(const Options& o) {
   auto m = std::make_unique<LoadedModel>();
@@ -75,12 +94,18 @@ std::unique_ptr<LoadedModel> loadModel(const Options& o) {
   m->tokenizer = std::make_unique<model::Tokenizer>(model::loadVocab(*m->file));
 
   const collectives::Topology& topo = m->topology;
-  m->plan = model::planShards(m->config, model::tensorDescs(meta), topo.worldSize(),
+  m->plan = model::planShards(m->config, model::tensorDescs(meta), topo.tpSize(),
                               headLayout(o.head), moePlacement(o.moe_placement));
+  if (topo.pipelined()) {
+    m->stages = planPipeline(o, *m);
+    spdlog::info("[model] {}", m->stages.describe(topo.nodesPerStage()));
+  }
   spdlog::info("[model] {} (served as '{}'; {}), {}", general_name, m->name, m->config.summary(),
                m->identity);
-  spdlog::info("[model] shard plan for {} ranks ({} nodes x {} local):\n{}", topo.worldSize(),
-               topo.nodes(), topo.ranksPerNode(), m->plan.describe());
+  spdlog::info("[model] shard plan for {} ranks ({} nodes x {} local{}):\n{}", topo.tpSize(),
+               topo.nodes(), topo.ranksPerNode(),
+               topo.pipelined() ? fmt::format(", {} pipeline stages", topo.stages()) : "",
+               m->plan.describe());
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   if (static_cast<unsigned>(o.tp * o.threads) > cores) {
     spdlog::warn(

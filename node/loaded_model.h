@@ -10,6 +10,7 @@
 #include "model/config.h"
 #include "model/gguf.h"
 #include "model/shard_plan.h"
+#include "model/stage_plan.h"
 #include "model/tokenizer.h"
 #include "node/options.h"
 
@@ -19,7 +20,8 @@ struct LoadedModel {
   std::unique_ptr<model::GgufFile> file;
   model::ModelConfig config;
   collectives::Topology topology;  // --tp-layout and --node-id (no devices: node/placement.h)
-  model::ShardPlan plan;           // for every rank of `topology`
+  model::ShardPlan plan;           // for the tpSize() ranks of one stage of `topology`
+  model::StagePlan stages;         // the layers of every pipeline stage (none: tensor only)
   std::unique_ptr<model::Tokenizer> tokenizer;
   std::string identity;  // model::modelIdentity()
   std::string name;      // the served model id: --alias, or modelSlug(the file)
@@ -39,7 +41,8 @@ collectives::Topology clusterTopology(const Options& options);
 
 // Builds clusterTopology(options) (refusing a layout before anything loads), opens
 // options.model, checks that the topology can shard it (the error names the tensor, its size and
-// the tp degrees that work) and logs what will run.
+// the tp degrees that work), plans the pipeline stages (refusing a plan whose stage does not
+// fit this node's memory, naming the node) and logs what will run.
 std::unique_ptr<LoadedModel> loadModel(const Options& options);
 
 }  // namespace tpnode::node

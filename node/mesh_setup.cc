@@ -52,6 +52,10 @@ mesh::MeshOptions makeMeshOptions(const Options& o, const std::string& model_ide
     items.push_back("ctx_size=" + std::to_string(o.ctx_size));
     items.push_back("head=" + std::string(enumName(o.head)));
     items.push_back("moe_placement=" + std::string(enumName(o.moe_placement)));
+    if (o.pp > 1) {  // every node must cut the same stages
+      items.push_back("pp=" + std::to_string(o.pp));
+      items.push_back("pp_layers=" + (o.pp_layers.empty() ? std::string("balanced") : o.pp_layers));
+    }
   }
   items.insert(items.end(), extra_items.begin(), extra_items.end());
   m.fingerprint = mesh::computeFingerprint(items);

@@ -22,6 +22,7 @@ enum class LocalTransport { kAuto, kNccl, kP2p, kHost };  // --local-transport (
 enum class InterTransport { kAuto, kMesh, kNccl };        // --inter-transport (GPU ranks)
 enum class WireFormatFlag { kF32, kBF16, kQ8_0 };  // --wire-format (inter-node all-reduce payload)
 enum class HeadFlag { kAuto, kVocabParallel, kReplicated };  // --head (output head layout)
+enum class SplitFlag { kAuto, kTensor, kPipeline };          // --split
 enum class MoePlacementFlag { kAuto, kSlice, kExpert };      // --moe-placement
 enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kCritical, kOff };  // --log-level
 inline constexpr std::string_view kBackendNames[] = {"auto", "cpu", "cuda"};
@@ -29,6 +30,7 @@ inline constexpr std::string_view kLocalTransportNames[] = {"auto", "nccl", "p2p
 inline constexpr std::string_view kInterTransportNames[] = {"auto", "mesh", "nccl"};
 inline constexpr std::string_view kWireFormatNames[] = {"f32", "bf16", "q8_0"};
 inline constexpr std::string_view kHeadNames[] = {"auto", "vocab-parallel", "replicated"};
+inline constexpr std::string_view kSplitNames[] = {"auto", "tensor", "pipeline"};
 inline constexpr std::string_view kMoePlacementNames[] = {"auto", "slice", "expert"};
 // spdlog's level names (common/log.h: initLogging), "warn" for warning.
 inline constexpr std::string_view kLogLevelNames[] = {"trace", "debug",    "info", "warn",
@@ -47,6 +49,9 @@ constexpr std::span<const std::string_view> enumNames(WireFormatFlag) {
 }
 constexpr std::span<const std::string_view> enumNames(HeadFlag) {
   return kHeadNames;
+}
+constexpr std::span<const std::string_view> enumNames(SplitFlag) {
+  return kSplitNames;
 }
 constexpr std::span<const std::string_view> enumNames(MoePlacementFlag) {
   return kMoePlacementNames;
@@ -110,6 +115,10 @@ struct Options {
   int mesh_spin_us = 200;  // a mesh receive yield-spins this long before sleeping in recv/poll
   WireFormatFlag wire_format = WireFormatFlag::kF32;
   HeadFlag head = HeadFlag::kAuto;
+  // Pipeline stages (--pp, --split, --pp-layers); finishLayout() resolves --split into pp.
+  int pp = 1;
+  SplitFlag split = SplitFlag::kAuto;
+  std::string pp_layers;  // "0-9,10-25": layers of every stage (model/stage_plan.h)
   MoePlacementFlag moe_placement = MoePlacementFlag::kAuto;
   double mesh_hold_s = 0;  // mesh-only mode: stay connected this long before the coordinated exit
   std::string cluster_secret_file;
@@ -166,7 +175,8 @@ enum class ParseResult { kRun, kExitOk, kExitError };
 // "1,2,3" -> {1,2,3}; Error(kInvalidArgument) naming flag_name on a bad item.
 std::vector<int> parseIntList(const std::string& flag_name, const std::string& text);
 
-// Checks --tp/--node-id/--peers/--tp-layout against each other and fills tp_layout.
+// Checks --tp/--node-id/--peers/--tp-layout against each other and fills tp_layout; checks
+// --pp/--split/--pp-layers against the node count and sets pp to the stages that will run.
 void finishLayout(Options& options);
 
 // Parses argv (and TPNODE_* environment variables). Prints help/version/errors itself.

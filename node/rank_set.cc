@@ -49,6 +49,11 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
          "--backend cpu",
          config.arch, config.n_expert);
   }
+  if (gpu && options.stage) {
+    fail(ErrorCode::kUnsupported,
+         "pipeline stages (--pp) run on CPU ranks only for now; use --backend cpu");
+  }
+  const model::StagePart* part = options.stage ? &*options.stage : nullptr;
   spdlog::info("[model] loading {} local rank shards (global ranks {}..{} of {}) for {} ranks", tp,
                topo.firstRank(), topo.globalRank(tp - 1), plan.tp, gpu ? "GPU" : "CPU");
   // Load in parallel: each rank copies only its own slice out of the mapped file.
@@ -60,7 +65,7 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
       loaders.emplace_back([&, r] {
         try {
           weights[static_cast<size_t>(r)] =
-              model::loadRankWeights(file, config, plan, topo.globalRank(r), /*pack=*/!gpu);
+              model::loadRankWeights(file, config, plan, topo.globalRank(r), /*pack=*/!gpu, part);
         } catch (...) {
           errors[static_cast<size_t>(r)] = std::current_exception();
         }
@@ -73,7 +78,8 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
   for (int r = 0; r < tp; ++r) {
     auto rank = std::make_unique<Rank>();
     rank->local_rank = r;
-    rank->weight_bytes = plan.rankBytes(topo.globalRank(r));
+    rank->weight_bytes = part != nullptr ? weights[static_cast<size_t>(r)].bytes
+                                         : plan.rankBytes(topo.globalRank(r));
     rank->comm = group_->communicator(r);
     ranks_.push_back(std::move(rank));
   }
@@ -152,7 +158,29 @@ void RankSet::run(std::span<const model::BatchToken> batch, std::vector<float>& 
   batch_ = batch;
   logits_ = &logits;
   taps_ = taps;
-  read_ = nullptr;
+  job_ = Job::kForward;
+  dispatchLocked(lock);
+}
+
+void RankSet::runLayers(std::span<const model::BatchToken> batch, const float* hidden_in,
+                        std::vector<float>& hidden_out) {
+  std::unique_lock lock(mu_);
+  if (error_) std::rethrow_exception(error_);
+  batch_ = batch;
+  logits_ = &hidden_out;
+  hidden_in_ = hidden_in;
+  job_ = Job::kLayers;
+  dispatchLocked(lock);
+}
+
+void RankSet::runHead(std::span<const model::BatchToken> batch, const float* rows,
+                      std::vector<float>& logits) {
+  std::unique_lock lock(mu_);
+  if (error_) std::rethrow_exception(error_);
+  batch_ = batch;
+  logits_ = &logits;
+  hidden_in_ = rows;
+  job_ = Job::kHead;
   dispatchLocked(lock);
 }
 
@@ -165,6 +193,7 @@ std::vector<uint8_t> RankSet::gatherTensor(const model::TensorShard& shard, bool
     return out;
   }
   read_ = &shard;
+  job_ = Job::kRead;
   read_out_ = assemble ? &out : nullptr;
   dispatchLocked(lock);
   return out;
@@ -193,7 +222,25 @@ void RankSet::dispatchLocked(std::unique_lock<std::mutex>& lock) {
   done_cv_.wait(lock, [&] { return pending_ == 0; });
   read_ = nullptr;
   taps_ = nullptr;
+  hidden_in_ = nullptr;
   if (error_) std::rethrow_exception(error_);
+}
+
+void RankSet::runJob(Rank& rank, Job job, std::span<const model::BatchToken> batch,
+                     const float* hidden_in, std::vector<float>* out, model::TapSink* taps) {
+  switch (job) {
+    case Job::kForward:
+      rank.model->forward(batch, *out, taps);
+      return;
+    case Job::kLayers:
+      rank.model->forwardLayers(batch, hidden_in, *out);
+      return;
+    case Job::kHead:
+      rank.model->forwardHead(batch, hidden_in, *out);
+      return;
+    case Job::kRead:
+      return;  // rankLoop runs it
+  }
 }
 
 void RankSet::rankRead(Rank& rank, const model::TensorShard& shard, std::vector<uint8_t>* out) {
@@ -235,6 +282,8 @@ void RankSet::rankLoop(Rank& rank) {
     model::TapSink* taps = nullptr;
     const model::TensorShard* read = nullptr;
     std::vector<uint8_t>* read_out = nullptr;
+    Job job = Job::kForward;
+    const float* hidden_in = nullptr;
     {
       std::unique_lock lock(mu_);
       work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
@@ -247,13 +296,15 @@ void RankSet::rankLoop(Rank& rank) {
       taps = leader ? taps_ : nullptr;
       read = read_;
       read_out = leader ? read_out_ : nullptr;
+      job = job_;
+      hidden_in = hidden_in_;
     }
     std::exception_ptr failure;
     try {
-      if (read != nullptr) {
+      if (job == Job::kRead) {
         rankRead(rank, *read, read_out);
       } else {
-        rank.model->forward(batch, *out, taps);
+        runJob(rank, job, batch, hidden_in, out, taps);
       }
     } catch (const Error& e) {
       failure = std::current_exception();

@@ -13,6 +13,9 @@
 // - Logits: rows for the batch tokens marked `logits`, in batch order, full vocabulary
 //   (global rank 0's copy; every rank holds the same after the vocab-parallel all-gather).
 // - Taps: run(..., taps) hands the sink to local rank 0 only (model/taps.h).
+// - Pipeline stages (options.stage set): the ranks hold that stage's layers (and the
+//   embeddings and head on stage 0); runLayers() and runHead() replace run(), with the same
+//   threading; every rank gets the same input, local rank 0's output is returned.
 // - Tensor reads: gatherTensor() of a split tensor is a collective like a step: every rank of
 //   every node must call it for the same tensor between the same steps. Each local rank turns
 //   its slice into GGUF bytes and gathers them to global rank 0 (Communicator::gather, in
@@ -27,6 +30,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <vector>
@@ -37,6 +41,7 @@
 #include "model/gguf.h"
 #include "model/llama_rank.h"
 #include "model/shard_plan.h"
+#include "model/stage_plan.h"
 
 namespace tpnode::node {
 
@@ -57,6 +62,8 @@ struct RankSetOptions {
   // no message exceeds the mesh's frame limit (1 GiB) for any local tp. Must be the same on
   // every node (it fixes the number of collectives per read); tests lower it.
   size_t read_chunk_bytes = size_t{64} << 20;
+  // A pipeline stage's part of the model (CPU ranks only); unset: the whole model.
+  std::optional<model::StagePart> stage;
 };
 
 class RankSet {
@@ -72,6 +79,12 @@ class RankSet {
 
   void run(std::span<const model::BatchToken> batch, std::vector<float>& logits,
            model::TapSink* taps = nullptr);
+
+  // Pipeline stages (see the contract; model::RankModel::forwardLayers / forwardHead).
+  void runLayers(std::span<const model::BatchToken> batch, const float* hidden_in,
+                 std::vector<float>& hidden_out);
+  void runHead(std::span<const model::BatchToken> batch, const float* rows,
+               std::vector<float>& logits);
 
   // Collective (see the contract). Returns the full tensor's GGUF bytes when `assemble` on
   // node 0 (global rank 0 is its local rank 0), else nothing (a worker only contributes).
@@ -93,10 +106,13 @@ class RankSet {
 
  private:
   struct Rank;
+  enum class Job { kForward, kLayers, kHead, kRead };
   std::unique_ptr<model::GpuNode> gpu_;  // GPU ranks only; outlives ranks_ (declared first)
   void rankLoop(Rank& rank);
   void rankRead(Rank& rank, const model::TensorShard& shard, std::vector<uint8_t>* out);
   void dispatchLocked(std::unique_lock<std::mutex>& lock);
+  void runJob(Rank& rank, Job job, std::span<const model::BatchToken> batch, const float* hidden_in,
+              std::vector<float>* out, model::TapSink* taps);
 
   std::vector<int> cpu_of_rank_;
   std::vector<std::pair<uint64_t, uint64_t>> experts_of_rank_;  // [global rank]: [begin, end)
@@ -114,6 +130,8 @@ class RankSet {
   std::span<const model::BatchToken> batch_;  // GUARDED_BY(mu_) for the step
   std::vector<float>* logits_ = nullptr;      // rank 0 writes it during the step
   model::TapSink* taps_ = nullptr;            // rank 0 fills it during the step
+  Job job_ = Job::kForward;                   // GUARDED_BY(mu_) for the step
+  const float* hidden_in_ = nullptr;          // runLayers / runHead input, read by every rank
   const model::TensorShard* read_ = nullptr;  // set: the job is a tensor read, not a step
   std::vector<uint8_t>* read_out_ = nullptr;  // rank 0 writes it during the read (if set)
 };

@@ -22,8 +22,9 @@ using Member =
     std::variant<std::string Options::*, int Options::*, double Options::*, bool Options::*,
                  uint64_t Options::*, CudaGraphs Options::*, Backend Options::*,
                  LocalTransport Options::*, InterTransport Options::*, WireFormatFlag Options::*,
-                 HeadFlag Options::*, MoePlacementFlag Options::*, LogLevel Options::*,
-                 std::vector<int> Options::*, std::vector<std::string> Options::*>;
+                 HeadFlag Options::*, SplitFlag Options::*, MoePlacementFlag Options::*,
+                 LogLevel Options::*, std::vector<int> Options::*,
+                 std::vector<std::string> Options::*>;
 
 struct Binding {
   std::string_view flag;
@@ -51,6 +52,9 @@ const Binding kBindings[] = {
     {"mesh-spin-us", &Options::mesh_spin_us},
     {"wire-format", &Options::wire_format},
     {"head", &Options::head},
+    {"pp", &Options::pp},
+    {"split", &Options::split},
+    {"pp-layers", &Options::pp_layers},
     {"moe-placement", &Options::moe_placement},
     {"mesh-hold", &Options::mesh_hold_s},
     {"cluster-secret-file", &Options::cluster_secret_file},

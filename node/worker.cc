@@ -14,6 +14,7 @@
 #include "node/cluster_session.h"
 #include "node/mesh_setup.h"
 #include "node/rank_set_options.h"
+#include "node/stage_tensor_read.h"
 #include "node/step_batch.h"
 #include "node/step_command.h"
 
@@ -76,9 +77,18 @@ Outcome serve(ClusterSession& session, const Options& o, const LoadedModel& m) {
       return Outcome::kReform;
     }
     session.progress().noteReceived();
-    if (cmd.kind == StepKind::kReadTensor) {  // node 0 keeps the result; ours is dropped
+    if (cmd.kind == StepKind::kReadTensor) {
       session.progress().noteBegun();
-      ranks.gatherTensor(m.plan.shards[cmd.tensor], /*assemble=*/false);
+      const model::TensorShard& shard = m.plan.shards[cmd.tensor];
+      const collectives::Topology& topo = m.topology;
+      if (topo.pipelined() && topo.stage() != 0 &&
+          topo.nodeId() == topo.firstNodeOf(topo.stage())) {
+        answerStageTensorRead(*session.mesh(), ranks, shard);  // gathered here, sent to node 0
+      } else if (topo.pipelined()) {  // another node of the holding stage: takes part
+        if (ranks.readRefusal(shard).empty()) ranks.gatherTensor(shard, /*assemble=*/false);
+      } else {  // node 0 keeps the result; ours is dropped
+        ranks.gatherTensor(shard, /*assemble=*/false);
+      }
       continue;
     }
     if (const uint64_t step = ++g_steps_received; stall_at != 0 && step == stall_at) {
@@ -86,7 +96,7 @@ Outcome serve(ClusterSession& session, const Options& o, const LoadedModel& m) {
     }
     expandStep(cmd, batch);
     session.progress().noteBegun();  // node 0's progress probe sees this step taken up
-    ranks.run(batch, logits);
+    session.runStep(batch, logits);
   }
 }
 

@@ -355,6 +355,65 @@ TEST(TopologyTest, Describe) {
   EXPECT_EQ(Topology().describe(), "1 node x 1 rank (1 ranks; node 0: global ranks 0..0)");
 }
 
+// Pipeline stages: one row per node of a shape, where its stage is and which ranks it holds.
+struct StageCase {
+  int nodes, ranks_per_node, stages;
+  std::vector<int> stage_of_node;  // index = node
+  std::vector<int> first_rank_of_stage;
+  int tp_size;
+};
+
+TEST(TopologyTest, StageTable) {
+  const std::vector<StageCase> cases = {
+      {1, 1, 1, {0}, {0}, 1},
+      {2, 1, 2, {0, 1}, {0, 1}, 1},
+      {4, 1, 4, {0, 1, 2, 3}, {0, 1, 2, 3}, 1},
+      {2, 2, 2, {0, 1}, {0, 2}, 2},        // pipeline x tensor 2x2
+      {4, 2, 2, {0, 0, 1, 1}, {0, 4}, 4},  // stages of 2 nodes of 2 ranks
+      {6, 1, 3, {0, 0, 1, 1, 2, 2}, {0, 2, 4}, 2},
+      {4, 3, 1, {0, 0, 0, 0}, {0}, 12},  // tensor only
+  };
+  for (const StageCase& c : cases) {
+    for (int node = 0; node < c.nodes; ++node) {
+      const Topology t = Topology::uniform(c.nodes, c.ranks_per_node, node).withStages(c.stages);
+      SCOPED_TRACE(t.describe());
+      EXPECT_EQ(t.stages(), c.stages);
+      EXPECT_EQ(t.pipelined(), c.stages > 1);
+      EXPECT_EQ(t.nodesPerStage(), c.nodes / c.stages);
+      EXPECT_EQ(t.tpSize(), c.tp_size);
+      EXPECT_EQ(t.stage(), c.stage_of_node[static_cast<size_t>(node)]);
+      EXPECT_EQ(t.isFirstStage(), t.stage() == 0);
+      EXPECT_EQ(t.isLastStage(), t.stage() == c.stages - 1);
+      for (int s = 0; s < c.stages; ++s) {
+        EXPECT_EQ(t.firstRankOf(s), c.first_rank_of_stage[static_cast<size_t>(s)]);
+        EXPECT_EQ(t.firstNodeOf(s), s * c.nodes / c.stages);
+        EXPECT_EQ(t.stageOfNode(t.firstNodeOf(s)), s);
+      }
+      // Every rank of this node is in this node's stage, at tp rank (global - stage's first).
+      for (int local = 0; local < c.ranks_per_node; ++local) {
+        const int g = t.globalRank(local);
+        EXPECT_EQ(t.stageOf(g), t.stage());
+        EXPECT_EQ(t.tpRank(g), g - t.firstRankOf(t.stage()));
+      }
+    }
+  }
+}
+
+TEST(TopologyTest, StagesThatDoNotDivideAreRefused) {
+  const Topology four = Topology::uniform(4, 1, 0);
+  EXPECT_THROW(four.withStages(0), Error);
+  EXPECT_THROW(four.withStages(3), Error);
+  EXPECT_THROW(four.withStages(5), Error);
+  EXPECT_NE(Topology::stageRefusal(4, 3).find("same number of nodes"), std::string::npos);
+  EXPECT_NE(Topology::stageRefusal(2, 4).find("at least one node"), std::string::npos);
+  EXPECT_EQ(Topology::stageRefusal(4, 2), "");
+  EXPECT_THROW(four.withStages(2).stageOfNode(4), Error);
+  EXPECT_THROW(four.withStages(2).firstNodeOf(2), Error);
+  EXPECT_EQ(Topology::uniform(2, 2, 1).withStages(2).describe(),
+            "2 nodes x 2 ranks (4 ranks; node 1: global ranks 2..3), 2 pipeline stages of 1 node "
+            "(node 1: stage 1)");
+}
+
 // mesh/tags.h checks its own ranges with a static_assert; the check itself must catch overlap.
 TEST(TagRangesTest, OverlapIsCaughtAtCompileTime) {
   using mesh::TagRange;

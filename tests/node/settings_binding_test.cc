@@ -148,6 +148,7 @@ TEST(SettingsBindingTest, EnumNamesAreTheTablesChoices) {
   expectNamesAreTheChoices<InterTransport>("inter-transport");
   expectNamesAreTheChoices<WireFormatFlag>("wire-format");
   expectNamesAreTheChoices<HeadFlag>("head");
+  expectNamesAreTheChoices<SplitFlag>("split");
   expectNamesAreTheChoices<MoePlacementFlag>("moe-placement");
   expectNamesAreTheChoices<LogLevel>("log-level");
   for (std::string_view c : settings::findFlag("cuda-graphs")->choices) {

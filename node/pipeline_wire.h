@@ -1,0 +1,59 @@
+// The pipeline stages' message: the hidden state of one micro-batch of a step, passed from a
+// stage to the next (kForward: a row per batch token), or from the last stage back to stage 0
+// (kReturn: the rows of the tokens marked `logits`, in batch order). A stage whose step fails
+// sends kAbort (no rows) where its output would have gone, so that the stages after it, and
+// stage 0, stop waiting at once. Defined once here and in docs/wire-protocol.md ("Pipeline
+// stages").
+//
+// Layout (little-endian, field by field; 32-byte header, then rows x cols f32):
+//   0 u32 magic 0x53485054 ("TPHS")   4 u16 version (1)     6 u16 kind (1 forward, 2 return,
+//                                                                     3 abort)
+//   8 u64 step (the session's step number, from 1)         16 u32 micro-batch index
+//  20 u32 micro-batch count          24 u32 rows            28 u32 cols (n_embd)
+//  32 rows * cols f32
+//
+// Received bytes are hostile: decodeHidden() checks every header field against what the
+// receiver expects from the step it runs (kind, step, micro-batch, rows, cols) and the exact
+// size before it reads a float, and throws Error(kInvalidData) naming the field and both values;
+// an abort throws Error(kPeerLost).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "mesh/tags.h"
+
+namespace tpnode::node {
+
+inline constexpr uint32_t kTagPipelineForward = mesh::kPipelineTags.at(0);  // stage s -> s + 1
+inline constexpr uint32_t kTagPipelineReturn = mesh::kPipelineTags.at(1);   // last -> stage 0
+inline constexpr uint32_t kTagPipelineTensor =
+    mesh::kPipelineTags.at(2);  // node/stage_tensor_read.h
+
+inline constexpr uint32_t kHiddenMagic = 0x53485054;
+inline constexpr uint16_t kHiddenVersion = 1;
+inline constexpr size_t kHiddenHeaderBytes = 32;
+
+enum class HiddenKind : uint16_t { kForward = 1, kReturn = 2, kAbort = 3 };
+
+struct HiddenHeader {
+  HiddenKind kind = HiddenKind::kForward;
+  uint64_t step = 0;
+  uint32_t micro = 0, micros = 1;
+  uint32_t rows = 0, cols = 0;
+};
+
+// The message's size for `rows` x `cols`.
+size_t hiddenMessageBytes(uint32_t rows, uint32_t cols);
+
+// Header and rows x cols floats (`data`, at least that many) into `out` (resized).
+void encodeHidden(const HiddenHeader& header, const float* data, std::vector<std::byte>& out);
+
+// Checks `bytes` against `expected` (every field) and copies the floats into `out`
+// (rows x cols). Error(kInvalidData) on any difference; Error(kPeerLost) for an abort.
+void decodeHidden(std::span<const std::byte> bytes, const HiddenHeader& expected,
+                  std::vector<float>& out);
+
+}  // namespace tpnode::node

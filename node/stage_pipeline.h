@@ -1,0 +1,70 @@
+// StagePipeline: one step of a pipeline split as this node runs it. Every node of the cluster
+// expands the same StepCommand into the same batch and calls run() with it; the hidden state
+// of the batch's tokens passes stage to stage over the mesh (node/pipeline_wire.h):
+//   stage 0:    embeddings + its layers -> send to stage 1; ... ; receive the final rows of the
+//               tokens marked `logits` from the last stage -> output head -> logits (sampled).
+//   stage s>0:  receive from stage s - 1 -> its layers -> send to stage s + 1, or (the last
+//               stage) the rows of the tokens marked `logits` to stage 0.
+// A step of many tokens (prompt chunks, many sequences) is cut into micro-batches: contiguous
+// runs of its tokens, one message each per boundary, so that stage s + 1 runs micro-batch i
+// while stage s runs i + 1 (every node cuts the same batch the same way: microBatches()).
+// The output head stays on stage 0: it holds token_embd anyway (the embeddings; a tied head
+// is that matrix), and a row of n_embd floats is far smaller than a row of logits.
+//
+// Contract
+// - A stage of several nodes: node j of stage s sends to node j of stage s + 1 (and node j of
+//   the last stage to node j of stage 0); all of them run the same step, their ranks meeting in
+//   the stage's collectives.
+// - run() is called from one thread (the step loop), in step order on every node; messages of
+//   one step are matched by the step number, which every node counts from 1 in a session.
+// - The mesh and the RankSet outlive the pipeline. A peer lost while a step waits on it throws
+//   Error(kPeerLost) from the mesh (the session then ends, as for a collective); a message that
+//   does not match the step throws Error(kInvalidData). A node whose step fails sends an abort
+//   to the node it would have sent to (node/pipeline_wire.h), so that every later stage and
+//   stage 0 fail the step at once, not after --step-timeout.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "collectives/topology.h"
+#include "mesh/mesh.h"
+#include "model/rank_model.h"
+#include "node/pipeline_wire.h"
+#include "node/rank_set.h"
+
+namespace tpnode::node {
+
+class StagePipeline {
+ public:
+  StagePipeline(mesh::Mesh& mesh, const collectives::Topology& topology, RankSet& ranks,
+                int64_t n_embd);
+
+  // One step (see above). `logits` as RankSet::run gives them on stage 0; empty elsewhere.
+  void run(std::span<const model::BatchToken> batch, std::vector<float>& logits);
+
+  uint64_t steps() const { return step_; }
+  // Micro-batches of a step of `tokens` tokens: one per kMinMicroBatchTokens, at most one per
+  // stage, at least one. Small decode steps stay whole (each micro-batch reads the stage's
+  // weights again, which costs more than the overlap gains when the step is bound by them).
+  uint32_t microBatches(size_t tokens) const;
+  static constexpr size_t kMinMicroBatchTokens = 32;
+
+ private:
+  int peerIn(int stage) const;  // this node's counterpart in `stage`
+  void runStage(std::span<const model::BatchToken> batch, std::vector<float>& logits);
+  void sendAbort() noexcept;
+  void send(int node, uint32_t tag, const HiddenHeader& h, const float* rows);
+  void recv(int node, uint32_t tag, const HiddenHeader& h, std::vector<float>& out);
+
+  mesh::Mesh& mesh_;
+  const collectives::Topology topology_;
+  RankSet& ranks_;
+  const uint32_t n_embd_;
+  uint64_t step_ = 0;
+  std::vector<float> hidden_in_, hidden_out_, rows_;
+  std::vector<std::byte> bytes_;
+};
+
+}  // namespace tpnode::node

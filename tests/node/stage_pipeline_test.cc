@@ -1,0 +1,346 @@
+// Pipeline stages as threads of this process (nodes over collectives::testing::FakeNetwork, each
+// with its own RankSet holding its stage's layers, node::StagePipeline passing the hidden
+// state): every split gives the logits and greedy ids of the whole model at the same tp
+// exactly (the same float operations run, only on other nodes), and so those of one rank within
+// tp_parity_test's tolerance. Plus the wire messages' validation and a lost stage.
+#include "node/stage_pipeline.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include "common/error.h"
+#include "mesh/sub_mesh.h"
+#include "tests/collectives/fake_mesh.h"
+#include "tests/model/reference_cases.h"
+#include "tools/test_model.h"
+
+namespace tpnode::node {
+namespace {
+
+using testing_support::RunOutput;
+
+// Every node of a pipeline of `stages` nodes x `tp` ranks, in this process.
+class ThreadPipeline {
+ public:
+  // `stages` stages of `nodes_per_stage` nodes of `tp` ranks each.
+  ThreadPipeline(const std::string& path, int stages, int tp, const std::string& ranges = "",
+                 int nodes_per_stage = 1)
+      : file_(model::GgufFile::open(path)),
+        config_(model::readModelConfig(file_->metadata())),
+        plan_(model::planShards(config_, model::tensorDescs(file_->metadata()),
+                                tp * nodes_per_stage)),
+        net_(collectives::testing::FakeNetwork::create(stages * nodes_per_stage)) {
+    model::StagePlanRequest req;
+    req.stages = stages;
+    req.nodes_per_stage = nodes_per_stage;
+    if (!ranges.empty()) req.explicit_ranges = model::parseLayerRanges(ranges);
+    stages_ = model::planStages(model::stageCosts(config_, plan_, tp, 1, 512), req);
+    const int nodes = stages * nodes_per_stage;
+    nodes_.resize(static_cast<size_t>(nodes));
+    // A stage of several nodes forms its group over a view of its nodes: collective, so the
+    // nodes start at once.
+    std::vector<std::future<void>> made;
+    for (int k = 0; k < nodes; ++k) {
+      made.push_back(std::async(std::launch::async, [&, k] {
+        Node& n = nodes_[static_cast<size_t>(k)];
+        const auto topo = collectives::Topology::uniform(nodes, tp, k).withStages(stages);
+        n.mesh = net_->mesh(k);
+        if (nodes_per_stage > 1) {
+          n.view = std::make_unique<mesh::SubMesh>(*n.mesh, topo.firstNodeOf(topo.stage()),
+                                                   nodes_per_stage);
+        }
+        RankSetOptions o;
+        o.ctx = 512;
+        o.stage = stages_.part(topo.stage());
+        n.ranks = std::make_unique<RankSet>(
+            *file_, config_, plan_,
+            collectives::NodeGroup::create(n.view.get(), tp, collectives::CollectiveOptions{}), o);
+        n.pipeline = std::make_unique<StagePipeline>(*n.mesh, topo, *n.ranks, config_.n_embd);
+      }));
+    }
+    for (auto& m : made) m.get();
+  }
+
+  // One step on every node at once; node 0's logits.
+  std::vector<float> step(std::span<const model::BatchToken> batch) {
+    std::vector<std::future<void>> done;
+    std::vector<float> logits;
+    for (size_t s = 0; s < nodes_.size(); ++s) {
+      done.push_back(std::async(std::launch::async, [&, s] {
+        std::vector<float> mine;
+        nodes_[s].pipeline->run(batch, mine);
+        if (s == 0) logits = std::move(mine);
+      }));
+    }
+    for (auto& d : done) d.get();
+    return logits;
+  }
+
+  // As testing_support::runModel: the prompt in one batch, then one token per step.
+  RunOutput generate(const std::vector<int32_t>& prompt, const std::vector<int32_t>& forced,
+                     int n_predict) {
+    RunOutput out;
+    std::vector<model::BatchToken> batch;
+    for (size_t i = 0; i < prompt.size(); ++i) {
+      batch.push_back({prompt[i], static_cast<int32_t>(i), 0, true});
+    }
+    std::vector<float> logits = step(batch);
+    out.logits = logits;
+    const int64_t vocab = config_.n_vocab;
+    int32_t pos = static_cast<int32_t>(prompt.size());
+    for (int j = 0; j < n_predict; ++j) {
+      const float* last = logits.data() + logits.size() - vocab;
+      const int32_t id = static_cast<size_t>(j) < forced.size()
+                             ? forced[static_cast<size_t>(j)]
+                             : testing_support::greedyPick(last, vocab);
+      out.ids.push_back(id);
+      const model::BatchToken t{id, pos++, 0, true};
+      logits = step(std::span(&t, 1));
+      out.logits.insert(out.logits.end(), logits.begin(), logits.end());
+    }
+    return out;
+  }
+
+  const model::StagePlan& stages() const { return stages_; }
+  collectives::testing::FakeNetwork& network() { return *net_; }
+
+ private:
+  struct Node {
+    std::unique_ptr<mesh::Mesh> mesh;
+    std::unique_ptr<mesh::SubMesh> view;
+    std::unique_ptr<RankSet> ranks;
+    std::unique_ptr<StagePipeline> pipeline;
+  };
+  std::unique_ptr<model::GgufFile> file_;
+  model::ModelConfig config_;
+  model::ShardPlan plan_;
+  model::StagePlan stages_;
+  std::shared_ptr<collectives::testing::FakeNetwork> net_;
+  std::vector<Node> nodes_;
+};
+
+struct Case {
+  std::string name;
+  tools::TestModelShape shape;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  auto add = [&](std::string name, std::string arch, std::string type, bool tied,
+                 int64_t dim = 256) {
+    tools::TestModelShape s = tools::parityTestShape(arch, type, dim, 2 * dim, 8, 4, tied, 40);
+    s.layers = 4;
+    if (arch == "gemma3") s.heads = 4, s.kv_heads = 1, s.logit_softcap = 10.f;
+    out.push_back({std::move(name), s});
+  };
+  add("llama_f32", "llama", "f32", false);
+  add("llama_q8_0_tied", "llama", "q8_0", true);
+  add("qwen2_q4_k", "qwen2", "q4_k", false, 512);  // tp 2 cuts rows on whole Q4_K blocks
+  add("gemma3_f32", "gemma3", "f32", true);
+  // Mixtures of experts: every stage runs its layers' routed FFN (qwen2moe: and shared expert).
+  for (const char* arch : {"qwen3moe", "qwen2moe"}) {
+    add(std::string(arch) + "_f32", arch, "f32", false);
+    Case& moe = out.back();
+    moe.shape.experts = 8;
+    moe.shape.experts_used = 2;
+    moe.shape.expert_ffn = 128;
+  }
+  return out;
+}
+
+class StagePipelineParity : public testing::TestWithParam<Case> {};
+
+double maxDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, double(std::fabs(a[i] - b[i])));
+  return d;
+}
+
+TEST_P(StagePipelineParity, EverySplitMatchesTheWholeModel) {
+  const Case& c = GetParam();
+  const std::string path = testing::TempDir() + "stage_pipeline_" + c.name + ".gguf";
+  tools::writeTestModel(c.shape, path);
+  const std::vector<int32_t> prompt = {1, 300, 301, 302, 260, 270, 280, 290, 305, 306, 307, 400};
+  const int n = 12;
+  RunOutput one = testing_support::runModel(path, 1, prompt, {}, n);
+  RunOutput one_forced = testing_support::runModel(path, 1, prompt, one.ids, n);
+  RunOutput tp2_forced = testing_support::runModel(path, 2, prompt, one.ids, n);
+  // Stages x tp: pipeline 2 and 4 stages, pipeline x tensor 2x2, and an explicit uneven split.
+  struct Split {
+    int stages, tp;
+    std::string ranges;
+  };
+  for (const Split& s : std::vector<Split>{{2, 1, ""}, {4, 1, ""}, {2, 2, ""}, {2, 1, "0-2,3"}}) {
+    SCOPED_TRACE(fmt::format("{} stages x tp {} {}", s.stages, s.tp, s.ranges));
+    ThreadPipeline pipe(path, s.stages, s.tp, s.ranges);
+    ASSERT_EQ(pipe.stages().stages(), s.stages);
+    RunOutput forced = pipe.generate(prompt, one.ids, n);
+    const RunOutput& same_tp = s.tp == 1 ? one_forced : tp2_forced;
+    ASSERT_EQ(forced.logits.size(), same_tp.logits.size());
+    EXPECT_EQ(maxDiff(forced.logits, same_tp.logits), 0.0) << "teacher-forced logits";
+    // Against one rank: tp 2's float order (tp_parity_test's tolerance for F32 / quantized).
+    const bool f32 = c.shape.type == model::TensorType::kF32;
+    const double tol = !f32 ? 0.5 : c.shape.arch == "gemma3" ? 1e-2 : 1e-4;
+    EXPECT_LE(maxDiff(forced.logits, one_forced.logits), tol);
+    if (s.tp == 1) {
+      ThreadPipeline again(path, s.stages, s.tp, s.ranges);
+      EXPECT_EQ(again.generate(prompt, {}, n).ids, one.ids) << "greedy ids";
+    }
+  }
+  std::filesystem::remove(path);
+}
+
+INSTANTIATE_TEST_SUITE_P(Generated, StagePipelineParity, testing::ValuesIn(cases()),
+                         [](const testing::TestParamInfo<Case>& p) { return p.param.name; });
+
+// The 2x2 split's greedy ids against tp 2 on one node (the same float order).
+TEST(StagePipelineTest, PipelineByTensorGreedyIdsMatchTp2) {
+  tools::TestModelShape shape = tools::parityTestShape("llama", "q8_0", 256, 512, 8, 4, false, 7);
+  shape.layers = 4;
+  const std::string path = testing::TempDir() + "stage_pipeline_2x2.gguf";
+  tools::writeTestModel(shape, path);
+  const std::vector<int32_t> prompt = {1, 310, 311, 312, 313};
+  RunOutput tp2 = testing_support::runModel(path, 2, prompt, {}, 16);
+  ThreadPipeline pipe(path, 2, 2);
+  EXPECT_EQ(pipe.generate(prompt, {}, 16).ids, tp2.ids);
+  std::filesystem::remove(path);
+}
+
+// Stages of two nodes each: 4 nodes as 2 stages x 2 nodes (x tp 1 and x tp 2), the stage's
+// ranks meeting across its nodes over a view of the mesh. Sums in another order than one rank
+// (tp 2 or 4 across nodes): tp_parity_test's F32 tolerance, and the same greedy ids.
+TEST(StagePipelineTest, StagesOfSeveralNodesMatchOneRank) {
+  tools::TestModelShape shape = tools::parityTestShape("llama", "f32", 256, 512, 8, 4, false, 5);
+  shape.layers = 4;
+  const std::string path = testing::TempDir() + "stage_pipeline_multinode.gguf";
+  tools::writeTestModel(shape, path);
+  const std::vector<int32_t> prompt = {1, 300, 301, 302, 260, 270, 280, 290};
+  RunOutput one = testing_support::runModel(path, 1, prompt, {}, 12);
+  RunOutput one_forced = testing_support::runModel(path, 1, prompt, one.ids, 12);
+  for (int tp : {1, 2}) {
+    SCOPED_TRACE(tp);
+    ThreadPipeline pipe(path, 2, tp, "", 2);
+    RunOutput forced = pipe.generate(prompt, one.ids, 12);
+    ASSERT_EQ(forced.logits.size(), one_forced.logits.size());
+    EXPECT_LE(maxDiff(forced.logits, one_forced.logits), 1e-4);
+    ThreadPipeline again(path, 2, tp, "", 2);
+    EXPECT_EQ(again.generate(prompt, {}, 12).ids, one.ids);
+  }
+  std::filesystem::remove(path);
+}
+
+// A long prompt is cut into micro-batches (contiguous token runs) that flow through the stages
+// one after the other; the logits stay those of the whole model.
+TEST(StagePipelineTest, LongPromptsFlowInMicroBatches) {
+  tools::TestModelShape shape = tools::parityTestShape("llama", "q8_0", 256, 512, 8, 4, false, 9);
+  shape.layers = 4;
+  const std::string path = testing::TempDir() + "stage_pipeline_micro.gguf";
+  tools::writeTestModel(shape, path);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 100; ++i) prompt.push_back(static_cast<int32_t>(1 + (i * 37) % 500));
+  RunOutput one = testing_support::runModel(path, 1, prompt, {}, 4);
+  RunOutput one_forced = testing_support::runModel(path, 1, prompt, one.ids, 4);
+  for (int stages : {2, 4}) {
+    SCOPED_TRACE(stages);
+    ThreadPipeline pipe(path, stages, 1);
+    RunOutput forced = pipe.generate(prompt, one.ids, 4);
+    ASSERT_EQ(forced.logits.size(), one_forced.logits.size());
+    EXPECT_EQ(maxDiff(forced.logits, one_forced.logits), 0.0);
+  }
+  const auto topo = collectives::Topology::uniform(4, 1, 0).withStages(4);
+  auto net = collectives::testing::FakeNetwork::create(4);
+  auto mesh = net->mesh(0);
+  auto file = model::GgufFile::open(path);
+  const model::ModelConfig cfg = model::readModelConfig(file->metadata());
+  const model::ShardPlan plan = model::planShards(cfg, model::tensorDescs(file->metadata()), 1);
+  RankSetOptions o;
+  o.ctx = 64;
+  o.stage = model::StagePart{{0, 1}, true, false};
+  RankSet ranks(*file, cfg, plan,
+                collectives::NodeGroup::create(nullptr, 1, collectives::CollectiveOptions{}), o);
+  StagePipeline pipe(*mesh, topo, ranks, cfg.n_embd);
+  EXPECT_EQ(pipe.microBatches(1), 1u);
+  EXPECT_EQ(pipe.microBatches(63), 1u);
+  EXPECT_EQ(pipe.microBatches(64), 2u);
+  EXPECT_EQ(pipe.microBatches(100), 3u);
+  EXPECT_EQ(pipe.microBatches(1000), 4u);  // at most one per stage
+  std::filesystem::remove(path);
+}
+
+TEST(PipelineWireTest, EveryFieldIsChecked) {
+  const std::vector<float> rows = {1.f, 2.f, 3.f, 4.f, 5.f, 6.f};
+  const HiddenHeader h{HiddenKind::kForward, 7, 0, 1, 2, 3};
+  std::vector<std::byte> bytes;
+  encodeHidden(h, rows.data(), bytes);
+  ASSERT_EQ(bytes.size(), 32u + 24u);
+  std::vector<float> out;
+  decodeHidden(bytes, h, out);
+  EXPECT_EQ(out, rows);
+  auto expectRefused = [&](HiddenHeader want, const char* field) {
+    try {
+      decodeHidden(bytes, want, out);
+      ADD_FAILURE() << field << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidData);
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  };
+  HiddenHeader w = h;
+  w.kind = HiddenKind::kReturn;
+  expectRefused(w, "kind");
+  w = h;
+  w.step = 8;
+  expectRefused(w, "step is 7, expected 8");
+  w = h;
+  w.rows = 3;
+  expectRefused(w, "rows is 2, expected 3");
+  w = h;
+  w.cols = 2;
+  expectRefused(w, "cols");
+  w = h;
+  w.micros = 2;
+  expectRefused(w, "micro-batch count");
+  // Bytes cut short or appended, a wrong magic or version.
+  std::vector<std::byte> whole = bytes;
+  bytes.resize(40);
+  expectRefused(h, "size");
+  bytes.resize(10);
+  expectRefused(h, "header");
+  bytes = whole;
+  bytes.push_back(std::byte{0});
+  expectRefused(h, "size");
+  bytes = whole;
+  bytes[0] = std::byte{0};
+  expectRefused(h, "magic");
+  bytes = whole;
+  bytes[4] = std::byte{9};
+  expectRefused(h, "version");
+}
+
+// A stage that dies: the other nodes' step throws Error(kPeerLost) instead of waiting.
+TEST(StagePipelineTest, ALostStageFailsTheStep) {
+  tools::TestModelShape shape = tools::parityTestShape("llama", "f32", 256, 512, 8, 4, false, 3);
+  shape.layers = 4;
+  const std::string path = testing::TempDir() + "stage_pipeline_lost.gguf";
+  tools::writeTestModel(shape, path);
+  ThreadPipeline pipe(path, 4, 1);
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  pipe.generate(prompt, {}, 1);
+  pipe.network().kill(2);
+  const model::BatchToken t{5, 4, 0, true};
+  try {
+    pipe.step(std::span(&t, 1));
+    ADD_FAILURE() << "the step finished without stage 2";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.code() == ErrorCode::kPeerLost || e.code() == ErrorCode::kAborted) << e.what();
+  }
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace tpnode::node
