@@ -23,7 +23,9 @@
 // gcc 12's 512-bit intrinsics start from _mm512_undefined_*(), which -Wuninitialized reports
 // once inlined; the value is never read.
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // GCC only: clang has no such warning group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace {
 

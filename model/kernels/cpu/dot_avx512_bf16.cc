@@ -14,7 +14,9 @@
 // gcc 12's 512-bit intrinsics start from _mm512_undefined_*() / _mm256_undefined_*(), which
 // -W(maybe-)uninitialized reports once inlined; the value is never read.
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // GCC only: clang has no such warning group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace tpnode::model::kernels {

@@ -10,7 +10,9 @@
 
 // GCC 12's AVX-512 intrinsics (_mm512_scalef_ps, _mm512_extractf32x8_ps) trip this warning on
 // their own undefined pass-through operands.
+#if !defined(__clang__)  // GCC only: clang has no such warning group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace tpnode::model::kernels::ggml {
 namespace {
