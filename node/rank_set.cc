@@ -153,34 +153,28 @@ std::string RankSet::gpuTransport() const {
 
 void RankSet::run(std::span<const model::BatchToken> batch, std::vector<float>& logits,
                   model::TapSink* taps) {
-  std::unique_lock lock(mu_);
-  if (error_) std::rethrow_exception(error_);
-  batch_ = batch;
-  logits_ = &logits;
-  taps_ = taps;
-  job_ = Job::kForward;
-  dispatchLocked(lock);
+  submit(Job::kForward, batch, nullptr, logits, taps);
 }
 
 void RankSet::runLayers(std::span<const model::BatchToken> batch, const float* hidden_in,
                         std::vector<float>& hidden_out) {
-  std::unique_lock lock(mu_);
-  if (error_) std::rethrow_exception(error_);
-  batch_ = batch;
-  logits_ = &hidden_out;
-  hidden_in_ = hidden_in;
-  job_ = Job::kLayers;
-  dispatchLocked(lock);
+  submit(Job::kLayers, batch, hidden_in, hidden_out, nullptr);
 }
 
 void RankSet::runHead(std::span<const model::BatchToken> batch, const float* rows,
                       std::vector<float>& logits) {
+  submit(Job::kHead, batch, rows, logits, nullptr);
+}
+
+void RankSet::submit(Job job, std::span<const model::BatchToken> batch, const float* in,
+                     std::vector<float>& out, model::TapSink* taps) {
   std::unique_lock lock(mu_);
   if (error_) std::rethrow_exception(error_);
   batch_ = batch;
-  logits_ = &logits;
-  hidden_in_ = rows;
-  job_ = Job::kHead;
+  hidden_in_ = in;
+  logits_ = &out;
+  taps_ = taps;
+  job_ = job;
   dispatchLocked(lock);
 }
 

@@ -110,6 +110,9 @@ class RankSet {
   std::unique_ptr<model::GpuNode> gpu_;  // GPU ranks only; outlives ranks_ (declared first)
   void rankLoop(Rank& rank);
   void rankRead(Rank& rank, const model::TensorShard& shard, std::vector<uint8_t>* out);
+  // One step of `job` on every rank: `in` (hidden rows or null), `out` (logits or hidden rows).
+  void submit(Job job, std::span<const model::BatchToken> batch, const float* in,
+              std::vector<float>& out, model::TapSink* taps);
   void dispatchLocked(std::unique_lock<std::mutex>& lock);
   void runJob(Rank& rank, Job job, std::span<const model::BatchToken> batch, const float* hidden_in,
               std::vector<float>* out, model::TapSink* taps);
