@@ -36,6 +36,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -99,7 +101,18 @@ class Driver final : public Engine {
   void loop();
   bool formCluster();
   void teardown(bool reset_workers);
+  struct InFlightStep {
+    PlannedStep step;
+    std::chrono::steady_clock::time_point t0;
+    std::vector<uint64_t> awaited;  // CommandLedger::snapshot() once its commands went out
+  };
   void runStep();
+  PlannedStep planStep();
+  void runWholeStep(PlannedStep step);
+  void pumpPipeline();
+  void beginStep(PlannedStep step);
+  void finishStep();
+  void takeResults(const PlannedStep& step, std::chrono::steady_clock::time_point t0);
   void broadcastCommand(const StepCommand& command);
   void serveTensorRead();
   void markTaps(const PlannedStep& step, model::TapSink& sink);
@@ -133,6 +146,7 @@ class Driver final : public Engine {
   std::unique_ptr<ClusterSession> session_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<RequestTracker> requests_;
+  std::deque<InFlightStep> in_flight_;  // pipeline splits: begun, not finished, oldest first
   std::vector<model::BatchToken> batch_;
   std::vector<float> logits_;
   std::vector<std::byte> command_bytes_;
