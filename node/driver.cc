@@ -121,7 +121,10 @@ std::vector<prometheus::MetricFamily> Driver::metricFamilies() const {
 // ---- Loop thread ------------------------------------------------------------------------
 
 void Driver::loop() {
-  scheduler_ = std::make_unique<Scheduler>(driver_options_.scheduler);
+  SchedulerOptions scheduling = driver_options_.scheduler;
+  // A pipeline keeps one step per stage in flight: the decodes spread over that many steps.
+  if (model_.topology.pipelined()) scheduling.groups = model_.topology.stages();
+  scheduler_ = std::make_unique<Scheduler>(scheduling);
   requests_ = std::make_unique<RequestTracker>(model_, *scheduler_, *metrics_, queue_,
                                                driver_options_.record_timings,
                                                driver_options_.scheduler.ctx_size);

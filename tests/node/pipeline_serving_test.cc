@@ -8,6 +8,8 @@
 #include <memory>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "tests/mesh/free_ports.h"
@@ -33,13 +35,14 @@ class PipelineServingTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove(model_); }
 
   // Node `node` of `nodes` (1: a single node, no pipeline), serving on `port` when node 0.
-  std::unique_ptr<Process> start(int node, int nodes, uint16_t port, const std::string& tag) {
-    std::vector<std::string> a = {"--model",           model_, "--liveness-timeout", "2",
-                                  "--connect-timeout", "60",   "--parallel",         "2",
-                                  "--ctx-size",        "512"};
+  std::unique_ptr<Process> start(int node, int nodes, uint16_t port, const std::string& tag,
+                                 int parallel = 2, const std::string& peers = "") {
+    std::vector<std::string> a = {
+        "--model", model_,       "--liveness-timeout",     "2",          "--connect-timeout",
+        "60",      "--parallel", std::to_string(parallel), "--ctx-size", "512"};
     if (nodes > 1) {
-      a.insert(a.end(), {"--node-id", std::to_string(node), "--peers", peers_, "--pp",
-                         std::to_string(nodes)});
+      a.insert(a.end(), {"--node-id", std::to_string(node), "--peers",
+                         peers.empty() ? peers_ : peers, "--pp", std::to_string(nodes)});
     }
     if (node == 0) a.insert(a.end(), {"--port", std::to_string(port)});
     return std::make_unique<Process>(a,
@@ -47,10 +50,21 @@ class PipelineServingTest : public ::testing::Test {
                                      ::testing::TempDir() + "/pipeline_serving_" + tag + ".log");
   }
 
-  static test::HttpResponse complete(uint16_t port, const std::string& prompt, int max_tokens) {
+  static test::HttpResponse complete(uint16_t port, const nlohmann::json& prompt, int max_tokens) {
     nlohmann::json body = {
         {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true}};
-    return test::httpRequest("127.0.0.1", port, "POST", "/v1/completions", body.dump(), 30);
+    return test::httpRequest("127.0.0.1", port, "POST", "/v1/completions", body.dump(), 60);
+  }
+
+  // A counter of node 0's /metrics (-1 when it is missing).
+  static double metric(uint16_t port, const std::string& name) {
+    const auto r = test::httpRequest("127.0.0.1", port, "GET", "/metrics", "", 10);
+    for (size_t at = r.body.find(name); at != std::string::npos; at = r.body.find(name, at + 1)) {
+      if ((at == 0 || r.body[at - 1] == '\n') && r.body[at + name.size()] == ' ') {
+        return std::stod(r.body.substr(at + name.size() + 1));
+      }
+    }
+    return -1;
   }
 
   static bool awaitHealth(uint16_t port, int status, std::chrono::milliseconds timeout) {
@@ -104,6 +118,66 @@ TEST_F(PipelineServingTest, ConcurrentRequestsGetTheTextOfOneNode) {
   }
   nodes[0]->signal(SIGTERM);
   for (auto& n : nodes) EXPECT_EQ(n->wait(30s), 0) << n->log();
+}
+
+// Keeping the pipeline full: 16 concurrent requests (16 slots) through 2 and 3 stages, whose
+// decodes node 0 spreads over one step per stage in flight, get the text of one node. A prompt
+// longer than a prefill chunk (256 tokens), alone, makes node 0 begin its second chunk while
+// the first is still in the later stages: counted by tpnode_pipeline_overlapped_steps_total,
+// which therefore must grow by at least one (no timing involved).
+TEST_F(PipelineServingTest, StepsInFlightKeepTheTextOfOneNode) {
+  std::vector<nlohmann::json> prompts;
+  const std::vector<std::string> words = {"a", "b", "ab", "ba"};
+  for (size_t i = 0; i < 16; ++i) {
+    prompts.emplace_back(words[i % 4] + " " + words[(i / 4) % 4] + (i % 3 == 0 ? " a" : ""));
+  }
+  std::vector<int> long_ids;
+  for (int i = 0; i < 300; ++i) long_ids.push_back(3 + (i * 7) % 200);
+  const nlohmann::json long_prompt = long_ids;
+  std::vector<std::string> expected;
+  std::string expected_long;
+  {
+    const uint16_t port = mesh::test::freePort();
+    auto one = start(0, 1, port, "inflight_one", 16);
+    ASSERT_TRUE(awaitHealth(port, 200, 60s)) << one->log();
+    for (const auto& p : prompts) {
+      auto r = complete(port, p, 12);
+      ASSERT_EQ(r.status, 200) << r.body;
+      expected.push_back(text(r));
+    }
+    auto r = complete(port, long_prompt, 8);
+    ASSERT_EQ(r.status, 200) << r.body;
+    expected_long = text(r);
+    EXPECT_EQ(metric(port, "tpnode_pipeline_overlapped_steps_total"), 0);
+    one->signal(SIGTERM);
+    EXPECT_EQ(one->wait(30s), 0) << one->log();
+  }
+  for (int stages : {2, 3}) {
+    SCOPED_TRACE(fmt::format("{} stages", stages));
+    const uint16_t port = mesh::test::freePort();
+    const std::string peers = mesh::test::loopbackPeers(stages);
+    std::vector<std::unique_ptr<Process>> nodes;
+    for (int n = 0; n < stages; ++n) {
+      nodes.push_back(start(n, stages, port, fmt::format("inflight{}_{}", stages, n), 16, peers));
+    }
+    ASSERT_TRUE(awaitHealth(port, 200, 60s)) << nodes[0]->log();
+    auto r = complete(port, long_prompt, 8);
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(text(r), expected_long);
+    EXPECT_GE(metric(port, "tpnode_pipeline_overlapped_steps_total"), 1);
+    std::vector<test::HttpResponse> answers(prompts.size());
+    std::vector<std::thread> clients;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      clients.emplace_back([&, i] { answers[i] = complete(port, prompts[i], 12); });
+    }
+    for (auto& c : clients) c.join();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      ASSERT_EQ(answers[i].status, 200) << answers[i].body;
+      EXPECT_EQ(text(answers[i]), expected[i]) << prompts[i];
+    }
+    nodes[0]->signal(SIGTERM);
+    for (auto& n : nodes) EXPECT_EQ(n->wait(30s), 0) << n->log();
+  }
 }
 
 TEST_F(PipelineServingTest, ALostMiddleStageFailsTheRequestAndTheClusterReforms) {
