@@ -36,7 +36,9 @@ class PipelineServingTest : public ::testing::Test {
 
   // Node `node` of `nodes` (1: a single node, no pipeline), serving on `port` when node 0.
   std::unique_ptr<Process> start(int node, int nodes, uint16_t port, const std::string& tag,
-                                 int parallel = 2, const std::string& peers = "") {
+                                 int parallel = 2, const std::string& peers = "",
+                                 std::vector<std::string> extra = {},
+                                 std::vector<std::string> env = {}) {
     std::vector<std::string> a = {
         "--model", model_,       "--liveness-timeout",     "2",          "--connect-timeout",
         "60",      "--parallel", std::to_string(parallel), "--ctx-size", "512"};
@@ -45,8 +47,9 @@ class PipelineServingTest : public ::testing::Test {
                          peers.empty() ? peers_ : peers, "--pp", std::to_string(nodes)});
     }
     if (node == 0) a.insert(a.end(), {"--port", std::to_string(port)});
-    return std::make_unique<Process>(a,
-                                     std::vector<std::string>{mesh::test::testClusterSecretEnv()},
+    a.insert(a.end(), extra.begin(), extra.end());
+    env.push_back(mesh::test::testClusterSecretEnv());
+    return std::make_unique<Process>(a, env,
                                      ::testing::TempDir() + "/pipeline_serving_" + tag + ".log");
   }
 
@@ -178,6 +181,36 @@ TEST_F(PipelineServingTest, StepsInFlightKeepTheTextOfOneNode) {
     nodes[0]->signal(SIGTERM);
     for (auto& n : nodes) EXPECT_EQ(n->wait(30s), 0) << n->log();
   }
+}
+
+// The step watchdog with steps in flight: stage 1 (node 1) stalls at the first step while node
+// 0 has already begun the second (a prompt of two chunks). Node 2 took up the first step and
+// waits on node 1 for it, one command behind what node 0 sent it, but not behind what node 0
+// waits on: node 1 alone is declared lost, the request gets 503, and serving resumes.
+TEST_F(PipelineServingTest, AStalledStageIsBlamedAloneWithStepsInFlight) {
+  const uint16_t port = mesh::test::freePort();
+  const std::vector<std::string> timeout = {"--step-timeout", "3"};
+  std::vector<std::unique_ptr<Process>> nodes;
+  nodes.push_back(start(0, 3, port, "stall_0", 2, "", timeout));
+  nodes.push_back(start(1, 3, port, "stall_1", 2, "", timeout, {"TPNODE_TEST_STALL_AT_STEP=1"}));
+  nodes.push_back(start(2, 3, port, "stall_2", 2, "", timeout));
+  ASSERT_TRUE(awaitHealth(port, 200, 60s)) << nodes[0]->log();
+  std::vector<int> ids;
+  for (int i = 0; i < 300; ++i) ids.push_back(3 + (i * 5) % 200);
+  auto stalled = complete(port, ids, 4);
+  EXPECT_EQ(stalled.status, 503) << stalled.body << "\n" << nodes[0]->log();
+  EXPECT_TRUE(nodes[0]->waitForLog(
+      "node 1 did not answer a step within --step-timeout 3.0 s: it took up 0 of the 1 step "
+      "commands node 0 waits on (2 sent, 1 received)",
+      5s))
+      << nodes[0]->log();
+  ASSERT_TRUE(awaitHealth(port, 200, 90s)) << nodes[0]->log() << nodes[1]->log();
+  EXPECT_EQ(complete(port, "a b", 4).status, 200);
+  nodes[0]->signal(SIGTERM);
+  for (auto& n : nodes) EXPECT_EQ(n->wait(30s), 0) << n->log();
+  const std::string log0 = nodes[0]->log();
+  EXPECT_EQ(log0.find("node 2 did not"), std::string::npos) << log0;
+  EXPECT_EQ(log0.find("cannot tell which node"), std::string::npos) << log0;
 }
 
 TEST_F(PipelineServingTest, ALostMiddleStageFailsTheRequestAndTheClusterReforms) {
