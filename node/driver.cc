@@ -261,7 +261,7 @@ void Driver::runWholeStep(PlannedStep step) {
   markTaps(step, sink);
   session_->runStep(batch_, logits_, sink.specs.empty() ? nullptr : &sink);
   watchdog_->end();
-  collectTaps(step, sink);
+  collectTaps(step, sink, batch_);
   takeResults(step, t0);
 }
 
@@ -287,10 +287,13 @@ void Driver::beginStep(PlannedStep step) {
     broadcastCommand(step.command);
     if (ledger != nullptr) f.awaited = ledger->snapshot();
     expandStep(step.command, batch_);
+    model::TapSink none;  // a pipeline runs logits taps only (checkPipelineRequest)
+    markTaps(step, none);
     const uint64_t overlapped = session_->overlappedSteps();
     session_->beginStep(batch_);
     if (session_->overlappedSteps() != overlapped) metrics_->overlapped_steps.Increment();
   }
+  f.batch = batch_;
   f.step = std::move(step);
   in_flight_.push_back(std::move(f));
 }
@@ -312,6 +315,7 @@ void Driver::finishStep() {
     session_->finishStep(logits_);
   }
   if (ledger != nullptr) ledger->awaitAll();
+  collectTaps(f.step, model::TapSink{}, f.batch);
   takeResults(f.step, f.t0);
 }
 

@@ -40,6 +40,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -104,7 +105,8 @@ class Driver final : public Engine {
   struct InFlightStep {
     PlannedStep step;
     std::chrono::steady_clock::time_point t0;
-    std::vector<uint64_t> awaited;  // CommandLedger::snapshot() once its commands went out
+    std::vector<uint64_t> awaited;         // CommandLedger::snapshot() once its commands went out
+    std::vector<model::BatchToken> batch;  // as begun (logits taps are collected from it)
   };
   void runStep();
   PlannedStep planStep();
@@ -116,7 +118,9 @@ class Driver final : public Engine {
   void broadcastCommand(const StepCommand& command);
   void serveTensorRead();
   void markTaps(const PlannedStep& step, model::TapSink& sink);
-  void collectTaps(const PlannedStep& step, const model::TapSink& sink);
+  // `batch`: the step's batch as markTaps() marked it.
+  void collectTaps(const PlannedStep& step, const model::TapSink& sink,
+                   std::span<const model::BatchToken> batch);
   TensorListing listing(size_t index) const;
 
   const Options options_;

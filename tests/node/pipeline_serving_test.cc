@@ -4,6 +4,8 @@
 // with 503, the cluster re-forms when the node is restarted, and serving resumes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <thread>
@@ -81,6 +83,25 @@ class PipelineServingTest : public ::testing::Test {
     return false;
   }
 
+  // A request for the logits of every prompt position (a logits tap): the rows, flattened.
+  static std::vector<float> logitsTap(uint16_t port, const std::string& prompt) {
+    nlohmann::json body = {{"prompt", prompt},
+                           {"max_tokens", 2},
+                           {"temperature", 0},
+                           {"taps", {{{"point", "logits"}}}}};
+    auto r = test::httpRequest("127.0.0.1", port, "POST", "/v1/completions", body.dump(), 60);
+    std::vector<float> flat;
+    EXPECT_EQ(r.status, 200) << r.body.substr(0, 300);
+    if (r.status != 200) return flat;
+    const auto j = nlohmann::json::parse(r.body);
+    EXPECT_TRUE(j.contains("taps") && j["taps"].size() == 1) << r.body.substr(0, 300);
+    if (!j.contains("taps") || j["taps"].empty()) return flat;
+    for (const auto& row : j["taps"][0]["data"]) {
+      for (const auto& v : row) flat.push_back(v.get<float>());
+    }
+    return flat;
+  }
+
   static std::string text(const test::HttpResponse& r) {
     return nlohmann::json::parse(r.body)["choices"][0]["text"].get<std::string>();
   }
@@ -139,6 +160,7 @@ TEST_F(PipelineServingTest, StepsInFlightKeepTheTextOfOneNode) {
   const nlohmann::json long_prompt = long_ids;
   std::vector<std::string> expected;
   std::string expected_long;
+  std::vector<float> expected_tap;
   {
     const uint16_t port = mesh::test::freePort();
     auto one = start(0, 1, port, "inflight_one", 16);
@@ -151,6 +173,7 @@ TEST_F(PipelineServingTest, StepsInFlightKeepTheTextOfOneNode) {
     auto r = complete(port, long_prompt, 8);
     ASSERT_EQ(r.status, 200) << r.body;
     expected_long = text(r);
+    expected_tap = logitsTap(port, "ab ba a b");
     EXPECT_EQ(metric(port, "tpnode_pipeline_overlapped_steps_total"), 0);
     one->signal(SIGTERM);
     EXPECT_EQ(one->wait(30s), 0) << one->log();
@@ -173,11 +196,20 @@ TEST_F(PipelineServingTest, StepsInFlightKeepTheTextOfOneNode) {
     for (size_t i = 0; i < prompts.size(); ++i) {
       clients.emplace_back([&, i] { answers[i] = complete(port, prompts[i], 12); });
     }
+    std::vector<float> tap;  // a logits tap among them: its rows come from its own step
+    clients.emplace_back([&] { tap = logitsTap(port, "ab ba a b"); });
     for (auto& c : clients) c.join();
     for (size_t i = 0; i < prompts.size(); ++i) {
       ASSERT_EQ(answers[i].status, 200) << answers[i].body;
       EXPECT_EQ(text(answers[i]), expected[i]) << prompts[i];
     }
+    ASSERT_EQ(tap.size(), expected_tap.size());
+    ASSERT_FALSE(tap.empty());
+    double diff = 0;
+    for (size_t i = 0; i < tap.size(); ++i) {
+      diff = std::max(diff, static_cast<double>(std::fabs(tap[i] - expected_tap[i])));
+    }
+    EXPECT_LE(diff, 1e-3) << "logits tap";
     nodes[0]->signal(SIGTERM);
     for (auto& n : nodes) EXPECT_EQ(n->wait(30s), 0) << n->log();
   }
