@@ -3,7 +3,9 @@
 # one rank of --threads 1 per node) serving CLIENTS concurrent streaming clients for SECONDS_RUN
 # seconds (tools/loadtest.py), for each tpnode binary given, ROUNDS times in alternation (a
 # loaded machine drifts: compare binaries within one run). Prints one row per binary and round,
-# and each binary's tokens/s against the first one's.
+# and each binary's tokens/s against the first one's. Each node runs in its own session
+# (setsid): where the kernel groups CPU time by session (sched_autogroup), every node then gets
+# its own share of a shared machine, as on its own host, instead of the stages splitting one.
 #   tools/bench-pipeline-fill.sh [BIN...]   (default: build/node/tpnode)
 #   env: MODEL (default tools/fetch-model.sh), STAGES (2), CLIENTS (16), SLOTS (CLIENTS),
 #        SECONDS_RUN (30), ROUNDS (2), MAX_TOKENS (32)
@@ -31,8 +33,10 @@ for round in $(seq 1 "$ROUNDS"); do
     common=(--model "$MODEL" --peers "$peers" --pp "$STAGES" --threads 1 --parallel "$SLOTS"
             --ctx-size 512 --log-level warn)
     pids=()
-    for s in $(seq $((STAGES - 1)) -1 1); do "$bin" "${common[@]}" --node-id "$s" & pids+=($!); done
-    "$bin" "${common[@]}" --node-id 0 --port 23680 & pids+=($!); D=$!
+    for s in $(seq $((STAGES - 1)) -1 1); do
+      setsid "$bin" "${common[@]}" --node-id "$s" & pids+=($!)
+    done
+    setsid "$bin" "${common[@]}" --node-id 0 --port 23680 & pids+=($!); D=$!
     wait_health http://127.0.0.1:23680
     python3 tools/loadtest.py --base http://127.0.0.1:23680 --clients "$CLIENTS" \
       --seconds "$SECS" --max-tokens "$MAXT" --json > "$RES/$i.$round.json" || true

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -40,13 +41,14 @@ class PipelineServingTest : public ::testing::Test {
   std::unique_ptr<Process> start(int node, int nodes, uint16_t port, const std::string& tag,
                                  int parallel = 2, const std::string& peers = "",
                                  std::vector<std::string> extra = {},
-                                 std::vector<std::string> env = {}) {
+                                 std::vector<std::string> env = {}, int pp = 0) {
     std::vector<std::string> a = {
         "--model", model_,       "--liveness-timeout",     "2",          "--connect-timeout",
         "60",      "--parallel", std::to_string(parallel), "--ctx-size", "512"};
     if (nodes > 1) {
-      a.insert(a.end(), {"--node-id", std::to_string(node), "--peers",
-                         peers.empty() ? peers_ : peers, "--pp", std::to_string(nodes)});
+      a.insert(a.end(),
+               {"--node-id", std::to_string(node), "--peers", peers.empty() ? peers_ : peers,
+                "--pp", std::to_string(pp > 0 ? pp : nodes)});
     }
     if (node == 0) a.insert(a.end(), {"--port", std::to_string(port)});
     a.insert(a.end(), extra.begin(), extra.end());
@@ -144,11 +146,12 @@ TEST_F(PipelineServingTest, ConcurrentRequestsGetTheTextOfOneNode) {
   for (auto& n : nodes) EXPECT_EQ(n->wait(30s), 0) << n->log();
 }
 
-// Keeping the pipeline full: 16 concurrent requests (16 slots) through 2 and 3 stages, whose
-// decodes node 0 spreads over one step per stage in flight, get the text of one node. A prompt
-// longer than a prefill chunk (256 tokens), alone, makes node 0 begin its second chunk while
-// the first is still in the later stages: counted by tpnode_pipeline_overlapped_steps_total,
-// which therefore must grow by at least one (no timing involved).
+// Keeping the pipeline full: 16 concurrent requests (16 slots) through 2 and 3 stages (and 2
+// stages of two nodes each), whose decodes node 0 spreads over one step per stage in flight,
+// and a logits tap among them, get what one node gives. A prompt longer than a prefill chunk
+// (256 tokens), alone, makes node 0 begin its second chunk while the first is still in the later
+// stages: counted by tpnode_pipeline_overlapped_steps_total, which therefore must grow by at
+// least one (no timing involved).
 TEST_F(PipelineServingTest, StepsInFlightKeepTheTextOfOneNode) {
   std::vector<nlohmann::json> prompts;
   const std::vector<std::string> words = {"a", "b", "ab", "ba"};
@@ -178,13 +181,16 @@ TEST_F(PipelineServingTest, StepsInFlightKeepTheTextOfOneNode) {
     one->signal(SIGTERM);
     EXPECT_EQ(one->wait(30s), 0) << one->log();
   }
-  for (int stages : {2, 3}) {
-    SCOPED_TRACE(fmt::format("{} stages", stages));
+  // 2 and 3 stages of one node, and 2 stages of two nodes (node 1, of stage 0, finishes each
+  // step when node 0 does: kRetire).
+  for (const auto& [n_nodes, stages] : std::vector<std::pair<int, int>>{{2, 2}, {3, 3}, {4, 2}}) {
+    SCOPED_TRACE(fmt::format("{} nodes, {} stages", n_nodes, stages));
     const uint16_t port = mesh::test::freePort();
-    const std::string peers = mesh::test::loopbackPeers(stages);
+    const std::string peers = mesh::test::loopbackPeers(n_nodes);
     std::vector<std::unique_ptr<Process>> nodes;
-    for (int n = 0; n < stages; ++n) {
-      nodes.push_back(start(n, stages, port, fmt::format("inflight{}_{}", stages, n), 16, peers));
+    for (int n = 0; n < n_nodes; ++n) {
+      nodes.push_back(start(n, n_nodes, port, fmt::format("inflight{}_{}_{}", n_nodes, stages, n),
+                            16, peers, {}, {}, stages));
     }
     ASSERT_TRUE(awaitHealth(port, 200, 60s)) << nodes[0]->log();
     auto r = complete(port, long_prompt, 8);
