@@ -215,7 +215,9 @@ TEST_F(PipelineServingTest, StepsInFlightKeepTheTextOfOneNode) {
     for (size_t i = 0; i < tap.size(); ++i) {
       diff = std::max(diff, static_cast<double>(std::fabs(tap[i] - expected_tap[i])));
     }
-    EXPECT_LE(diff, 1e-3) << "logits tap";
+    // One node per stage: the float operations of one node. Two: tp 2 inside each stage, whose
+    // sums run in another order (tp_parity_test's tolerance for quantized weights).
+    EXPECT_LE(diff, n_nodes == stages ? 1e-3 : 0.5) << "logits tap";
     nodes[0]->signal(SIGTERM);
     for (auto& n : nodes) EXPECT_EQ(n->wait(30s), 0) << n->log();
   }
