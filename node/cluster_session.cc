@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/check.h"
 #include "common/error.h"
 #include "node/collective_setup.h"
 #include "node/mesh_setup.h"
@@ -90,6 +91,43 @@ void ClusterSession::runStep(std::span<const model::BatchToken> batch, std::vect
     fail(ErrorCode::kUnsupported, "activation taps are not supported in a pipeline split yet");
   }
   pipeline_->run(batch, logits);
+}
+
+bool ClusterSession::keepsStepsInFlight() const {
+  return pipeline_ != nullptr && model_.topology.stage() == 0;
+}
+
+int ClusterSession::stepsInFlightLimit() const {
+  return pipeline_ != nullptr ? model_.topology.stages() : 1;
+}
+
+void ClusterSession::beginStep(std::span<const model::BatchToken> batch) {
+  TP_CHECK(keepsStepsInFlight(), "beginStep() outside a pipeline's stage 0");
+  pipeline_->begin(batch);
+}
+
+void ClusterSession::finishStep(std::vector<float>& logits, uint64_t retire) {
+  TP_CHECK(keepsStepsInFlight() && pipeline_->inFlight() > 0, "finishStep() with no step begun");
+  const collectives::Topology& topo = model_.topology;
+  if (topo.nodeId() == 0) {
+    StepCommand cmd;
+    cmd.kind = StepKind::kRetire;
+    cmd.step_id = pipeline_->oldestInFlight();
+    encodeStepCommand(cmd, command_bytes_);
+    for (int k = 1; k < topo.nodesPerStage(); ++k) sendToWorker(k, command_bytes_);
+  } else if (retire != pipeline_->oldestInFlight()) {
+    fail(ErrorCode::kInvalidData, "a retire command names step {}, the oldest in flight is {}",
+         retire, pipeline_->oldestInFlight());
+  }
+  pipeline_->finish(logits);
+}
+
+uint64_t ClusterSession::overlappedSteps() const {
+  return pipeline_ != nullptr ? pipeline_->overlappedSteps() : 0;
+}
+
+size_t ClusterSession::stepsInFlight() const {
+  return pipeline_ != nullptr ? pipeline_->inFlight() : 0;
 }
 
 void ClusterSession::reportLoaded() {

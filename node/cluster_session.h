@@ -24,6 +24,11 @@
 //   meets over a mesh::SubMesh of its nodes) and takes the mesh's event callback itself (a lost
 //   peer aborts the group and reaches hooks.on_peer); loadRanks() loads
 //   this node's stage; runStep() passes the hidden state between stages (node/stage_pipeline.h).
+// - Steps in flight (pipeline splits; stage 0 only, keepsStepsInFlight()): beginStep() runs
+//   stage 0's part of a step and returns; finishStep() completes the oldest step begun. On
+//   node 0, finishStep() first tells the other nodes of stage 0 (if any) to finish it too
+//   (StepKind::kRetire), so that every rank of stage 0 meets in the head's collectives in the
+//   same order; a worker of stage 0 calls finishStep() when that command arrives.
 #pragma once
 
 #include <atomic>
@@ -73,6 +78,17 @@ class ClusterSession {
   // are refused there with Error(kUnsupported)). Logits as RankSet::run gives them on node 0.
   void runStep(std::span<const model::BatchToken> batch, std::vector<float>& logits,
                model::TapSink* taps = nullptr);
+  // True on the nodes of a pipeline's stage 0: they may keep steps in flight (see above).
+  bool keepsStepsInFlight() const;
+  // The steps node 0 keeps in flight at most: the pipeline's stages (1 without a pipeline).
+  int stepsInFlightLimit() const;
+  // Stage 0: begins a step; finishes the oldest (`retire`: the step a kRetire command named,
+  // checked on a worker; 0 on node 0). Logits as runStep() gives them.
+  void beginStep(std::span<const model::BatchToken> batch);
+  void finishStep(std::vector<float>& logits, uint64_t retire = 0);
+  // Stage 0: steps begun while another was in flight, and steps in flight now.
+  uint64_t overlappedSteps() const;
+  size_t stepsInFlight() const;
 
   // Worker: tells node 0 that its ranks are loaded.
   void reportLoaded();
@@ -90,6 +106,7 @@ class ClusterSession {
   void dismissWorkers(StepKind kind, StepWatchdog& watchdog);
   // Node 0: the step commands sent to each worker (null on a single node).
   const CommandLedger* ledger() const { return ledger_.get(); }
+  CommandLedger* ledger() { return ledger_.get(); }
   // Worker: acknowledges node 0's kReset or kShutdown.
   void acknowledge();
   // Worker: counts the step commands received and taken up, for node 0's progress probes.

@@ -121,7 +121,10 @@ std::vector<prometheus::MetricFamily> Driver::metricFamilies() const {
 // ---- Loop thread ------------------------------------------------------------------------
 
 void Driver::loop() {
-  scheduler_ = std::make_unique<Scheduler>(driver_options_.scheduler);
+  SchedulerOptions scheduling = driver_options_.scheduler;
+  // A pipeline keeps one step per stage in flight: the decodes spread over that many steps.
+  if (model_.topology.pipelined()) scheduling.groups = model_.topology.stages();
+  scheduler_ = std::make_unique<Scheduler>(scheduling);
   requests_ = std::make_unique<RequestTracker>(model_, *scheduler_, *metrics_, queue_,
                                                driver_options_.record_timings,
                                                driver_options_.scheduler.ctx_size);
@@ -220,6 +223,7 @@ void Driver::teardown(bool reset_workers) {
   if (!session_) return;
   session_->dismissWorkers(reset_workers ? StepKind::kReset : StepKind::kShutdown, *watchdog_);
   watchdog_->watch(nullptr);
+  in_flight_.clear();
   session_.reset();
   for (auto& s : scheduler_->drainAll()) (void)s;
 }
@@ -230,14 +234,25 @@ void Driver::broadcastCommand(const StepCommand& command) {
   session_->sendToWorkers(command_bytes_);
 }
 
-void Driver::runStep() {
+PlannedStep Driver::planStep() {
   std::vector<std::unique_ptr<Sequence>> removed;
   PlannedStep step = scheduler_->plan(removed);
   for (auto& s : removed) requests_->erase(s->id);
   metrics_->running.Set(static_cast<double>(scheduler_->running()));
   metrics_->waiting.Set(static_cast<double>(scheduler_->waiting()));
-  if (step.command.seqs.empty()) return;
+  return step;
+}
 
+void Driver::runStep() {
+  if (session_->keepsStepsInFlight()) {
+    pumpPipeline();
+    return;
+  }
+  PlannedStep step = planStep();
+  if (!step.command.seqs.empty()) runWholeStep(std::move(step));
+}
+
+void Driver::runWholeStep(PlannedStep step) {
   auto t0 = Clock::now();
   StepWatchdog::Scope watched(*watchdog_);
   broadcastCommand(step.command);
@@ -246,7 +261,66 @@ void Driver::runStep() {
   markTaps(step, sink);
   session_->runStep(batch_, logits_, sink.specs.empty() ? nullptr : &sink);
   watchdog_->end();
-  collectTaps(step, sink);
+  collectTaps(step, sink, batch_);
+  takeResults(step, t0);
+}
+
+// Begins steps while the pipeline has room and there is work that does not wait on a step in
+// flight, then finishes the oldest one.
+void Driver::pumpPipeline() {
+  const size_t limit = static_cast<size_t>(session_->stepsInFlightLimit());
+  while (in_flight_.size() < limit) {
+    PlannedStep step = planStep();
+    if (step.command.seqs.empty()) break;
+    beginStep(std::move(step));
+  }
+  if (!in_flight_.empty()) finishStep();
+}
+
+void Driver::beginStep(PlannedStep step) {
+  InFlightStep f;
+  f.t0 = Clock::now();
+  CommandLedger* ledger = session_->ledger();
+  {
+    StepWatchdog::Scope watched(*watchdog_);
+    if (ledger != nullptr) ledger->awaitAll();  // stage 0's other nodes take part at once
+    broadcastCommand(step.command);
+    if (ledger != nullptr) f.awaited = ledger->snapshot();
+    expandStep(step.command, batch_);
+    model::TapSink none;  // a pipeline runs logits taps only (checkPipelineRequest)
+    markTaps(step, none);
+    const uint64_t overlapped = session_->overlappedSteps();
+    session_->beginStep(batch_);
+    if (session_->overlappedSteps() != overlapped) metrics_->overlapped_steps.Increment();
+  }
+  f.batch = batch_;
+  f.step = std::move(step);
+  in_flight_.push_back(std::move(f));
+}
+
+void Driver::finishStep() {
+  InFlightStep f = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  CommandLedger* ledger = session_->ledger();
+  {
+    StepWatchdog::Scope watched(*watchdog_);
+    if (ledger != nullptr) {
+      // The step's logits need every stage to have taken up its command; the nodes of stage 0
+      // also the retire command finishStep() sends them.
+      for (int k = 0; k < model_.topology.nodesPerStage(); ++k) {
+        f.awaited[static_cast<size_t>(k)] = CommandLedger::kAll;
+      }
+      ledger->awaitUpTo(f.awaited);
+    }
+    session_->finishStep(logits_);
+  }
+  if (ledger != nullptr) ledger->awaitAll();
+  collectTaps(f.step, model::TapSink{}, f.batch);
+  takeResults(f.step, f.t0);
+}
+
+// After a step's logits are in: commits it, samples its sequences' tokens, reports them.
+void Driver::takeResults(const PlannedStep& step, Clock::time_point t0) {
   scheduler_->commit(step);
   metrics_->steps.Increment();
   metrics_->step_ms.Set(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());

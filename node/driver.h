@@ -36,8 +36,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -99,11 +102,25 @@ class Driver final : public Engine {
   void loop();
   bool formCluster();
   void teardown(bool reset_workers);
+  struct InFlightStep {
+    PlannedStep step;
+    std::chrono::steady_clock::time_point t0;
+    std::vector<uint64_t> awaited;         // CommandLedger::snapshot() once its commands went out
+    std::vector<model::BatchToken> batch;  // as begun (logits taps are collected from it)
+  };
   void runStep();
+  PlannedStep planStep();
+  void runWholeStep(PlannedStep step);
+  void pumpPipeline();
+  void beginStep(PlannedStep step);
+  void finishStep();
+  void takeResults(const PlannedStep& step, std::chrono::steady_clock::time_point t0);
   void broadcastCommand(const StepCommand& command);
   void serveTensorRead();
   void markTaps(const PlannedStep& step, model::TapSink& sink);
-  void collectTaps(const PlannedStep& step, const model::TapSink& sink);
+  // `batch`: the step's batch as markTaps() marked it.
+  void collectTaps(const PlannedStep& step, const model::TapSink& sink,
+                   std::span<const model::BatchToken> batch);
   TensorListing listing(size_t index) const;
 
   const Options options_;
@@ -133,6 +150,7 @@ class Driver final : public Engine {
   std::unique_ptr<ClusterSession> session_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<RequestTracker> requests_;
+  std::deque<InFlightStep> in_flight_;  // pipeline splits: begun, not finished, oldest first
   std::vector<model::BatchToken> batch_;
   std::vector<float> logits_;
   std::vector<std::byte> command_bytes_;

@@ -37,7 +37,8 @@ void Driver::markTaps(const PlannedStep& step, model::TapSink& sink) {
   }
 }
 
-void Driver::collectTaps(const PlannedStep& step, const model::TapSink& sink) {
+void Driver::collectTaps(const PlannedStep& step, const model::TapSink& sink,
+                         std::span<const model::BatchToken> batch) {
   const int64_t dim = model_.config.n_embd, vocab = model_.config.n_vocab;
   size_t at = 0, tapped = 0, row = 0;
   for (size_t i = 0; i < step.command.seqs.size(); ++i) {
@@ -54,7 +55,7 @@ void Driver::collectTaps(const PlannedStep& step, const model::TapSink& sink) {
           if (!in_prompt || !(c.flags & kLogitsAll)) continue;
           src = logits_.data() + (row + j) * static_cast<size_t>(vocab);
           width = vocab;
-        } else if (batch_[at + j].tap) {
+        } else if (batch[at + j].tap) {
           size_t s = static_cast<size_t>(std::find(sink.specs.begin(), sink.specs.end(), t.spec) -
                                          sink.specs.begin());
           src = sink.rows[s].data() + tapped * static_cast<size_t>(dim);
@@ -64,7 +65,7 @@ void Driver::collectTaps(const PlannedStep& step, const model::TapSink& sink) {
         t.data.insert(t.data.end(), src, src + width);
         ++t.rows;
       }
-      if (batch_[at + j].tap) ++tapped;
+      if (batch[at + j].tap) ++tapped;
     }
     at += c.tokens.size();
     row += rows;

@@ -31,6 +31,8 @@ DriverMetrics::DriverMetrics(int nodes, int self)
     : registry_(std::make_shared<Registry>()),
       ready(gauge(*registry_, "tpnode_cluster_ready", "1 when every node is connected and loaded")),
       steps(counter(*registry_, "tpnode_steps_total", "Forward steps run")),
+      overlapped_steps(counter(*registry_, "tpnode_pipeline_overlapped_steps_total",
+                               "Pipeline steps begun while another step was in flight")),
       generated_tokens(
           counter(*registry_, "tpnode_engine_generated_tokens_total", "Tokens sampled")),
       prompt_tokens(

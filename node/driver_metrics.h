@@ -37,6 +37,7 @@ class DriverMetrics {
 
   prometheus::Gauge& ready;
   prometheus::Counter& steps;
+  prometheus::Counter& overlapped_steps;
   prometheus::Counter& generated_tokens;
   prometheus::Counter& prompt_tokens;
   prometheus::Counter& requests_failed;

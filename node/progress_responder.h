@@ -7,7 +7,7 @@
 // - One per worker session (ClusterSession), made once the mesh has formed; `mesh` outlives
 //   it. The destructor stops and joins its thread (within ~50 ms).
 // - noteReceived() and noteBegun() are called by the worker's main thread: noteReceived() when
-//   a kStep or kReadTensor command arrives, noteBegun() when its ranks start on it.
+//   a kStep, kReadTensor or kRetire command arrives, noteBegun() when its ranks start on it.
 // - The thread only receives on kTagProgress from node 0 and sends on kTagProgressReport to
 //   node 0. It ends when the link to node 0 fails or the mesh shuts down; a malformed query
 //   (or one naming another node) fails node 0's links (Mesh::failPeer), as a malformed frame

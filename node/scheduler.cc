@@ -8,7 +8,8 @@ namespace tpnode::node {
 
 Scheduler::Scheduler(SchedulerOptions options)
     : options_(options), slot_used_(static_cast<size_t>(options.slots), false) {
-  TP_CHECK(options_.slots > 0 && options_.max_step_tokens > 0 && options_.prefill_chunk > 0);
+  TP_CHECK(options_.slots > 0 && options_.max_step_tokens > 0 && options_.prefill_chunk > 0 &&
+           options_.groups > 0);
 }
 
 Sequence* Scheduler::add(uint64_t id, std::vector<int32_t> prompt, int max_new_tokens) {
@@ -34,9 +35,10 @@ int Scheduler::freeSlots() const {
 }
 
 PlannedStep Scheduler::plan(std::vector<std::unique_ptr<Sequence>>& removed) {
-  // 1. Leave: finished and cancelled sequences free their slots.
+  // 1. Leave: finished and cancelled sequences free their slots (once no step of theirs is in
+  // flight: its result still comes back to them).
   for (auto it = running_.begin(); it != running_.end();) {
-    if ((*it)->finished || (*it)->cancelled) {
+    if (((*it)->finished || (*it)->cancelled) && !(*it)->inFlight()) {
       slot_used_[static_cast<size_t>((*it)->slot)] = false;
       pending_clear_.push_back(static_cast<uint32_t>((*it)->slot));
       removed.push_back(std::move(*it));
@@ -62,7 +64,8 @@ PlannedStep Scheduler::plan(std::vector<std::unique_ptr<Sequence>>& removed) {
     *free_it = true;
     running_.push_back(std::move(seq));
   }
-  // 3. Plan: decodes first (one token each), then prefill chunks within the token budget.
+  // 3. Plan: decodes first (one token each, at most a group's share), then prefill chunks
+  // within the token budget. Only tokens not yet issued are planned.
   PlannedStep step;
   step.command.kind = StepKind::kStep;
   step.command.step_id = next_step_id_++;
@@ -72,28 +75,47 @@ PlannedStep Scheduler::plan(std::vector<std::unique_ptr<Sequence>>& removed) {
   auto take = [&](Sequence* s, size_t n) {
     SeqChunk chunk;
     chunk.slot = static_cast<uint32_t>(s->slot);
-    chunk.start_pos = static_cast<uint32_t>(s->n_cached);
-    chunk.tokens.assign(s->tokens.begin() + static_cast<std::ptrdiff_t>(s->n_cached),
-                        s->tokens.begin() + static_cast<std::ptrdiff_t>(s->n_cached + n));
+    chunk.start_pos = static_cast<uint32_t>(s->n_issued);
+    chunk.tokens.assign(s->tokens.begin() + static_cast<std::ptrdiff_t>(s->n_issued),
+                        s->tokens.begin() + static_cast<std::ptrdiff_t>(s->n_issued + n));
     step.command.seqs.push_back(std::move(chunk));
     step.participants.push_back(s);
-    if (s->n_cached + n == s->tokens.size()) {
+    s->n_issued += n;
+    if (s->n_issued == s->tokens.size()) {
       step.sampled.push_back(s);
       step.command.seqs.back().flags |= kLogitsLast;
     }
     if (s->all_logits) step.command.seqs.back().flags |= kLogitsAll;
     budget -= static_cast<int>(n);
   };
+  auto pending = [](const Sequence& s) {
+    return s.finished || s.cancelled ? size_t{0} : s.tokens.size() - s.n_issued;
+  };
+  // Decoding: one token a step (every prompt token is in the cache or on its way, or one is
+  // left).
+  const auto decoding =
+      static_cast<size_t>(std::count_if(running_.begin(), running_.end(), [&](const auto& s) {
+        return !s->finished && !s->cancelled && (s->n_issued >= s->n_prompt || pending(*s) == 1);
+      }));
+  const size_t groups = static_cast<size_t>(options_.groups);
+  size_t decodes = (decoding + groups - 1) / groups;
   for (auto& s : running_) {
-    size_t pending = s->tokens.size() - s->n_cached;
-    if (pending == 1 && budget > 0) take(s.get(), 1);
+    if (decodes == 0 || budget <= 0) break;
+    if (pending(*s) == 1) {
+      take(s.get(), 1);
+      --decodes;
+    }
   }
   for (auto& s : running_) {
-    size_t pending = s->tokens.size() - s->n_cached;
-    if (pending <= 1 || budget <= 0) continue;
+    if (pending(*s) <= 1 || budget <= 0) continue;
     size_t n = std::min(
-        {pending, static_cast<size_t>(options_.prefill_chunk), static_cast<size_t>(budget)});
+        {pending(*s), static_cast<size_t>(options_.prefill_chunk), static_cast<size_t>(budget)});
     take(s.get(), n);
+  }
+  if (step.command.seqs.empty()) {  // idle, or everything in flight: the clears wait for a step
+    pending_clear_ = std::move(step.command.clear_slots);
+    step.command.clear_slots.clear();
+    --next_step_id_;
   }
   return step;
 }

@@ -11,12 +11,25 @@
 // The output head stays on stage 0: it holds token_embd anyway (the embeddings; a tied head
 // is that matrix), and a row of n_embd floats is far smaller than a row of logits.
 //
+// Steps in flight (keeping the pipeline full): on stage 0 a step is two calls, begin() (its
+// layers, the forward messages) and finish() (the last stage's rows, the head, the logits), so
+// that node 0 can begin the steps of other sequences while the later stages still run earlier
+// ones: begin(A), begin(B), finish(A), begin(C), finish(B), ... The other stages just run
+// each step when its hidden state arrives (run()), in the order the steps were begun. The
+// steps in flight must touch disjoint KV slots (node/scheduler.h), or write a sequence's
+// positions in order.
+//
 // Contract
 // - A stage of several nodes: node j of stage s sends to node j of stage s + 1 (and node j of
 //   the last stage to node j of stage 0); all of them run the same step, their ranks meeting in
 //   the stage's collectives.
-// - run() is called from one thread (the step loop), in step order on every node; messages of
-//   one step are matched by the step number, which every node counts from 1 in a session.
+// - run(), begin() and finish() are called from one thread (the step loop), in step order on
+//   every node; messages of one step are matched by the step number, which every node counts
+//   from 1 in a session (one number per begin() or run()). begin() and finish() on stage 0
+//   only; every node of stage 0 calls them in the same order (node 0 tells the others when to
+//   finish: StepKind::kRetire), since the head's collectives meet across the stage's ranks.
+//   finish() completes the oldest step begun and not finished. run() on stage 0 is begin()
+//   and finish() of one step, with no other step in flight.
 // - The mesh and the RankSet outlive the pipeline. A peer lost while a step waits on it throws
 //   Error(kPeerLost) from the mesh (the session then ends, as for a collective); a message that
 //   does not match the step throws Error(kInvalidData). A node whose step fails sends an abort
@@ -25,6 +38,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <vector>
 
@@ -44,6 +58,17 @@ class StagePipeline {
   // One step (see above). `logits` as RankSet::run gives them on stage 0; empty elsewhere.
   void run(std::span<const model::BatchToken> batch, std::vector<float>& logits);
 
+  // Stage 0: this stage's part of a step (the batch is kept until finish()).
+  void begin(std::span<const model::BatchToken> batch);
+  // Stage 0: the oldest step begun and not finished: its logits, as run() gives them.
+  void finish(std::vector<float>& logits);
+  // Stage 0: steps begun and not finished.
+  size_t inFlight() const { return flight_.size(); }
+  // Stage 0: the step number finish() completes next (0: none in flight).
+  uint64_t oldestInFlight() const { return flight_.empty() ? 0 : flight_.front().step; }
+  // Stage 0: the steps begun while another step was in flight (the overlap begin() gives).
+  uint64_t overlappedSteps() const { return overlapped_; }
+
   uint64_t steps() const { return step_; }
   // Micro-batches of a step of `tokens` tokens: one per kMinMicroBatchTokens, at most one per
   // stage, at least one. Small decode steps stay whole (each micro-batch reads the stage's
@@ -52,9 +77,16 @@ class StagePipeline {
   static constexpr size_t kMinMicroBatchTokens = 32;
 
  private:
+  struct InFlight {
+    uint64_t step = 0;
+    std::vector<model::BatchToken> batch;
+  };
   int peerIn(int stage) const;  // this node's counterpart in `stage`
-  void runStage(std::span<const model::BatchToken> batch, std::vector<float>& logits);
-  void sendAbort() noexcept;
+  // This stage's layers for every micro-batch of the step, sending each on (the last stage:
+  // the logits rows to stage 0, or into rows_ when it is stage 0 as well).
+  void runForward(std::span<const model::BatchToken> batch);
+  void finishOldest(std::vector<float>& logits);
+  void sendAbort(uint64_t step) noexcept;
   void send(int node, uint32_t tag, const HiddenHeader& h, const float* rows);
   void recv(int node, uint32_t tag, const HiddenHeader& h, std::vector<float>& out);
 
@@ -63,6 +95,8 @@ class StagePipeline {
   RankSet& ranks_;
   const uint32_t n_embd_;
   uint64_t step_ = 0;
+  uint64_t overlapped_ = 0;
+  std::deque<InFlight> flight_;  // stage 0: begun, not finished, oldest first
   std::vector<float> hidden_in_, hidden_out_, rows_;
   std::vector<std::byte> bytes_;
 };

@@ -52,6 +52,26 @@ void pollReply(mesh::Mesh& mesh, Ask& ask, uint32_t probe) {
 
 }  // namespace
 
+std::vector<uint64_t> CommandLedger::snapshot() const {
+  std::vector<uint64_t> out(static_cast<size_t>(nodes_));
+  for (size_t p = 0; p < out.size(); ++p) out[p] = sent_[p].load();
+  return out;
+}
+
+void CommandLedger::awaitAll() {
+  for (size_t p = 0; p < static_cast<size_t>(nodes_); ++p) awaited_[p].store(kAll);
+}
+
+void CommandLedger::awaitUpTo(std::span<const uint64_t> counts) {
+  for (size_t p = 0; p < static_cast<size_t>(nodes_); ++p) {
+    awaited_[p].store(p < counts.size() ? counts[p] : kAll);
+  }
+}
+
+uint64_t CommandLedger::awaited(int peer) const {
+  return std::min(awaited_[static_cast<size_t>(peer)].load(), sent(peer));
+}
+
 std::vector<StalledPeer> findStalledPeers(mesh::Mesh& mesh, const CommandLedger& ledger,
                                           uint32_t probe, std::chrono::milliseconds window) {
   std::vector<std::unique_ptr<Ask>> asks;
@@ -81,11 +101,17 @@ std::vector<StalledPeer> findStalledPeers(mesh::Mesh& mesh, const CommandLedger&
   for (auto& ask : asks) {
     if (!mesh.peerAlive(ask->peer)) continue;  // lost meanwhile: the mesh reports why
     const uint64_t sent = ledger.sent(ask->peer);
+    const uint64_t awaited = ledger.awaited(ask->peer);
     if (ask->answered) {
-      if (ask->report.begun >= sent) continue;
-      stalled.push_back({ask->peer, fmt::format("it took up {} of the {} step commands sent to it "
-                                                "({} received)",
-                                                ask->report.begun, sent, ask->report.received)});
+      if (ask->report.begun >= awaited) continue;
+      stalled.push_back(
+          {ask->peer,
+           awaited == sent
+               ? fmt::format("it took up {} of the {} step commands sent to it ({} received)",
+                             ask->report.begun, sent, ask->report.received)
+               : fmt::format("it took up {} of the {} step commands node 0 waits on ({} sent, "
+                             "{} received)",
+                             ask->report.begun, awaited, sent, ask->report.received)});
     } else if (ask->error.empty()) {
       stalled.push_back(
           {ask->peer, fmt::format("it did not answer a progress probe within {:.1f} s",

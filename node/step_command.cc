@@ -97,7 +97,7 @@ StepCommand decodeStepCommand(std::span<const std::byte> bytes, const StepLimits
   }
   StepCommand c;
   uint16_t kind = r.u16("kind");
-  if (kind < 1 || kind > 4) fail(ErrorCode::kInvalidData, "step command kind {} is unknown", kind);
+  if (kind < 1 || kind > 5) fail(ErrorCode::kInvalidData, "step command kind {} is unknown", kind);
   c.kind = static_cast<StepKind>(kind);
   c.step_id = r.u64("step_id");
   uint32_t n_seqs = r.u32("n_seqs");
@@ -147,6 +147,10 @@ StepCommand decodeStepCommand(std::span<const std::byte> bytes, const StepLimits
       fail(ErrorCode::kInvalidData, "read-tensor command tensor {} is outside the {} tensors",
            c.tensor, limits.n_tensors);
     }
+  }
+  if (c.kind == StepKind::kRetire && (n_seqs != 0 || n_clear != 0)) {
+    fail(ErrorCode::kInvalidData, "retire command carries {} seqs and {} clears, expected 0",
+         n_seqs, n_clear);
   }
   if (r.remaining() != 0) {
     fail(ErrorCode::kInvalidData, "step command has {} trailing bytes", r.remaining());

@@ -6,6 +6,7 @@
 //   n_clear x u32 slot                         (KV slots to clear before the step)
 //   n_seqs  x { u32 slot | u32 start_pos | u32 flags | u32 n_tokens | n_tokens x i32 token }
 //   kind kReadTensor only: n_seqs = n_clear = 0, then u32 tensor (index in the shard plan)
+//   kind kRetire: n_seqs = n_clear = 0; step_id is the pipeline step to finish
 // decode() treats the bytes as hostile: every count is checked against the remaining bytes
 // and the limits before anything is allocated.
 #pragma once
@@ -22,6 +23,7 @@ enum class StepKind : uint16_t {
   kShutdown = 2,    // exit cleanly
   kReset = 3,       // clear every KV slot (after a fault, when the cluster re-forms)
   kReadTensor = 4,  // all-gather the slices of one tensor (RankSet::gatherTensor), no forward
+  kRetire = 5,      // pipeline stage 0: finish the oldest step in flight (StagePipeline::finish)
 };
 
 // SeqChunk flags: which of its tokens produce a logits row (every rank must agree, since the

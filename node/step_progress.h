@@ -34,7 +34,7 @@ struct ProgressQuery {
 struct ProgressReport {
   uint32_t probe = 0;     // the query answered
   uint32_t node = 0;      // the worker answering
-  uint64_t received = 0;  // step commands (kStep, kReadTensor) received this session
+  uint64_t received = 0;  // step commands (kStep, kReadTensor, kRetire) received this session
   uint64_t begun = 0;     // of those, taken up: its ranks began to run them
 };
 

@@ -77,6 +77,11 @@ Outcome serve(ClusterSession& session, const Options& o, const LoadedModel& m) {
       return Outcome::kReform;
     }
     session.progress().noteReceived();
+    if (cmd.kind == StepKind::kRetire) {  // stage 0 of a pipeline: node 0 finishes a step
+      session.progress().noteBegun();
+      session.finishStep(logits, cmd.step_id);
+      continue;
+    }
     if (cmd.kind == StepKind::kReadTensor) {
       session.progress().noteBegun();
       const model::TensorShard& shard = m.plan.shards[cmd.tensor];
@@ -96,7 +101,11 @@ Outcome serve(ClusterSession& session, const Options& o, const LoadedModel& m) {
     }
     expandStep(cmd, batch);
     session.progress().noteBegun();  // node 0's progress probe sees this step taken up
-    session.runStep(batch, logits);
+    if (session.keepsStepsInFlight()) {
+      session.beginStep(batch);  // finished when node 0 says (kRetire)
+    } else {
+      session.runStep(batch, logits);
+    }
   }
 }
 
@@ -106,7 +115,8 @@ Outcome awaitDriver(ClusterSession& session, const StepLimits& limits) {
   for (;;) {
     size_t n = session.mesh()->recv(0, kTagControl, buffer);
     StepCommand cmd = decodeStepCommand(std::span(buffer.data(), n), limits);
-    if (cmd.kind == StepKind::kStep || cmd.kind == StepKind::kReadTensor)
+    if (cmd.kind == StepKind::kStep || cmd.kind == StepKind::kReadTensor ||
+        cmd.kind == StepKind::kRetire)
       continue;  // sent before the fault
     session.acknowledge();
     return cmd.kind == StepKind::kShutdown ? Outcome::kShutdown : Outcome::kReform;

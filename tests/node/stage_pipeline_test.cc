@@ -34,7 +34,8 @@ class ThreadPipeline {
         config_(model::readModelConfig(file_->metadata())),
         plan_(model::planShards(config_, model::tensorDescs(file_->metadata()),
                                 tp * nodes_per_stage)),
-        net_(collectives::testing::FakeNetwork::create(stages * nodes_per_stage)) {
+        net_(collectives::testing::FakeNetwork::create(stages * nodes_per_stage)),
+        nodes_per_stage_(nodes_per_stage) {
     model::StagePlanRequest req;
     req.stages = stages;
     req.nodes_per_stage = nodes_per_stage;
@@ -56,6 +57,7 @@ class ThreadPipeline {
         }
         RankSetOptions o;
         o.ctx = 512;
+        o.slots = 4;
         o.stage = stages_.part(topo.stage());
         n.ranks = std::make_unique<RankSet>(
             *file_, config_, plan_,
@@ -80,6 +82,33 @@ class ThreadPipeline {
     for (auto& d : done) d.get();
     return logits;
   }
+
+  // Steps in flight, as the driver keeps them: the nodes of stage 0 begin every batch, then
+  // finish them oldest first; the other nodes run them in order. Node 0's logits of each.
+  std::vector<std::vector<float>> inFlight(const std::vector<std::vector<model::BatchToken>>& bs) {
+    std::vector<std::future<void>> done;
+    std::vector<std::vector<float>> logits(bs.size());
+    for (size_t s = 0; s < nodes_.size(); ++s) {
+      done.push_back(std::async(std::launch::async, [&, s] {
+        StagePipeline& p = *nodes_[s].pipeline;
+        std::vector<float> mine;
+        if (s >= static_cast<size_t>(nodes_per_stage_)) {
+          for (const auto& b : bs) p.run(b, mine);
+          return;
+        }
+        for (const auto& b : bs) p.begin(b);
+        EXPECT_EQ(p.inFlight(), bs.size());
+        for (size_t i = 0; i < bs.size(); ++i) {
+          EXPECT_EQ(p.oldestInFlight(), p.steps() - bs.size() + 1 + i);
+          p.finish(mine);
+          if (s == 0) logits[i] = std::move(mine);
+        }
+      }));
+    }
+    for (auto& d : done) d.get();
+    return logits;
+  }
+  uint64_t overlappedSteps() const { return nodes_[0].pipeline->overlappedSteps(); }
 
   // As testing_support::runModel: the prompt in one batch, then one token per step.
   RunOutput generate(const std::vector<int32_t>& prompt, const std::vector<int32_t>& forced,
@@ -121,6 +150,7 @@ class ThreadPipeline {
   model::ShardPlan plan_;
   model::StagePlan stages_;
   std::shared_ptr<collectives::testing::FakeNetwork> net_;
+  const int nodes_per_stage_;
   std::vector<Node> nodes_;
 };
 
@@ -269,6 +299,52 @@ TEST(StagePipelineTest, LongPromptsFlowInMicroBatches) {
   EXPECT_EQ(pipe.microBatches(64), 2u);
   EXPECT_EQ(pipe.microBatches(100), 3u);
   EXPECT_EQ(pipe.microBatches(1000), 4u);  // at most one per stage
+  std::filesystem::remove(path);
+}
+
+// Keeping the pipeline full: one sequence per stage, each in its own step and slot, their steps
+// begun one after the other before the first one's logits come back (counted on node 0), give
+// each sequence the greedy ids it has alone on one rank. Stages of one node, and stages of two
+// nodes (stage 0's second node finishes the steps in node 0's order).
+TEST(StagePipelineTest, StepsInFlightGiveTheIdsOfOneRank) {
+  tools::TestModelShape shape = tools::parityTestShape("llama", "q8_0", 256, 512, 8, 4, false, 11);
+  shape.layers = 4;
+  const std::string path = testing::TempDir() + "stage_pipeline_in_flight.gguf";
+  tools::writeTestModel(shape, path);
+  const std::vector<std::vector<int32_t>> prompts = {
+      {1, 300, 301, 302}, {1, 260, 270}, {1, 400, 401, 402, 403, 404}};
+  const int n = 8;
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& p : prompts)
+    expected.push_back(testing_support::runModel(path, 1, p, {}, n).ids);
+  struct Split {
+    int stages, nodes_per_stage;
+  };
+  for (const Split& split : std::vector<Split>{{2, 1}, {3, 1}, {2, 2}}) {
+    SCOPED_TRACE(fmt::format("{} stages x {} nodes", split.stages, split.nodes_per_stage));
+    ThreadPipeline pipe(path, split.stages, 1, "", split.nodes_per_stage);
+    const size_t k = std::min<size_t>(prompts.size(), static_cast<size_t>(split.stages));
+    std::vector<std::vector<model::BatchToken>> batches(k);
+    for (size_t q = 0; q < k; ++q) {
+      for (size_t i = 0; i < prompts[q].size(); ++i) {
+        batches[q].push_back({prompts[q][i], static_cast<int32_t>(i), static_cast<int32_t>(q),
+                              i + 1 == prompts[q].size()});
+      }
+    }
+    std::vector<std::vector<int32_t>> ids(k);
+    for (int j = 0; j < n; ++j) {
+      const auto logits = pipe.inFlight(batches);
+      for (size_t q = 0; q < k; ++q) {
+        ASSERT_EQ(logits[q].size(), static_cast<size_t>(shape.vocab));
+        const int32_t id = testing_support::greedyPick(logits[q].data(), shape.vocab);
+        ids[q].push_back(id);
+        batches[q] = {
+            {id, static_cast<int32_t>(prompts[q].size()) + j, static_cast<int32_t>(q), true}};
+      }
+    }
+    for (size_t q = 0; q < k; ++q) EXPECT_EQ(ids[q], expected[q]) << "sequence " << q;
+    EXPECT_EQ(pipe.overlappedSteps(), static_cast<uint64_t>(n) * (k - 1));
+  }
   std::filesystem::remove(path);
 }
 

@@ -96,8 +96,30 @@ TEST(StepCommandTest, ReadTensorRoundTripsAndIsChecked) {
   EXPECT_THROW(decodeStepCommand(bytes, {}), Error);
   // An unknown kind is refused.
   encodeStepCommand(c, bytes);
-  storeLE16(reinterpret_cast<uint8_t*>(bytes.data()) + 6, 5);
+  storeLE16(reinterpret_cast<uint8_t*>(bytes.data()) + 6, 6);
   EXPECT_THROW(decodeStepCommand(bytes, {}), Error);
+}
+
+// A pipeline's retire command: a step number and nothing else.
+TEST(StepCommandTest, RetireRoundTripsAndCarriesNoSequences) {
+  StepCommand c;
+  c.kind = StepKind::kRetire;
+  c.step_id = 9;
+  std::vector<std::byte> bytes;
+  encodeStepCommand(c, bytes);
+  EXPECT_EQ(bytes.size(), 24u);
+  StepCommand d = decodeStepCommand(bytes, {});
+  EXPECT_EQ(d.kind, StepKind::kRetire);
+  EXPECT_EQ(d.step_id, 9u);
+  StepCommand mixed = sample();
+  mixed.kind = StepKind::kRetire;
+  encodeStepCommand(mixed, bytes);
+  try {
+    decodeStepCommand(bytes, {});
+    ADD_FAILURE() << "a retire command with sequences was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("retire command carries"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "node/mesh_setup.h"
 #include "node/progress_responder.h"
+#include "node/stall_probe.h"
 #include "tests/collectives/fake_mesh.h"
 
 namespace tpnode::node {
@@ -101,6 +102,29 @@ TEST(ProgressResponderTest, AnswersWithItsCountsAndDropsNodeZeroOnAMalformedQuer
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_FALSE(node2->peerAlive(0));
+}
+
+// What node 0 waits on each worker to have taken up: every command sent, or, with pipeline steps
+// in flight, the count when the awaited step went out (never more than was sent).
+TEST(CommandLedgerTest, AwaitsAllOrUpToASnapshot) {
+  CommandLedger ledger(3);
+  ledger.noteSent(1);
+  ledger.noteSent(2);
+  EXPECT_EQ(ledger.awaited(1), 1u);
+  const std::vector<uint64_t> first = ledger.snapshot();
+  EXPECT_EQ(first, (std::vector<uint64_t>{0, 1, 1}));
+  ledger.noteSent(1);
+  ledger.noteSent(2);
+  EXPECT_EQ(ledger.awaited(2), 2u);  // awaitAll() by default
+  std::vector<uint64_t> upto = first;
+  upto[1] = CommandLedger::kAll;
+  ledger.awaitUpTo(upto);
+  EXPECT_EQ(ledger.awaited(1), 2u);
+  EXPECT_EQ(ledger.awaited(2), 1u);
+  ledger.awaitUpTo(std::vector<uint64_t>{0, 9, 9});
+  EXPECT_EQ(ledger.awaited(1), 2u);  // at most what was sent
+  ledger.awaitAll();
+  EXPECT_EQ(ledger.awaited(2), 2u);
 }
 
 }  // namespace
