@@ -147,10 +147,11 @@ std::string describeSplits(std::span<const SplitPrediction> plans, int chosen,
       out += fmt::format("\n {} {}: refused: {}", mark, p.name(), p.refused);
       continue;
     }
+    const std::string layers = p.layers.empty() ? "" : " [layers " + p.layers + "]";
     out += fmt::format(
-        "\n {} {}: batch 1 {:.1f} tok/s (step {} ms: compute {}, all-reduce {}, boundaries {}, "
+        "\n {} {}{}: batch 1 {:.1f} tok/s (step {} ms: compute {}, all-reduce {}, boundaries {}, "
         "command {}); {} sequences {:.1f} tok/s (step {} ms)",
-        mark, p.name(), p.batch1.tokens_per_s, millis(p.batch1.step_ms),
+        mark, p.name(), layers, p.batch1.tokens_per_s, millis(p.batch1.step_ms),
         millis(p.batch1.compute_ms), millis(p.batch1.allreduce_ms), millis(p.batch1.boundary_ms),
         millis(p.batch1.command_ms), p.parallel, p.batch.tokens_per_s, millis(p.batch.step_ms));
   }

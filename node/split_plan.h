@@ -77,6 +77,7 @@ struct SplitPrediction {
   SplitTerms batch;     // --parallel sequences
   int parallel = 1;     // B of `batch`
   std::string refused;  // non-empty: the plan cannot run here, and why
+  std::string layers;   // the stages' layers as --pp-layers writes them ("0-7,8-15"), if known
 
   bool runnable() const { return refused.empty(); }
   // Tokens/s the choice ranks by: batch 1 when parallel is 1, else the aggregate of `batch`.

@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "common/error.h"
+#include "tests/support/read_file.h"
+#include "tests/support/test_env.h"
 
 namespace tpnode::node {
 namespace {
@@ -180,6 +183,47 @@ TEST(SplitPlanTest, BadInputsAreRefused) {
   SplitClusterFigures c = cpuCluster(2, 1, 20, 1);
   c.rank_read_bytes_per_s = 0;
   EXPECT_THROW(predictSplit(m, c, 1), Error);
+}
+
+// tests/node/split_plan_cases.json: the cases tools/scaling-model.py split-check reproduces
+// too (a ctest), so that the script's tables and the C++ model stay the same model.
+TEST(SplitPlanTest, SharedCasesMatchTheScript) {
+  const std::string path = testing_support::testEnv("TPNODE_SOURCE_DIR").value_or(".") +
+                           "/tests/node/split_plan_cases.json";
+  const auto cases = nlohmann::json::parse(testing_support::readFile(path));
+  ASSERT_GE(cases.size(), 5u) << path;
+  for (const auto& k : cases) {
+    SCOPED_TRACE(k["name"].get<std::string>());
+    SplitModelFigures m;
+    const auto& jm = k["model"];
+    m.n_layer = jm["n_layer"];
+    m.n_embd = jm["n_embd"];
+    m.n_vocab = jm["n_vocab"];
+    m.layer_bytes = jm["layer_bytes"];
+    m.layer_macs = jm["layer_macs"];
+    m.head_bytes = jm["head_bytes"];
+    m.head_macs = jm["head_macs"];
+    SplitClusterFigures c;
+    const auto& jc = k["cluster"];
+    c.nodes = jc["nodes"];
+    c.ranks_per_node = jc["ranks_per_node"];
+    c.parallel = jc["parallel"];
+    c.rtt_us = jc["rtt_us"];
+    c.link_bytes_per_s = jc["link_bytes_per_s"];
+    c.rank_read_bytes_per_s = jc["rank_read_bytes_per_s"];
+    c.rank_macs_per_s = jc["rank_macs_per_s"];
+    c.local_allreduce_us = jc["local_allreduce_us"];
+    c.pipeline_overlaps_decode = jc["pipeline_overlaps_decode"];
+    const auto plans = predictAll(m, c);
+    const auto& want = k["expect"];
+    ASSERT_EQ(plans.size(), want["batch1_tokens_per_s"].size());
+    for (size_t i = 0; i < plans.size(); ++i) {
+      const double b1 = want["batch1_tokens_per_s"][i], bb = want["batch_tokens_per_s"][i];
+      EXPECT_NEAR(plans[i].batch1.tokens_per_s, b1, b1 * 1e-9) << plans[i].name();
+      EXPECT_NEAR(plans[i].batch.tokens_per_s, bb, bb * 1e-9) << plans[i].name();
+    }
+    EXPECT_EQ(plans[static_cast<size_t>(chooseSplit(plans))].stages, want["chosen_stages"]);
+  }
 }
 
 }  // namespace

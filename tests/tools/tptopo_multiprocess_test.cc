@@ -145,6 +145,25 @@ void expectSchema(const json& j) {
     EXPECT_GT(b.at("us_p50").get<double>(), 0);
     EXPECT_TRUE(b.at("busbw_gbps").is_number());
   }
+  const json& plan = j.at("plan");
+  EXPECT_TRUE(plan.at("ran").is_boolean());
+  EXPECT_TRUE(plan.at("model").is_string());
+  EXPECT_TRUE(plan.at("parallel").is_number_integer());
+  EXPECT_TRUE(plan.at("rtt_us").is_number());
+  EXPECT_TRUE(plan.at("link_gbps").is_number());
+  EXPECT_TRUE(plan.at("chosen").is_string());
+  EXPECT_TRUE(plan.at("error").is_string());
+  for (const json& c : plan.at("candidates")) {
+    EXPECT_TRUE(c.at("name").is_string());
+    EXPECT_TRUE(c.at("stages").is_number_integer());
+    EXPECT_TRUE(c.at("nodes_per_stage").is_number_integer());
+    EXPECT_TRUE(c.at("layers").is_string());
+    EXPECT_TRUE(c.at("batch1_tokens_per_s").is_number());
+    EXPECT_TRUE(c.at("batch1_step_ms").is_number());
+    EXPECT_TRUE(c.at("batch_tokens_per_s").is_number());
+    EXPECT_TRUE(c.at("refused").is_string());
+    EXPECT_TRUE(c.at("chosen").is_boolean());
+  }
   for (const json& c : j.at("checks")) {
     EXPECT_TRUE(c.at("name").is_string());
     EXPECT_TRUE(c.at("scope").is_string());
