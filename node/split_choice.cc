@@ -135,7 +135,12 @@ int chooseStagesAtFormation(const Options& o, bool gpu) {
     SplitClusterFigures c = declaredClusterFigures(o, f.nodes, gpu);
     c.rtt_us = f.rtt_us;
     c.link_bytes_per_s = f.link_bytes_per_s;
-    const std::vector<SplitPrediction> plans = predictPlans(o, config, meta, c, f.memory);
+    std::vector<SplitPrediction> plans = predictPlans(o, config, meta, c, f.memory);
+    for (SplitPrediction& p : plans) {
+      if (gpu && p.stages > 1 && p.runnable()) {
+        p.refused = "pipeline stages run on CPU ranks only (--backend cpu)";  // node/rank_set.h
+      }
+    }
     const int chosen = chooseSplit(plans);
     spdlog::info("[driver] {}\n links measured at formation: {}", describeSplits(plans, chosen, c),
                  f.detail);

@@ -8,7 +8,8 @@
 // - chooseStagesAtFormation(): collective at startup (every node, before the model's ranks load);
 //   node 0 logs the figures, every plan's prediction and the choice as one info block; returns
 //   the stages to run (1: tensor only), the same on every node. Errors: node/split_probe.h, and
-//   Error(kResource) naming the nodes when no plan fits their memory.
+//   Error(kResource) naming the nodes when no plan fits their memory. On GPU ranks only the
+//   tensor plan can run (pipeline stages need CPU ranks): the others are shown refused.
 // - The compute figures of a rank are declared, not measured (docs/scaling.md, "Pipeline and
 //   hybrid plans"): CPU ranks by --threads, GPU ranks one figure; the local all-reduce likewise.
 #pragma once
