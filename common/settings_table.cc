@@ -157,9 +157,11 @@ constexpr Setting kTable[] = {
      {},
      1,
      1024},
-    {"split", "", "TPNODE_SPLIT", "cluster.split", "Cluster", kN, Type::kChoice, "auto",
-     "How the nodes share the model: tensor (every layer over every rank), pipeline (layers by "
-     "node, --pp stages; one per node when --pp is not given) or auto (pipeline when --pp > 1)",
+    {"split", "", "TPNODE_SPLIT", "cluster.split", "Cluster", kN, Type::kChoice, "tensor",
+     "How the nodes share the model: tensor (every layer over every rank; --pp alone implies "
+     "pipeline), pipeline (layers by node, --pp stages; one per node when --pp is not given) or "
+     "auto (--pp when given, else the plan with the best predicted decode tokens/s from the links "
+     "measured at startup)",
      kSplits},
     {"pp-layers", "", "TPNODE_PP_LAYERS", "cluster.pp_layers", "Cluster", kN, Type::kString, "",
      "Layers of every pipeline stage, first-last per stage in stage order, e.g. 0-9,10-25 "
@@ -444,6 +446,21 @@ constexpr Setting kTable[] = {
      {},
      0,
      1e6},
+    {"plan-model", "", "TPNODE_PLAN_MODEL", "", "Plan", kT, Type::kString, "",
+     "A GGUF model: report the plans --split auto compares for it on the measured links "
+     "(docs/scaling.md), and the one it would choose"},
+    {"plan-parallel",
+     "",
+     "TPNODE_PLAN_PARALLEL",
+     "",
+     "Plan",
+     kT,
+     Type::kInt,
+     "1",
+     "The --parallel the plans are ranked for (1: decode at batch 1)",
+     {},
+     1,
+     4096},
     // Environment only
     {"", "", "TPNODE_CLUSTER_SECRET", "", "Environment", kE, Type::kString, "",
      "The cluster secret itself (64 hex digits) when --cluster-secret-file is not given"},

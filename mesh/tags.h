@@ -46,14 +46,17 @@ inline constexpr TagRange kNodeControlTags{"node/mesh_setup.h", 0x100000, 4};
 inline constexpr TagRange kPipelineTags{"node/pipeline_wire.h", 0x100080, 3};
 // The mesh smoke test (node/mesh_mode.cc): link table rows, done, bye.
 inline constexpr TagRange kMeshModeTags{"node/mesh_mode.cc", 0x100100, 3};
+// --split auto at formation (node/split_probe.h): link bandwidth and its acknowledgement, every
+// node's figures to node 0, node 0's verdict.
+inline constexpr TagRange kSplitProbeTags{"node/split_probe.h", 0x100180, 4};
 // tools/tptopo: link bandwidth, the report gather, done, bye.
 inline constexpr TagRange kTptopoTags{"tools/tptopo/link_checks.h", 0x200000, 4};
 // tools/meshbench: one tag per socket (sockets_per_peer <= 16).
 inline constexpr TagRange kMeshbenchTags{"tools/meshbench/meshbench.cc", 0x300000, 16};
 
 inline constexpr std::array kAllTagRanges = {kMeshInternalTags, kCollectiveTags, kNodeControlTags,
-                                             kPipelineTags,     kMeshModeTags,   kTptopoTags,
-                                             kMeshbenchTags};
+                                             kPipelineTags,     kMeshModeTags,   kSplitProbeTags,
+                                             kTptopoTags,       kMeshbenchTags};
 
 // True when no two ranges share a tag and none is empty or wraps around.
 constexpr bool tagRangesDisjoint(std::span<const TagRange> ranges) {

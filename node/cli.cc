@@ -71,10 +71,19 @@ std::vector<int> parseIntList(const std::string& flag_name, const std::string& t
 
 namespace {
 
-// --split, --pp and --pp-layers against the node count; leaves the stages to run in o.pp.
+// --split, --pp and --pp-layers against the node count; leaves the stages to run in o.pp (for
+// --split auto without --pp: 1 until the nodes choose, node/split_choice.h). --pp or
+// --pp-layers without --split means pipeline stages.
 void finishStages(Options& o, int n_nodes) {
+  const bool stages_given = o.pp > 1 || !o.pp_layers.empty();
+  if (o.split == SplitFlag::kTensor && stages_given && o.set_flags.count("split") == 0) {
+    if (o.pp == 1) {
+      fail(ErrorCode::kInvalidArgument, "--pp-layers needs a pipeline of 2 or more stages (--pp)");
+    }
+    o.split = SplitFlag::kPipeline;
+  }
   if (o.split == SplitFlag::kTensor) {
-    if (o.pp > 1 || !o.pp_layers.empty()) {
+    if (stages_given) {
       fail(ErrorCode::kInvalidArgument,
            "--split tensor runs every layer on every rank: drop --pp {} / --pp-layers, or use "
            "--split pipeline",

@@ -21,6 +21,7 @@
 #include "node/modes.h"
 #include "node/placement.h"
 #include "node/rank_set_options.h"
+#include "node/split_choice.h"
 #include "node/worker.h"
 
 namespace tpnode::node {
@@ -246,10 +247,16 @@ int serve(Driver& driver, const Options& o) {
 
 }  // namespace
 
-int runCluster(const Options& o) {
-  const Placement placement = resolvePlacement(o);  // checks --backend/--devices first
+int runCluster(const Options& given) {
+  const Placement placement = resolvePlacement(given);  // checks --backend/--devices first
   // The layout and the mesh's own checks (a secret, TLS or --insecure) before the model loads.
-  if (!clusterTopology(o).singleNode()) mesh::validateMeshOptions(makeMeshOptions(o, "none"));
+  if (!clusterTopology(given).singleNode()) {
+    mesh::validateMeshOptions(makeMeshOptions(given, "none"));
+  }
+  // --split auto: the nodes measure their links and agree on the stages before anything loads;
+  // from here on every node runs with those stages, as if --pp had said so.
+  Options o = given;
+  if (splitChoiceNeeded(o)) o.pp = chooseStagesAtFormation(o, placement.gpu);
   std::unique_ptr<LoadedModel> model = loadModel(o);
   if (o.node_id != 0) return runWorker(o, *model, placement);  // a signal ends a worker at once
   std::signal(SIGINT, onSignal);

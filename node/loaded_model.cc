@@ -12,7 +12,6 @@
 #include "node/host_memory.h"
 
 namespace tpnode::node {
-namespace {
 
 model::HeadLayout headLayout(HeadFlag head) {
   switch (head) {
@@ -37,8 +36,6 @@ model::MoePlacement moePlacement(MoePlacementFlag moe) {
   }
   return model::MoePlacement::kAuto;
 }
-
-}  // namespace
 
 std::string modelSlug(const std::string& path) {
   std::filesystem::path p(path);

@@ -29,6 +29,10 @@ struct LoadedModel {
   std::string chat_template;
 };
 
+// --head and --moe-placement as the shard plan takes them.
+model::HeadLayout headLayout(HeadFlag head);
+model::MoePlacement moePlacement(MoePlacementFlag moe);
+
 // The file name without its folder and ".gguf", each run of other characters than letters,
 // digits, '.', '_', '-' (and UTF-8) as one '-': "My Model Q4.gguf" -> "My-Model-Q4".
 std::string modelSlug(const std::string& path);

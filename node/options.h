@@ -115,9 +115,10 @@ struct Options {
   int mesh_spin_us = 200;  // a mesh receive yield-spins this long before sleeping in recv/poll
   WireFormatFlag wire_format = WireFormatFlag::kF32;
   HeadFlag head = HeadFlag::kAuto;
-  // Pipeline stages (--pp, --split, --pp-layers); finishLayout() resolves --split into pp.
+  // Pipeline stages (--pp, --split, --pp-layers); finishLayout() resolves --split into pp, except
+  // --split auto without --pp, which the nodes choose at startup (node/split_choice.h).
   int pp = 1;
-  SplitFlag split = SplitFlag::kAuto;
+  SplitFlag split = SplitFlag::kTensor;
   std::string pp_layers;  // "0-9,10-25": layers of every stage (model/stage_plan.h)
   MoePlacementFlag moe_placement = MoePlacementFlag::kAuto;
   double mesh_hold_s = 0;  // mesh-only mode: stay connected this long before the coordinated exit
@@ -168,6 +169,9 @@ struct Options {
   // Long names of the flags the command line, the environment or the config set ("temp",
   // "n-predict", ...): the API takes its request defaults only from these.
   std::set<std::string> given;
+  // Long names of every flag setOption() stored, from any source (command line, environment,
+  // config file): what was asked for, as against a default.
+  std::set<std::string> set_flags;
 };
 
 enum class ParseResult { kRun, kExitOk, kExitError };

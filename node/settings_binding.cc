@@ -136,6 +136,7 @@ void setOption(Options& o, std::string_view flag, std::string_view text, setting
   const settings::Setting* s = settings::findFlag(flag);
   TP_CHECK(s != nullptr, "--{} is not in common/settings_table.cc", flag);
   const std::string checked = settings::parseSettingText(*s, text, source, where);
+  o.set_flags.insert(std::string(flag));
   std::visit(
       [&](auto member) {
         using T = std::remove_cvref_t<decltype(o.*member)>;

@@ -7,6 +7,11 @@
   tools/scaling-model.py check build/netns-cluster.jsonl
       The same model on this machine's CPU ranks, calibrated on the 1x1 / 1x2 runs and the link
       measurements in the file (tools/netns-cluster.sh), next to the measured cluster runs.
+  tools/scaling-model.py split --nodes 4 --tp 1 --rtt-us 2000 --gbit 1 --layers 16 ...
+      The plans `--split auto` compares (tensor, hybrid, pipeline; node/split_plan.h), batch 1
+      and --parallel sequences, and the one it would choose.
+  tools/scaling-model.py split-check tests/node/split_plan_cases.json
+      Checks the cases the C++ model is tested with (exit 1 on a difference).
 
 Step time (seconds), what the code does (docs/scaling.md explains each term):
   T = t_cmd + t_compute + 2 * n_layer * t_allreduce(n_embd * 4 bytes) + t_logits + t_sample
@@ -316,6 +321,120 @@ def cmd_check(args):
         print(f"\nLoad average (1 min) before the runs: {min(loads)} .. {max(loads)}")
 
 
+# --split auto's cost model: the same formulas as node/split_plan.cc (docs/scaling.md,
+# "The model `--split auto` runs"). Keep the two in step: split-check runs the cases that
+# tests/node/split_plan_test.cc checks the C++ model with.
+def split_compute(nbytes, macs, b, ranks, c):
+    return max(nbytes / (ranks * c["rank_read_bytes_per_s"]), b * macs / (ranks * c["rank_macs_per_s"]))
+
+
+def split_parts(m, c, stages, b):
+    n = c["nodes"] // stages
+    ranks = n * c["ranks_per_node"]
+    alpha = c["rtt_us"] * 1e-6 / 2
+    r = c["link_bytes_per_s"]
+    layers = m["n_layer"] / stages
+    hidden = 4.0 * m["n_embd"] * b
+    t_ar = c["local_allreduce_us"] * 1e-6 if c["ranks_per_node"] > 1 else 0.0
+    if n > 1:
+        t_ar += alpha + (n - 1) * hidden / r
+    return {
+        "stage_compute": split_compute(m["layer_bytes"] / stages, m["layer_macs"] / stages, b, ranks, c),
+        "head": split_compute(m["head_bytes"], m["head_macs"], b, ranks, c),
+        "stage_allreduce": 2 * layers * t_ar,
+        "logits": alpha + (n - 1) * 4.0 * m["n_vocab"] * b / n / r if n > 1 else 0.0,
+        "boundary": alpha + hidden / r if stages > 1 else 0.0,
+        "command": alpha if c["nodes"] > 1 else 0.0,
+    }
+
+
+def split_sequential(p, stages, b):
+    t = {
+        "compute_ms": (stages * p["stage_compute"] + p["head"]) * 1e3,
+        "allreduce_ms": (stages * p["stage_allreduce"] + p["logits"]) * 1e3,
+        "boundary_ms": (stages * p["boundary"] if stages > 1 else 0.0) * 1e3,
+        "command_ms": p["command"] * 1e3,
+    }
+    t["step_ms"] = t["compute_ms"] + t["allreduce_ms"] + t["boundary_ms"] + t["command_ms"]
+    t["tokens_per_s"] = b / (t["step_ms"] * 1e-3)
+    return t
+
+
+def split_predict(m, c, stages):
+    parallel = max(1, c["parallel"])
+    out = {"stages": stages, "nodes_per_stage": c["nodes"] // stages, "parallel": parallel,
+           "batch1": split_sequential(split_parts(m, c, stages, 1), stages, 1),
+           "batch": split_sequential(split_parts(m, c, stages, parallel), stages, parallel)}
+    if c.get("pipeline_overlaps_decode") and stages > 1 and parallel > 1:
+        micro = min(parallel, stages)
+        mb = parallel / micro
+        q = split_parts(m, c, stages, mb)
+        chain = split_sequential(q, stages, mb)
+        stage0 = q["stage_compute"] + q["head"] + q["stage_allreduce"] + q["logits"] + q["boundary"]
+        chain["step_ms"] = max(micro * stage0 * 1e3, chain["step_ms"])
+        chain["tokens_per_s"] = parallel / (chain["step_ms"] * 1e-3)
+        out["batch"] = chain
+    out["objective"] = out["batch1"]["tokens_per_s"] if parallel <= 1 else out["batch"]["tokens_per_s"]
+    return out
+
+
+def split_name(p, tp):
+    s, n = p["stages"], p["nodes_per_stage"]
+    if s == 1:
+        return f"tensor {n}x{tp}"
+    if n == 1:
+        return f"pipeline {s} stages" + (f" (tp {tp} each)" if tp > 1 else "")
+    return f"hybrid {s} stages x {n} nodes" + (f" x tp {tp}" if tp > 1 else "")
+
+
+def split_plans(m, c):
+    plans = [split_predict(m, c, s) for s in range(1, c["nodes"] + 1)
+             if c["nodes"] % s == 0 and s <= m["n_layer"]]
+    best = None
+    for i, p in enumerate(plans):  # ascending stages: a tie keeps the fewer
+        if best is None or p["objective"] > plans[best]["objective"] * (1 + 1e-9):
+            best = i
+    return plans, best
+
+
+def cmd_split(args):
+    m = {"n_layer": args.layers, "n_embd": args.embd, "n_vocab": args.vocab,
+         "layer_bytes": args.layer_gb * 1e9, "layer_macs": args.layer_gmacs * 1e9,
+         "head_bytes": args.head_gb * 1e9, "head_macs": args.head_gmacs * 1e9}
+    c = {"nodes": args.nodes, "ranks_per_node": args.tp, "parallel": args.parallel,
+         "rtt_us": args.rtt_us, "link_bytes_per_s": args.gbit * 1e9 / 8,
+         "rank_read_bytes_per_s": args.rank_gbps * 1e9, "rank_macs_per_s": args.rank_gmacs * 1e9,
+         "local_allreduce_us": args.local_us, "pipeline_overlaps_decode": args.overlap}
+    plans, best = split_plans(m, c)
+    print(f"| plan | batch 1 tok/s | step ms (compute, all-reduce, boundaries, command) | "
+          f"{c['parallel']} sequences tok/s |")
+    print("|---|---|---|---|")
+    for i, p in enumerate(plans):
+        b1 = p["batch1"]
+        mark = " (chosen)" if i == best else ""
+        print(f"| {split_name(p, args.tp)}{mark} | {b1['tokens_per_s']:.1f} | {b1['step_ms']:.2f} "
+              f"({b1['compute_ms']:.2f}, {b1['allreduce_ms']:.2f}, {b1['boundary_ms']:.2f}, "
+              f"{b1['command_ms']:.3f}) | {p['batch']['tokens_per_s']:.1f} |")
+
+
+def cmd_split_check(args):
+    with open(args.file) as f:
+        cases = json.load(f)
+    bad = 0
+    for case in cases:
+        plans, best = split_plans(case["model"], case["cluster"])
+        got = {"chosen_stages": plans[best]["stages"],
+               "batch1_tokens_per_s": [p["batch1"]["tokens_per_s"] for p in plans],
+               "batch_tokens_per_s": [p["batch"]["tokens_per_s"] for p in plans]}
+        want = case["expect"]
+        ok = got["chosen_stages"] == want["chosen_stages"] and all(
+            math.isclose(a, b, rel_tol=1e-9) for key in ("batch1_tokens_per_s", "batch_tokens_per_s")
+            for a, b in zip(got[key], want[key], strict=True))
+        print(f"{'ok' if ok else 'DIFFERS'}: {case['name']}: {got}")
+        bad += 0 if ok else 1
+    return 1 if bad else 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -341,8 +460,31 @@ def main():
     c = sub.add_parser("check", help="predicted vs measured, from tools/netns-cluster.sh output")
     c.add_argument("file")
     c.add_argument("--cores", type=int, default=2)
+    sp = sub.add_parser("split", help="the plans --split auto compares (node/split_plan.h)")
+    sp.add_argument("--nodes", type=int, required=True)
+    sp.add_argument("--tp", type=int, default=1)
+    sp.add_argument("--parallel", type=int, default=1)
+    sp.add_argument("--rtt-us", type=float, required=True, help="slowest link's round trip")
+    sp.add_argument("--gbit", type=float, required=True, help="slowest link, Gbit/s")
+    sp.add_argument("--layers", type=int, required=True)
+    sp.add_argument("--embd", type=int, required=True)
+    sp.add_argument("--vocab", type=int, required=True)
+    sp.add_argument("--layer-gb", type=float, required=True, help="all layers' weights, GB")
+    sp.add_argument("--layer-gmacs", type=float, default=0.0, help="per token (default: bytes)")
+    sp.add_argument("--head-gb", type=float, required=True)
+    sp.add_argument("--head-gmacs", type=float, default=0.0, help="per token (default: bytes)")
+    sp.add_argument("--rank-gbps", type=float, default=4.0, help="weights one rank reads, GB/s")
+    sp.add_argument("--rank-gmacs", type=float, default=16.0, help="one rank, G multiply-adds/s")
+    sp.add_argument("--local-us", type=float, default=10.0, help="local all-reduce (tp > 1)")
+    sp.add_argument("--overlap", action="store_true", help="decode micro-batches overlap")
+    sc = sub.add_parser("split-check", help="the C++ model's test cases (split_plan_cases.json)")
+    sc.add_argument("file")
     args = p.parse_args()
-    {"gpu": cmd_gpu, "check": cmd_check}[args.cmd](args)
+    if args.cmd == "split":
+        args.layer_gmacs = args.layer_gmacs or args.layer_gb
+        args.head_gmacs = args.head_gmacs or args.head_gb
+    return {"gpu": cmd_gpu, "check": cmd_check, "split": cmd_split,
+            "split-check": cmd_split_check}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
 #include "node/api/api_options.h"
 #include "node/loaded_model.h"
 #include "node/options.h"
+#include "node/split_choice.h"
 
 namespace tpnode::node {
 namespace {
@@ -72,6 +73,38 @@ TEST(CliTest, UsageErrorsExitTwo) {
   Parsed help = parse({"--help"});
   EXPECT_EQ(help.result, ParseResult::kExitOk);
   EXPECT_EQ(help.exit_code, 0);
+}
+
+// --split: tensor by default; --pp alone means pipeline; --split tensor with --pp is refused;
+// --split auto without --pp leaves the stages to the startup choice (node/split_choice.h).
+TEST(CliTest, SplitResolvesIntoStages) {
+  const std::vector<std::string> two = {"--peers", "127.0.0.1:9500,127.0.0.1:9501", "--node-id",
+                                        "0"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = two;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return parse(a);
+  };
+  Parsed d = with({});
+  ASSERT_EQ(d.result, ParseResult::kRun);
+  EXPECT_EQ(d.options.split, SplitFlag::kTensor);
+  EXPECT_EQ(d.options.pp, 1);
+  Parsed pp = with({"--pp", "2"});
+  ASSERT_EQ(pp.result, ParseResult::kRun);
+  EXPECT_EQ(pp.options.split, SplitFlag::kPipeline);
+  EXPECT_EQ(pp.options.pp, 2);
+  EXPECT_EQ(with({"--split", "tensor", "--pp", "2"}).exit_code, 2);
+  EXPECT_EQ(with({"--pp-layers", "0-1,2-3"}).exit_code, 2);  // without --pp
+  Parsed pipe = with({"--split", "pipeline"});
+  EXPECT_EQ(pipe.options.pp, 2);
+  Parsed a = with({"--split", "auto"});
+  ASSERT_EQ(a.result, ParseResult::kRun);
+  EXPECT_EQ(a.options.split, SplitFlag::kAuto);
+  EXPECT_EQ(a.options.pp, 1);  // chosen at startup
+  EXPECT_TRUE(splitChoiceNeeded(a.options));
+  EXPECT_FALSE(splitChoiceNeeded(with({"--split", "auto", "--pp", "2"}).options));
+  EXPECT_FALSE(splitChoiceNeeded(d.options));
+  EXPECT_FALSE(splitChoiceNeeded(parse({"--split", "auto"}).options));  // one node
 }
 
 TEST(CliTest, RepeatedPeerIsRefusedNamingBothEntries) {

@@ -37,7 +37,7 @@ struct ClusterRun {
 // `nodes` processes with `tp` ranks each and `args` on every node; node 0 also gets `node0`.
 ClusterRun runCluster(const std::string& model, int nodes, int tp,
                       const std::vector<std::string>& args, const std::vector<std::string>& node0,
-                      const std::string& tag) {
+                      const std::string& tag, const std::string& log_level = "warn") {
   const std::string peers = mesh::test::loopbackPeers(nodes);
   std::vector<std::unique_ptr<Process>> procs;
   for (int n = 0; n < nodes; ++n) {
@@ -50,7 +50,7 @@ ClusterRun runCluster(const std::string& model, int nodes, int tp,
                                   "--tp",
                                   std::to_string(tp),
                                   "--log-level",
-                                  "warn",
+                                  log_level,
                                   "--connect-timeout",
                                   "30"};
     a.insert(a.end(), args.begin(), args.end());
@@ -99,6 +99,46 @@ TEST(PipelineMultiprocessTest, ReferenceModelGivesLlamaCppTokens) {
     expectAllExitedOk(run);
     EXPECT_EQ(run.output["prompt_ids"], expected["prompt_ids"]);
     EXPECT_EQ(run.output["ids"], expected["generated_ids"]) << run.logs[0];
+  }
+}
+
+// --split auto on loopback: the nodes measure their links at startup, node 0 prints every
+// plan's prediction and the one chosen, the workers follow it, and the cluster gives one rank's
+// greedy tokens whichever plan that is (2 nodes: tensor or 2 stages; 4 nodes: also 2 x 2).
+TEST(PipelineMultiprocessTest, SplitAutoPrintsThePlansAndServesOneRanksTokens) {
+  const std::string ref = testing_support::referenceDataDir() + "/";
+  auto expected = nlohmann::json::parse(readFile(ref + "cases/llama-tiny-f32__en_sentence.json"));
+  ASSERT_EQ(testing_support::recordedModelMismatch("llama-tiny-f32", expected["model_sha256"]), "");
+  const std::vector<std::string> gen = {"--prompt", readFile(ref + "prompts/en_sentence.txt"), "-n",
+                                        "32", "--json"};
+  for (int nodes : {2, 4}) {
+    SCOPED_TRACE(fmt::format("{} nodes", nodes));
+    ClusterRun run =
+        runCluster(testing_support::referenceModel("llama-tiny-f32"), nodes, 1, {"--split", "auto"},
+                   gen, fmt::format("split_auto_{}", nodes), "info");
+    expectAllExitedOk(run);
+    EXPECT_EQ(run.output["ids"], expected["generated_ids"]) << run.logs[0];
+    const std::string& log0 = run.logs[0];
+    EXPECT_NE(log0.find("split auto: " + std::to_string(nodes) + " nodes x 1 ranks"),
+              std::string::npos)
+        << log0;
+    EXPECT_NE(log0.find("tensor " + std::to_string(nodes) + "x1 [layers 0-1]: batch 1"),
+              std::string::npos)
+        << log0;
+    EXPECT_NE(log0.find(nodes == 2 ? "pipeline 2 stages [layers 0-0,1-1]: batch 1"
+                                   : "hybrid 2 stages x 2 nodes [layers 0-0,1-1]: batch 1"),
+              std::string::npos)
+        << log0;
+    EXPECT_NE(log0.find("links measured at formation: node 0-1:"), std::string::npos) << log0;
+    const size_t chosen = log0.find(" chosen: ");
+    ASSERT_NE(chosen, std::string::npos) << log0;
+    const bool tensor = log0.compare(chosen + 9, 7, "tensor ") == 0;
+    for (int n = 1; n < nodes; ++n) {
+      EXPECT_NE(
+          run.logs[n].find(tensor ? "node 0 chose tensor parallelism" : "node 0 chose 2 stages"),
+          std::string::npos)
+          << run.logs[n];
+    }
   }
 }
 

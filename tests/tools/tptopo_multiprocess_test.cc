@@ -15,6 +15,7 @@
 
 #include "tests/mesh/free_ports.h"
 #include "tests/mesh/process.h"
+#include "tests/model/reference_data.h"
 #include "tests/support/test_env.h"
 
 namespace tpnode::tptopo {
@@ -144,6 +145,25 @@ void expectSchema(const json& j) {
   for (const json& b : ar.at("bench")) {
     EXPECT_GT(b.at("us_p50").get<double>(), 0);
     EXPECT_TRUE(b.at("busbw_gbps").is_number());
+  }
+  const json& plan = j.at("plan");
+  EXPECT_TRUE(plan.at("ran").is_boolean());
+  EXPECT_TRUE(plan.at("model").is_string());
+  EXPECT_TRUE(plan.at("parallel").is_number_integer());
+  EXPECT_TRUE(plan.at("rtt_us").is_number());
+  EXPECT_TRUE(plan.at("link_gbps").is_number());
+  EXPECT_TRUE(plan.at("chosen").is_string());
+  EXPECT_TRUE(plan.at("error").is_string());
+  for (const json& c : plan.at("candidates")) {
+    EXPECT_TRUE(c.at("name").is_string());
+    EXPECT_TRUE(c.at("stages").is_number_integer());
+    EXPECT_TRUE(c.at("nodes_per_stage").is_number_integer());
+    EXPECT_TRUE(c.at("layers").is_string());
+    EXPECT_TRUE(c.at("batch1_tokens_per_s").is_number());
+    EXPECT_TRUE(c.at("batch1_step_ms").is_number());
+    EXPECT_TRUE(c.at("batch_tokens_per_s").is_number());
+    EXPECT_TRUE(c.at("refused").is_string());
+    EXPECT_TRUE(c.at("chosen").is_boolean());
   }
   for (const json& c : j.at("checks")) {
     EXPECT_TRUE(c.at("name").is_string());
@@ -294,14 +314,24 @@ void expectHealthyCluster(const json& j, int n) {
 }
 
 TEST_F(TptopoCluster, TwoNodes) {
-  auto nodes = startCluster(2, "two");
+  // With --plan-model node 0 also reports the plans --split auto compares on these links.
+  auto nodes =
+      startCluster(2, "two", {"--plan-model", testing_support::referenceModel("llama-tiny-f32")});
   const int c0 = nodes[0]->wait(120s);
   const int c1 = nodes[1]->wait(30s);
   json j = reportOf(*nodes[0]);
   expectHealthyCluster(j, 2);
   EXPECT_EQ(c0, exitCodeFor(j)) << nodes[0]->log();
   EXPECT_EQ(j.at("allreduce").at("ranks"), 2);
+  const json& plan = j.at("plan");
+  EXPECT_TRUE(plan.at("ran").get<bool>());
+  EXPECT_EQ(plan.at("error"), "") << plan.dump();
+  ASSERT_EQ(plan.at("candidates").size(), 2u) << plan.dump();
+  EXPECT_EQ(plan.at("candidates").at(0).at("name"), "tensor 2x1");
+  EXPECT_EQ(plan.at("candidates").at(1).at("layers"), "0-0,1-1");
+  EXPECT_NE(plan.at("chosen"), "");
   json member = reportOf(*nodes[1]);
+  EXPECT_FALSE(member.at("plan").at("ran").get<bool>());
   expectSchema(member);
   EXPECT_EQ(member.at("mode"), "cluster-member");
   EXPECT_EQ(c1, exitCodeFor(member)) << nodes[1]->log();

@@ -4,7 +4,9 @@
 
 #include "collectives/layout.h"
 #include "common/error.h"
+#include "tools/test_model.h"
 #include "tools/tptopo/layout_check.h"
+#include "tools/tptopo/plan_check.h"
 #include "tools/tptopo/report.h"
 #include "tools/tptopo/report_json.h"
 #include "tools/tptopo/report_table.h"
@@ -184,6 +186,49 @@ TEST(TptopoReport, TableShowsMatricesAndFailedLinks) {
   EXPECT_NE(ts.find("40/90*"), std::string::npos) << ts;
   EXPECT_NE(ts.find("2.50*"), std::string::npos) << ts;
   EXPECT_NE(ts.find("verdict: degraded (exit code 4)"), std::string::npos) << ts;
+}
+
+// --plan-model: the plans --split auto compares, on the report's links, in the JSON and the
+// table; a fast link keeps tensor parallelism, a slow one picks the pipeline.
+TEST(TptopoReportTest, PlanOfAModelOnTheMeasuredLinks) {
+  tools::TestModelShape shape;
+  shape.layers = 4;
+  shape.type = model::TensorType::kQ8_0;
+  const std::string path = ::testing::TempDir() + "/tptopo_plan_4layer.gguf";
+  tools::writeTestModel(shape, path);
+  TopoOptions t;
+  t.plan_model = path;
+  Report r = twoNodes();
+  r.plan = planReport(t, 2, r.links);
+  ASSERT_TRUE(r.plan.ran);
+  EXPECT_EQ(r.plan.error, "");
+  EXPECT_EQ(r.plan.rtt_us, 40);
+  EXPECT_EQ(r.plan.link_gbps, 1.5);  // the slower direction
+  ASSERT_EQ(r.plan.candidates.size(), 2u);
+  EXPECT_EQ(r.plan.candidates[0].name, "tensor 2x1");
+  EXPECT_EQ(r.plan.candidates[0].layers, "0-3");
+  EXPECT_EQ(r.plan.candidates[1].name, "pipeline 2 stages");
+  EXPECT_EQ(r.plan.candidates[1].layers.find("0-"), 0u);
+  EXPECT_GT(r.plan.candidates[1].batch1_tokens_per_s, 0);
+  EXPECT_EQ(r.plan.candidates[0].chosen + r.plan.candidates[1].chosen, 1);
+  const nlohmann::json j = toJson(r);
+  EXPECT_EQ(j.at("plan").at("candidates").size(), 2u);
+  EXPECT_EQ(j.at("plan").at("chosen"), r.plan.chosen);
+  const std::string table = formatReport(r);
+  EXPECT_NE(table.find("Plans of --split auto"), std::string::npos) << table;
+  EXPECT_NE(table.find("chosen: " + r.plan.chosen), std::string::npos) << table;
+
+  // 10 ms round trips: 8 all-reduces of tensor parallelism cost more than the half of the
+  // compute they save; the pipeline pays two boundaries.
+  r.links[0].rtt_us_p50 = 10000;
+  EXPECT_EQ(planReport(t, 2, r.links).chosen, "pipeline 2 stages");
+  t.plan_model = ::testing::TempDir() + "/does_not_exist.gguf";
+  const PlanInfo missing = planReport(t, 2, r.links);
+  EXPECT_TRUE(missing.ran);
+  EXPECT_NE(missing.error, "");
+  EXPECT_TRUE(missing.candidates.empty());
+  r.links[0].measured = false;
+  EXPECT_EQ(planReport(t, 2, r.links).error, "no link was measured");
 }
 
 }  // namespace

@@ -162,6 +162,31 @@ struct LayoutInfo {
   std::string refusal;              // why tpnode refuses it ("" when runnable)
 };
 
+// One plan --split auto compares (node/split_plan.h), predicted on the measured links.
+struct PlanCandidate {
+  std::string name;  // "tensor 2x1", "pipeline 2 stages", "hybrid 2 stages x 2 nodes"
+  int stages = 1;
+  int nodes_per_stage = 1;
+  std::string layers;  // the stages' layers, "0-7,8-15" (as --pp-layers takes them)
+  double batch1_tokens_per_s = 0;
+  double batch1_step_ms = 0;
+  double batch_tokens_per_s = 0;  // at --plan-parallel sequences
+  std::string refused;            // non-empty: cannot run, and why
+  bool chosen = false;
+};
+
+// The plans for --plan-model (node 0 of a cluster only).
+struct PlanInfo {
+  bool ran = false;
+  std::string model;  // the file
+  int parallel = 1;
+  double rtt_us = 0;     // the slowest link's median round trip
+  double link_gbps = 0;  // the slowest link's slower direction, 1e9 bytes per second
+  std::string chosen;    // the plan --split auto would run ("" when none can)
+  std::string error;     // the model could not be read, or no link was measured
+  std::vector<PlanCandidate> candidates;
+};
+
 // What a node prints: node 0 (or a single host) the whole cluster, other nodes their own part.
 struct Report {
   std::string mode;  // "local", "cluster" (node 0), "cluster-member" (other nodes)
@@ -172,6 +197,7 @@ struct Report {
   std::vector<HostReport> hosts;  // by node; a node whose report never came is absent
   std::vector<LinkResult> links;  // every pair a < b
   AllReduceResult allreduce;
+  PlanInfo plan;              // --plan-model, node 0 of a cluster
   std::vector<Check> checks;  // every check of the run, flattened (see finish())
   Verdict verdict = Verdict::kOk;
   int exit_code = 0;

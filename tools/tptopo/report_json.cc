@@ -34,6 +34,11 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LayoutInfo, ranks_per_node, ranks, runnable, 
                                    refusal)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TransportChoice, description, local, inter_algo, crossover_bytes,
                                    hier_mode, leader_max_bytes, wire_format)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PlanCandidate, name, stages, nodes_per_stage, layers,
+                                   batch1_tokens_per_s, batch1_step_ms, batch_tokens_per_s, refused,
+                                   chosen)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PlanInfo, ran, model, parallel, rtt_us, link_gbps, chosen, error,
+                                   candidates)
 
 nlohmann::json toJson(const Report& r) {
   nlohmann::json j;
@@ -50,6 +55,7 @@ nlohmann::json toJson(const Report& r) {
   j["hosts"] = r.hosts;
   j["links"] = r.links;
   j["allreduce"] = r.allreduce;
+  j["plan"] = r.plan;
   j["checks"] = r.checks;
   return j;
 }

@@ -112,6 +112,29 @@ void allReduce(const Report& r, std::string& out) {
   }
 }
 
+void plan(const Report& r, std::string& out) {
+  const PlanInfo& p = r.plan;
+  if (!p.ran) return;
+  out += fmt::format(
+      "Plans of --split auto for {} (--parallel {}): links {:.0f} us round trip, "
+      "{:.3f} GB/s (slowest)\n",
+      p.model, p.parallel, p.rtt_us, p.link_gbps);
+  if (!p.error.empty()) out += "  error: " + p.error + "\n";
+  for (const PlanCandidate& c : p.candidates) {
+    const char* mark = c.chosen ? "*" : " ";
+    if (!c.refused.empty()) {
+      out += fmt::format("  {} {:<34} refused: {}\n", mark, c.name, c.refused);
+      continue;
+    }
+    out += fmt::format(
+        "  {} {:<34} layers {:<16} batch 1 {:.1f} tok/s ({:.2f} ms), {} seq {:.1f} "
+        "tok/s\n",
+        mark, c.name, c.layers, c.batch1_tokens_per_s, c.batch1_step_ms, p.parallel,
+        c.batch_tokens_per_s);
+  }
+  out += "  chosen: " + (p.chosen.empty() ? std::string("none") : p.chosen) + "\n";
+}
+
 }  // namespace
 
 std::string formatReport(const Report& r) {
@@ -123,6 +146,8 @@ std::string formatReport(const Report& r) {
   if (r.nodes > 1) out += "\n";
   allReduce(r, out);
   if (r.allreduce.ran) out += "\n";
+  plan(r, out);
+  if (r.plan.ran) out += "\n";
   out += "Layout: " + r.layout.description;
   if (!r.layout.runnable) out += " (tpnode would refuse it: " + r.layout.refusal + ")";
   out += "\n";

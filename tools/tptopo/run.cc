@@ -16,6 +16,7 @@
 #include "tools/tptopo/gpu_checks.h"
 #include "tools/tptopo/layout_check.h"
 #include "tools/tptopo/link_checks.h"
+#include "tools/tptopo/plan_check.h"
 #include "tools/tptopo/report_json.h"
 
 namespace tpnode::tptopo {
@@ -186,6 +187,7 @@ Report runTopo(const TopoOptions& t) {
     return r;
   }
   r = clusterReport(std::move(r), own, gathered);
+  if (!t.plan_model.empty()) r.plan = planReport(t, r.nodes, r.links);
   finish(r);
   return r;
 }

@@ -26,6 +26,8 @@ const Field kFields[] = {
     {"max-rtt-p99-us", &TopoOptions::max_rtt_p99_us},
     {"allreduce-iters", &TopoOptions::allreduce_iters},
     {"timeout", &TopoOptions::timeout_s},
+    {"plan-model", &TopoOptions::plan_model},
+    {"plan-parallel", &TopoOptions::plan_parallel},
 };
 
 // tpnode's rows tptopo takes as they are (bound to node::Options), shown under "Output".

@@ -31,6 +31,9 @@ struct TopoOptions {
   int allreduce_iters = 20;
   // The whole run: 0 = connect timeout + 300 s.
   double timeout_s = 0;
+  // Plan: the model whose --split auto plans node 0 reports on the measured links ("": none).
+  std::string plan_model;
+  int plan_parallel = 1;
 };
 
 enum class ParseOutcome { kRun, kExit };

@@ -1,0 +1,49 @@
+// --split auto at startup: whether it applies, the model's figures for the cost model
+// (node/split_plan.h), the prediction of every plan with the memory each node has, and the
+// choice every node agrees on (node 0 decides over the probe mesh of node/split_probe.h).
+//
+// Contract
+// - splitChoiceNeeded(): --split auto on more than one node without --pp or --pp-layers (those
+//   fix the stages themselves).
+// - chooseStagesAtFormation(): collective at startup (every node, before the model's ranks load);
+//   node 0 logs the figures, every plan's prediction and the choice as one info block; returns
+//   the stages to run (1: tensor only), the same on every node. Errors: node/split_probe.h, and
+//   Error(kResource) naming the nodes when no plan fits their memory. On GPU ranks only the
+//   tensor plan can run (pipeline stages need CPU ranks): the others are shown refused.
+// - The compute figures of a rank are declared, not measured (docs/scaling.md, "Pipeline and
+//   hybrid plans"): CPU ranks by --threads, GPU ranks one figure; the local all-reduce likewise.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+#include "model/gguf.h"
+#include "node/options.h"
+#include "node/split_plan.h"
+
+namespace tpnode::node {
+
+bool splitChoiceNeeded(const Options& options);
+
+// Per-token figures of the whole model from its tensor list: every blk.* tensor's bytes and
+// elements (a stacked expert tensor at n_expert_used / n_expert), the output head (the token
+// embedding when tied) and output norm.
+SplitModelFigures splitModelFigures(const model::ModelConfig& config,
+                                    const model::GgufMetadata& meta);
+
+// The declared compute figures of one rank and the local all-reduce, for `options` (--tp,
+// --threads, --parallel) on GPU or CPU ranks; the link figures are left for the caller.
+SplitClusterFigures declaredClusterFigures(const Options& options, int nodes, bool gpu_ranks);
+
+// Every candidate plan of `cluster` predicted; a plan whose shard plan is refused, or whose
+// stage would hold more than a node of it has (`memory`, per node, 0: unknown; balanced by
+// bytes as model/stage_plan.h does), carries the refusal.
+std::vector<SplitPrediction> predictPlans(const Options& options, const model::ModelConfig& config,
+                                          const model::GgufMetadata& meta,
+                                          const SplitClusterFigures& cluster,
+                                          const std::vector<uint64_t>& memory);
+
+int chooseStagesAtFormation(const Options& options, bool gpu_ranks);
+
+}  // namespace tpnode::node
