@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Network-namespace "hosts" for tests and benchmarks (sourced, not run). N namespaces, each
 # with one veth "NIC" to a bridge that lives in a namespace of its own, so the machine's own
 # network is never touched. Only namespaces created here are touched; netns_delete removes
@@ -61,9 +62,9 @@ _netns_shape_dev() {  # $1 rate, $2 half delay (ms, or empty), $3 namespace, $4 
   ip netns exec "$3" tc qdisc del dev "$4" root 2>/dev/null
   [ "$1" = none ] && [ -z "$2" ] && return 0
   if [ -n "$2" ] && [ "$NETNS_NETEM" = 1 ]; then
-    local rate=()
-    [ "$1" != none ] && rate=(rate "$1")
-    ip netns exec "$3" tc qdisc add dev "$4" root netem delay "${2}ms" "${rate[@]}" limit 10000 ||
+    local netem_rate=()
+    [ "$1" != none ] && netem_rate=(rate "$1")
+    ip netns exec "$3" tc qdisc add dev "$4" root netem delay "${2}ms" "${netem_rate[@]}" limit 10000 ||
       return 1
   elif [ "$1" != none ]; then
     ip netns exec "$3" tc qdisc add dev "$4" root tbf rate "$1" burst "$NETNS_BURST" limit 4mb ||

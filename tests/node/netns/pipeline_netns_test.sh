@@ -39,7 +39,6 @@ netns_create "tpp$$" 4 10.78.0
 case $? in 0) ;; 77) echo "skipped: cannot create network namespaces"; exit 77 ;; *) fail "netns" ;; esac
 netns_shape 1gbit 1 || fail "tc tbf on the veth links"
 MESH_PORT=9600
-LISTEN=()
 if [ "$NETNS_NETEM" = 1 ]; then
   echo "links: 1 Gbit/s, netem 1 ms one-way between nodes"
 else
