@@ -107,9 +107,9 @@ serve_tpnode() {  # $1 plan, $2 delay; sets SERVER_PIDS, PLAN_TEXT
     [ "$NETNS_NETEM" = 1 ] || extra=(--mesh-listen "$NETNS_SUBNET.$((k + 1)):$((MESH + 1))")
     [ "$k" = 0 ] && extra+=(--port "$API")
     [ "$nodes" = 4 ] && read -r -a p <<<"$(pin "$k")"
-    netns_exec "$k" "${p[@]}" "$BIN" "${common[@]}" --node-id "$k" "${extra[@]}" \
-      </dev/null >"$LOGS/${plan}_$2_n$k.log" 2>&1 &
-    SERVER_PIDS=("$!" "${SERVER_PIDS[@]}"); PIDS+=($!)
+    netns_spawn "$k" "$LOGS/${plan}_$2_n$k.log" "${p[@]}" "$BIN" "${common[@]}" --node-id "$k" \
+      "${extra[@]}"
+    SERVER_PIDS=("$NETNS_PID" "${SERVER_PIDS[@]}"); PIDS+=("$NETNS_PID")
   done
   wait_health "$API" "${SERVER_PIDS[0]}" || { tail -5 "$LOGS/${plan}_$2_n0.log" >&2; return 1; }
   # The plan node 0 runs: its pipeline plan line, else the tensor shard plan; an auto choice
@@ -125,17 +125,17 @@ serve_llama() {  # $1 delay; sets SERVER_PIDS, PLAN_TEXT
     local port=$RPC
     [ "$NETNS_NETEM" = 1 ] || port=$((RPC + 1))
     read -r -a p <<<"$(pin "$k")"
-    netns_exec "$k" "${p[@]}" "$LLAMA_BIN/ggml-rpc-server" -H "$NETNS_SUBNET.$((k + 1))" -p "$port" \
-      -t 1 </dev/null >"$LOGS/llama_$1_rpc$k.log" 2>&1 &
-    SERVER_PIDS+=($!); PIDS+=($!)
+    netns_spawn "$k" "$LOGS/llama_$1_rpc$k.log" "${p[@]}" "$LLAMA_BIN/ggml-rpc-server" \
+      -H "$NETNS_SUBNET.$((k + 1))" -p "$port" -t 1
+    SERVER_PIDS+=("$NETNS_PID"); PIDS+=("$NETNS_PID")
     servers+="${servers:+,}$NETNS_SUBNET.$((k + 1)):$RPC"
   done
   sleep 1
   read -r -a p <<<"$(pin 0)"
-  netns_exec 0 "${p[@]}" "$LLAMA_BIN/llama-server" -m "$MODEL" --rpc "$servers" -ngl 99 -t 1 \
-    --parallel "$SLOTS" -c $((CTX * SLOTS)) --host 127.0.0.1 --port "$API" </dev/null \
-    >"$LOGS/llama_$1_server.log" 2>&1 &
-  SERVER_PIDS=("$!" "${SERVER_PIDS[@]}"); PIDS+=($!)
+  netns_spawn 0 "$LOGS/llama_$1_server.log" "${p[@]}" "$LLAMA_BIN/llama-server" -m "$MODEL" \
+    --rpc "$servers" -ngl 99 -t 1 --parallel "$SLOTS" -c $((CTX * SLOTS)) --host 127.0.0.1 \
+    --port "$API"
+  SERVER_PIDS=("$NETNS_PID" "${SERVER_PIDS[@]}"); PIDS+=("$NETNS_PID")
   wait_health "$API" "${SERVER_PIDS[0]}" || { tail -5 "$LOGS/llama_$1_server.log" >&2; return 1; }
   PLAN_TEXT="llama.cpp RPC: 3 ggml-rpc-server x 1 thread, layers split by llama.cpp"
 }
@@ -145,8 +145,8 @@ measure_rtt() {
   local peers="$NETNS_SUBNET.1:$MESH,$NETNS_SUBNET.2:$MESH" l0=() l1=()
   [ "$NETNS_NETEM" = 1 ] || { l0=(--mesh-listen "$NETNS_SUBNET.1:$((MESH + 1))");
                               l1=(--mesh-listen "$NETNS_SUBNET.2:$((MESH + 1))"); }
-  netns_exec 1 "$BIN" --node-id 1 --peers "$peers" "${l1[@]}" --connect-timeout 30 \
-    </dev/null >/dev/null 2>&1 & local w=$!; PIDS+=("$w")
+  netns_spawn 1 /dev/null "$BIN" --node-id 1 --peers "$peers" "${l1[@]}" --connect-timeout 30
+  local w=$NETNS_PID; PIDS+=("$w")
   netns_exec 0 timeout 60 "$BIN" --node-id 0 --peers "$peers" "${l0[@]}" --connect-timeout 30 \
     </dev/null 2>/dev/null | awk '$1 == "node" && $2 == "0" && $3 == "-" { print $4 }' | tail -1
   wait "$w" 2>/dev/null

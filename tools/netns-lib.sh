@@ -12,7 +12,10 @@
 #                                     # "none"), plus netem DELAY_MS one-way when the kernel has
 #                                     # netem (NETNS_NETEM=1 then; 0 when it has not: use
 #                                     # tools/delay-proxy.py in front of each node instead)
-#   netns_exec K CMD...              # run CMD in node K's namespace
+#   netns_exec K CMD...              # run CMD in node K's namespace (foreground)
+#   netns_spawn K LOG CMD...         # run CMD in node K's namespace in the background, stdin
+#                                     # /dev/null, output to LOG; NETNS_PID is CMD's own pid (a
+#                                     # signal to it reaches CMD, not a subshell)
 #   netns_proxies DELAY_MS PORT INNER_PORT SECONDS
 #                                     # where netem is missing: tools/delay-proxy.py in node k's
 #                                     # namespace forwards SUBNET.(k+1):PORT to :INNER_PORT with
@@ -94,6 +97,15 @@ netns_exec() {  # $1 node, then the command
   local k=$1
   shift
   ip netns exec "${NETNS_PREFIX}n$k" "$@"
+}
+
+netns_spawn() {  # $1 node, $2 log file, then the command
+  local k=$1 out=$2
+  shift 2
+  # A simple command run with & forks once and ip execs CMD: $! is CMD.
+  ip netns exec "${NETNS_PREFIX}n$k" "$@" </dev/null >"$out" 2>&1 &
+  # shellcheck disable=SC2034  # read by the caller
+  NETNS_PID=$!
 }
 
 netns_proxies() {  # $1 one-way delay ms, $2 public port, $3 inner port, $4 max seconds

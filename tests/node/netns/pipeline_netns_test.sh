@@ -65,8 +65,8 @@ cluster() {
   else
     for k in $(seq 1 $((nodes - 1))); do
       # shellcheck disable=SC2046
-      netns_exec "$k" "$BIN" "${common[@]}" --node-id "$k" $(listen "$k") </dev/null \
-        >"$WORK/${tag}_n$k.log" 2>&1 & pids+=($!); PIDS+=($!)
+      netns_spawn "$k" "$WORK/${tag}_n$k.log" "$BIN" "${common[@]}" --node-id "$k" $(listen "$k")
+      pids+=("$NETNS_PID"); PIDS+=("$NETNS_PID")
     done
     # shellcheck disable=SC2046
     out=$(netns_exec 0 timeout 120 "$BIN" "${common[@]}" --node-id 0 $(listen 0) "$@" </dev/null \
