@@ -25,7 +25,11 @@
 #        CTX (512, per slot), OUT (build/bench-pipeline.jsonl), PIN (1), LLAMA_CPP_BIN
 # Writes one JSON object per measurement to OUT and prints a markdown table (docs/benchmarks.md)
 # on stdout: tokens/s, TTFT p50 / p99, the ratio to llama.cpp RPC and to the best tpnode plan
-# at the same delay and load, and what --split auto picked. Exit 77 without namespaces.
+# at the same delay and load, and what --split auto picked. Each delay's link row has the
+# round trip node 0's mesh measures to node 1 (through the proxy where there is one) and the
+# iperf3 goodput of the shaped link (TBF_BURST bytes of burst, default 3000). A batch-1 run
+# lasts SECONDS_1 plus the request in flight at the end; 16 clients likewise.
+# Exit 77 without namespaces.
 set -uo pipefail
 export TPNODE_CLUSTER_SECRET=${TPNODE_CLUSTER_SECRET:-$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')}
 cd "$(dirname "$0")/.." || exit 1
@@ -140,6 +144,18 @@ serve_llama() {  # $1 delay; sets SERVER_PIDS, PLAN_TEXT
   PLAN_TEXT="llama.cpp RPC: 3 ggml-rpc-server x 1 thread, layers split by llama.cpp"
 }
 
+# iperf3 goodput node 0 -> node 1 across the shaped link (3 s, no proxy), in bits/s.
+measure_goodput() {
+  command -v iperf3 >/dev/null || { echo 0; return; }
+  netns_spawn 1 /dev/null iperf3 -s -1 -p 5299
+  local sp=$NETNS_PID; PIDS+=("$sp")
+  sleep 0.5
+  netns_exec 0 iperf3 -c "$NETNS_SUBNET.2" -p 5299 -t 3 -J 2>/dev/null |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"])' ||
+    echo 0
+  wait "$sp" 2>/dev/null
+}
+
 # The round trip node 0 measures to node 1 at formation (mesh-only mode), in microseconds.
 measure_rtt() {
   local peers="$NETNS_SUBNET.1:$MESH,$NETNS_SUBNET.2:$MESH" l0=() l1=()
@@ -164,7 +180,7 @@ for delay in $DELAYS; do
     netns_proxies "$delay" "$MESH" $((MESH + 1)) 86400 || exit 1
     netns_proxies "$delay" "$RPC" $((RPC + 1)) 86400 || exit 1
   fi
-  emit "{\"kind\":\"link\",\"delay_ms\":$delay,\"rate\":\"$RATE\",\"delay_by\":\"$how\",\"rtt_us\":$(measure_rtt)}"
+  emit "{\"kind\":\"link\",\"delay_ms\":$delay,\"rate\":\"$RATE\",\"burst\":$NETNS_BURST,\"delay_by\":\"$how\",\"rtt_us\":$(measure_rtt),\"iperf3_bps\":$(measure_goodput)}"
   for plan in $PLANS; do
     log "delay $delay ms: $plan"
     if [ "$plan" = llama ]; then serve_llama "$delay"; else serve_tpnode "$plan" "$delay"; fi ||
@@ -216,7 +232,8 @@ for d in sorted({r["delay_ms"] for r in runs}):
             vs_l = f"{r['tokens_per_s'] / llama:.2f}x" if llama else "-"
             vs_b = f"{r['tokens_per_s'] / best['tokens_per_s']:.2f}x" if best and r["plan"] != "llama" else "-"
             err = f" ({r['errors']} errors)" if r.get("errors") else ""
-            print(f"| {d:g} ms ({link.get('rtt_us', '?')} us, {link.get('delay_by', '?')}) | {c} | "
+            mbit = f", {link['iperf3_bps'] / 1e6:.0f} Mbit/s" if link.get("iperf3_bps") else ""
+            print(f"| {d:g} ms ({link.get('rtt_us', '?')} us{mbit}, {link.get('delay_by', '?')}) | {c} | "
                   f"{names.get(r['plan'], r['plan'])} | {r['tokens_per_s']}{err} | {r['ttft_p50_ms']} | "
                   f"{r['ttft_p99_ms']} | {vs_l} | {vs_b} | {r['load1_before']}-{r['load1_after']} |")
         auto = next((r for r in group if r["plan"] == "auto"), None)
