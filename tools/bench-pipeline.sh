@@ -82,9 +82,16 @@ wait_health() {  # $1 port; $2 pid of node 0 (gives up when it exits)
   done
   return 1
 }
-stop_all() {  # $@ pids: node 0 first (TERM), then the rest
-  local p
-  for p in "$@"; do kill -TERM "$p" 2>/dev/null; done
+stop_all() {  # $@ pids: node 0 (or llama-server) first; it stops before the rest get TERM
+  local p first=1
+  for p in "$@"; do
+    if [ "$first" = 1 ]; then
+      kill -TERM "$p" 2>/dev/null
+      for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+      first=0
+    fi
+    kill -TERM "$p" 2>/dev/null
+  done
   for p in "$@"; do
     for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null
