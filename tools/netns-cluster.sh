@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # tpnode clusters across shaped links, on one machine (docs/scaling.md checks its cost model
-# against this). Creates 4 network namespaces (nodes) and a fifth holding a bridge; each node
-# has one veth pair to the bridge, shaped in both directions with `tc qdisc ... tbf rate R`
-# (egress of the node's end and egress of the bridge's end), so every node has a full-duplex
-# "NIC" of rate R. Only namespaces created here are touched, and all of them are deleted on
+# against this). Creates 4 network namespaces (nodes) and a fifth holding a bridge
+# (tools/netns-lib.sh); each node has one veth pair to the bridge, shaped in both directions
+# with `tc qdisc ... tbf rate R burst TBF_BURST` (egress of the node's end and egress of the
+# bridge's end), so every node has a full-duplex "NIC" of rate R. Only namespaces created here are touched, and all of them are deleted on
 # exit (the veth pairs go with them).
 #
 # tc netem (delay/loss) is NOT available in this kernel ("Specified qdisc kind is unknown"),
@@ -24,7 +24,6 @@ cd "$(dirname "$0")/.." || exit 1
 BIN=${TPNODE_BIN:-build/node/tpnode}
 MODEL=""; RATES="none 1gbit 200mbit"; LAYOUTS="2x1 4x1 2x2"; REPS=2; NGEN=32
 OUT=build/netns-cluster.jsonl
-BURST=${TBF_BURST:-3000}  # bytes: about two full-size packets, the least tbf accepts at MTU 1500
 while [ $# -gt 0 ]; do
   case $1 in
     --model) MODEL=$2; shift 2 ;;
@@ -43,49 +42,20 @@ if [ -z "$MODEL" ]; then
 fi
 [ -x "$BIN" ] || { echo "no $BIN: build the tpnode target first" >&2; exit 1; }
 
+. tools/netns-lib.sh
 TAG=tpsc$$
-BR=${TAG}b
 NODES=4
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
-  for k in $(seq 0 $((NODES - 1))); do ip netns del "${TAG}n$k" 2>/dev/null; done
-  ip netns del "$BR" 2>/dev/null
+  netns_delete
 }
 trap cleanup EXIT INT TERM
 
-if ! ip netns add "$BR" 2>/dev/null; then echo "skipped: cannot create network namespaces"; exit 77; fi
-ip -n "$BR" link add br0 type bridge && ip -n "$BR" link set br0 up && ip -n "$BR" link set lo up
-for k in $(seq 0 $((NODES - 1))); do
-  ns=${TAG}n$k
-  ip netns add "$ns"
-  ip link add "${TAG}v$k" type veth peer name "${TAG}p$k"
-  ip link set "${TAG}v$k" netns "$ns"
-  ip link set "${TAG}p$k" netns "$BR"
-  ip -n "$ns" link set "${TAG}v$k" name eth0
-  ip -n "$BR" link set "${TAG}p$k" name "p$k"
-  ip -n "$BR" link set "p$k" master br0
-  ip -n "$BR" link set "p$k" up
-  ip -n "$ns" addr add "10.77.0.$((k + 1))/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  ip -n "$ns" link set lo up
-done
-
-shape_dev() {  # $1: rate (tc syntax) or none, $2: namespace, $3: device
-  if [ "$1" = none ]; then
-    ip netns exec "$2" tc qdisc del dev "$3" root 2>/dev/null
-  else
-    ip netns exec "$2" tc qdisc replace dev "$3" root tbf rate "$1" burst "$BURST" limit 4mb ||
-      { echo "tc tbf failed" >&2; exit 1; }
-  fi
-  return 0
-}
+netns_create "$TAG" "$NODES" 10.77.0
+case $? in 0) ;; 77) echo "skipped: cannot create network namespaces"; exit 77 ;; *) exit 1 ;; esac
 shape() {  # $1: rate (tc syntax) or none; both directions of every node's link
-  local k
-  for k in $(seq 0 $((NODES - 1))); do
-    shape_dev "$1" "${TAG}n$k" eth0
-    shape_dev "$1" "$BR" "p$k"
-  done
+  netns_shape "$1" || { echo "tc tbf failed" >&2; exit 1; }
 }
 
 load1() { cut -d' ' -f1 /proc/loadavg; }
@@ -147,7 +117,7 @@ measure_link() {  # $1 rate
   rtt=$(ip netns exec "${TAG}n0" timeout 60 "$BIN" --node-id 0 --peers "$peers" --log-level warn \
         2>/dev/null | awk '/^node 0/ {print $4}')
   wait "$wp"
-  emit "{\"kind\":\"link\",\"rate\":\"$1\",\"iperf3_bps\":${bps:-0},\"rtt_us\":${rtt:-0},\"burst\":$BURST,\"load1\":$(load1)}"
+  emit "{\"kind\":\"link\",\"rate\":\"$1\",\"iperf3_bps\":${bps:-0},\"rtt_us\":${rtt:-0},\"burst\":$NETNS_BURST,\"load1\":$(load1)}"
 }
 
 echo "# $(date -u +%FT%TZ) model=$MODEL ($(stat -c %s "$MODEL") bytes) n=$NGEN reps=$REPS" \

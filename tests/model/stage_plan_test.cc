@@ -15,6 +15,18 @@ StageCosts costs(std::vector<uint64_t> layers, uint64_t first = 0, uint64_t ever
   return {std::move(layers), first, every};
 }
 
+// planStages' refusal as text; a failure when it accepts or refuses with another code.
+std::string refusal(const StageCosts& c, const StagePlanRequest& req, ErrorCode code) {
+  try {
+    planStages(c, req);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted";
+  return "";
+}
+
 struct PlanCase {
   std::string name;
   StageCosts costs;
@@ -92,16 +104,12 @@ TEST(StagePlanTest, BadPlansAreRefusedByName) {
       {"1-3,0-0", 2, "stage 0 starts at layer 1"},
   };
   for (const Bad& b : bad) {
+    SCOPED_TRACE(b.ranges);
     StagePlanRequest req;
     req.stages = b.stages;
     req.explicit_ranges = parseLayerRanges(b.ranges);
-    try {
-      planStages(costs({1, 1, 1, 1}), req);
-      ADD_FAILURE() << b.ranges << " was accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-      EXPECT_NE(std::string(e.what()).find(b.message), std::string::npos) << e.what();
-    }
+    const std::string what = refusal(costs({1, 1, 1, 1}), req, ErrorCode::kInvalidArgument);
+    EXPECT_NE(what.find(b.message), std::string::npos) << what;
   }
   for (const char* text : {"", "a-b", "3-1", "0-1,,2-3", "-1", "1-"}) {
     EXPECT_THROW(parseLayerRanges(text), Error) << text;
@@ -116,33 +124,27 @@ TEST(StagePlanTest, AStageThatDoesNotFitIsRefusedNamingTheNode) {
   req.stages = 2;
   req.capacity = {0, 15 << 20};  // node 0 unknown, node 1 has 15 MiB
   const StageCosts c = costs({10 << 20, 10 << 20, 10 << 20, 10 << 20});
-  try {
-    planStages(c, req);
-    ADD_FAILURE() << "accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kResource);
-    EXPECT_NE(std::string(e.what()).find("node 1 (pipeline stage 1, layers 2..3)"),
-              std::string::npos)
-        << e.what();
-    EXPECT_NE(std::string(e.what()).find("20.0 MiB"), std::string::npos) << e.what();
-  }
+  std::string what = refusal(c, req, ErrorCode::kResource);
+  EXPECT_NE(what.find("node 1 (pipeline stage 1, layers 2..3)"), std::string::npos) << what;
+  EXPECT_NE(what.find("20.0 MiB"), std::string::npos) << what;
   req.nodes_per_stage = 2;
-  try {
-    planStages(c, req);
-    ADD_FAILURE() << "accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("nodes 2..3 (pipeline stage 1"), std::string::npos)
-        << e.what();
-  }
+  what = refusal(c, req, ErrorCode::kResource);
+  EXPECT_NE(what.find("nodes 2..3 (pipeline stage 1"), std::string::npos) << what;
   req.capacity = {20 << 20, 20 << 20};  // fits exactly
   EXPECT_NO_THROW(planStages(c, req));
 }
 
-// The costs of a model's tensors: layers by their blk.N, the embeddings and head on stage 0,
-// the KV cache of each layer counted with its layer (F32 K and V of the node's kv heads).
-TEST(StagePlanTest, CostsFromTheShardPlan) {
-  ModelConfig c;
-  c.arch = "llama";
+// A 2-layer model of n_embd 64 (4 heads, 2 KV heads of 16, F32): a dense FFN of 128 rows
+// (llama, with rope_freqs), or (moe) qwen3moe's router and 8 experts of 32 rows.
+struct TinyModel {
+  ModelConfig config;
+  std::vector<TensorDesc> tensors;
+};
+
+TinyModel tinyModel(bool moe) {
+  TinyModel m;
+  ModelConfig& c = m.config;
+  c.arch = moe ? "qwen3moe" : "llama";
   c.n_embd = 64;
   c.n_head = 4;
   c.n_head_kv = 2;
@@ -150,10 +152,16 @@ TEST(StagePlanTest, CostsFromTheShardPlan) {
   c.n_ff = 128;
   c.n_vocab = 100;
   c.n_layer = 2;
-  std::vector<TensorDesc> t = {{"token_embd.weight", TensorType::kF32, 64, 100},
-                               {"output_norm.weight", TensorType::kF32, 64, 1},
-                               {"output.weight", TensorType::kF32, 64, 100},
-                               {"rope_freqs.weight", TensorType::kF32, 8, 1}};
+  if (moe) {
+    c.n_expert = 8;
+    c.n_expert_used = 2;
+    c.n_ff_exp = 32;
+  }
+  std::vector<TensorDesc>& t = m.tensors;
+  t = {{"token_embd.weight", TensorType::kF32, 64, 100},
+       {"output_norm.weight", TensorType::kF32, 64, 1},
+       {"output.weight", TensorType::kF32, 64, 100}};
+  if (!moe) t.push_back({"rope_freqs.weight", TensorType::kF32, 8, 1});
   for (int l = 0; l < 2; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
     t.push_back({p + "attn_norm.weight", TensorType::kF32, 64, 1});
@@ -162,10 +170,24 @@ TEST(StagePlanTest, CostsFromTheShardPlan) {
     t.push_back({p + "attn_v.weight", TensorType::kF32, 64, 32});
     t.push_back({p + "attn_output.weight", TensorType::kF32, 64, 64});
     t.push_back({p + "ffn_norm.weight", TensorType::kF32, 64, 1});
-    t.push_back({p + "ffn_gate.weight", TensorType::kF32, 64, 128});
-    t.push_back({p + "ffn_up.weight", TensorType::kF32, 64, 128});
-    t.push_back({p + "ffn_down.weight", TensorType::kF32, 128, 64});
+    if (moe) {
+      t.push_back({p + "ffn_gate_inp.weight", TensorType::kF32, 64, 8});
+      t.push_back({p + "ffn_gate_exps.weight", TensorType::kF32, 64, 32 * 8, 8});
+      t.push_back({p + "ffn_up_exps.weight", TensorType::kF32, 64, 32 * 8, 8});
+      t.push_back({p + "ffn_down_exps.weight", TensorType::kF32, 32, 64 * 8, 8});
+    } else {
+      t.push_back({p + "ffn_gate.weight", TensorType::kF32, 64, 128});
+      t.push_back({p + "ffn_up.weight", TensorType::kF32, 64, 128});
+      t.push_back({p + "ffn_down.weight", TensorType::kF32, 128, 64});
+    }
   }
+  return m;
+}
+
+// The costs of a model's tensors: layers by their blk.N, the embeddings and head on stage 0,
+// the KV cache of each layer counted with its layer (F32 K and V of the node's kv heads).
+TEST(StagePlanTest, CostsFromTheShardPlan) {
+  const auto [c, t] = tinyModel(false);
   const uint64_t layer_weights = 4 * (64 + 64 * 64 + 2 * 64 * 32 + 64 * 64 + 64 + 3 * 64 * 128);
   const uint64_t kv = 2 * 32 * 4 * 3 * 10;  // K and V rows of 32 floats, 3 slots x 10 positions
   for (int tp : {1, 2}) {
@@ -184,34 +206,7 @@ TEST(StagePlanTest, CostsFromTheShardPlan) {
 // A mixture-of-experts layer costs its router and every expert its node's ranks hold: whole
 // experts per rank or 1/tp of each, the node's share is all of them.
 TEST(StagePlanTest, CostsCountTheExperts) {
-  ModelConfig c;
-  c.arch = "qwen3moe";
-  c.n_embd = 64;
-  c.n_head = 4;
-  c.n_head_kv = 2;
-  c.head_dim = 16;
-  c.n_ff = 128;
-  c.n_vocab = 100;
-  c.n_layer = 2;
-  c.n_expert = 8;
-  c.n_expert_used = 2;
-  c.n_ff_exp = 32;
-  std::vector<TensorDesc> t = {{"token_embd.weight", TensorType::kF32, 64, 100},
-                               {"output_norm.weight", TensorType::kF32, 64, 1},
-                               {"output.weight", TensorType::kF32, 64, 100}};
-  for (int l = 0; l < 2; ++l) {
-    const std::string p = fmt::format("blk.{}.", l);
-    t.push_back({p + "attn_norm.weight", TensorType::kF32, 64, 1});
-    t.push_back({p + "attn_q.weight", TensorType::kF32, 64, 64});
-    t.push_back({p + "attn_k.weight", TensorType::kF32, 64, 32});
-    t.push_back({p + "attn_v.weight", TensorType::kF32, 64, 32});
-    t.push_back({p + "attn_output.weight", TensorType::kF32, 64, 64});
-    t.push_back({p + "ffn_norm.weight", TensorType::kF32, 64, 1});
-    t.push_back({p + "ffn_gate_inp.weight", TensorType::kF32, 64, 8});
-    t.push_back({p + "ffn_gate_exps.weight", TensorType::kF32, 64, 32 * 8, 8});
-    t.push_back({p + "ffn_up_exps.weight", TensorType::kF32, 64, 32 * 8, 8});
-    t.push_back({p + "ffn_down_exps.weight", TensorType::kF32, 32, 64 * 8, 8});
-  }
+  const auto [c, t] = tinyModel(true);
   const uint64_t experts = 3 * 64 * 32 * 8 * 4;  // gate, up, down: 8 experts each
   const uint64_t attention = 4 * (64 * 64 + 2 * 64 * 32 + 64 * 64);
   const uint64_t norms_router = 4 * (2 * 64 + 64 * 8);  // replicated on every rank

@@ -4,16 +4,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <memory>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "model/npy.h"
-#include "tests/mesh/free_ports.h"
-#include "tests/mesh/process.h"
 #include "tests/model/reference_data.h"
+#include "tests/support/cluster_run.h"
 #include "tests/support/model_cache.h"
 #include "tests/support/read_file.h"
 #include "tools/test_model.h"
@@ -21,60 +17,12 @@
 namespace tpnode::node {
 namespace {
 
-using mesh::test::Process;
 using namespace std::chrono_literals;
 
+using testing_support::ClusterRun;
+using testing_support::expectAllExitedOk;
 using testing_support::readFile;
-
-struct ClusterRun {
-  std::vector<int> node_rc;
-  std::vector<std::string> logs;
-  nlohmann::json output;  // node 0's --json line
-};
-
-// Starts `nodes` processes with `tp` local ranks each; node 0 generates from `args`; every
-// node also gets `all_args`.
-ClusterRun runCluster(const std::string& model, int nodes, int tp,
-                      const std::vector<std::string>& args, const std::string& tag,
-                      std::vector<int> tps = {}, const std::vector<std::string>& all_args = {}) {
-  std::string peers = mesh::test::loopbackPeers(nodes);
-  if (tps.empty()) tps.assign(static_cast<size_t>(nodes), tp);
-  std::string layout;
-  for (int t : tps) layout += (layout.empty() ? "" : ",") + std::to_string(t);
-  std::vector<std::unique_ptr<Process>> procs;
-  std::string dir = ::testing::TempDir();
-  for (int n = nodes - 1; n >= 0; --n) {
-    std::vector<std::string> a = {"--model",
-                                  model,
-                                  "--node-id",
-                                  std::to_string(n),
-                                  "--peers",
-                                  peers,
-                                  "--tp",
-                                  std::to_string(tps[n]),
-                                  "--tp-layout",
-                                  layout,
-                                  "--connect-timeout",
-                                  "30",
-                                  "--log-level",
-                                  "warn"};
-    a.insert(a.end(), all_args.begin(), all_args.end());
-    if (n == 0) a.insert(a.end(), args.begin(), args.end());
-    procs.push_back(
-        std::make_unique<Process>(a, std::vector<std::string>{mesh::test::testClusterSecretEnv()},
-                                  dir + "/" + tag + "_n" + std::to_string(n) + ".log"));
-  }
-  std::reverse(procs.begin(), procs.end());
-  ClusterRun run;
-  for (auto& p : procs) run.node_rc.push_back(p->wait(90s));
-  for (auto& p : procs) run.logs.push_back(p->log());
-  // Node 0's stdout and stderr share the log; the JSON object is the line starting with '{'.
-  std::istringstream lines(run.logs[0]);
-  for (std::string line; std::getline(lines, line);) {
-    if (!line.empty() && line[0] == '{') run.output = nlohmann::json::parse(line);
-  }
-  return run;
-}
+using testing_support::runCluster;
 
 struct Case {
   std::string model;   // stem in reference/models
@@ -109,13 +57,14 @@ TEST_P(ClusterParityTest, GreedyTokensMatchLlamaCpp) {
       nlohmann::json::parse(readFile(ref + "cases/" + c.model + "__" + c.prompt + ".json"));
   ASSERT_EQ(testing_support::recordedModelMismatch(c.model, expected["model_sha256"]), "");
   ClusterRun run =
-      runCluster(testing_support::referenceModel(c.model), c.nodes, c.tp,
-                 {"--prompt", readFile(ref + "prompts/" + c.prompt + ".txt"), "-n", "32", "--json"},
-                 caseName({c, 0}), {}, {"--head", c.head, "--moe-placement", c.moe});
-  for (size_t n = 0; n < run.node_rc.size(); ++n) {
-    ASSERT_EQ(run.node_rc[n], 0) << "node " << n << " log:\n" << run.logs[n];
-  }
-  ASSERT_TRUE(run.output.is_object()) << run.logs[0];
+      runCluster({.model = testing_support::referenceModel(c.model),
+                  .nodes = c.nodes,
+                  .tp = c.tp,
+                  .all_args = {"--head", c.head, "--moe-placement", c.moe},
+                  .node0_args = {"--prompt", readFile(ref + "prompts/" + c.prompt + ".txt"), "-n",
+                                 "32", "--json"},
+                  .tag = caseName({c, 0})});
+  ASSERT_NO_FATAL_FAILURE(expectAllExitedOk(run));
   EXPECT_EQ(run.output["prompt_ids"], expected["prompt_ids"]);
   EXPECT_EQ(run.output["ids"], expected["generated_ids"]) << run.logs[0];
 }
@@ -159,8 +108,10 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ClusterParityTest, ::testing::ValuesIn(parityC
 
 TEST(ClusterRefusalTest, ShapesThatDoNotDivideAreRefusedByName) {
   // 3 ranks cannot share 8 heads / 4 KV heads.
-  ClusterRun run = runCluster(testing_support::referenceModel("llama-tiny-f32"), 3, 1,
-                              {"--prompt", "hi", "-n", "4"}, "refuse3");
+  ClusterRun run = runCluster({.model = testing_support::referenceModel("llama-tiny-f32"),
+                               .nodes = 3,
+                               .node0_args = {"--prompt", "hi", "-n", "4"},
+                               .tag = "refuse3"});
   for (size_t n = 0; n < 3; ++n) {
     EXPECT_NE(run.node_rc[n], 0) << run.logs[n];
     EXPECT_NE(run.logs[n].find("tp"), std::string::npos) << run.logs[n];
@@ -181,8 +132,8 @@ TEST(ClusterThreeNodeTest, ThreeNodesProduceTheTokensOfOne) {
   std::string path = ::testing::TempDir() + "/three_nodes_q8.gguf";
   tools::writeTestModel(shape, path);
   std::vector<std::string> args = {"--prompt", "a b ab ba", "-n", "24", "--json"};
-  ClusterRun one = runCluster(path, 1, 1, args, "three_ref");
-  ClusterRun three = runCluster(path, 3, 1, args, "three");
+  ClusterRun one = runCluster({.model = path, .node0_args = args, .tag = "three_ref"});
+  ClusterRun three = runCluster({.model = path, .nodes = 3, .node0_args = args, .tag = "three"});
   ASSERT_EQ(one.node_rc[0], 0) << one.logs[0];
   for (size_t n = 0; n < 3; ++n) ASSERT_EQ(three.node_rc[n], 0) << three.logs[n];
   ASSERT_TRUE(one.output.is_object()) << one.logs[0];
@@ -194,9 +145,12 @@ TEST(ClusterThreeNodeTest, ThreeNodesProduceTheTokensOfOne) {
 // Expert parallel with more ranks than experts (4 experts, 8 ranks): refused, naming the
 // placement that works.
 TEST(ClusterRefusalTest, ExpertParallelNeedsAnExpertPerRank) {
-  ClusterRun run = runCluster(testing_support::referenceModel("mixtral-tiny-f32"), 1, 8,
-                              {"--prompt", "hi", "-n", "4"}, "moe_refuse", {},
-                              {"--devices", "0,1,0,1,0,1,0,1", "--moe-placement", "expert"});
+  ClusterRun run =
+      runCluster({.model = testing_support::referenceModel("mixtral-tiny-f32"),
+                  .tp = 8,
+                  .all_args = {"--devices", "0,1,0,1,0,1,0,1", "--moe-placement", "expert"},
+                  .node0_args = {"--prompt", "hi", "-n", "4"},
+                  .tag = "moe_refuse"});
   EXPECT_NE(run.node_rc[0], 0) << run.logs[0];
   EXPECT_NE(run.logs[0].find("4 experts are fewer than the 8 ranks"), std::string::npos)
       << run.logs[0];
@@ -204,8 +158,11 @@ TEST(ClusterRefusalTest, ExpertParallelNeedsAnExpertPerRank) {
 }
 
 TEST(ClusterRefusalTest, MixedLayoutIsRefusedClearly) {
-  ClusterRun run = runCluster(testing_support::referenceModel("llama-tiny-f32"), 2, 0,
-                              {"--prompt", "hi", "-n", "4"}, "mixed", {2, 1});
+  ClusterRun run = runCluster({.model = testing_support::referenceModel("llama-tiny-f32"),
+                               .nodes = 2,
+                               .tps = {2, 1},
+                               .node0_args = {"--prompt", "hi", "-n", "4"},
+                               .tag = "mixed"});
   for (size_t n = 0; n < 2; ++n) {
     EXPECT_NE(run.node_rc[n], 0) << run.logs[n];
     EXPECT_NE(run.logs[n].find("different tp degrees"), std::string::npos) << run.logs[n];
@@ -235,8 +192,9 @@ TEST(ClusterRealModelTest, Gemma3TwoByTwoMatchesOneRank) {
   const std::string logits = ::testing::TempDir() + "/gemma_1x1_logits.npy";
   std::vector<std::string> one_args = args;
   one_args.insert(one_args.end(), {"--dump-logits", logits});
-  ClusterRun one = runCluster(model, 1, 1, one_args, "gemma_1x1");
-  ClusterRun four = runCluster(model, 2, 2, args, "gemma_2x2");
+  ClusterRun one = runCluster({.model = model, .node0_args = one_args, .tag = "gemma_1x1"});
+  ClusterRun four =
+      runCluster({.model = model, .nodes = 2, .tp = 2, .node0_args = args, .tag = "gemma_2x2"});
   ASSERT_EQ(one.node_rc[0], 0) << one.logs[0];
   for (size_t n = 0; n < four.node_rc.size(); ++n) ASSERT_EQ(four.node_rc[n], 0) << four.logs[n];
   const auto& ids = one.output["ids"];

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -18,6 +17,7 @@
 #include "tests/mesh/free_ports.h"
 #include "tests/mesh/process.h"
 #include "tests/model/reference_data.h"
+#include "tests/support/cluster_run.h"
 #include "tests/support/read_file.h"
 #include "tools/test_model.h"
 
@@ -26,55 +26,10 @@ namespace {
 
 using mesh::test::Process;
 using namespace std::chrono_literals;
+using testing_support::ClusterRun;
+using testing_support::expectAllExitedOk;
 using testing_support::readFile;
-
-struct ClusterRun {
-  std::vector<int> node_rc;
-  std::vector<std::string> logs;
-  nlohmann::json output;  // node 0's --json line
-};
-
-// `nodes` processes with `tp` ranks each and `args` on every node; node 0 also gets `node0`.
-ClusterRun runCluster(const std::string& model, int nodes, int tp,
-                      const std::vector<std::string>& args, const std::vector<std::string>& node0,
-                      const std::string& tag, const std::string& log_level = "warn") {
-  const std::string peers = mesh::test::loopbackPeers(nodes);
-  std::vector<std::unique_ptr<Process>> procs;
-  for (int n = 0; n < nodes; ++n) {
-    std::vector<std::string> a = {"--model",
-                                  model,
-                                  "--node-id",
-                                  std::to_string(n),
-                                  "--peers",
-                                  peers,
-                                  "--tp",
-                                  std::to_string(tp),
-                                  "--log-level",
-                                  log_level,
-                                  "--connect-timeout",
-                                  "30"};
-    a.insert(a.end(), args.begin(), args.end());
-    if (n == 0) a.insert(a.end(), node0.begin(), node0.end());
-    procs.push_back(std::make_unique<Process>(
-        a, std::vector<std::string>{mesh::test::testClusterSecretEnv()},
-        ::testing::TempDir() + "/" + tag + "_n" + std::to_string(n) + ".log"));
-  }
-  ClusterRun run;
-  for (auto& p : procs) run.node_rc.push_back(p->wait(90s));
-  for (auto& p : procs) run.logs.push_back(p->log());
-  std::istringstream lines(run.logs[0]);
-  for (std::string line; std::getline(lines, line);) {
-    if (!line.empty() && line[0] == '{') run.output = nlohmann::json::parse(line);
-  }
-  return run;
-}
-
-void expectAllExitedOk(const ClusterRun& run) {
-  for (size_t n = 0; n < run.node_rc.size(); ++n) {
-    ASSERT_EQ(run.node_rc[n], 0) << "node " << n << " log:\n" << run.logs[n];
-  }
-  ASSERT_TRUE(run.output.is_object()) << run.logs[0];
-}
+using testing_support::runCluster;
 
 struct Split {
   int nodes, tp;
@@ -94,8 +49,12 @@ TEST(PipelineMultiprocessTest, ReferenceModelGivesLlamaCppTokens) {
                                            {2, 1, {"--split", "pipeline"}},
                                            {4, 1, {"--pp", "2"}}}) {  // stages of 2 nodes
     SCOPED_TRACE(fmt::format("{} nodes x tp {} {}", s.nodes, s.tp, fmt::join(s.args, " ")));
-    ClusterRun run = runCluster(testing_support::referenceModel("llama-tiny-f32"), s.nodes, s.tp,
-                                s.args, gen, fmt::format("pp_ref_{}x{}", s.nodes, s.tp));
+    ClusterRun run = runCluster({.model = testing_support::referenceModel("llama-tiny-f32"),
+                                 .nodes = s.nodes,
+                                 .tp = s.tp,
+                                 .all_args = s.args,
+                                 .node0_args = gen,
+                                 .tag = fmt::format("pp_ref_{}x{}", s.nodes, s.tp)});
     expectAllExitedOk(run);
     EXPECT_EQ(run.output["prompt_ids"], expected["prompt_ids"]);
     EXPECT_EQ(run.output["ids"], expected["generated_ids"]) << run.logs[0];
@@ -113,9 +72,12 @@ TEST(PipelineMultiprocessTest, SplitAutoPrintsThePlansAndServesOneRanksTokens) {
                                         "32", "--json"};
   for (int nodes : {2, 4}) {
     SCOPED_TRACE(fmt::format("{} nodes", nodes));
-    ClusterRun run =
-        runCluster(testing_support::referenceModel("llama-tiny-f32"), nodes, 1, {"--split", "auto"},
-                   gen, fmt::format("split_auto_{}", nodes), "info");
+    ClusterRun run = runCluster({.model = testing_support::referenceModel("llama-tiny-f32"),
+                                 .nodes = nodes,
+                                 .all_args = {"--split", "auto"},
+                                 .node0_args = gen,
+                                 .tag = fmt::format("split_auto_{}", nodes),
+                                 .log_level = "info"});
     expectAllExitedOk(run);
     EXPECT_EQ(run.output["ids"], expected["generated_ids"]) << run.logs[0];
     const std::string& log0 = run.logs[0];
@@ -165,7 +127,7 @@ TEST(PipelineMultiprocessTest, FourLayerModelMatchesOneNode) {
       a.insert(a.end(), {"-n", "24", "--json", "--dump-logits", dir + logits});
       return a;
     };
-    ClusterRun one = runCluster(path, 1, 1, {}, gen("pp_one.npy"), "pp_one");
+    ClusterRun one = runCluster({.model = path, .node0_args = gen("pp_one.npy"), .tag = "pp_one"});
     expectAllExitedOk(one);
     ASSERT_EQ(one.output["ids"].size(), 24u);
     const model::NpyMatrix one_logits = model::readNpy(dir + "pp_one.npy");
@@ -174,7 +136,12 @@ TEST(PipelineMultiprocessTest, FourLayerModelMatchesOneNode) {
                                              {2, 2, {"--pp", "2"}}}) {
       const std::string tag = fmt::format("pp_{}x{}_{}", s.nodes, s.tp, s.args.size());
       SCOPED_TRACE(tag);
-      ClusterRun run = runCluster(path, s.nodes, s.tp, s.args, gen(tag + ".npy"), tag);
+      ClusterRun run = runCluster({.model = path,
+                                   .nodes = s.nodes,
+                                   .tp = s.tp,
+                                   .all_args = s.args,
+                                   .node0_args = gen(tag + ".npy"),
+                                   .tag = tag});
       expectAllExitedOk(run);
       EXPECT_EQ(run.output["ids"], one.output["ids"]) << run.logs[0];
       if (s.tp != 1) continue;  // tp 2 sums in another order (tp_parity_test's tolerance)
@@ -243,8 +210,11 @@ TEST(PipelineMultiprocessTest, WhatCannotRunIsRefusedClearly) {
   };
   for (const Refusal& r : refusals) {
     SCOPED_TRACE(fmt::format("{}", fmt::join(r.args, " ")));
-    ClusterRun run = runCluster(model, r.nodes, 1, r.args, {"--prompt", "hi", "-n", "2"},
-                                "pp_refuse_" + std::to_string(&r - refusals.data()));
+    ClusterRun run = runCluster({.model = model,
+                                 .nodes = r.nodes,
+                                 .all_args = r.args,
+                                 .node0_args = {"--prompt", "hi", "-n", "2"},
+                                 .tag = "pp_refuse_" + std::to_string(&r - refusals.data())});
     EXPECT_NE(run.node_rc[0], 0) << run.logs[0];
     EXPECT_NE(run.logs[0].find(r.message), std::string::npos) << run.logs[0];
   }

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <future>
+#include <optional>
 #include <thread>
 
 #include "common/error.h"
@@ -191,10 +192,29 @@ double maxDiff(const std::vector<float>& a, const std::vector<float>& b) {
   return d;
 }
 
+// A generated model in the test's temp dir, removed when the test ends (passed or not).
+struct ModelFile {
+  ModelFile(const tools::TestModelShape& shape, const std::string& name)
+      : path(testing::TempDir() + "stage_pipeline_" + name + ".gguf") {
+    tools::writeTestModel(shape, path);
+  }
+  ~ModelFile() { std::filesystem::remove(path); }
+  ModelFile(const ModelFile&) = delete;
+  ModelFile& operator=(const ModelFile&) = delete;
+  std::string path;
+};
+
+// A 4-layer Llama of dim 256 (8 heads, 4 KV heads, FFN 512).
+tools::TestModelShape fourLayerLlama(const std::string& type, uint64_t seed) {
+  tools::TestModelShape shape = tools::parityTestShape("llama", type, 256, 512, 8, 4, false, seed);
+  shape.layers = 4;
+  return shape;
+}
+
 TEST_P(StagePipelineParity, EverySplitMatchesTheWholeModel) {
   const Case& c = GetParam();
-  const std::string path = testing::TempDir() + "stage_pipeline_" + c.name + ".gguf";
-  tools::writeTestModel(c.shape, path);
+  const ModelFile model(c.shape, c.name);
+  const std::string& path = model.path;
   const std::vector<int32_t> prompt = {1, 300, 301, 302, 260, 270, 280, 290, 305, 306, 307, 400};
   const int n = 12;
   RunOutput one = testing_support::runModel(path, 1, prompt, {}, n);
@@ -222,70 +242,112 @@ TEST_P(StagePipelineParity, EverySplitMatchesTheWholeModel) {
       EXPECT_EQ(again.generate(prompt, {}, n).ids, one.ids) << "greedy ids";
     }
   }
-  std::filesystem::remove(path);
 }
 
 INSTANTIATE_TEST_SUITE_P(Generated, StagePipelineParity, testing::ValuesIn(cases()),
                          [](const testing::TestParamInfo<Case>& p) { return p.param.name; });
 
-// The 2x2 split's greedy ids against tp 2 on one node (the same float order).
-TEST(StagePipelineTest, PipelineByTensorGreedyIdsMatchTp2) {
-  tools::TestModelShape shape = tools::parityTestShape("llama", "q8_0", 256, 512, 8, 4, false, 7);
-  shape.layers = 4;
-  const std::string path = testing::TempDir() + "stage_pipeline_2x2.gguf";
-  tools::writeTestModel(shape, path);
-  const std::vector<int32_t> prompt = {1, 310, 311, 312, 313};
-  RunOutput tp2 = testing_support::runModel(path, 2, prompt, {}, 16);
-  ThreadPipeline pipe(path, 2, 2);
-  EXPECT_EQ(pipe.generate(prompt, {}, 16).ids, tp2.ids);
-  std::filesystem::remove(path);
-}
+// Splits of a 4-layer Llama against runModel on one node at `reference_tp`: teacher-forced
+// logits within `logits_tol` (none: not compared), and a second pipeline's greedy ids.
+struct SplitCase {
+  std::string name;
+  std::string type;  // of the 2-D tensors
+  uint64_t seed;
+  std::vector<int32_t> prompt;
+  int n;
+  int reference_tp;
+  struct Split {
+    int stages, tp, nodes_per_stage;
+  };
+  std::vector<Split> splits;
+  std::optional<double> logits_tol;
+  bool greedy_ids;
+};
 
-// Stages of two nodes each: 4 nodes as 2 stages x 2 nodes (x tp 1 and x tp 2), the stage's
-// ranks meeting across its nodes over a view of the mesh. Sums in another order than one rank
-// (tp 2 or 4 across nodes): tp_parity_test's F32 tolerance, and the same greedy ids.
-TEST(StagePipelineTest, StagesOfSeveralNodesMatchOneRank) {
-  tools::TestModelShape shape = tools::parityTestShape("llama", "f32", 256, 512, 8, 4, false, 5);
-  shape.layers = 4;
-  const std::string path = testing::TempDir() + "stage_pipeline_multinode.gguf";
-  tools::writeTestModel(shape, path);
-  const std::vector<int32_t> prompt = {1, 300, 301, 302, 260, 270, 280, 290};
-  RunOutput one = testing_support::runModel(path, 1, prompt, {}, 12);
-  RunOutput one_forced = testing_support::runModel(path, 1, prompt, one.ids, 12);
-  for (int tp : {1, 2}) {
-    SCOPED_TRACE(tp);
-    ThreadPipeline pipe(path, 2, tp, "", 2);
-    RunOutput forced = pipe.generate(prompt, one.ids, 12);
-    ASSERT_EQ(forced.logits.size(), one_forced.logits.size());
-    EXPECT_LE(maxDiff(forced.logits, one_forced.logits), 1e-4);
-    ThreadPipeline again(path, 2, tp, "", 2);
-    EXPECT_EQ(again.generate(prompt, {}, 12).ids, one.ids);
-  }
-  std::filesystem::remove(path);
-}
-
-// A long prompt is cut into micro-batches (contiguous token runs) that flow through the stages
-// one after the other; the logits stay those of the whole model.
-TEST(StagePipelineTest, LongPromptsFlowInMicroBatches) {
-  tools::TestModelShape shape = tools::parityTestShape("llama", "q8_0", 256, 512, 8, 4, false, 9);
-  shape.layers = 4;
-  const std::string path = testing::TempDir() + "stage_pipeline_micro.gguf";
-  tools::writeTestModel(shape, path);
+std::vector<int32_t> longPrompt() {
   std::vector<int32_t> prompt;
   for (int i = 0; i < 100; ++i) prompt.push_back(static_cast<int32_t>(1 + (i * 37) % 500));
-  RunOutput one = testing_support::runModel(path, 1, prompt, {}, 4);
-  RunOutput one_forced = testing_support::runModel(path, 1, prompt, one.ids, 4);
-  for (int stages : {2, 4}) {
-    SCOPED_TRACE(stages);
-    ThreadPipeline pipe(path, stages, 1);
-    RunOutput forced = pipe.generate(prompt, one.ids, 4);
-    ASSERT_EQ(forced.logits.size(), one_forced.logits.size());
-    EXPECT_EQ(maxDiff(forced.logits, one_forced.logits), 0.0);
+  return prompt;
+}
+
+const std::vector<SplitCase>& splitCases() {
+  static const std::vector<SplitCase> cases = {
+      // The 2x2 split's greedy ids against tp 2 on one node (the same float order).
+      {"PipelineByTensorGreedyIdsMatchTp2",
+       "q8_0",
+       7,
+       {1, 310, 311, 312, 313},
+       16,
+       2,
+       {{2, 2, 1}},
+       std::nullopt,
+       true},
+      // Stages of two nodes each: 4 nodes as 2 stages x 2 nodes (x tp 1 and x tp 2), the
+      // stage's ranks meeting across its nodes over a view of the mesh. Sums in another order
+      // than one rank (tp 2 or 4 across nodes): tp_parity_test's F32 tolerance, the same ids.
+      {"StagesOfSeveralNodesMatchOneRank",
+       "f32",
+       5,
+       {1, 300, 301, 302, 260, 270, 280, 290},
+       12,
+       1,
+       {{2, 1, 2}, {2, 2, 2}},
+       1e-4,
+       true},
+      // A long prompt is cut into micro-batches (contiguous token runs) that flow through the
+      // stages one after the other; the logits stay those of the whole model.
+      {"LongPromptsFlowInMicroBatches",
+       "q8_0",
+       9,
+       longPrompt(),
+       4,
+       1,
+       {{2, 1, 1}, {4, 1, 1}},
+       0.0,
+       false},
+  };
+  return cases;
+}
+
+class StagePipelineSplits : public testing::TestWithParam<SplitCase> {};
+
+TEST_P(StagePipelineSplits, MatchOneNode) {
+  const SplitCase& c = GetParam();
+  const ModelFile model(fourLayerLlama(c.type, c.seed), c.name);
+  const RunOutput one = testing_support::runModel(model.path, c.reference_tp, c.prompt, {}, c.n);
+  RunOutput one_forced;
+  if (c.logits_tol) {
+    one_forced = testing_support::runModel(model.path, c.reference_tp, c.prompt, one.ids, c.n);
   }
+  for (const SplitCase::Split& s : c.splits) {
+    SCOPED_TRACE(fmt::format("{} stages x {} nodes x tp {}", s.stages, s.nodes_per_stage, s.tp));
+    if (c.logits_tol) {
+      ThreadPipeline pipe(model.path, s.stages, s.tp, "", s.nodes_per_stage);
+      RunOutput forced = pipe.generate(c.prompt, one.ids, c.n);
+      ASSERT_EQ(forced.logits.size(), one_forced.logits.size());
+      if (*c.logits_tol == 0.0) {
+        EXPECT_EQ(maxDiff(forced.logits, one_forced.logits), 0.0);
+      } else {
+        EXPECT_LE(maxDiff(forced.logits, one_forced.logits), *c.logits_tol);
+      }
+    }
+    if (c.greedy_ids) {
+      ThreadPipeline again(model.path, s.stages, s.tp, "", s.nodes_per_stage);
+      EXPECT_EQ(again.generate(c.prompt, {}, c.n).ids, one.ids);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(FourLayers, StagePipelineSplits, testing::ValuesIn(splitCases()),
+                         [](const testing::TestParamInfo<SplitCase>& p) { return p.param.name; });
+
+// A step of 64 tokens or more is cut into micro-batches, at most one per stage.
+TEST(StagePipelineTest, MicroBatchesPerStepSize) {
+  const ModelFile model(fourLayerLlama("q8_0", 9), "micro");
   const auto topo = collectives::Topology::uniform(4, 1, 0).withStages(4);
   auto net = collectives::testing::FakeNetwork::create(4);
   auto mesh = net->mesh(0);
-  auto file = model::GgufFile::open(path);
+  auto file = model::GgufFile::open(model.path);
   const model::ModelConfig cfg = model::readModelConfig(file->metadata());
   const model::ShardPlan plan = model::planShards(cfg, model::tensorDescs(file->metadata()), 1);
   RankSetOptions o;
@@ -299,7 +361,6 @@ TEST(StagePipelineTest, LongPromptsFlowInMicroBatches) {
   EXPECT_EQ(pipe.microBatches(64), 2u);
   EXPECT_EQ(pipe.microBatches(100), 3u);
   EXPECT_EQ(pipe.microBatches(1000), 4u);  // at most one per stage
-  std::filesystem::remove(path);
 }
 
 // Keeping the pipeline full: one sequence per stage, each in its own step and slot, their steps
@@ -400,11 +461,8 @@ TEST(PipelineWireTest, EveryFieldIsChecked) {
 
 // A stage that dies: the other nodes' step throws Error(kPeerLost) instead of waiting.
 TEST(StagePipelineTest, ALostStageFailsTheStep) {
-  tools::TestModelShape shape = tools::parityTestShape("llama", "f32", 256, 512, 8, 4, false, 3);
-  shape.layers = 4;
-  const std::string path = testing::TempDir() + "stage_pipeline_lost.gguf";
-  tools::writeTestModel(shape, path);
-  ThreadPipeline pipe(path, 4, 1);
+  const ModelFile model(fourLayerLlama("f32", 3), "lost");
+  ThreadPipeline pipe(model.path, 4, 1);
   const std::vector<int32_t> prompt = {1, 2, 3};
   pipe.generate(prompt, {}, 1);
   pipe.network().kill(2);
@@ -415,7 +473,6 @@ TEST(StagePipelineTest, ALostStageFailsTheStep) {
   } catch (const Error& e) {
     EXPECT_TRUE(e.code() == ErrorCode::kPeerLost || e.code() == ErrorCode::kAborted) << e.what();
   }
-  std::filesystem::remove(path);
 }
 
 }  // namespace
