@@ -12,12 +12,13 @@
 // (an understatement of about 3x).
 //
 //   int8_peak [--threads 1] [--seconds 0.5] [--isa best|avx512vnni|avxvnni|avx2]
-//   prints {"threads": N, "isa": "...", "gmacs": G} (10^9 multiply-accumulates per second)
+//   prints {"threads": N, "isa": "...", "gmacs": G}: 10^9 multiply-accumulates per second of
+//   each thread's CPU time, added over the threads (on a quiet machine, per second of wall time)
 #include <CLI/CLI.hpp>
 
 #include <cpuid.h>
+#include <time.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -92,27 +93,38 @@ struct Avx2 {
   }
 };
 
-// Multiply-accumulates done in `seconds` by one thread.
+double threadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// Multiply-accumulates per CPU second of one thread running for `seconds` of wall time: CPU time,
+// so that time the thread spends descheduled (a machine shared with other work) does not count.
 template <typename Step>
-int64_t macLoop(double seconds) {
+double macRate(double seconds) {
   int64_t macs = 0;
+  const double c0 = threadCpuSeconds();
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < end) {
     Step::run(kInner);
     macs += kInner * 12 * Step::kMacsPerStep;
   }
-  return macs;
+  return static_cast<double>(macs) / (threadCpuSeconds() - c0);
 }
 
+// The threads' rates added up.
 template <typename Step>
 double gmacs(int threads, double seconds) {
-  std::atomic<int64_t> total{0};
+  std::vector<double> rates(static_cast<size_t>(threads));
   std::vector<std::thread> pool;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < threads; ++i) pool.emplace_back([&] { total += macLoop<Step>(seconds); });
+  for (int i = 0; i < threads; ++i) {
+    pool.emplace_back([&, i] { rates[static_cast<size_t>(i)] = macRate<Step>(seconds); });
+  }
   for (auto& t : pool) t.join();
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return static_cast<double>(total.load()) / s / 1e9;
+  double total = 0;
+  for (double r : rates) total += r;
+  return total / 1e9;
 }
 
 }  // namespace
