@@ -17,10 +17,7 @@ void LlamaRank::attentionBlock(int64_t l, std::span<const BatchToken> batch) {
   const int64_t dim = config_.n_embd, hd = config_.head_dim;
   const int64_t nq = weights_.n_head * hd, nkv = weights_.n_head_kv * hd;
   h_.resize(static_cast<size_t>(n * dim));
-  for (int64_t i = 0; i < n; ++i) {
-    kernels::rmsNorm(x_.data() + i * dim, w.attn_norm.data(), h_.data() + i * dim, dim,
-                     config_.rms_eps);
-  }
+  kernels::rmsNormRows(x_.data(), w.attn_norm.data(), h_.data(), dim, n, config_.rms_eps);
   q_.resize(static_cast<size_t>(n * nq));
   k_.resize(static_cast<size_t>(n * nkv));
   v_.resize(static_cast<size_t>(n * nkv));
@@ -28,27 +25,35 @@ void LlamaRank::attentionBlock(int64_t l, std::span<const BatchToken> batch) {
   matmul(w.wk, h_.data(), n, k_.data());
   matmul(w.wv, h_.data(), n, v_.data());
   const float* ff = weights_.rope_freqs.empty() ? nullptr : weights_.rope_freqs.data();
-  for (int64_t i = 0; i < n; ++i) {
-    float* q = q_.data() + i * nq;
-    float* k = k_.data() + i * nkv;
-    float* v = v_.data() + i * nkv;
-    if (!w.bq.empty()) {
+  if (!w.bq.empty()) {
+    for (int64_t i = 0; i < n; ++i) {
+      float* q = q_.data() + i * nq;
+      float* k = k_.data() + i * nkv;
+      float* v = v_.data() + i * nkv;
       for (int64_t j = 0; j < nq; ++j) q[j] += w.bq[static_cast<size_t>(j)];
       for (int64_t j = 0; j < nkv; ++j) k[j] += w.bk[static_cast<size_t>(j)];
       for (int64_t j = 0; j < nkv; ++j) v[j] += w.bv[static_cast<size_t>(j)];
     }
+  }
+  // Per-head norms over every token's heads at once (rows of hd values).
+  if (!w.q_norm.empty()) {
+    kernels::rmsNormRows(q_.data(), w.q_norm.data(), q_.data(), hd, n * weights_.n_head,
+                         config_.rms_eps);
+  }
+  if (!w.k_norm.empty()) {
+    kernels::rmsNormRows(k_.data(), w.k_norm.data(), k_.data(), hd, n * weights_.n_head_kv,
+                         config_.rms_eps);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    float* q = q_.data() + i * nq;
+    float* k = k_.data() + i * nkv;
+    float* v = v_.data() + i * nkv;
     const int64_t pos = batch[static_cast<size_t>(i)].pos;
     for (int64_t h = 0; h < weights_.n_head; ++h) {
-      if (!w.q_norm.empty()) {
-        kernels::rmsNorm(q + h * hd, w.q_norm.data(), q + h * hd, hd, config_.rms_eps);
-      }
       kernels::rope(q + h * hd, config_.n_rot, pos, config_.ropeBase(l), config_.ropeFreqScale(l),
                     config_.rope_style, ff);
     }
     for (int64_t h = 0; h < weights_.n_head_kv; ++h) {
-      if (!w.k_norm.empty()) {
-        kernels::rmsNorm(k + h * hd, w.k_norm.data(), k + h * hd, hd, config_.rms_eps);
-      }
       kernels::rope(k + h * hd, config_.n_rot, pos, config_.ropeBase(l), config_.ropeFreqScale(l),
                     config_.rope_style, ff);
     }
@@ -61,10 +66,7 @@ void LlamaRank::attentionBlock(int64_t l, std::span<const BatchToken> batch) {
   matmul(w.wo, attn_.data(), n, o_.data());
   allReduce(o_.data(), o_.size());
   if (!w.attn_post_norm.empty()) {  // gemma3: norm the attention output before the residual
-    for (int64_t i = 0; i < n; ++i) {
-      kernels::rmsNorm(o_.data() + i * dim, w.attn_post_norm.data(), o_.data() + i * dim, dim,
-                       config_.rms_eps);
-    }
+    kernels::rmsNormRows(o_.data(), w.attn_post_norm.data(), o_.data(), dim, n, config_.rms_eps);
   }
   for (size_t i = 0; i < o_.size(); ++i) x_[i] += o_[i];
 }

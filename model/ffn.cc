@@ -10,10 +10,7 @@ namespace tpnode::model {
 void LlamaRank::ffnBlock(int64_t l, int64_t n) {
   const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
   const int64_t dim = config_.n_embd;
-  for (int64_t i = 0; i < n; ++i) {
-    kernels::rmsNorm(x_.data() + i * dim, w.ffn_norm.data(), h_.data() + i * dim, dim,
-                     config_.rms_eps);
-  }
+  kernels::rmsNormRows(x_.data(), w.ffn_norm.data(), h_.data(), dim, n, config_.rms_eps);
   o_.resize(static_cast<size_t>(n * dim));
   if (moe_) {
     moe_->forward(w.moe, h_.data(), n, o_.data());
@@ -22,10 +19,7 @@ void LlamaRank::ffnBlock(int64_t l, int64_t n) {
   }
   allReduce(o_.data(), o_.size());
   if (!w.ffn_post_norm.empty()) {  // gemma3
-    for (int64_t i = 0; i < n; ++i) {
-      kernels::rmsNorm(o_.data() + i * dim, w.ffn_post_norm.data(), o_.data() + i * dim, dim,
-                       config_.rms_eps);
-    }
+    kernels::rmsNormRows(o_.data(), w.ffn_post_norm.data(), o_.data(), dim, n, config_.rms_eps);
   }
   for (size_t i = 0; i < o_.size(); ++i) x_[i] += o_[i];
 }

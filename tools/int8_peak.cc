@@ -1,18 +1,24 @@
 // int8_peak: the machine's integer multiply-accumulate peak, the ceiling prefill GEMMs on
-// quantized weights are measured against. Each thread runs independent chains of 512-bit
-// vpdpbusd (AVX-512 VNNI: 64 u8 x s8 products per instruction) on registers only, so the
-// figure is the core's instruction throughput, not memory's. Without AVX-512 VNNI it measures
-// AVX-VNNI's 256-bit vpdpbusd (32 products per instruction), else AVX2 vpmaddubsw + vpmaddwd
-// (32 products per pair), and says which.
+// quantized weights are measured against. Each thread runs 12 independent accumulator chains of
+// one multiply-accumulate step on registers only (more chains than the step's latency x the
+// ports that run it), so the figure is the core's instruction throughput, not memory's:
+//   avx512-vnni  512-bit vpdpbusd: 64 u8 x s8 products per instruction
+//   avx-vnni     256-bit (VEX) vpdpbusd: 32 per instruction
+//   avx2         vpmaddubsw + vpmaddwd + vpaddd: 32 per three instructions (what a kernel without
+//                VNNI spends on 32 byte products)
+// The steps are written in assembly, one block per ISA inside one timing loop: compiled from C++,
+// gcc hoisted the AVX2 products out of the loop (loop-invariant operands: only the adds were
+// timed, an overstatement) and spilled the AVX-512 accumulators to the stack every iteration
+// (an understatement of about 3x).
 //
 //   int8_peak [--threads 1] [--seconds 0.5] [--isa best|avx512vnni|avxvnni|avx2]
-//   prints {"threads": N, "isa": "...", "gmacs": G} (10^9 multiply-accumulates per second)
+//   prints {"threads": N, "isa": "...", "gmacs": G}: 10^9 multiply-accumulates per second of
+//   each thread's CPU time, added over the threads (on a quiet machine, per second of wall time)
 #include <CLI/CLI.hpp>
 
 #include <cpuid.h>
-#include <immintrin.h>
+#include <time.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -20,88 +26,105 @@
 #include <thread>
 #include <vector>
 
-// gcc 12's 512-bit intrinsics start from _mm512_undefined_*(), which -Wuninitialized reports
-// once inlined; the value is never read.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#if !defined(__clang__)  // GCC only: clang has no such warning group
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace {
 
-constexpr int kChains = 12;       // independent accumulators: > latency x issue width
-constexpr int64_t kInner = 4096;  // instructions per chain between clock reads
+constexpr int64_t kInner = 4096;  // loop iterations (12 steps each) between clock reads
 
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t vnniLoop(double seconds,
-                                                                        int32_t* sink) {
-  __m512i acc[kChains];
-  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_epi32(i);
-  __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-5);
-  __asm__ volatile("" : "+v"(a), "+v"(b));  // opaque operands: nothing to constant-fold
-  int64_t macs = 0;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    for (int64_t k = 0; k < kInner; ++k) {
-#pragma GCC unroll 12
-      for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
-      __asm__ volatile("" : "+v"(acc[0]));
-    }
-    macs += kInner * kChains * 64;
+// The 12 chains' accumulators are registers 2..13; operands 0 and 1 (and 14, 15 for AVX2).
+#define TP_CHAINS(S) S(2) S(3) S(4) S(5) S(6) S(7) S(8) S(9) S(10) S(11) S(12) S(13)
+#define TP_VNNI512(r) "vpdpbusd %%zmm1, %%zmm0, %%zmm" #r "\n\t"
+#define TP_VNNI256(r) "%{vex%} vpdpbusd %%ymm1, %%ymm0, %%ymm" #r "\n\t"
+#define TP_AVX2(r)                         \
+  "vpmaddubsw %%ymm1, %%ymm0, %%ymm14\n\t" \
+  "vpmaddwd %%ymm15, %%ymm14, %%ymm14\n\t" \
+  "vpaddd %%ymm14, %%ymm" #r ", %%ymm" #r "\n\t"
+#define TP_CLOBBERS                                                                        \
+  "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", \
+      "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc"
+
+// `n` iterations of 12 steps. Registers start from zeroed / all-ones bytes (the values do not
+// change the instructions' speed).
+struct Vnni512 {
+  static constexpr const char* kName = "avx512-vnni vpdpbusd";
+  static constexpr int64_t kMacsPerStep = 64;
+  static void run(int64_t n) {
+    __asm__ volatile(
+        "vpxor %%xmm0, %%xmm0, %%xmm0\n\t"
+        "vpcmpeqd %%ymm1, %%ymm1, %%ymm1\n\t"
+        "1:\n\t" TP_CHAINS(TP_VNNI512) "dec %0\n\t"
+                                       "jnz 1b\n\t"
+                                       "vzeroupper"
+        : "+r"(n)
+        :
+        : TP_CLOBBERS);
   }
-  __m512i s = acc[0];
-  for (int i = 1; i < kChains; ++i) s = _mm512_add_epi32(s, acc[i]);
-  alignas(64) int32_t out[16];
-  _mm512_store_si512(out, s);
-  *sink = out[0];
-  return macs;
+};
+
+struct Vnni256 {
+  static constexpr const char* kName = "avx-vnni vpdpbusd";
+  static constexpr int64_t kMacsPerStep = 32;
+  static void run(int64_t n) {
+    __asm__ volatile(
+        "vpxor %%xmm0, %%xmm0, %%xmm0\n\t"
+        "vpcmpeqd %%ymm1, %%ymm1, %%ymm1\n\t"
+        "1:\n\t" TP_CHAINS(TP_VNNI256) "dec %0\n\t"
+                                       "jnz 1b\n\t"
+                                       "vzeroupper"
+        : "+r"(n)
+        :
+        : TP_CLOBBERS);
+  }
+};
+
+struct Avx2 {
+  static constexpr const char* kName = "avx2 vpmaddubsw+vpmaddwd+vpaddd";
+  static constexpr int64_t kMacsPerStep = 32;
+  static void run(int64_t n) {
+    __asm__ volatile(
+        "vpxor %%xmm0, %%xmm0, %%xmm0\n\t"
+        "vpcmpeqd %%ymm1, %%ymm1, %%ymm1\n\t"
+        "vpcmpeqd %%ymm15, %%ymm15, %%ymm15\n\t"
+        "1:\n\t" TP_CHAINS(TP_AVX2) "dec %0\n\t"
+                                    "jnz 1b\n\t"
+                                    "vzeroupper"
+        : "+r"(n)
+        :
+        : TP_CLOBBERS);
+  }
+};
+
+double threadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-__attribute__((target("avx2,avxvnni"))) int64_t avxVnniLoop(double seconds, int32_t* sink) {
-  __m256i acc[kChains];
-  for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_epi32(i);
-  __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-5);
-  __asm__ volatile("" : "+v"(a), "+v"(b));
+// Multiply-accumulates per CPU second of one thread running for `seconds` of wall time: CPU time,
+// so that time the thread spends descheduled (a machine shared with other work) does not count.
+template <typename Step>
+double macRate(double seconds) {
   int64_t macs = 0;
+  const double c0 = threadCpuSeconds();
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < end) {
-    for (int64_t k = 0; k < kInner; ++k) {
-#pragma GCC unroll 12
-      for (int i = 0; i < kChains; ++i) acc[i] = _mm256_dpbusd_avx_epi32(acc[i], a, b);
-      __asm__ volatile("" : "+v"(acc[0]));
-    }
-    macs += kInner * kChains * 32;
+    Step::run(kInner);
+    macs += kInner * 12 * Step::kMacsPerStep;
   }
-  int32_t out[8];
-  __m256i s = acc[0];
-  for (int i = 1; i < kChains; ++i) s = _mm256_add_epi32(s, acc[i]);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), s);
-  *sink = out[0];
-  return macs;
+  return static_cast<double>(macs) / (threadCpuSeconds() - c0);
 }
 
-__attribute__((target("avx2"))) int64_t avx2Loop(double seconds, int32_t* sink) {
-  __m256i acc[kChains];
-  for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_epi32(i);
-  __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-5), one = _mm256_set1_epi16(1);
-  __asm__ volatile("" : "+v"(a), "+v"(b), "+v"(one));
-  int64_t macs = 0;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    for (int64_t k = 0; k < kInner; ++k) {
-#pragma GCC unroll 12
-      for (int i = 0; i < kChains; ++i) {
-        acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), one));
-      }
-      __asm__ volatile("" : "+v"(acc[0]));
-    }
-    macs += kInner * kChains * 32;
+// The threads' rates added up.
+template <typename Step>
+double gmacs(int threads, double seconds) {
+  std::vector<double> rates(static_cast<size_t>(threads));
+  std::vector<std::thread> pool;
+  for (int i = 0; i < threads; ++i) {
+    pool.emplace_back([&, i] { rates[static_cast<size_t>(i)] = macRate<Step>(seconds); });
   }
-  int32_t out[8];
-  __m256i s = acc[0];
-  for (int i = 1; i < kChains; ++i) s = _mm256_add_epi32(s, acc[i]);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), s);
-  *sink = out[0];
-  return macs;
+  for (auto& t : pool) t.join();
+  double total = 0;
+  for (double r : rates) total += r;
+  return total / 1e9;
 }
 
 }  // namespace
@@ -120,34 +143,22 @@ int main(int argc, char** argv) {
   __builtin_cpu_init();
   const bool has_vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
   unsigned a = 0, b = 0, c = 0, d = 0;  // AVX-VNNI: CPUID.(EAX=7,ECX=1):EAX[4]
-  const bool has_avx_vnni = __builtin_cpu_supports("avx2") &&
-                            __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)) != 0;
-  if ((isa == "avx512vnni" && !has_vnni) || (isa == "avxvnni" && !has_avx_vnni)) {
+  const bool has_avx2 = __builtin_cpu_supports("avx2");
+  const bool has_avx_vnni =
+      has_avx2 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)) != 0;
+  if ((isa == "avx512vnni" && !has_vnni) || (isa == "avxvnni" && !has_avx_vnni) || !has_avx2) {
     std::fprintf(stderr, "--isa %s: not available on this CPU\n", isa.c_str());
     return 2;
   }
   const bool vnni = has_vnni && (isa == "best" || isa == "avx512vnni");
   const bool avx_vnni = !vnni && has_avx_vnni && (isa == "best" || isa == "avxvnni");
-  std::atomic<int64_t> total{0};
-  std::vector<int32_t> sinks(static_cast<size_t>(threads));
-  std::vector<std::thread> pool;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < threads; ++i) {
-    pool.emplace_back([&, i] {
-      int32_t* sink = &sinks[static_cast<size_t>(i)];
-      total += vnni       ? vnniLoop(seconds, sink)
-               : avx_vnni ? avxVnniLoop(seconds, sink)
-                          : avx2Loop(seconds, sink);
-    });
-  }
-  for (auto& t : pool) t.join();
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  long long sink = 0;
-  for (int32_t v : sinks) sink += v;
-  std::printf("{\"threads\": %d, \"isa\": \"%s\", \"gmacs\": %.1f, \"sink\": %lld}\n", threads,
-              vnni       ? "avx512-vnni vpdpbusd"
-              : avx_vnni ? "avx-vnni vpdpbusd"
-                         : "avx2 vpmaddubsw+vpmaddwd",
-              static_cast<double>(total.load()) / s / 1e9, sink);
+  const double g = vnni       ? gmacs<Vnni512>(threads, seconds)
+                   : avx_vnni ? gmacs<Vnni256>(threads, seconds)
+                              : gmacs<Avx2>(threads, seconds);
+  std::printf("{\"threads\": %d, \"isa\": \"%s\", \"gmacs\": %.1f}\n", threads,
+              vnni       ? Vnni512::kName
+              : avx_vnni ? Vnni256::kName
+                         : Avx2::kName,
+              g);
   return 0;
 }

@@ -6,8 +6,9 @@
 // same machine load; prints the median seconds per pass, the plain weight bytes read per second,
 // each variant's speed relative to the first, and the median CPU seconds of the process per pass
 // (with --threads 1 the kernel's own cost, which a machine shared with other work inflates less
-// than the wall time). Layout `dot` is plain rows with the table's plain-row prefill tiles
-// (F16 / BF16) taken out: one dot product per row and token.
+// than the wall time), and the multiply-accumulates per CPU second (GMAC/s: rows x cols x tokens
+// of every matrix, the figure to hold against tools/int8_peak). Layout `dot` is plain rows with the
+// table's plain-row prefill tiles (F16 / BF16) taken out: one dot product per row and token.
 //
 //   kernel_bench [--type q4_k|q6_k|q8_0|q4_0|q5_0|q5_1|f16|bf16] [--layouts plain,rows4,auto,dot]
 //                [--isas best|scalar|avx2|avx2vnni|avx512,...] [--tokens 1] [--layers 16]
@@ -166,13 +167,17 @@ int main(int argc, char** argv) {
   std::mt19937 rng(1);
   std::vector<std::vector<Matrix>> sets(names.size());
   std::vector<int> interleave(names.size());
-  double bytes = 0;
+  double bytes = 0, macs = 0;
   for (size_t v = 0; v < names.size(); ++v) {
     const WeightLayout layout = parseLayout(layout_names[v]);
     for (int64_t l = 0; l < layers; ++l) {
       for (const auto& s : shapes) {
         Matrix m = randomMatrix(type, s[0], s[1], rng);
-        if (v == 0) bytes += static_cast<double>(m.data.size());
+        if (v == 0) {
+          bytes += static_cast<double>(m.data.size());
+          macs +=
+              static_cast<double>(s[0]) * static_cast<double>(s[1]) * static_cast<double>(tokens);
+        }
         sets[v].push_back(kernels::packWeights(std::move(m), layout, tables[v]));
       }
     }
@@ -208,9 +213,10 @@ int main(int argc, char** argv) {
   for (size_t v = 0; v < names.size(); ++v) {
     const double s = median(secs[v]);
     std::printf(
-        "  %-18s (interleave %2d): %8.3f ms  %6.2f GB/s  %7.1f tokens/s  %.2fx  cpu %8.3f ms\n",
+        "  %-18s (interleave %2d): %8.3f ms  %6.2f GB/s  %7.1f tokens/s  %.2fx  cpu %8.3f ms  "
+        "%6.1f GMAC/s (cpu)\n",
         names[v].c_str(), interleave[v], s * 1e3, bytes / s / 1e9, static_cast<double>(tokens) / s,
-        base / s, median(cpu[v]) * 1e3);
+        base / s, median(cpu[v]) * 1e3, macs / median(cpu[v]) / 1e9);
   }
   return 0;
 }

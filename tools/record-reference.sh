@@ -37,7 +37,7 @@ grep -v '^#' "$REF/models.txt" | while read -r stem _; do
   model="$BUILD/reference-models/$stem.gguf"
   sha=$(cut -c1-64 "$model.sha256")
   f16=(--f16)
-  case "$stem" in *f32* | *q8_0* | *q4_0*) f16=() ;; esac
+  case "$stem" in *f32* | *f16* | *q8_0* | *q4_0*) f16=() ;; esac  # (*f16* also holds *bf16*)
   for prompt in "$REF"/prompts/*.txt; do
     name=$(basename "$prompt" .txt)
     echo "[record-reference] $stem / $name" >&2

@@ -70,8 +70,12 @@ TEST_P(ReferenceParity, TeacherForcedLogitsMatchLlamaCpp) {
   ASSERT_EQ(static_cast<int64_t>(out.logits.size()), rows * vocab);
   const bool f32 = p.model.find("f32") != std::string::npos;
   const bool same_order = p.tp == 1 && sumsInLlamaCppOrder(p.model);
-  const double row_tol = f32 ? 1e-4 : same_order ? 0.02 : 0.3;
-  const double median_tol = f32 ? 1e-4 : same_order ? 1e-3 : 0.1;
+  // F16 / BF16 weights: llama.cpp's own orders are not emulated for them (tinyBLAS's and
+  // vec_dot_f16's lanes); measured max / median 0.005 / 0.002 (F16) and 0.032 / 0.012 (BF16).
+  const bool bf16 = p.model.find("bf16") != std::string::npos;
+  const bool f16 = !bf16 && p.model.find("f16") != std::string::npos;
+  const double row_tol = f32 ? 1e-4 : f16 ? 0.01 : bf16 ? 0.05 : same_order ? 0.02 : 0.3;
+  const double median_tol = f32 ? 1e-4 : f16 ? 0.005 : bf16 ? 0.02 : same_order ? 1e-3 : 0.1;
   const bool verbose = testEnv("TPNODE_PARITY_VERBOSE").has_value();
   int close_rows = 0;
   double worst = 0;
@@ -143,6 +147,8 @@ std::vector<Param> allParams() {
       {"llama-tiny-f32", {1, 2, 4}},
       {"llama-tiny-q8_0", {1, 2, 4}},
       {"llama-tiny-q4_0", {1, 2, 4}},
+      {"llama-tiny-f16", {1, 2}},
+      {"llama-tiny-bf16", {1, 2}},
       {"llama-tiny-q4_k", {1}},
       {"llama-tiny-q6_k", {1}},
       {"llama-tiny-kv1-f32", {1, 2, 4}},

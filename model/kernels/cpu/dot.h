@@ -30,8 +30,8 @@ using Dot4Fn = void (*)(int64_t n, const void* group, const void* a, float* out)
 using AxpyFn = void (*)(int64_t n, const void* rows, size_t stride, int nr, const float* w,
                         float* out);
 
-// Activations of a row of n finite floats (n % 256 == 0) as Q8_K blocks, byte for byte what
-// quantizeRowQ8K writes.
+// Activations of a row of n finite floats as the blocks of an activation type (quantize_q8_k:
+// n % 256 == 0, byte for byte what quantizeRowQ8K writes; see the table's fields).
 using QuantizeFn = void (*)(const float* x, void* y, int64_t n);
 
 // Prefill tile: 4 interleaved rows x n_tok (1..4) activation rows `act_stride` bytes apart;
@@ -81,8 +81,10 @@ struct DotKernels {
   // y[i] = x[i] rounded to F16 (as quantizeRow) and widened back to F32: the F16 tile's
   // activations. Set wherever gemm_rows_f16 is.
   QuantizeFn round_f16 = nullptr;
-  AxpyFn f32_axpy = nullptr;                        // every table has one
-  QuantizeFn quantize_q8_k = nullptr;               // every table has one
+  AxpyFn f32_axpy = nullptr;           // every table has one
+  QuantizeFn quantize_q8_k = nullptr;  // every table has one
+  // Q8_0 activations (n % 32 == 0), byte for byte what quantizeRowQ8_0 writes. Every table has one.
+  QuantizeFn quantize_q8_0 = nullptr;
   GemmTileFn gemmForType(TensorType weight) const;  // nullptr when none
   DotFn forType(TensorType weight) const;           // TP_CHECK on an unsupported type
   Dot4Fn x4ForType(TensorType weight) const;        // nullptr when none

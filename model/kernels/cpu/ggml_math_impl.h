@@ -140,24 +140,66 @@ struct GgmlMath {
     for (int64_t i = nv; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
   }
 
+  // weightedRowSum's output values per pass.
+  static constexpr int kChunk = kWeightedRowSumScratch / 64;
+  static_assert(kChunk % W == 0);
+
+  // Lane l (and l + 1 when kTwo) of weightedRowSum over a whole chunk of kChunk values: its chain
+  // of fused multiply-adds over cells l, l + n_lanes, ... in order, with the accumulators in
+  // registers (every index a constant), stored at lanes[l * kChunk ...] at the end.
+  template <bool kTwo>
+  static void chunkLanes(const unsigned char* base, size_t stride, const float* p, int64_t n,
+                         int64_t n_lanes, int64_t d0, int64_t l, float* lanes) {
+    constexpr int kV = kChunk / W;
+    V a[kV], b[kV];
+#pragma GCC unroll 64
+    for (int i = 0; i < kV; ++i) a[i] = b[i] = S::set1(0.f);
+    for (int64_t j = l; j < n; j += n_lanes) {
+      const auto* v = reinterpret_cast<const float*>(base + static_cast<size_t>(j) * stride) + d0;
+      const V w = S::set1(p[j]);
+#pragma GCC unroll 64
+      for (int i = 0; i < kV; ++i) a[i] = S::fma(S::load(v + i * W), w, a[i]);
+      if (kTwo && j + 1 < n) {
+        const auto* v1 =
+            reinterpret_cast<const float*>(base + static_cast<size_t>(j + 1) * stride) + d0;
+        const V w1 = S::set1(p[j + 1]);
+#pragma GCC unroll 64
+        for (int i = 0; i < kV; ++i) b[i] = S::fma(S::load(v1 + i * W), w1, b[i]);
+      }
+    }
+#pragma GCC unroll 64
+    for (int i = 0; i < kV; ++i) {
+      S::store(lanes + l * kChunk + i * W, a[i]);
+      if (kTwo) S::store(lanes + (l + 1) * kChunk + i * W, b[i]);
+    }
+  }
+
   static void weightedRowSum(bool lanes64, const float* p, const float* rows, size_t stride,
                              int64_t n, int64_t hd, float* lanes, float* out) {
     const int64_t n_lanes = lanes64 ? 64 : 16;
     const auto* base = reinterpret_cast<const unsigned char*>(rows);
-    // kChunk output values at a time, cells in order (V read sequentially), all lanes of those
-    // values in L1: lane l of value d0 + k at lanes[l * kChunk + k]; then the lanes are folded.
-    constexpr int kChunk = kWeightedRowSumScratch / 64;
-    static_assert(kChunk % W == 0);
+    // kChunk output values at a time, lane l of value d0 + k at lanes[l * kChunk + k]; then the
+    // lanes are folded. A whole chunk runs lane by lane (two at a time where their accumulators
+    // fit in registers: 16-float vectors); a shorter last chunk runs cell by cell (V read
+    // sequentially) with every lane in L1.
     for (int64_t d0 = 0; d0 < hd; d0 += kChunk) {
       const int64_t m = std::min<int64_t>(kChunk, hd - d0);
-      std::fill(lanes, lanes + n_lanes * kChunk, 0.f);
-      for (int64_t j = 0; j < n; ++j) {
-        const auto* v = reinterpret_cast<const float*>(base + static_cast<size_t>(j) * stride) + d0;
-        float* acc = lanes + (j % n_lanes) * kChunk;
-        const V w = S::set1(p[j]);
-        int64_t k = 0;
-        for (; k + W <= m; k += W) S::store(acc + k, S::fma(S::load(v + k), w, S::load(acc + k)));
-        for (; k < m; ++k) acc[k] = std::fma(v[k], p[j], acc[k]);
+      if (m == kChunk) {
+        constexpr bool kTwo = kChunk / W <= 4;
+        for (int64_t l = 0; l < n_lanes; l += kTwo ? 2 : 1) {
+          chunkLanes<kTwo>(base, stride, p, n, n_lanes, d0, l, lanes);
+        }
+      } else {
+        std::fill(lanes, lanes + n_lanes * kChunk, 0.f);
+        for (int64_t j = 0; j < n; ++j) {
+          const auto* v =
+              reinterpret_cast<const float*>(base + static_cast<size_t>(j) * stride) + d0;
+          float* acc = lanes + (j % n_lanes) * kChunk;
+          const V w = S::set1(p[j]);
+          int64_t k = 0;
+          for (; k + W <= m; k += W) S::store(acc + k, S::fma(S::load(v + k), w, S::load(acc + k)));
+          for (; k < m; ++k) acc[k] = std::fma(v[k], p[j], acc[k]);
+        }
       }
       // Fold the lanes of each value: (l + l+32) + (l+16 + l+48) for 64, then reduce16's tree.
       for (int64_t k = 0; k < m; k += W) {

@@ -17,6 +17,33 @@ void rmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {
   }
 }
 
+void rmsNormRows(const float* x, const float* w, float* y, int64_t n, int64_t rows, float eps) {
+  constexpr int kRows = 8;
+  int64_t r0 = 0;
+  for (; r0 + kRows <= rows; r0 += kRows) {
+    const float* xr = x + r0 * n;
+    double sum[kRows] = {};
+    for (int64_t i = 0; i < n; ++i) {
+#pragma GCC unroll 8
+      for (int r = 0; r < kRows; ++r) {
+        const float v = xr[r * n + i];
+        sum[r] += static_cast<double>(v * v);
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      const float mean = static_cast<float>(sum[r] / static_cast<double>(n));
+      const float scale = 1.0f / std::sqrt(mean + eps);
+      const float* xi = xr + r * n;
+      float* yi = y + (r0 + r) * n;
+      for (int64_t i = 0; i < n; ++i) yi[i] = xi[i] * scale;
+      if (w) {
+        for (int64_t i = 0; i < n; ++i) yi[i] *= w[i];
+      }
+    }
+  }
+  for (; r0 < rows; ++r0) rmsNorm(x + r0 * n, w, y + r0 * n, n, eps);
+}
+
 void rope(float* v, int64_t n_rot, int64_t pos, float base, float freq_scale, RopeStyle style,
           const float* freq_factors) {
   const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));

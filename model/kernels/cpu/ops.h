@@ -13,6 +13,10 @@ namespace tpnode::model::kernels {
 // y = x / sqrt(mean(x^2) + eps) * w   (w may be nullptr: no weight)
 void rmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);
 
+// rmsNorm of `rows` rows of n values, row r at x + r * n and y + r * n (y may be x): rmsNorm's
+// bits row by row, with 8 rows' sums of squares (each one chain of double adds) in flight at once.
+void rmsNormRows(const float* x, const float* w, float* y, int64_t n, int64_t rows, float eps);
+
 // Rotates one head vector in place at position `pos` (first n_rot dims).
 // freq_factors: nullptr or n_rot / 2 divisors of the angles (llama3 rope_freqs).
 void rope(float* v, int64_t n_rot, int64_t pos, float base, float freq_scale, RopeStyle style,
