@@ -17,14 +17,17 @@ RUNTIME_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git python3 curl
   libboost-dev libboost-program-options-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
   libcli11-dev nlohmann-json3-dev libssl-dev openssl libicu-dev prometheus-cpp-dev
+  libhiredis-dev
 )
-# Tests, fuzzing, sanitizers, the browser test, network namespaces and the comparison libraries.
+# Tests, fuzzing, sanitizers, the browser test, network namespaces, the comparison libraries
+# and a Redis server (the redis tests start their own on a loopback port).
 TEST_PACKAGES=(
   python3-numpy python3-venv clang libclang-rt-14-dev clang-format
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2 iperf3 procps
   chromium chromium-driver
   libgloo-dev openmpi-bin libopenmpi-dev
+  redis-server
 )
 APT_PACKAGES=("${RUNTIME_PACKAGES[@]}")
 [ "$MODE" = all ] && APT_PACKAGES+=("${TEST_PACKAGES[@]}")
