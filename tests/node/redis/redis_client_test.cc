@@ -144,6 +144,18 @@ TEST_F(RedisClientTest, PasswordLogin) {
   EXPECT_EQ(codeOf([&] { none.ping(); }), ErrorCode::kIo);
 }
 
+TEST_F(RedisClientTest, UnixSocket) {
+  const std::string dir = mesh::test::makeTempDir("tpnode-redis-sock-");
+  ASSERT_FALSE(dir.empty());
+  RedisServer local({"--unixsocket", dir + "/r.sock", "--unixsocketperm", "700"});
+  ASSERT_TRUE(local.ok()) << local.why();
+  RedisClient c(optionsFor(parseRedisUrl("unix://" + dir + "/r.sock?db=1")));
+  c.set("k", "over a socket file", 0s);
+  EXPECT_EQ(c.get("k"), "over a socket file");
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
 // Hostile servers need no redis-server.
 TEST(RedisClientHostileTest, RefusesHostileReplies) {
   struct Case {

@@ -49,6 +49,7 @@ class RedisServer {
   bool ok() const { return ok_; }
   const std::string& why() const { return why_; }
   uint16_t port() const { return port_; }
+  const std::string& dir() const { return dir_; }
   std::string url(const std::string& credentials = {}) const {
     return "redis://" + credentials + "127.0.0.1:" + std::to_string(port_);
   }
