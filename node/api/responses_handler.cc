@@ -35,6 +35,7 @@ bool plausibleId(std::string_view id) {
 }
 
 ApiError storeUnavailable(ServerContext& ctx, const Error& e) {
+  ctx.metrics.responseStoreFailed();
   return ApiError(503,
                   fmt::format("the response store ({}) is unavailable: {}",
                               ctx.responses->describe(), e.what()),
@@ -58,6 +59,7 @@ void store(ServerContext& ctx, const ResponseFacts& facts, const ResponseOutcome
   try {
     ctx.responses->put(stored);
   } catch (const Error& e) {
+    ctx.metrics.responseStoreFailed();
     static LogLimiter limiter;
     if (auto held = limiter.pass()) {
       spdlog::warn("[api] response {} answered but not stored in {}: {}{}", facts.id,

@@ -231,6 +231,9 @@ TEST_F(ResponsesRedisTest, RedisDownIsServedWithout503OnlyForLookups) {
   expectError(s.call("GET", id), 503, "", "response_store_unavailable");
   expectError(s.post({{"input", "x"}, {"previous_response_id", id}}), 503, "",
               "response_store_unavailable");
+  HttpReply m = testing::httpRequest(s.port, "GET", "/metrics");
+  EXPECT_NE(m.body.find("tpnode_api_response_store_errors_total 3"), std::string::npos)
+      << m.body.substr(0, 2000);
   EXPECT_TRUE(s.engine.waitIdle(5s));
 }
 
