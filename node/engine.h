@@ -80,6 +80,7 @@ struct TokenEvent {
   std::string error;          // set when finish_reason == "error"
   int prompt_tokens = 0;      // on the final event
   int completion_tokens = 0;  // on the final event
+  int cached_tokens = 0;      // on the final event: prompt tokens whose KV was reused, not computed
   // The request's taps, in request order, once: on the first event after the prompt (the
   // first token's, or the final event when no token comes).
   std::vector<TapResult> taps;

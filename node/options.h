@@ -155,6 +155,13 @@ struct Options {
   int max_connections = 0;                     // open API connections; 0: max(64, 8 x --parallel)
   int max_tap_requests = 4;                    // requests with activation taps in flight
   uint64_t max_tap_bytes = uint64_t{1} << 28;  // tap values in flight (4 bytes each)
+  // Redis (node/redis/): KV blocks shared between clusters, and the Responses API's store.
+  std::string kv_cache_redis_url;  // empty: no Redis tier
+  int kv_cache_redis_ttl_s = 3600;
+  double redis_timeout_s = 0.5;                             // connect, and each call
+  std::string responses_store_redis_url;                    // empty: in memory
+  int responses_store_ttl_s = 2592000;                      // 30 days
+  uint64_t responses_store_max_bytes = uint64_t{64} << 20;  // in-memory store
   // `tpnode dump-tensor NAME` (node 0): read one tensor from the cluster, write it, exit.
   bool dump_tensor = false;
   std::string dump_tensor_name;     // empty with --list

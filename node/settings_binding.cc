@@ -89,6 +89,12 @@ const Binding kBindings[] = {
     {"max-connections", &Options::max_connections},
     {"max-tap-requests", &Options::max_tap_requests},
     {"max-tap-bytes", &Options::max_tap_bytes},
+    {"kv-cache-redis-url", &Options::kv_cache_redis_url},
+    {"kv-cache-redis-ttl", &Options::kv_cache_redis_ttl_s},
+    {"redis-timeout", &Options::redis_timeout_s},
+    {"responses-store-redis-url", &Options::responses_store_redis_url},
+    {"responses-store-ttl", &Options::responses_store_ttl_s},
+    {"responses-store-max-bytes", &Options::responses_store_max_bytes},
     {"log-level", &Options::log_level},
 };
 

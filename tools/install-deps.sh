@@ -17,14 +17,17 @@ RUNTIME_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git python3 curl
   libboost-dev libboost-program-options-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
   libcli11-dev nlohmann-json3-dev libssl-dev openssl libicu-dev prometheus-cpp-dev
+  libhiredis-dev
 )
-# Tests, fuzzing, sanitizers, the browser test, network namespaces and the comparison libraries.
+# Tests, fuzzing, sanitizers, the browser test, network namespaces, the comparison libraries
+# and a Redis server (the redis tests start their own on a loopback port).
 TEST_PACKAGES=(
   python3-numpy python3-venv clang libclang-rt-14-dev clang-format
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2 iperf3 procps
   chromium chromium-driver
   libgloo-dev openmpi-bin libopenmpi-dev
+  redis-server
 )
 APT_PACKAGES=("${RUNTIME_PACKAGES[@]}")
 [ "$MODE" = all ] && APT_PACKAGES+=("${TEST_PACKAGES[@]}")
@@ -48,7 +51,8 @@ fi
 
 # PyPI packages for test scripts, in a venv (Debian's python is externally managed):
 # ${TPNODE_VENV:-$HOME/.cache/tpnode/venv}. tools/venv-python.sh runs python from it.
-#   openai    the official client, for tests/node/api/test_openai_client.py
+#   openai    the official client (1.66 or later: the Responses API), for
+#             tests/node/api/test_openai_client.py
 #   selenium  drives Debian's chromium + chromedriver for tests/node/api/test_chat_ui.py
 #   prometheus-client  its parser checks /metrics in tests/node/operator_test.py
 PIP_PACKAGES=(openai selenium numpy gguf prometheus-client)
@@ -61,6 +65,13 @@ pip_missing=()
 for p in "${PIP_PACKAGES[@]}"; do
   "$VENV/bin/python3" -m pip show -q "$p" >/dev/null 2>&1 || pip_missing+=("$p")
 done
+# client.responses (tests/node/api/test_openai_client.py) needs openai 1.66 or later.
+if ! "$VENV/bin/python3" -c 'import sys, openai
+sys.exit(tuple(int(x) for x in openai.__version__.split(".")[:2]) < (1, 66))' 2>/dev/null; then
+  rest=()
+  for p in "${pip_missing[@]}"; do [ "$p" = openai ] || rest+=("$p"); done
+  pip_missing=("${rest[@]}" "openai>=1.66")
+fi
 if ((${#pip_missing[@]})); then
   echo "[deps] pip installing into $VENV: ${pip_missing[*]}"
   "$VENV/bin/python3" -m pip install -q --disable-pip-version-check "${pip_missing[@]}"

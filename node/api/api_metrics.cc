@@ -44,6 +44,9 @@ ApiMetrics::ApiMetrics()
           counter(*registry_, "tpnode_api_generated_tokens_total", "Tokens generated")),
       client_cancels_(counter(*registry_, "tpnode_api_client_cancels_total",
                               "Generations cancelled because the client went away")),
+      response_store_errors_(counter(*registry_, "tpnode_api_response_store_errors_total",
+                                     "Calls to the Responses API's store that failed (Redis "
+                                     "down or slow): lookups answered 503, responses not kept")),
       open_connections_(gauge(*registry_, "tpnode_api_open_connections", "Open HTTP connections")),
       refused_connections_(
           counter(*registry_, "tpnode_api_refused_connections_total",
@@ -99,6 +102,10 @@ void ApiMetrics::generationFinished(bool had_first_token) {
 
 void ApiMetrics::cancelledByClient() {
   client_cancels_.Increment();
+}
+
+void ApiMetrics::responseStoreFailed() {
+  response_store_errors_.Increment();
 }
 
 double ApiMetrics::tokensPerSecondLocked() const {

@@ -37,6 +37,7 @@ class ApiMetrics {
   void tokensGenerated(int n);
   void generationFinished(bool had_first_token);
   void cancelledByClient();
+  void responseStoreFailed();  // a Responses API store call failed (Redis down or slow)
 
   std::vector<prometheus::MetricFamily> collect() const;
 
@@ -52,6 +53,7 @@ class ApiMetrics {
   prometheus::Counter& prompt_tokens_;
   prometheus::Counter& generated_tokens_;
   prometheus::Counter& client_cancels_;
+  prometheus::Counter& response_store_errors_;
   prometheus::Gauge& open_connections_;
   prometheus::Counter& refused_connections_;
   prometheus::Gauge& active_generations_;

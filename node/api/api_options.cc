@@ -64,6 +64,15 @@ size_t defaultMaxConnections(int slots) {
   return std::max<size_t>(64, 8 * static_cast<size_t>(std::max(1, slots)));
 }
 
+std::chrono::milliseconds redisTimeoutFrom(const Options& o) {
+  if (!(o.redis_timeout_s > 0) || o.redis_timeout_s > 60) {
+    fail(ErrorCode::kInvalidArgument, "--redis-timeout {} must be in (0, 60] seconds",
+         o.redis_timeout_s);
+  }
+  return std::chrono::milliseconds(
+      std::max<int64_t>(1, static_cast<int64_t>(o.redis_timeout_s * 1000 + 0.5)));
+}
+
 ApiOptions apiOptionsFrom(const Options& o) {
   ApiOptions a;
   a.host = o.host;
@@ -101,6 +110,17 @@ ApiOptions apiOptionsFrom(const Options& o) {
   }
   a.max_tap_requests = o.max_tap_requests;
   a.max_tap_bytes = o.max_tap_bytes;
+  if (!o.responses_store_redis_url.empty()) {
+    a.responses_redis =
+        redis::parseRedisUrl(o.responses_store_redis_url, "--responses-store-redis-url");
+  }
+  if (o.responses_store_ttl_s < 1) {
+    fail(ErrorCode::kInvalidArgument, "--responses-store-ttl {} must be at least 1 (seconds)",
+         o.responses_store_ttl_s);
+  }
+  a.responses_ttl = std::chrono::seconds(o.responses_store_ttl_s);
+  a.redis_timeout = redisTimeoutFrom(o);
+  a.responses_max_bytes = o.responses_store_max_bytes;
   return a;
 }
 

@@ -2,6 +2,7 @@
 // it from the process options (node/options.h) and reads the API key file.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -10,6 +11,7 @@
 
 #include "node/engine.h"
 #include "node/options.h"
+#include "node/redis/redis_url.h"
 
 namespace tpnode::node::api {
 
@@ -42,6 +44,12 @@ struct ApiOptions {
   size_t max_connections = 64;
   int max_tap_requests = 4;                    // requests with taps in flight at once (else 429)
   uint64_t max_tap_bytes = uint64_t{1} << 28;  // tap values in flight, 4 bytes each (else 429)
+  // The Responses API's store (response_store.h): in Redis when set, else in memory.
+  std::optional<redis::RedisEndpoint> responses_redis;
+  std::chrono::seconds responses_ttl{2592000};
+  std::chrono::milliseconds redis_timeout{500};
+  uint64_t responses_max_bytes = uint64_t{64} << 20;    // the memory store's cap
+  size_t responses_max_value_bytes = size_t{64} << 20;  // one stored response, at most
 };
 
 // True when the API would listen on a non-loopback address (or one that is not an IP address)
@@ -57,9 +65,12 @@ size_t defaultMaxConnections(int slots);
 std::vector<std::string> loadApiKeys(const std::string& path);
 
 // From --host/--port/--api-key/--api-key-file/--api-tls-cert/--api-tls-key/--api-max-body/
-// --max-connections/--max-tap-requests/--max-tap-bytes, and the request defaults from the
+// --max-connections/--max-tap-requests/--max-tap-bytes/--responses-store-*/--redis-timeout
+// (a bad Redis URL is Error(kInvalidArgument) naming the flag), and the request defaults from the
 // sampling flags the command line gave (Options::given).
 ApiOptions apiOptionsFrom(const Options& options);
+// --redis-timeout as a duration (at least 1 ms); Error(kInvalidArgument) outside (0, 60] s.
+std::chrono::milliseconds redisTimeoutFrom(const Options& options);
 // The RequestDefaults part; Error(kInvalidArgument) for a value the API would refuse.
 RequestDefaults requestDefaultsFrom(const Options& options);
 

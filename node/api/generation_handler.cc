@@ -12,80 +12,12 @@
 #include "common/log.h"
 #include "node/api/generation_output.h"
 #include "node/api/openai_response.h"
+#include "node/api/submission.h"
 
 namespace tpnode::node::api {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using nlohmann::json;
-
-double secondsSince(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// One submitted engine request, from the connection's side. Its destructor cancels the engine
-// request unless it finished, and detaches the event queue.
-class Submission {
- public:
-  Submission(ServerContext& ctx, std::shared_ptr<GenerationEvents> events, uint64_t id,
-             int prompt_tokens)
-      : ctx_(ctx), events_(std::move(events)), id_(id), submitted_(Clock::now()) {
-    ctx_.in_flight.add(id_);
-    ctx_.metrics.generationStarted(prompt_tokens);
-  }
-  Submission(const Submission&) = delete;
-  Submission& operator=(const Submission&) = delete;
-  ~Submission() {
-    if (!engine_done_) ctx_.engine.cancel(id_);
-    events_->detach();
-    ctx_.in_flight.remove(id_);
-    ctx_.metrics.generationFinished(first_token_seen_);
-  }
-
-  // Counts the tokens of `event` for the metrics; marks the end.
-  void account(const TokenEvent& event) {
-    if (event.id >= 0) {
-      if (!first_token_seen_) ctx_.metrics.firstToken(secondsSince(submitted_));
-      first_token_seen_ = true;
-      ctx_.metrics.tokensGenerated(1);
-    }
-    if (event.finished) engine_done_ = true;
-  }
-  // The client is gone or a stop sequence matched: the engine need not go on.
-  void cancel() {
-    if (!engine_done_) ctx_.engine.cancel(id_);
-    engine_done_ = true;
-  }
-  uint64_t id() const { return id_; }
-
- private:
-  ServerContext& ctx_;
-  std::shared_ptr<GenerationEvents> events_;
-  uint64_t id_;
-  Clock::time_point submitted_;
-  bool engine_done_ = false;
-  bool first_token_seen_ = false;
-};
-
-// Waits for the next events; returns false when the client went away (after cancelling).
-net::awaitable<bool> nextEvents(ServerContext& ctx, Connection& conn, GenerationEvents& events,
-                                net::steady_timer& timer, Submission& sub,
-                                std::vector<TokenEvent>& out) {
-  co_await events.wait(timer);
-  if (events.takeReadable()) {
-    PeerState state = conn.peerState();
-    if (state == PeerState::kClosed) {
-      spdlog::debug("[api] client of request {} went away; cancelling it", sub.id());
-      ctx.metrics.cancelledByClient();
-      sub.cancel();
-      co_return false;
-    }
-    // Pipelined bytes: leave them for the next request; a write failure still tells.
-    if (state == PeerState::kOpen) conn.watchReadable(events.shared_from_this());
-  }
-  out = events.take();
-  co_return true;
-}
 
 std::string sse(const json& chunk) {
   return "data: " + dumpJson(chunk) + "\n\n";

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "node/api/api_error.h"
+#include "node/api/json_fields.h"
 
 namespace tpnode::node::api {
 namespace {
@@ -20,62 +21,6 @@ constexpr size_t kMaxStops = 16;
 constexpr size_t kMaxTaps = 64;
 constexpr uint64_t kMaxTapFloats = uint64_t{1} << 22;        // as JSON numbers (~10 bytes each)
 constexpr uint64_t kMaxTapFloatsBase64 = uint64_t{1} << 25;  // as base64 f32 (128 MiB)
-
-[[noreturn]] void wrongValue(const std::string& field, const json& value, const char* expected) {
-  badRequest(field, fmt::format("'{}' must be {}, got {}", field, expected, describeValue(value)));
-}
-
-// The field's value, or nullptr when absent or JSON null.
-const json* field(const json& body, const char* name) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-double number(const json& body, const char* name, double lo, double hi, double fallback) {
-  const json* v = field(body, name);
-  if (!v) return fallback;
-  if (!v->is_number()) wrongValue(name, *v, fmt::format("a number in [{}, {}]", lo, hi).c_str());
-  double d = v->get<double>();
-  if (!std::isfinite(d) || d < lo || d > hi) {
-    wrongValue(name, *v, fmt::format("a number in [{}, {}]", lo, hi).c_str());
-  }
-  return d;
-}
-
-// Integers may also arrive as integral floats (16.0).
-int64_t integer(const json& body, const char* name, int64_t lo, int64_t hi, int64_t fallback) {
-  const json* v = field(body, name);
-  if (!v) return fallback;
-  std::string expected = fmt::format("an integer in [{}, {}]", lo, hi);
-  if (v->is_number_integer()) {
-    if (v->is_number_unsigned()) {
-      auto u = v->get<uint64_t>();
-      if (u > static_cast<uint64_t>(hi) || static_cast<int64_t>(u) < lo) {
-        wrongValue(name, *v, expected.c_str());
-      }
-      return static_cast<int64_t>(u);
-    }
-    auto i = v->get<int64_t>();
-    if (i < lo || i > hi) wrongValue(name, *v, expected.c_str());
-    return i;
-  }
-  if (v->is_number_float()) {
-    double d = v->get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && d >= static_cast<double>(lo) &&
-        d <= static_cast<double>(hi)) {
-      return static_cast<int64_t>(d);
-    }
-  }
-  wrongValue(name, *v, expected.c_str());
-}
-
-bool boolean(const json& body, const char* name, bool fallback) {
-  const json* v = field(body, name);
-  if (!v) return fallback;
-  if (!v->is_boolean()) wrongValue(name, *v, "true or false");
-  return v->get<bool>();
-}
 
 std::vector<std::string> stopList(const json& body) {
   const json* v = field(body, "stop");
@@ -163,11 +108,11 @@ void parseMessages(const json& body, OpenAiRequest& r) {
 }
 
 void refuseUnsupported(const json& body) {
-  int64_t n = integer(body, "n", 1, 128, 1);
+  int64_t n = integerField(body, "n", 1, 128, 1);
   if (n != 1)
     badRequest("n", fmt::format("'n' must be 1 (only one choice per request), got {}", n));
-  if (boolean(body, "echo", false)) badRequest("echo", "'echo': true is not supported");
-  if (integer(body, "best_of", 1, 128, 1) != 1) {
+  if (boolField(body, "echo", false)) badRequest("echo", "'echo': true is not supported");
+  if (integerField(body, "best_of", 1, 128, 1) != 1) {
     badRequest("best_of", "'best_of' other than 1 is not supported");
   }
   for (const char* name : {"tools", "functions"}) {
@@ -191,35 +136,17 @@ void refuseUnsupported(const json& body) {
   }
 }
 
-void parseSampling(const json& body, const SamplingOptions& d, OpenAiRequest& r) {
-  SamplingOptions& s = r.sampling;
-  s = d;
-  s.temperature = number(body, "temperature", 0, 2, d.temperature);
-  s.top_p = number(body, "top_p", 0, 1, d.top_p);
-  s.top_k = static_cast<int>(integer(body, "top_k", -1, 1 << 20, d.top_k));
-  if (s.top_k < 0) s.top_k = 0;  // vLLM's -1 means off
-  s.min_p = number(body, "min_p", 0, 1, d.min_p);
-  s.presence_penalty = number(body, "presence_penalty", -2, 2, d.presence_penalty);
-  s.frequency_penalty = number(body, "frequency_penalty", -2, 2, d.frequency_penalty);
-  s.repeat_penalty = number(body, "repeat_penalty", 0.01, 10, d.repeat_penalty);
-  if (const json* seed = field(body, "seed")) {
-    if (!seed->is_number_integer()) wrongValue("seed", *seed, "an integer");
-    s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>()
-                                        : static_cast<uint64_t>(seed->get<int64_t>());
-  }
-}
-
 void parseLogprobs(const json& body, OpenAiRequest& r) {
   const json* v = field(body, "logprobs");
   if (r.endpoint == Endpoint::kCompletions) {
     if (!v) return;
     // Completions: an integer, the number of alternatives (0 = the chosen token only).
-    r.top_logprobs = static_cast<int>(integer(body, "logprobs", 0, kMaxLogprobs, 0));
+    r.top_logprobs = static_cast<int>(integerField(body, "logprobs", 0, kMaxLogprobs, 0));
     r.logprobs = true;
     return;
   }
-  r.logprobs = boolean(body, "logprobs", false);
-  r.top_logprobs = static_cast<int>(integer(body, "top_logprobs", 0, kMaxLogprobs, 0));
+  r.logprobs = boolField(body, "logprobs", false);
+  r.top_logprobs = static_cast<int>(integerField(body, "top_logprobs", 0, kMaxLogprobs, 0));
   if (r.top_logprobs > 0 && !r.logprobs) {
     badRequest("top_logprobs", "'top_logprobs' needs 'logprobs': true");
   }
@@ -304,27 +231,7 @@ int jsonNestingDepth(std::string_view text, int limit) {
 
 OpenAiRequest parseOpenAiRequest(Endpoint endpoint, const std::string& body_text,
                                  const RequestDefaults& defaults) {
-  if (jsonNestingDepth(body_text, kMaxJsonDepth) > kMaxJsonDepth) {
-    throw ApiError(400,
-                   fmt::format("the request body nests arrays and objects deeper than {} levels",
-                               kMaxJsonDepth),
-                   "invalid_request_error", "", "json_too_deep");
-  }
-  json body;
-  try {
-    body = json::parse(body_text);
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for 1e400
-    // The library's message quotes the offending token (control characters spelled out as
-    // <U+000A>): shortened, so that an answer never echoes much of the body.
-    std::string detail = e.what();
-    constexpr size_t kMaxDetail = 200;
-    if (detail.size() > kMaxDetail) detail = detail.substr(0, kMaxDetail) + "...";
-    throw ApiError(400, fmt::format("the request body is not valid JSON: {}", detail),
-                   "invalid_request_error", "", "invalid_json");
-  }
-  if (!body.is_object()) {
-    throw ApiError(400, "the request body must be a JSON object", "invalid_request_error");
-  }
+  json body = parseJsonBody(body_text);
   OpenAiRequest r;
   r.endpoint = endpoint;
   if (const json* model = field(body, "model")) {
@@ -338,20 +245,20 @@ OpenAiRequest parseOpenAiRequest(Endpoint endpoint, const std::string& body_text
     parseMessages(body, r);
   }
   constexpr int64_t kMaxTokens = 1 << 24;
-  int64_t max_tokens = integer(body, "max_tokens", 1, kMaxTokens, -1);
+  int64_t max_tokens = integerField(body, "max_tokens", 1, kMaxTokens, -1);
   if (endpoint == Endpoint::kChat) {
-    max_tokens = integer(body, "max_completion_tokens", 1, kMaxTokens, max_tokens);
+    max_tokens = integerField(body, "max_completion_tokens", 1, kMaxTokens, max_tokens);
   }
   r.max_tokens = static_cast<int>(max_tokens);
-  parseSampling(body, defaults.sampling, r);
+  r.sampling = parseSampling(body, defaults.sampling);
   r.stop = stopList(body);
-  r.stream = boolean(body, "stream", false);
+  r.stream = boolField(body, "stream", false);
   if (const json* so = field(body, "stream_options")) {
     if (!so->is_object()) wrongValue("stream_options", *so, "an object");
-    r.include_usage = boolean(*so, "include_usage", false);
+    r.include_usage = boolField(*so, "include_usage", false);
   }
   parseLogprobs(body, r);
-  r.ignore_eos = boolean(body, "ignore_eos", false);
+  r.ignore_eos = boolField(body, "ignore_eos", false);
   parseTaps(body, r);
   return r;
 }

@@ -9,6 +9,7 @@
 #include "node/api/chat_ui.h"
 #include "node/api/generation_handler.h"
 #include "node/api/llama_handler.h"
+#include "node/api/responses_handler.h"
 #include "node/api/tensor_handler.h"
 
 namespace tpnode::node::api {
@@ -58,6 +59,7 @@ struct Route {
   const char* path;
   http::verb method;
   bool needs_key;
+  http::verb other_method = http::verb::unknown;  // a second method the path takes
 };
 
 constexpr Route kRoutes[] = {
@@ -70,19 +72,28 @@ constexpr Route kRoutes[] = {
     {"/tokenize", http::verb::post, true},
     {"/detokenize", http::verb::post, true},
     {"/props", http::verb::get, true},
+    {"/v1/responses", http::verb::post, true},
+    {"/v1/responses/{id}", http::verb::get, true, http::verb::delete_},
     {"/v1/tensors", http::verb::get, true},
     {"/v1/tensors/{name}", http::verb::get, true},
 };
 
-const Route* findRoute(std::string_view path) {
-  constexpr std::string_view kTensor = "/v1/tensors/";
-  if (path.size() > kTensor.size() && path.substr(0, kTensor.size()) == kTensor) {
-    return &kRoutes[std::size(kRoutes) - 1];
-  }
+constexpr std::string_view kResponsePrefix = "/v1/responses/";
+
+const Route* routeNamed(std::string_view name) {
   for (const Route& r : kRoutes) {
-    if (path == r.path) return &r;
+    if (name == r.path) return &r;
   }
   return nullptr;
+}
+
+const Route* findRoute(std::string_view path) {
+  for (std::string_view prefix : {std::string_view("/v1/tensors/"), kResponsePrefix}) {
+    if (path.size() > prefix.size() && path.substr(0, prefix.size()) == prefix) {
+      return routeNamed(prefix == kResponsePrefix ? "/v1/responses/{id}" : "/v1/tensors/{name}");
+    }
+  }
+  return routeNamed(path);
 }
 
 // Answers everything but the generation routes. Throws ApiError.
@@ -130,10 +141,14 @@ net::awaitable<bool> handleRequest(ServerContext& ctx, Connection& conn, const R
   std::optional<ApiError> error;
   try {
     if (!route) throw ApiError(404, fmt::format("no route for {}", path), "not_found_error");
-    if (request.method() != route->method) {
-      throw ApiError(405,
-                     fmt::format("{} takes {}", route->path, sv(http::to_string(route->method))),
-                     "invalid_request_error");
+    if (request.method() != route->method && request.method() != route->other_method) {
+      throw ApiError(
+          405,
+          route->other_method == http::verb::unknown
+              ? fmt::format("{} takes {}", route->path, sv(http::to_string(route->method)))
+              : fmt::format("{} takes {} or {}", route->path, sv(http::to_string(route->method)),
+                            sv(http::to_string(route->other_method))),
+          "invalid_request_error");
     }
     if (route->needs_key &&
         !authorized(ctx.options.api_keys, sv(request[http::field::authorization]))) {
@@ -145,6 +160,13 @@ net::awaitable<bool> handleRequest(ServerContext& ctx, Connection& conn, const R
     if (path == "/v1/completions" || path == "/v1/chat/completions") {
       Endpoint ep = path == "/v1/completions" ? Endpoint::kCompletions : Endpoint::kChat;
       result = co_await handleGeneration(ctx, conn, request, ep);
+    } else if (path == "/v1/responses") {
+      result = co_await handleCreateResponse(ctx, conn, request);
+    } else if (route_label == "/v1/responses/{id}") {
+      Response res = storedResponseAnswer(ctx, request.method(),
+                                          path.substr(kResponsePrefix.size()), keep_alive);
+      result.status = res.result_int();
+      result.keep_open = co_await conn.write(std::move(res));
     } else if (route_label.rfind("/v1/tensors", 0) == 0) {
       std::string_view query =
           target.size() > path.size() ? target.substr(path.size() + 1) : std::string_view{};
@@ -164,8 +186,13 @@ net::awaitable<bool> handleRequest(ServerContext& ctx, Connection& conn, const R
   }
   if (error) {
     Response res = errorResponse(*error, keep_alive);
-    if (error->status() == 405 && route)
-      res.set(http::field::allow, http::to_string(route->method));
+    if (error->status() == 405 && route) {
+      std::string allow(sv(http::to_string(route->method)));
+      if (route->other_method != http::verb::unknown) {
+        allow += ", " + std::string(sv(http::to_string(route->other_method)));
+      }
+      res.set(http::field::allow, allow);
+    }
     result.status = error->status();
     result.keep_open = co_await conn.write(std::move(res));
   }

@@ -7,6 +7,7 @@
 //   GET  /v1/models             the served model
 //   POST /v1/completions        see generation_handler.h
 //   POST /v1/chat/completions
+//   POST /v1/responses, GET/DELETE /v1/responses/{id}   responses_handler.h
 //   POST /tokenize, POST /detokenize, GET /props   llama.cpp's server (llama_handler.h)
 //
 // Contract: runs on the connection's strand; never throws; returns whether the connection may

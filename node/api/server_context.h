@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <set>
 
 #include "node/api/api_metrics.h"
 #include "node/api/api_options.h"
 #include "node/api/connection_limit.h"
+#include "node/api/response_store.h"
 #include "node/api/tap_budget.h"
 #include "node/engine.h"
 
@@ -36,7 +38,8 @@ class InFlight {
 };
 
 struct ServerContext {
-  ServerContext(Engine& e, ApiOptions o) : engine(e), options(std::move(o)) {}
+  ServerContext(Engine& e, ApiOptions o)
+      : engine(e), options(std::move(o)), responses(makeResponseStore(options)) {}
 
   Engine& engine;  // outlives the server (the caller's)
   const ApiOptions options;
@@ -44,6 +47,7 @@ struct ServerContext {
   InFlight in_flight;
   ConnectionLimit connections{options.max_connections};
   TapBudget taps{options.max_tap_requests, options.max_tap_bytes};
+  const std::unique_ptr<ResponseStore> responses;  // the Responses API's store
 };
 
 }  // namespace tpnode::node::api

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "node/api/router.h"
+#include "node/kv_redis_options.h"
 
 namespace tpnode::node::api {
 namespace {
@@ -74,6 +75,49 @@ TEST(ApiOptionsTest, CommandLineFlags) {
   EXPECT_EQ(a.port, 0);
   EXPECT_EQ(a.host, "::1");
   EXPECT_EQ(a.tls_cert_file, "c.pem");
+}
+
+TEST(ApiOptionsTest, RedisFlags) {
+  const char* argv[] = {"tpnode",
+                        "--kv-cache-redis-url",
+                        "redis://:pw@10.0.0.5:6380/2",
+                        "--kv-cache-redis-ttl",
+                        "60",
+                        "--redis-timeout",
+                        "0.25",
+                        "--responses-store-redis-url",
+                        "unix:///run/redis.sock",
+                        "--responses-store-ttl",
+                        "120"};
+  Options o;
+  int exit_code = 0;
+  ASSERT_EQ(
+      parseCommandLine(static_cast<int>(std::size(argv)), const_cast<char**>(argv), o, exit_code),
+      ParseResult::kRun);
+  ApiOptions a = apiOptionsFrom(o);
+  ASSERT_TRUE(a.responses_redis);
+  EXPECT_TRUE(a.responses_redis->unix_socket);
+  EXPECT_EQ(a.responses_ttl, std::chrono::seconds(120));
+  EXPECT_EQ(a.redis_timeout, std::chrono::milliseconds(250));
+  auto kv = kvBlockStoreOptionsFrom(o);
+  ASSERT_TRUE(kv);
+  EXPECT_EQ(kv->endpoint.host, "10.0.0.5");
+  EXPECT_EQ(kv->endpoint.port, 6380);
+  EXPECT_EQ(kv->endpoint.db, 2);
+  EXPECT_EQ(kv->ttl, std::chrono::seconds(60));
+  EXPECT_EQ(kv->timeout, std::chrono::milliseconds(250));
+
+  Options none;
+  EXPECT_FALSE(kvBlockStoreOptionsFrom(none));
+  EXPECT_FALSE(apiOptionsFrom(none).responses_redis);
+  none.kv_cache_redis_url = "http://x";
+  EXPECT_THROW(kvBlockStoreOptionsFrom(none), Error);
+  none.kv_cache_redis_url.clear();
+  none.responses_store_redis_url = "redis://h:99999";
+  EXPECT_THROW(apiOptionsFrom(none), Error);
+  none.responses_store_redis_url.clear();
+  none.redis_timeout_s = 0;
+  EXPECT_THROW(apiOptionsFrom(none), Error);
 }
 
 TEST(ApiOptionsTest, BearerTokensAreCheckedExactly) {

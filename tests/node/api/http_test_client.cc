@@ -172,7 +172,9 @@ std::vector<std::string> sseData(const std::string& body) {
     size_t end = body.find("\n\n", pos);
     if (end == std::string::npos) end = body.size();
     std::string event = body.substr(pos, end - pos);
-    if (event.rfind("data: ", 0) == 0) out.push_back(event.substr(6));
+    // "data: ..." alone, or after an "event: <type>" line (the Responses API's events).
+    size_t data = event.rfind("data: ", 0) == 0 ? 0 : event.find("\ndata: ");
+    if (data != std::string::npos) out.push_back(event.substr(data == 0 ? 6 : data + 7));
     pos = end + 2;
   }
   return out;

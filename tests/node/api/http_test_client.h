@@ -26,7 +26,8 @@ HttpReply httpRequest(uint16_t port, const std::string& method, const std::strin
 HttpReply postJson(uint16_t port, const std::string& target, const nlohmann::json& body,
                    const Headers& headers = {});
 
-// The "data: " payloads of a server-sent-events body, in order.
+// The "data: " payloads of a server-sent-events body, in order (an event may start with an
+// "event: <type>" line).
 std::vector<std::string> sseData(const std::string& body);
 
 // A raw TCP connection to 127.0.0.1:port (receive timeout 10 s).

@@ -151,6 +151,63 @@ class OpenAiClientTest(unittest.TestCase):
         with self.assertRaises(openai.BadRequestError):
             self.client.chat.completions.create(model=self.model, messages=[])
 
+    def responses(self):
+        if not hasattr(self.client, "responses"):
+            self.skipTest("skipped: openai %s has no Responses API (1.66 or later: "
+                          "tools/install-deps.sh)" % openai.__version__)
+        return self.client.responses
+
+    def respond(self, **kw):
+        kw.setdefault("model", self.model)
+        try:
+            return self.responses().create(**kw)
+        except openai.BadRequestError as e:
+            if e.code == "unsupported":
+                self.skipTest("the server cannot render chat: %s" % e.message)
+            raise
+
+    def test_responses_conversation(self):
+        first = self.respond(input="Name a colour.", instructions="Be brief.",
+                             max_output_tokens=8, temperature=0)
+        self.assertEqual(first.object, "response")
+        self.assertTrue(first.id.startswith("resp_"))
+        self.assertIn(first.status, ("completed", "incomplete"))
+        self.assertEqual(first.output[0].type, "message")
+        self.assertEqual(first.output[0].content[0].type, "output_text")
+        self.assertEqual(first.output_text, first.output[0].content[0].text)
+        self.assertGreater(first.usage.input_tokens, 0)
+        self.assertLessEqual(first.usage.output_tokens, 8)
+        self.assertEqual(first.usage.input_tokens_details.cached_tokens, 0)
+        second = self.respond(input=[{"role": "user", "content": "Another one."}],
+                              previous_response_id=first.id, max_output_tokens=8,
+                              temperature=0)
+        self.assertEqual(second.previous_response_id, first.id)
+        # The second prompt carries the first turn: more input tokens.
+        self.assertGreater(second.usage.input_tokens, first.usage.input_tokens)
+        got = self.responses().retrieve(second.id)
+        self.assertEqual(got.output_text, second.output_text)
+        self.responses().delete(first.id)
+        with self.assertRaises(openai.NotFoundError):
+            self.responses().retrieve(first.id)
+        with self.assertRaises(openai.NotFoundError):
+            self.respond(input="x", previous_response_id=first.id, max_output_tokens=2)
+
+    def test_responses_streaming(self):
+        whole = self.respond(input="Count to three.", max_output_tokens=8, temperature=0)
+        stream = self.respond(input="Count to three.", max_output_tokens=8, temperature=0,
+                              stream=True)
+        types, text, final = [], "", None
+        for event in stream:
+            types.append(event.type)
+            if event.type == "response.output_text.delta":
+                text += event.delta
+            if event.type in ("response.completed", "response.incomplete"):
+                final = event.response
+        self.assertEqual(types[0], "response.created")
+        self.assertIsNotNone(final, types)
+        self.assertEqual(text, whole.output_text)
+        self.assertEqual(final.output_text, whole.output_text)
+
     def test_health_and_metrics(self):
         with urllib.request.urlopen(SERVER.root + "/health", timeout=10) as r:
             self.assertEqual(json.load(r)["status"], "ok")

@@ -1,7 +1,10 @@
 // libFuzzer target: hostile bodies for the OpenAI request parser of POST /v1/completions and
 // POST /v1/chat/completions (node/api/openai_request.h).
 //
-// Input: byte 0 picks the endpoint (bit 0: chat, else completions); the rest is the HTTP body.
+// Also the Responses API's parser (node/api/responses_request.h), as its handler uses it.
+//
+// Input: byte 0 picks the endpoint (bit 1: POST /v1/responses; else bit 0: chat, else
+// completions); the rest is the HTTP body.
 // Checked: no crash, no undefined behaviour, no exception but ApiError (400/404 from the
 // parser and prepareGeneration), every error body is a JSON object whose message is short (it
 // echoes scalars or a type name, never a whole container), and an accepted request passes
@@ -13,6 +16,7 @@
 
 #include "node/api/api_error.h"
 #include "node/api/openai_request.h"
+#include "node/api/responses_request.h"
 
 namespace {
 
@@ -70,6 +74,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Endpoint ep = (data[0] & 1) ? Endpoint::kChat : Endpoint::kCompletions;
   const std::string body(reinterpret_cast<const char*>(data + 1), size - 1);
   try {
+    if (data[0] & 2) {
+      ResponsesRequest rr = parseResponsesRequest(body);
+      OpenAiRequest chat;
+      chat.endpoint = Endpoint::kChat;
+      chat.model = rr.model;
+      chat.messages = modelMessages(rr, {});
+      chat.max_tokens = rr.max_output_tokens;
+      chat.sampling = rr.sampling;
+      GenerationRequest g = prepareGeneration(chat, engine, engine.modelInfo());
+      if (g.prompt_ids.empty() || g.max_tokens < 0) std::abort();
+      return 0;
+    }
     OpenAiRequest r = parseOpenAiRequest(ep, body);
     GenerationRequest g = prepareGeneration(r, engine, engine.modelInfo());
     if (g.prompt_ids.empty() || g.max_tokens < 0) std::abort();
