@@ -325,7 +325,8 @@ constexpr Setting kTable[] = {
      kN, Type::kString, "",
      "Share KV blocks of prompt prefixes between clusters in this Redis: "
      "redis://[[user]:password@]host[:port][/db] or unix:///path (each rank stores and loads its "
-     "own shard; Redis down or slow: recompute)"},
+     "own shard; Redis down or slow: recompute). Not connected to the KV cache yet: refused at "
+     "startup"},
     {"kv-cache-redis-ttl",
      "",
      "TPNODE_KV_CACHE_REDIS_TTL",

@@ -14,6 +14,7 @@
 #include "mesh/mesh.h"
 #include "node/cli_flags.h"
 #include "node/cluster_config.h"
+#include "node/kv_redis_options.h"
 #include "node/options.h"
 #include "node/settings_binding.h"
 
@@ -33,6 +34,7 @@ void finishClusterFlags(const CLI::App& app, Options& o) {
   const std::set<std::string> given = givenFlags(app);
   if (!o.config_file.empty()) applyClusterConfig(loadClusterConfig(o.config_file), given, o);
   finishLayout(o);
+  refuseKvRedisTier(o);
 }
 
 namespace {

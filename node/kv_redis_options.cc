@@ -18,4 +18,11 @@ std::optional<redis::KvBlockStoreOptions> kvBlockStoreOptionsFrom(const Options&
   return k;
 }
 
+void refuseKvRedisTier(const Options& o) {
+  if (!kvBlockStoreOptionsFrom(o)) return;
+  fail(ErrorCode::kUnsupported,
+       "--kv-cache-redis-url: the Redis KV tier is not connected to the KV cache in this version "
+       "(prefix blocks are reused within a cluster only, --prefix-cache); remove the flag");
+}
+
 }  // namespace tpnode::node

@@ -17,4 +17,10 @@ namespace tpnode::node {
 
 std::optional<redis::KvBlockStoreOptions> kvBlockStoreOptionsFrom(const Options& options);
 
+// The paged KV cache (node/kv_blocks.h) does not store blocks in or load them from the tier yet:
+// a node given --kv-cache-redis-url refuses to start (Error(kUnsupported) naming the flag, after
+// the URL, TTL and timeout are checked as above) rather than run without the sharing it was
+// asked for. A no-op without the flag.
+void refuseKvRedisTier(const Options& options);
+
 }  // namespace tpnode::node

@@ -79,8 +79,6 @@ TEST(ApiOptionsTest, CommandLineFlags) {
 
 TEST(ApiOptionsTest, RedisFlags) {
   const char* argv[] = {"tpnode",
-                        "--kv-cache-redis-url",
-                        "redis://:pw@10.0.0.5:6380/2",
                         "--kv-cache-redis-ttl",
                         "60",
                         "--redis-timeout",
@@ -95,6 +93,23 @@ TEST(ApiOptionsTest, RedisFlags) {
       parseCommandLine(static_cast<int>(std::size(argv)), const_cast<char**>(argv), o, exit_code),
       ParseResult::kRun);
   ApiOptions a = apiOptionsFrom(o);
+  // The KV tier's URL is checked, then refused: the cache does not use the tier yet.
+  o.kv_cache_redis_url = "redis://:pw@10.0.0.5:6380/2";
+  try {
+    refuseKvRedisTier(o);
+    ADD_FAILURE() << "--kv-cache-redis-url accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("--kv-cache-redis-url"), std::string::npos) << e.what();
+  }
+  {
+    const char* kv_argv[] = {"tpnode", "--kv-cache-redis-url", "redis://127.0.0.1:6379"};
+    Options refused;
+    int code = 0;
+    EXPECT_EQ(parseCommandLine(3, const_cast<char**>(kv_argv), refused, code),
+              ParseResult::kExitError);
+    EXPECT_EQ(code, 2);
+  }
   ASSERT_TRUE(a.responses_redis);
   EXPECT_TRUE(a.responses_redis->unix_socket);
   EXPECT_EQ(a.responses_ttl, std::chrono::seconds(120));
