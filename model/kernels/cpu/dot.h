@@ -31,7 +31,7 @@ using AxpyFn = void (*)(int64_t n, const void* rows, size_t stride, int nr, cons
                         float* out);
 
 // Activations of a row of n finite floats (n % 256 == 0) as Q8_K blocks, byte for byte what
-// quantizeRowQ8K writes.
+// quantizeRowQ8K writes (quantize_q8_0: n % 32 == 0, Q8_0 blocks, what quantizeRowQ8_0 writes).
 using QuantizeFn = void (*)(const float* x, void* y, int64_t n);
 
 // Prefill tile: 4 interleaved rows x n_tok (1..4) activation rows `act_stride` bytes apart;
@@ -94,6 +94,7 @@ struct DotKernels {
   QuantizeFn round_f16 = nullptr;
   AxpyFn f32_axpy = nullptr;                        // every table has one
   QuantizeFn quantize_q8_k = nullptr;               // every table has one
+  QuantizeFn quantize_q8_0 = nullptr;               // every table has one (n % 32 == 0)
   GemmTileFn gemmForType(TensorType weight) const;  // nullptr when none
   DotFn forType(TensorType weight) const;           // TP_CHECK on an unsupported type
   Dot4Fn x4ForType(TensorType weight) const;        // nullptr when none

@@ -179,6 +179,10 @@ void quantizeQ8K(const float* x, void* y, int64_t n) {
   quantizeRowQ8K(x, static_cast<BlockQ8K*>(y), n);
 }
 
+void quantizeQ8_0(const float* x, void* y, int64_t n) {
+  quantizeRowQ8_0(x, static_cast<BlockQ8_0*>(y), n);
+}
+
 }  // namespace
 
 const DotKernels& scalarKernels() {
@@ -193,7 +197,8 @@ const DotKernels& scalarKernels() {
                             .q5_0 = dotQ5_0,
                             .q5_1 = dotQ5_1,
                             .f32_axpy = axpyF32,
-                            .quantize_q8_k = quantizeQ8K};
+                            .quantize_q8_k = quantizeQ8K,
+                            .quantize_q8_0 = quantizeQ8_0};
   return k;
 }
 

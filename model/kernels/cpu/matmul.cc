@@ -76,9 +76,10 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
   if (at != TensorType::kF32 || widened) {
     if (scratch.size() < need) scratch.resize(need);
     uint8_t* q = scratch.data();
-    const QuantizeFn quant = at == TensorType::kQ8_K ? k.quantize_q8_k
-                             : widened               ? k.round_f16
-                                                     : nullptr;
+    const QuantizeFn quant = at == TensorType::kQ8_K   ? k.quantize_q8_k
+                             : at == TensorType::kQ8_0 ? k.quantize_q8_0
+                             : widened                 ? k.round_f16
+                                                       : nullptr;
     pool.parallelFor(n_tokens, 4, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         if (quant) {
