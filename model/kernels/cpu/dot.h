@@ -85,7 +85,7 @@ struct DotKernels {
   Gemm16Q0Fn gemm16_q8_0 = nullptr, gemm16_q4_0 = nullptr, gemm16_q5_0 = nullptr;  // AVX-512
   Gemm16Q0Fn gemm16Q0ForType(TensorType weight) const;  // nullptr when none
   Gemv16Fn gemv16_q8_0 = nullptr, gemv16_q4_0 = nullptr, gemv16_q5_0 = nullptr;  // AVX-512
-  Gemv16Fn gemv16_q4_k = nullptr, gemv16_q6_k = nullptr;
+  Gemv16Fn gemv16_q4_k = nullptr;
   Gemv16Fn gemv16ForType(TensorType weight) const;               // nullptr when none
   GemmRowsFn gemm_rows_f16 = nullptr, gemm_rows_bf16 = nullptr;  // nullptr when none
   GemmRowsFn gemmRowsForType(TensorType weight) const;           // nullptr when none
