@@ -6,11 +6,15 @@
 // same machine load; prints the median seconds per pass, the plain weight bytes read per second,
 // each variant's speed relative to the first, and the median CPU seconds of the process per pass
 // (with --threads 1 the kernel's own cost, which a machine shared with other work inflates less
-// than the wall time), and the multiply-accumulates per CPU second (GMAC/s: rows x cols x tokens
-// of every matrix, the figure to hold against tools/int8_peak). Layout `dot` is plain rows with the
-// table's plain-row prefill tiles (F16 / BF16) taken out: one dot product per row and token.
+// than the wall time), the multiply-accumulates per CPU second (GMAC/s: rows x cols x tokens
+// of every matrix, the figure to hold against tools/int8_peak) and the fastest pass (on a loaded
+// machine the least disturbed one). Layout `dot` is plain rows with the table's plain-row prefill
+// tiles (F16 / BF16) taken out: one dot product per row and token; `tile` is `auto` with the
+// table's decode kernels (gemv16) taken out: one token through the 16-row prefill tile, one group
+// per call.
 //
-//   kernel_bench [--type q4_k|q6_k|q8_0|q4_0|q5_0|q5_1|f16|bf16] [--layouts plain,rows4,auto,dot]
+//   kernel_bench [--type q4_k|q6_k|q8_0|q4_0|q5_0|q5_1|f16|bf16] [--layouts
+//   plain,rows4,auto,dot,tile]
 //                [--isas best|scalar|avx2|avx2vnni|avx512,...] [--tokens 1] [--layers 16]
 //                [--dim 1024 --ffn 4096 --kv 256] [--threads 1] [--rounds 15]
 #include <CLI/CLI.hpp>
@@ -67,7 +71,7 @@ Matrix randomMatrix(TensorType type, int64_t rows, int64_t cols, std::mt19937& r
 WeightLayout parseLayout(const std::string& s) {
   if (s == "plain" || s == "dot") return WeightLayout::kPlain;
   if (s == "rows4") return WeightLayout::kRows4;
-  if (s == "auto") return WeightLayout::kAuto;
+  if (s == "auto" || s == "tile") return WeightLayout::kAuto;
   throw CLI::ValidationError("--layouts", "unknown layout " + s);
 }
 
@@ -111,7 +115,7 @@ int main(int argc, char** argv) {
   int threads = 1, rounds = 15;
   CLI::App app{"kernel_bench: CPU matmul per weight layout, A/B interleaved"};
   app.add_option("--type", type_name)->capture_default_str();
-  app.add_option("--layouts", layouts_arg, "comma-separated: plain, rows4, auto")
+  app.add_option("--layouts", layouts_arg, "comma-separated: plain, rows4, auto, dot, tile")
       ->capture_default_str();
   app.add_option("--isas", isas_arg,
                  "comma-separated kernel tables: best, scalar, avx2, avx2vnni, avx512")
@@ -156,6 +160,7 @@ int main(int argc, char** argv) {
       parseLayout(l);
       kernels::DotKernels t = *k;
       if (l == "dot") t.gemm_rows_f16 = t.gemm_rows_bf16 = nullptr;
+      if (l == "tile") t.gemv16_q8_0 = t.gemv16_q4_0 = t.gemv16_q5_0 = t.gemv16_q4_k = nullptr;
       tables.push_back(t);
       layout_names.push_back(l);
       names.push_back(std::string(t.isa) + "/" + l);
@@ -212,11 +217,13 @@ int main(int argc, char** argv) {
   const double base = median(secs[0]);
   for (size_t v = 0; v < names.size(); ++v) {
     const double s = median(secs[v]);
+    const double best = *std::min_element(secs[v].begin(), secs[v].end());
     std::printf(
         "  %-18s (interleave %2d): %8.3f ms  %6.2f GB/s  %7.1f tokens/s  %.2fx  cpu %8.3f ms  "
-        "%6.1f GMAC/s (cpu)\n",
+        "%6.1f GMAC/s (cpu)  best %8.3f ms %6.2f GB/s\n",
         names[v].c_str(), interleave[v], s * 1e3, bytes / s / 1e9, static_cast<double>(tokens) / s,
-        base / s, median(cpu[v]) * 1e3, macs / median(cpu[v]) / 1e9);
+        base / s, median(cpu[v]) * 1e3, macs / median(cpu[v]) / 1e9, best * 1e3,
+        bytes / best / 1e9);
   }
   return 0;
 }

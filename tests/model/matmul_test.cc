@@ -130,7 +130,7 @@ TEST(MatmulTest, Q8_0SumsInLlamaCppOrderOnX86) {
   if (tables.empty()) GTEST_SKIP() << "no x86 kernel table on this CPU";
   ThreadPool pool(2);
   std::vector<uint8_t> scratch;
-  const Shape shapes[] = {{48, 256}, {16, 1024}, {12, 512}, {18, 256}};
+  const Shape shapes[] = {{48, 256}, {16, 1024}, {12, 512}, {18, 256}, {80, 256}};
   for (const DotKernels* k : tables) {
     for (const Shape& s : shapes) {
       std::vector<uint8_t> w;
@@ -170,6 +170,69 @@ TEST(MatmulTest, Q8_0SumsInLlamaCppOrderOnX86) {
       }
     }
   }
+}
+
+// The decode kernels on the 16-row layouts (gemv16) give the one-token tile's bits for every
+// group of a range, whatever the range's length (groups read two side by side, then one) and
+// start.
+TEST(MatmulTest, Gemv16MatchesTheOneTokenTileBitForBit) {
+  int checked = 0;
+  for (const DotKernels* k :
+       {&scalarKernels(), avx2Kernels(), avx2VnniKernels(), avx512Kernels()}) {
+    if (!k) continue;
+    for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ5_0,
+                            TensorType::kQ4_K, TensorType::kQ6_K}) {
+      const Gemv16Fn gemv = k->gemv16ForType(type);
+      if (!gemv) continue;
+      const Gemm16Q0Fn tile_q0 = k->gemm16Q0ForType(type);
+      const GemmTileFn tile = k->gemm16ForType(type);
+      ASSERT_TRUE(tile_q0 || tile) << tensorTypeName(type) << " on " << k->isa;
+      for (int64_t cols : {256, 512, 1024}) {
+        const int64_t rows = 7 * 16;
+        std::vector<uint8_t> w;
+        for (int64_t r = 0; r < rows; ++r) {
+          auto enc = encode(type, randomRow(cols, static_cast<uint32_t>(40 + r), 0.2f));
+          w.insert(w.end(), enc.begin(), enc.end());
+        }
+        Matrix m;
+        m.type = type;
+        m.rows = rows;
+        m.cols = cols;
+        m.row_bytes = rowBytes(type, static_cast<uint64_t>(cols));
+        m.data = HostBuffer(w.size());
+        std::memcpy(m.data.data(), w.data(), w.size());
+        m = packWeights(std::move(m), WeightLayout::kAuto, *k);
+        ASSERT_EQ(m.interleave, 16) << tensorTypeName(type) << " on " << k->isa;
+        const std::vector<uint8_t> act =
+            encode(activationType(type), randomRow(cols, static_cast<uint32_t>(11), 2.0f));
+        std::vector<int32_t> offs;
+        if (tile_q0) {
+          offs.resize(static_cast<size_t>(q0X16OffsetsPerRow(type, cols)));
+          q0X16Offsets(type, act.data(), act.size(), 1, cols, offs.data());
+        }
+        std::vector<float> want(static_cast<size_t>(rows));
+        for (int64_t g = 0; g < rows / 16; ++g) {
+          if (tile_q0) {
+            tile_q0(cols, m.row(16 * g), act.data(), act.size(), offs.data(), 1, &want[16 * g], 0);
+          } else {
+            tile(cols, m.row(16 * g), act.data(), act.size(), 1, &want[16 * g], 0);
+          }
+        }
+        for (int64_t g0 = 0; g0 < 3; ++g0) {
+          for (int64_t n = 1; g0 + n <= rows / 16; ++n) {
+            std::vector<float> got(static_cast<size_t>(16 * n), -7.f);
+            gemv(cols, m.row(16 * g0), m.row_bytes * 16, n, act.data(),
+                 tile_q0 ? offs.data() : nullptr, got.data());
+            ASSERT_EQ(0, std::memcmp(got.data(), &want[16 * g0], got.size() * sizeof(float)))
+                << tensorTypeName(type) << " cols " << cols << " groups [" << g0 << ", " << g0 + n
+                << ") on " << k->isa;
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no decode kernel on this CPU";
 }
 
 TEST(MatmulTest, EveryTypeLayoutAndTailMatchesScalarRows) {

@@ -245,29 +245,35 @@ TEST(QuantTest, Q8KQuantizersMatchScalarBytes) {
 }
 
 // Every table's Q8_0 activation quantizer writes quantizeRowQ8_0's bytes: random rows at several
-// scales, a zero block, values on exact rounding ties (amax 127: id = 1), and a row whose length
-// is not a multiple of 256.
+// scales, a zero block, a block whose largest magnitude is negative, and values on exact rounding
+// ties (x * 127 / amax = k + 0.5 for even and odd k).
 TEST(QuantTest, Q8_0QuantizersMatchScalarBytes) {
-  const int64_t n = 7 * kQK8_0;
+  const int64_t n = 7 * kQK8_0;  // not a multiple of 256
   std::vector<std::vector<float>> rows;
   for (uint32_t seed = 1; seed <= 4; ++seed) rows.push_back(randomRow(n, seed, seed * 0.3f));
-  std::vector<float> edge(n, 0.f);                                      // block 0 zero
-  for (int j = 0; j < kQK8_0; ++j) edge[kQK8_0 + j] = (j - 16) + 0.5f;  // ties, half even
-  edge[kQK8_0] = -127.f;
-  for (int j = 0; j < kQK8_0; ++j) edge[2 * kQK8_0 + j] = (j % 5 - 2) * 1e-3f;
+  std::vector<float> edge(n, 0.f);  // block 0 zero
+  for (int j = 0; j < kQK8_0; ++j) edge[kQK8_0 + j] = (j % 7 - 3) * 0.5f;
+  edge[kQK8_0 + 3] = -2.f;  // block 1: its largest magnitude negative
+  // Block 2: amax 127 / 64, so 127 / amax = 64 and x * 64 = j - 16 + 0.5 are ties of both parities.
+  edge[2 * kQK8_0] = 127.f / 64;
+  for (int j = 1; j < kQK8_0; ++j) edge[2 * kQK8_0 + j] = (j - 16 + 0.5f) / 64;
   rows.push_back(edge);
+  int checked = 0;
   for (const DotKernels* k :
        {&scalarKernels(), avx2Kernels(), avx2VnniKernels(), avx512Kernels()}) {
     if (!k) continue;
+    ASSERT_NE(k->quantize_q8_0, nullptr) << k->isa;
     for (const auto& x : rows) {
       std::vector<BlockQ8_0> want(n / kQK8_0), got(n / kQK8_0);
       quantizeRowQ8_0(x.data(), want.data(), n);
       k->quantize_q8_0(x.data(), got.data(), n);
       for (size_t b = 0; b < want.size(); ++b) {
         EXPECT_EQ(std::memcmp(&want[b], &got[b], sizeof(BlockQ8_0)), 0) << k->isa << " block " << b;
+        ++checked;
       }
     }
   }
+  EXPECT_GT(checked, 0);
 }
 
 }  // namespace

@@ -123,6 +123,21 @@ Gemm16Q0Fn DotKernels::gemm16Q0ForType(TensorType weight) const {
   }
 }
 
+Gemv16Fn DotKernels::gemv16ForType(TensorType weight) const {
+  switch (weight) {
+    case TensorType::kQ8_0:
+      return gemv16_q8_0;
+    case TensorType::kQ4_0:
+      return gemv16_q4_0;
+    case TensorType::kQ5_0:
+      return gemv16_q5_0;
+    case TensorType::kQ4_K:
+      return gemv16_q4_k;
+    default:
+      return nullptr;
+  }
+}
+
 void interleaveRows4(TensorType type, uint8_t* data, int64_t rows, int64_t cols) {
   const TensorTypeInfo& info = tensorTypeInfo(type);
   TP_CHECK(rows % 4 == 0 && cols % info.block_size == 0);

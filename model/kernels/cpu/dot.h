@@ -48,6 +48,14 @@ using GemmTileFn = void (*)(int64_t n, const void* group, const void* acts, size
 using Gemm16Q0Fn = void (*)(int64_t n, const void* group, const void* acts, size_t act_stride,
                             const int32_t* act_offsets, int n_tok, float* out, int64_t out_stride);
 
+// Decode on a 16-row repacked layout (q0_x16.h, q4k_x16.h): groups [0, n_groups), `group_bytes`
+// apart, against one activation row; out[16 g + r]. offs: q0X16Offsets of the row for Q8_0 /
+// Q4_0 / Q5_0, nullptr for the others. Per group the same arithmetic, in the same order, as the
+// type's 16-row tile with n_tok = 1 (bit-identical results); the kernel reads several groups side
+// by side (several weight streams), which one call per group could not.
+using Gemv16Fn = void (*)(int64_t n, const void* groups, size_t group_bytes, int64_t n_groups,
+                          const void* act, const int32_t* offs, float* out);
+
 // Prefill tile on plain rows: nr (1..4) rows `w_stride` bytes apart x n_tok (1..4) activation rows
 // `act_stride` bytes apart; out[t * out_stride + r]. Per row and token one accumulator of
 // float lanes runs over the columns in order and is summed horizontally at the end; columns past
@@ -75,16 +83,18 @@ struct DotKernels {
   GemmTileFn gemm16_q5_1 = nullptr;  // Q5_1 x16 (q0_x16.h) against Q8_1 activations
   GemmTileFn gemm16ForType(TensorType weight) const;  // Q4_K / Q6_K / Q5_1 x16; nullptr when none
   Gemm16Q0Fn gemm16_q8_0 = nullptr, gemm16_q4_0 = nullptr, gemm16_q5_0 = nullptr;  // AVX-512
-  Gemm16Q0Fn gemm16Q0ForType(TensorType weight) const;           // nullptr when none
+  Gemm16Q0Fn gemm16Q0ForType(TensorType weight) const;  // nullptr when none
+  Gemv16Fn gemv16_q8_0 = nullptr, gemv16_q4_0 = nullptr, gemv16_q5_0 = nullptr;  // AVX-512
+  Gemv16Fn gemv16_q4_k = nullptr;
+  Gemv16Fn gemv16ForType(TensorType weight) const;               // nullptr when none
   GemmRowsFn gemm_rows_f16 = nullptr, gemm_rows_bf16 = nullptr;  // nullptr when none
   GemmRowsFn gemmRowsForType(TensorType weight) const;           // nullptr when none
   // y[i] = x[i] rounded to F16 (as quantizeRow) and widened back to F32: the F16 tile's
   // activations. Set wherever gemm_rows_f16 is.
   QuantizeFn round_f16 = nullptr;
-  AxpyFn f32_axpy = nullptr;           // every table has one
-  QuantizeFn quantize_q8_k = nullptr;  // every table has one
-  // Q8_0 activations (n % 32 == 0), byte for byte what quantizeRowQ8_0 writes. Every table has one.
-  QuantizeFn quantize_q8_0 = nullptr;
+  AxpyFn f32_axpy = nullptr;                        // every table has one
+  QuantizeFn quantize_q8_k = nullptr;               // every table has one
+  QuantizeFn quantize_q8_0 = nullptr;               // every table has one (n % 32 == 0)
   GemmTileFn gemmForType(TensorType weight) const;  // nullptr when none
   DotFn forType(TensorType weight) const;           // TP_CHECK on an unsupported type
   Dot4Fn x4ForType(TensorType weight) const;        // nullptr when none

@@ -9,6 +9,7 @@
 #include "model/kernels/cpu/dot_x86_q0_x16.inc"
 #include "model/kernels/cpu/dot_x86_q6k_x16.inc"
 #include "model/kernels/cpu/dot_x86_q5.inc"
+#include "model/kernels/cpu/dot_x86_gemv16.inc"
 #include "model/kernels/cpu/dot_x86_f16.inc"
 #include "model/kernels/cpu/dot_x86_table.inc"
 // clang-format on
@@ -27,6 +28,10 @@ const DotKernels& avx512Table() {
     t.gemm16_q4_0 = gemm16Q0<Q0Kind::kQ4_0>;
     t.gemm16_q5_0 = gemm16Q0<Q0Kind::kQ5_0>;
     t.gemm16_q5_1 = gemm16Q5_1;
+    t.gemv16_q8_0 = gemv16Q0<Q0Kind::kQ8_0>;  // decode on the same layouts
+    t.gemv16_q4_0 = gemv16Q0<Q0Kind::kQ4_0>;
+    t.gemv16_q5_0 = gemv16Q0<Q0Kind::kQ5_0>;
+    t.gemv16_q4_k = gemv16Q4K;
     // BF16 prefill through vdpbf16ps; without AVX512_BF16 one dot product per row and token
     // (the 512-bit FMA tile of dot_x86_f16.inc is not tested on such a CPU, so not used).
     t.gemm_rows_bf16 = avx512Bf16RowsTile();

@@ -30,6 +30,13 @@ void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int
       (with_offs != nullptr) == (offs != nullptr) && (with_offs || acts_only) && w.rows % 16 == 0,
       "no 16-row kernel for {}", tensorTypeName(w.type));
   const int64_t per_row = with_offs ? q0X16OffsetsPerRow(w.type, w.cols) : 0;
+  const Gemv16Fn gemv = n_tokens == 1 ? k.gemv16ForType(w.type) : nullptr;
+  if (gemv) {  // decode: each thread's groups in one call (the kernel reads several side by side)
+    pool.parallelFor(w.rows / 16, 1, [&](int64_t g0, int64_t g1) {
+      gemv(w.cols, w.row(g0 * 16), w.row_bytes * 16, g1 - g0, a, offs, y + g0 * 16);
+    });
+    return;
+  }
   pool.parallelFor(w.rows / 16, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t r0 = g * 16;
