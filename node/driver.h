@@ -100,6 +100,7 @@ class Driver final : public Engine {
   bool formCluster();
   void teardown(bool reset_workers);
   void runStep();
+  void publishBlockStats();  // block and prefix figures to /metrics and /props
   void broadcastCommand(const StepCommand& command);
   void serveTensorRead();
   void markTaps(const PlannedStep& step, model::TapSink& sink);
@@ -116,7 +117,10 @@ class Driver final : public Engine {
   std::atomic<bool> fault_{false};  // set by the mesh callback when a peer is lost
   std::atomic<bool> keep_all_logits_next_{false};
   std::atomic<bool> loop_done_{false};
-  bool formed_once_ = false;  // loop thread only
+  std::atomic<int> kv_blocks_total_{0}, kv_blocks_free_{0};  // for /props
+  bool formed_once_ = false;                                 // loop thread only
+  PrefixStats seen_;  // loop thread only: what /metrics counted so far
+  uint64_t seen_evictions_ = 0;
 
   mutable std::mutex mu_;
   std::string not_ready_reason_;  // GUARDED_BY(mu_)

@@ -6,9 +6,84 @@
 
 namespace tpnode::node {
 
+namespace {
+
+size_t blocksFor(size_t positions, size_t block_size) {
+  return (positions + block_size - 1) / block_size;
+}
+
+uint32_t poolBlocks(const SchedulerOptions& o) {
+  if (o.kv_blocks > 0) return static_cast<uint32_t>(o.kv_blocks);
+  return static_cast<uint32_t>(static_cast<size_t>(o.slots) *
+                               blocksFor(static_cast<size_t>(o.ctx_size),
+                                         static_cast<size_t>(std::max(1, o.kv_block_size))));
+}
+
+}  // namespace
+
 Scheduler::Scheduler(SchedulerOptions options)
-    : options_(options), slot_used_(static_cast<size_t>(options.slots), false) {
+    : options_(options),
+      pool_(poolBlocks(options), static_cast<uint32_t>(std::max(1, options.kv_block_size)),
+            options.prefix_cache, options.fingerprint),
+      slot_used_(static_cast<size_t>(options.slots), false) {
   TP_CHECK(options_.slots > 0 && options_.max_step_tokens > 0 && options_.prefill_chunk > 0);
+  TP_CHECK(pool_.total() >= blocksFor(static_cast<size_t>(options_.ctx_size), pool_.blockSize()),
+           "{} KV blocks of {} cannot hold one context of {}", pool_.total(), pool_.blockSize(),
+           options_.ctx_size);
+}
+
+bool Scheduler::grow(Sequence& s, size_t positions) {
+  const size_t need = blocksFor(positions, pool_.blockSize());
+  while (s.blocks.size() < need) {
+    std::optional<uint32_t> b = pool_.allocate();
+    if (!b) return false;
+    s.blocks.push_back(*b);
+  }
+  return true;
+}
+
+void Scheduler::releaseBlocks(Sequence& s) {
+  // Tail first: the LRU then evicts a prefix's last blocks before its first ones.
+  for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) pool_.release(*it);
+  s.blocks.clear();
+  s.hashes.clear();
+}
+
+bool Scheduler::admit(Sequence& s) {
+  TP_CHECK(s.blocks.empty() && s.n_cached == 0);
+  const size_t bs = pool_.blockSize();
+  const bool reuse = pool_.prefixCache() && !s.all_logits;
+  if (reuse) pool_.matchPrefix(s.tokens, (s.tokens.size() - 1) / bs, s.blocks, s.hashes);
+  const size_t need = blocksFor(s.tokens.size(), bs) - s.blocks.size();
+  if (pool_.freeBlocks() < need) {
+    releaseBlocks(s);
+    return false;
+  }
+  s.n_cached = s.blocks.size() * bs;
+  const bool got = grow(s, s.tokens.size());
+  TP_CHECK(got, "{} free KV blocks did not give {}", pool_.freeBlocks(), need);
+  if (!s.admitted_once) {
+    s.admitted_once = true;
+    s.cached_prompt = std::min(s.n_cached, s.n_prompt);
+    if (reuse) {
+      ++prefix_stats_.lookups;
+      prefix_stats_.hits += s.cached_prompt > 0 ? 1 : 0;
+      prefix_stats_.cached_tokens += s.cached_prompt;
+    }
+  }
+  return true;
+}
+
+void Scheduler::preempt(size_t i) {
+  std::unique_ptr<Sequence> s = std::move(running_[i]);
+  running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+  releaseBlocks(*s);
+  s->n_cached = 0;
+  slot_used_[static_cast<size_t>(s->slot)] = false;
+  pending_clear_.push_back(static_cast<uint32_t>(s->slot));
+  s->slot = -1;
+  ++prefix_stats_.preemptions;
+  waiting_.push_front(std::move(s));
 }
 
 Sequence* Scheduler::add(uint64_t id, std::vector<int32_t> prompt, int max_new_tokens) {
@@ -37,6 +112,7 @@ PlannedStep Scheduler::plan(std::vector<std::unique_ptr<Sequence>>& removed) {
   // 1. Leave: finished and cancelled sequences free their slots.
   for (auto it = running_.begin(); it != running_.end();) {
     if ((*it)->finished || (*it)->cancelled) {
+      releaseBlocks(**it);
       slot_used_[static_cast<size_t>((*it)->slot)] = false;
       pending_clear_.push_back(static_cast<uint32_t>((*it)->slot));
       removed.push_back(std::move(*it));
@@ -53,8 +129,9 @@ PlannedStep Scheduler::plan(std::vector<std::unique_ptr<Sequence>>& removed) {
       ++it;
     }
   }
-  // 2. Join: admit waiting sequences into free slots, FIFO.
+  // 2. Join: admit waiting sequences into free slots, FIFO, while their blocks are free.
   while (!waiting_.empty() && freeSlots() > 0) {
+    if (!admit(*waiting_.front())) break;
     auto free_it = std::find(slot_used_.begin(), slot_used_.end(), false);
     auto seq = std::move(waiting_.front());
     waiting_.pop_front();
@@ -71,6 +148,7 @@ PlannedStep Scheduler::plan(std::vector<std::unique_ptr<Sequence>>& removed) {
   int budget = options_.max_step_tokens;
   auto take = [&](Sequence* s, size_t n) {
     SeqChunk chunk;
+    chunk.blocks = s->blocks;
     chunk.slot = static_cast<uint32_t>(s->slot);
     chunk.start_pos = static_cast<uint32_t>(s->n_cached);
     chunk.tokens.assign(s->tokens.begin() + static_cast<std::ptrdiff_t>(s->n_cached),
@@ -84,23 +162,52 @@ PlannedStep Scheduler::plan(std::vector<std::unique_ptr<Sequence>>& removed) {
     if (s->all_logits) step.command.seqs.back().flags |= kLogitsAll;
     budget -= static_cast<int>(n);
   };
-  for (auto& s : running_) {
-    size_t pending = s->tokens.size() - s->n_cached;
-    if (pending == 1 && budget > 0) take(s.get(), 1);
+  // A decode short of a block preempts the newest sequence after it that may recompute (not
+  // one that wants every logits row), else itself; such a sequence that cannot waits.
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Sequence* s = running_[i].get();
+    if (s->tokens.size() - s->n_cached != 1 || budget <= 0) continue;
+    bool waits = false;
+    while (!grow(*s, s->n_cached + 1)) {
+      size_t victim = running_.size();
+      while (victim > i + 1 && running_[victim - 1]->all_logits) --victim;
+      if (victim > i + 1) {
+        preempt(victim - 1);
+      } else {
+        waits = true;
+        break;
+      }
+    }
+    if (!waits) {
+      take(s, 1);
+    } else if (!s->all_logits) {
+      preempt(i--);
+    }
   }
   for (auto& s : running_) {
     size_t pending = s->tokens.size() - s->n_cached;
     if (pending <= 1 || budget <= 0) continue;
     size_t n = std::min(
         {pending, static_cast<size_t>(options_.prefill_chunk), static_cast<size_t>(budget)});
-    take(s.get(), n);
+    grow(*s, s->n_cached + n);  // admission took the prompt's blocks; this covers the rest
+    n = std::min(n, s->blocks.size() * pool_.blockSize() - s->n_cached);
+    if (n > 0) take(s.get(), n);
   }
   return step;
 }
 
 void Scheduler::commit(const PlannedStep& step) {
   for (size_t i = 0; i < step.participants.size(); ++i) {
-    step.participants[i]->n_cached += step.command.seqs[i].tokens.size();
+    Sequence& s = *step.participants[i];
+    s.n_cached += step.command.seqs[i].tokens.size();
+    // Blocks whose every position is now in the cache on every rank join the prefix index.
+    const size_t bs = pool_.blockSize();
+    while (s.hashes.size() < s.blocks.size() && (s.hashes.size() + 1) * bs <= s.n_cached) {
+      const size_t b = s.hashes.size();
+      const uint64_t prev = b == 0 ? pool_.fingerprint() : s.hashes[b - 1];
+      s.hashes.push_back(
+          pool_.publish(s.blocks[b], prev, std::span<const int32_t>(s.tokens).subspan(b * bs, bs)));
+    }
   }
 }
 
@@ -112,6 +219,11 @@ std::vector<std::unique_ptr<Sequence>> Scheduler::drainAll() {
   waiting_.clear();
   std::fill(slot_used_.begin(), slot_used_.end(), false);
   pending_clear_.clear();
+  for (auto& s : all) {
+    s->blocks.clear();
+    s->hashes.clear();
+  }
+  pool_.reset();
   return all;
 }
 

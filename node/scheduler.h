@@ -3,13 +3,23 @@
 // and with which tokens.
 //
 // Policy
-// - `slots` KV slots; a waiting sequence is admitted (FIFO) when a slot is free.
+// - `slots` sequence slots and `kv_blocks` KV blocks (node/kv_blocks.h) shared by all
+//   sequences. A waiting sequence is admitted (FIFO) when a slot is free and the blocks of its
+//   whole prompt are (after reusing the longest cached prefix of whole blocks, which it then
+//   does not prefill; at least its last token is always computed). Sequences asking for every
+//   logits row (dump-logits, taps) reuse nothing.
+// - A decode that needs a new block when none is free preempts the most recently admitted
+//   sequence (its blocks are released, it goes back to the front of the queue and recomputes
+//   its tokens, mostly from the prefix cache, when readmitted); a prefill chunk shrinks to the
+//   blocks it can get.
 // - Every running sequence that has all its tokens in the cache but the last one decodes one
 //   token per step. Prompts are prefilled in chunks of at most `prefill_chunk` tokens, and a
 //   step holds at most `max_step_tokens` tokens, decodes first, so that a long prompt never
 //   stalls the decode of the others.
-// - A finished or cancelled sequence leaves at the next step boundary; its slot is cleared
-//   on every node by the next StepCommand (clear_slots) and reused.
+// - A finished or cancelled sequence leaves at the next step boundary; its blocks are
+//   released (full ones stay cached for reuse until evicted, LRU).
+// - Every chunk carries its sequence's whole block table; a block enters the prefix index
+//   after the step that completed it (commit()).
 //
 // Threads: one thread (the driver's loop) owns a Scheduler.
 #pragma once
@@ -19,6 +29,7 @@
 #include <memory>
 #include <vector>
 
+#include "node/kv_blocks.h"
 #include "node/step_command.h"
 
 namespace tpnode::node {
@@ -28,6 +39,18 @@ struct SchedulerOptions {
   int ctx_size = 2048;  // per slot
   int max_step_tokens = 512;
   int prefill_chunk = 256;
+  int kv_block_size = 16;
+  int kv_blocks = 0;  // 0: slots x ctx_size positions; at least one context
+  bool prefix_cache = true;
+  uint64_t fingerprint = 0;  // seeds the block hashes (node/kv_blocks.h)
+};
+
+// Prefix reuse so far (for /metrics).
+struct PrefixStats {
+  uint64_t lookups = 0;        // admissions that looked for a cached prefix
+  uint64_t hits = 0;           // ... and reused at least one block
+  uint64_t cached_tokens = 0;  // prompt tokens not prefilled thanks to reuse
+  uint64_t preemptions = 0;
 };
 
 struct Sequence {
@@ -37,6 +60,10 @@ struct Sequence {
   size_t n_cached = 0;  // tokens already in the KV cache
   int max_new_tokens = 0;
   int slot = -1;
+  std::vector<uint32_t> blocks;  // KV block table (positions [0, blocks.size() x block size))
+  std::vector<uint64_t> hashes;  // chained hashes of the full blocks published so far
+  size_t cached_prompt = 0;      // prompt tokens reused from the prefix cache when first admitted
+  bool admitted_once = false;
   bool all_logits = false;  // a logits row for every position (--dump-logits)
   bool cancelled = false;
   bool finished = false;
@@ -74,12 +101,24 @@ class Scheduler {
   size_t running() const { return running_.size(); }
   int freeSlots() const;
   const SchedulerOptions& options() const { return options_; }
+  KvBlockStats blockStats() const { return pool_.stats(); }
+  const PrefixStats& prefixStats() const { return prefix_stats_; }
+  // The pool's second-tier observer (node/kv_blocks.h).
+  KvBlockPool& blockPool() { return pool_; }
 
-  // Every sequence (waiting or running) is removed and returned; all slots are cleared.
+  // Every sequence (waiting or running) is removed and returned; all slots are cleared and
+  // every block forgotten (the ranks' caches are gone).
   std::vector<std::unique_ptr<Sequence>> drainAll();
 
  private:
+  bool admit(Sequence& s);
+  bool grow(Sequence& s, size_t positions);  // blocks for `positions`, false if none left
+  void releaseBlocks(Sequence& s);
+  void preempt(size_t running_index);
+
   SchedulerOptions options_;
+  KvBlockPool pool_;
+  PrefixStats prefix_stats_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;
   std::vector<bool> slot_used_;
