@@ -1,8 +1,8 @@
 // Prefix reuse across processes, through the API: a 2-node cluster (tensor parallel) and a
 // 2-stage pipeline on loopback answer a prompt, then the same prompt again; the second answer
-// reuses the cached prefix (usage.prompt_tokens_details.cached_tokens, /metrics) and has the
-// same greedy text and token logprobs (within the Q8_0 tolerance) as the first, which computed
-// everything. Label multiprocess.
+// reuses the cached prefix (usage.prompt_tokens_details.cached_tokens, streamed too, /metrics)
+// and has the same greedy text and token logprobs (within the Q8_0 tolerance) as the first,
+// which computed everything. Label multiprocess.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -102,8 +102,23 @@ TEST_P(PrefixCacheServingTest, ARepeatedPromptReusesItsPrefixAndGivesTheSameAnsw
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_NEAR(a[i].get<double>(), b[i].get<double>(), 1e-3) << "token " << i;
   }
+  // Streamed, the final usage chunk carries the same cached_tokens.
+  nlohmann::json streamed = body;
+  streamed["stream"] = true;
+  streamed["stream_options"] = {{"include_usage", true}};
+  auto r = test::httpRequest("127.0.0.1", port, "POST", "/v1/completions", streamed.dump(), 30);
+  ASSERT_EQ(r.status, 200) << r.body;
+  nlohmann::json usage;
+  for (size_t at = r.body.find("data: {"); at != std::string::npos;
+       at = r.body.find("data: {", at + 1)) {
+    const size_t end = r.body.find("\n\n", at);
+    auto chunk = nlohmann::json::parse(r.body.substr(at + 6, end - at - 6));
+    if (chunk.contains("usage") && !chunk["usage"].is_null()) usage = chunk["usage"];
+  }
+  ASSERT_FALSE(usage.is_null()) << r.body;
+  EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], (prompt_tokens - 1) / 4 * 4);
   auto metrics = test::httpRequest("127.0.0.1", port, "GET", "/metrics", "", 5);
-  EXPECT_NE(metrics.body.find("tpnode_prefix_cache_hits_total 1"), std::string::npos)
+  EXPECT_NE(metrics.body.find("tpnode_prefix_cache_hits_total 2"), std::string::npos)
       << metrics.body;
   EXPECT_NE(metrics.body.find("tpnode_kv_blocks_total 128"), std::string::npos);
   auto props = test::httpRequest("127.0.0.1", port, "GET", "/props", "", 5);
