@@ -58,8 +58,9 @@ void LlamaRank::attentionBlock(int64_t l, std::span<const BatchToken> batch) {
                     config_.rope_style, ff);
     }
     const BatchToken& t = batch[static_cast<size_t>(i)];
-    std::copy_n(k, nkv, kv_.k(l, t.slot, t.pos));
-    std::copy_n(v, nkv, kv_.v(l, t.slot, t.pos));
+    const int64_t block = kvBlock(t, t.pos), offset = t.pos % kv_.blockSize();
+    std::copy_n(k, nkv, kv_.k(l, block, offset));
+    std::copy_n(v, nkv, kv_.v(l, block, offset));
   }
   attend(l, batch);
   o_.resize(static_cast<size_t>(n * dim));
@@ -70,6 +71,26 @@ void LlamaRank::attentionBlock(int64_t l, std::span<const BatchToken> batch) {
   }
   for (size_t i = 0; i < o_.size(); ++i) x_[i] += o_[i];
 }
+
+namespace {
+
+// Calls fn(block, offset, p, n) for the runs of positions [first, last] of t's sequence that lie
+// in consecutive KV blocks (one stretch of memory in a layer), in position order.
+template <typename BlockOf, typename Fn>
+void forKvRuns(int64_t first, int64_t last, int64_t block_size, BlockOf&& block_of, Fn&& fn) {
+  int64_t p = first;
+  while (p <= last) {
+    const int64_t block = block_of(p), offset = p % block_size;
+    int64_t end = std::min(last + 1, p - offset + block_size);  // one past the run
+    while (end <= last && block_of(end) == block + (end - p + offset) / block_size) {
+      end = std::min(last + 1, end + block_size);
+    }
+    fn(block, offset, p, end - p);
+    p = end;
+  }
+}
+
+}  // namespace
 
 void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
   const int64_t n = static_cast<int64_t>(batch.size());
@@ -86,25 +107,50 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
   // llama.cpp sums V with a different order for one token than for a batch (ggml_math.h).
   const auto order =
       n == 1 ? kernels::ggml::VSumOrder::kVecDot64 : kernels::ggml::VSumOrder::kTinyBlas16;
+  const int64_t bs = kv_.blockSize();
   pool_.parallelFor(n * heads, 1, [&](int64_t b, int64_t e) {
     std::vector<float> scores;
     std::vector<float> lanes(kernels::ggml::kWeightedRowSumScratch);
+    std::vector<float> vrows;  // V rows gathered when the sequence's blocks are not contiguous
     for (int64_t job = b; job < e; ++job) {
       const int64_t i = job / heads, h = job % heads, kvh = h / group;
       const BatchToken& t = batch[static_cast<size_t>(i)];
       const float* q = q_.data() + i * nq + h * hd;
+      auto block_of = [&](int64_t p) { return kvBlock(t, p); };
       // Cells [first, pos]; the softmax's chunks of 16 start at a multiple of 16, as in
       // llama.cpp's row of all cells, so the row starts there with masked (-inf) entries.
       const int64_t first = window > 0 ? std::max<int64_t>(0, t.pos + 1 - window) : 0;
       const int64_t start = first & ~int64_t{15};
       const int64_t len = t.pos + 1 - start;
       scores.assign(static_cast<size_t>(len), -INFINITY);
-      kernels::ggml::scores(hd, q, kv_.k(l, t.slot, first) + kvh * hd, kv_row_bytes,
-                            t.pos + 1 - first, scale, scores.data() + (first - start));
+      // Each score is one row's dot product, so scoring run by run gives the same bits.
+      int64_t runs = 0;
+      forKvRuns(first, t.pos, bs, block_of,
+                [&](int64_t block, int64_t offset, int64_t p, int64_t m) {
+                  kernels::ggml::scores(hd, q, kv_.k(l, block, offset) + kvh * hd, kv_row_bytes, m,
+                                        scale, scores.data() + (p - start));
+                  ++runs;
+                });
       kernels::softmax(scores.data(), len);
-      kernels::ggml::weightedRowSum(
-          order, scores.data() + (first - start), kv_.v(l, t.slot, first) + kvh * hd, kv_row_bytes,
-          t.pos + 1 - first, hd, lanes.data(), attn_.data() + i * nq + h * hd);
+      // The V sum runs over all rows at once (its lanes fold at the end): one run is read in
+      // place, several are gathered into one stretch first.
+      const float* rows = kv_.v(l, block_of(first), first % bs) + kvh * hd;
+      size_t stride = kv_row_bytes;
+      if (runs > 1) {
+        vrows.resize(static_cast<size_t>((t.pos + 1 - first) * hd));
+        forKvRuns(first, t.pos, bs, block_of,
+                  [&](int64_t block, int64_t offset, int64_t p, int64_t m) {
+                    for (int64_t r = 0; r < m; ++r) {
+                      std::copy_n(kv_.v(l, block, offset + r) + kvh * hd, hd,
+                                  vrows.data() + (p - first + r) * hd);
+                    }
+                  });
+        rows = vrows.data();
+        stride = static_cast<size_t>(hd) * sizeof(float);
+      }
+      kernels::ggml::weightedRowSum(order, scores.data() + (first - start), rows, stride,
+                                    t.pos + 1 - first, hd, lanes.data(),
+                                    attn_.data() + i * nq + h * hd);
     }
   });
 }

@@ -14,13 +14,13 @@ namespace tpnode::model {
 
 LlamaRank::LlamaRank(const ModelConfig& config, RankWeights weights,
                      collectives::Communicator& comm, kernels::ThreadPool& pool, int64_t n_slots,
-                     int64_t n_ctx)
+                     int64_t n_ctx, int64_t kv_block_size, int64_t kv_blocks)
     : config_(config),
       weights_(std::move(weights)),
       comm_(comm),
       pool_(pool),
       kv_(weights_.layer_end - weights_.layer_begin, n_slots, n_ctx, weights_.n_head_kv,
-          config.head_dim, weights_.layer_begin) {
+          config.head_dim, weights_.layer_begin, kv_block_size, kv_blocks) {
   if (config_.isMoe()) moe_ = std::make_unique<MoeFfn>(config_, pool_);
   if (weights_.needsTiedHeadSlice()) {
     // Tied head, vocab-parallel: keep this rank's rows of the replicated token_embd. The copy is
@@ -61,6 +61,7 @@ void LlamaRank::forward(std::span<const BatchToken> batch, std::vector<float>& l
       weights_.embeddings && weights_.layer_begin == 0 && weights_.layer_end == config_.n_layer,
       "forward() needs the whole model; a pipeline stage runs forwardLayers()");
   checkBatch(batch, config_.n_vocab, kv_.slots(), kv_.ctx());
+  checkKvTables(batch);
   x_.resize(static_cast<size_t>(n * dim));
   for (int64_t i = 0; i < n; ++i) {
     kernels::dequantizeMatrixRow(weights_.token_embd, batch[i].token, x_.data() + i * dim);
@@ -125,6 +126,30 @@ void LlamaRank::head(std::span<const BatchToken> batch, std::vector<float>& logi
     for (int64_t i = 0; i < n_out; ++i) {
       std::copy_n(gathered_.data() + (r * n_out + i) * local, local,
                   logits.data() + i * vocab + r * local);
+    }
+  }
+}
+
+void LlamaRank::checkKvTables(std::span<const BatchToken> batch) const {
+  for (const BatchToken& t : batch) {
+    if (t.blocks.empty()) {  // the slot's own blocks (checkBatch checked the slot)
+      if (kvBlock(t, t.pos) >= kv_.blocks()) {
+        fail(ErrorCode::kInvalidArgument,
+             "slot {} has no blocks of its own in a cache of {} KV blocks (send a block table)",
+             t.slot, kv_.blocks());
+      }
+      continue;
+    }
+    const int64_t need = t.pos / kv_.blockSize() + 1;
+    if (static_cast<int64_t>(t.blocks.size()) < need) {
+      fail(ErrorCode::kInvalidArgument, "position {} needs {} KV blocks, its table has {}", t.pos,
+           need, t.blocks.size());
+    }
+    for (int64_t i = 0; i < need; ++i) {
+      if (t.blocks[static_cast<size_t>(i)] >= static_cast<uint64_t>(kv_.blocks())) {
+        fail(ErrorCode::kInvalidArgument, "KV block {} is outside [0, {})",
+             t.blocks[static_cast<size_t>(i)], kv_.blocks());
+      }
     }
   }
 }

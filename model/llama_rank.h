@@ -5,8 +5,9 @@
 //   meet in two all-reduces per layer (after attn_output and after ffn_down) and one
 //   gather of the logits to global rank 0 (vocab-parallel head) through their Communicator.
 // - One thread (the rank's) calls forward(); compute fans out to the rank's ThreadPool.
-// - The KV cache has `n_slots` independent sequences; a token at position p of slot s attends
-//   to positions [0, p] of slot s, which must have been fed before or in the same batch.
+// - The KV cache is paged (model/kv_cache.h): a token at position p attends to positions [0, p]
+//   of its sequence through its block table (or its slot's own blocks without one), which
+//   must have been fed before or in the same batch.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +28,11 @@ namespace tpnode::model {
 
 class LlamaRank final : public RankModel {
  public:
-  // comm, pool: must outlive this object (owned by the rank's driver).
+  // comm, pool: must outlive this object (owned by the rank's driver). KV cache: `kv_blocks`
+  // blocks of `kv_block_size` positions (0: n_slots full contexts), model/kv_cache.h.
   LlamaRank(const ModelConfig& config, RankWeights weights, collectives::Communicator& comm,
-            kernels::ThreadPool& pool, int64_t n_slots, int64_t n_ctx);
+            kernels::ThreadPool& pool, int64_t n_slots, int64_t n_ctx,
+            int64_t kv_block_size = kDefaultKvBlockSize, int64_t kv_blocks = 0);
 
   // Runs the batch. On global rank 0, `logits` receives [tokens with logits=true][n_vocab]
   // (full vocabulary; a vocab-parallel head gathers the slices to rank 0); the other ranks get
@@ -48,6 +51,8 @@ class LlamaRank final : public RankModel {
   const ModelConfig& config() const override { return config_; }
   const RankWeights& weights() const override { return weights_; }
   uint64_t kvBytes() const override { return kv_.bytes(); }
+  // The KV cache itself (block export/import for a second tier); the rank's thread only.
+  KvCache& kvCache() { return kv_; }
   std::string backend() const override { return "cpu"; }
   std::vector<uint64_t> expertPairs() const override {
     return moe_ ? moe_->expertPairs() : std::vector<uint64_t>{};
@@ -58,6 +63,13 @@ class LlamaRank final : public RankModel {
   void ffnBlock(int64_t layer, int64_t n_tokens);
   void denseFfn(const LayerWeights& w, int64_t n_tokens);  // into o_
   void attend(int64_t layer, std::span<const BatchToken> batch);
+  // The KV block holding position `pos` of token t's sequence.
+  int64_t kvBlock(const BatchToken& t, int64_t pos) const {
+    const int64_t i = pos / kv_.blockSize();
+    return t.blocks.empty() ? t.slot * kv_.slotBlocks() + i
+                            : static_cast<int64_t>(t.blocks[static_cast<size_t>(i)]);
+  }
+  void checkKvTables(std::span<const BatchToken> batch) const;
   void head(std::span<const BatchToken> batch, std::vector<float>& logits);
   void softcap(std::vector<float>& logits) const;
   void matmul(const Matrix& w, const float* x, int64_t n, float* y);

@@ -26,6 +26,7 @@ void LlamaRank::forwardLayers(std::span<const BatchToken> batch, const float* hi
   const int64_t n = static_cast<int64_t>(batch.size());
   const int64_t dim = config_.n_embd;
   checkBatch(batch, config_.n_vocab, kv_.slots(), kv_.ctx());
+  checkKvTables(batch);
   x_.resize(static_cast<size_t>(n * dim));
   if (hidden_in != nullptr) {
     std::copy_n(hidden_in, x_.size(), x_.data());

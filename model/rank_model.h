@@ -9,7 +9,9 @@
 // - One thread (the rank's) calls forward(); a rank may fan its work out further (a CPU
 //   thread pool, a CUDA stream) but returns only when the batch is done.
 // - The KV cache has independent sequence slots; a token at position p of slot s attends to
-//   positions [0, p] of slot s, which must have been fed before or in the same batch.
+//   positions [0, p] of slot s, which must have been fed before or in the same batch. Paged
+//   ranks (LlamaRank) read and write a token's positions through its block table instead when
+//   it has one (model/kv_cache.h): positions [0, p] of the sequence whose table it carries.
 // - weights() is the host copy of the rank's shard (tensor reads, model/tensor_read.h);
 //   immutable after construction.
 #pragma once
@@ -31,6 +33,9 @@ struct BatchToken {
   int32_t slot = 0;
   bool logits = false;  // produce a logits row for this token
   bool tap = false;     // copy its activations into the TapSink (model/taps.h), if one is given
+  // The sequence's KV block table, covering positions [0, pos] (model/kv_cache.h); empty: the
+  // slot's own blocks. Points into the step's command, which outlives the forward call.
+  std::span<const uint32_t> blocks;
 };
 
 class RankModel {

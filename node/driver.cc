@@ -58,6 +58,10 @@ ModelInfo Driver::modelInfo() const {
   info.n_embd = static_cast<int>(model_.config.n_embd);
   info.has_chat_template = model_.has_chat_template;  // renderChat() has a fallback anyway
   info.slots = driver_options_.scheduler.slots;
+  info.kv_block_size = driver_options_.scheduler.kv_block_size;
+  info.kv_blocks_total = kv_blocks_total_.load();
+  info.kv_blocks_free = kv_blocks_free_.load();
+  info.prefix_cache = driver_options_.scheduler.prefix_cache;
   info.path = options_.model;
   info.chat_template = model_.chat_template;
   return info;
@@ -124,6 +128,7 @@ void Driver::loop() {
   SchedulerOptions scheduling = driver_options_.scheduler;
   // A pipeline keeps one step per stage in flight: the decodes spread over that many steps.
   if (model_.topology.pipelined()) scheduling.groups = model_.topology.stages();
+  scheduling.fingerprint = kvFingerprint(model_.identity, scheduling.kv_block_size);
   scheduler_ = std::make_unique<Scheduler>(scheduling);
   requests_ = std::make_unique<RequestTracker>(model_, *scheduler_, *metrics_, queue_,
                                                driver_options_.record_timings,
@@ -234,12 +239,32 @@ void Driver::broadcastCommand(const StepCommand& command) {
   session_->sendToWorkers(command_bytes_);
 }
 
+void Driver::publishBlockStats() {
+  const KvBlockStats b = scheduler_->blockStats();
+  kv_blocks_total_ = static_cast<int>(b.total);
+  kv_blocks_free_ = static_cast<int>(b.free);
+  metrics_->kv_blocks_total.Set(b.total);
+  metrics_->kv_blocks_free.Set(b.free);
+  metrics_->kv_blocks_cached.Set(b.cached);
+  const PrefixStats& p = scheduler_->prefixStats();
+  auto add = [](prometheus::Counter& c, uint64_t now, uint64_t& seen) {
+    if (now > seen) c.Increment(static_cast<double>(now - seen));
+    seen = now;
+  };
+  add(metrics_->prefix_lookups, p.lookups, seen_.lookups);
+  add(metrics_->prefix_hits, p.hits, seen_.hits);
+  add(metrics_->prefix_cached_tokens, p.cached_tokens, seen_.cached_tokens);
+  add(metrics_->kv_preemptions, p.preemptions, seen_.preemptions);
+  add(metrics_->kv_evictions, b.evictions, seen_evictions_);
+}
+
 PlannedStep Driver::planStep() {
   std::vector<std::unique_ptr<Sequence>> removed;
   PlannedStep step = scheduler_->plan(removed);
   for (auto& s : removed) requests_->erase(s->id);
   metrics_->running.Set(static_cast<double>(scheduler_->running()));
   metrics_->waiting.Set(static_cast<double>(scheduler_->waiting()));
+  publishBlockStats();
   return step;
 }
 

@@ -105,8 +105,9 @@ class Driver final : public Engine {
   struct InFlightStep {
     PlannedStep step;
     std::chrono::steady_clock::time_point t0;
-    std::vector<uint64_t> awaited;         // CommandLedger::snapshot() once its commands went out
-    std::vector<model::BatchToken> batch;  // as begun (logits taps are collected from it)
+    std::vector<uint64_t> awaited;  // CommandLedger::snapshot() once its commands went out
+    // As begun (logits taps are collected from it); its block tables point into step.command.
+    std::vector<model::BatchToken> batch;
   };
   void runStep();
   PlannedStep planStep();
@@ -115,6 +116,7 @@ class Driver final : public Engine {
   void beginStep(PlannedStep step);
   void finishStep();
   void takeResults(const PlannedStep& step, std::chrono::steady_clock::time_point t0);
+  void publishBlockStats();  // block and prefix figures to /metrics and /props
   void broadcastCommand(const StepCommand& command);
   void serveTensorRead();
   void markTaps(const PlannedStep& step, model::TapSink& sink);
@@ -133,7 +135,10 @@ class Driver final : public Engine {
   std::atomic<bool> fault_{false};  // set by the mesh callback when a peer is lost
   std::atomic<bool> keep_all_logits_next_{false};
   std::atomic<bool> loop_done_{false};
-  bool formed_once_ = false;  // loop thread only
+  std::atomic<int> kv_blocks_total_{0}, kv_blocks_free_{0};  // for /props
+  bool formed_once_ = false;                                 // loop thread only
+  PrefixStats seen_;  // loop thread only: what /metrics counted so far
+  uint64_t seen_evictions_ = 0;
 
   mutable std::mutex mu_;
   std::string not_ready_reason_;  // GUARDED_BY(mu_)

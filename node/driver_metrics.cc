@@ -49,6 +49,21 @@ DriverMetrics::DriverMetrics(int nodes, int self)
                            "Requests that asked for activation taps")),
       running(gauge(*registry_, "tpnode_sequences_running", "Sequences in the running batch")),
       waiting(gauge(*registry_, "tpnode_sequences_waiting", "Sequences waiting for a slot")),
+      kv_blocks_total(gauge(*registry_, "tpnode_kv_blocks_total", "KV cache blocks per rank")),
+      kv_blocks_free(gauge(*registry_, "tpnode_kv_blocks_free",
+                           "KV cache blocks free for new tokens (unused or cached, evictable)")),
+      kv_blocks_cached(
+          gauge(*registry_, "tpnode_kv_blocks_cached", "KV cache blocks in the prefix index")),
+      prefix_lookups(counter(*registry_, "tpnode_prefix_cache_lookups_total",
+                             "Requests that looked for a cached prompt prefix")),
+      prefix_hits(counter(*registry_, "tpnode_prefix_cache_hits_total",
+                          "Requests that reused a cached prompt prefix")),
+      prefix_cached_tokens(counter(*registry_, "tpnode_prefix_cache_cached_tokens_total",
+                                   "Prompt tokens reused from the prefix cache (not prefilled)")),
+      kv_preemptions(counter(*registry_, "tpnode_kv_preemptions_total",
+                             "Sequences preempted (to recompute later) for want of KV blocks")),
+      kv_evictions(counter(*registry_, "tpnode_kv_evictions_total",
+                           "Cached KV blocks evicted (LRU) to hold new tokens")),
       rank_weight_bytes_(BuildGauge()
                              .Name("tpnode_rank_weight_bytes")
                              .Help("Weight bytes of each local rank's shard")

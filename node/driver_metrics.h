@@ -48,6 +48,15 @@ class DriverMetrics {
   prometheus::Counter& tap_requests;
   prometheus::Gauge& running;
   prometheus::Gauge& waiting;
+  // Paged KV cache and prefix reuse (node/kv_blocks.h), set after each plan.
+  prometheus::Gauge& kv_blocks_total;
+  prometheus::Gauge& kv_blocks_free;
+  prometheus::Gauge& kv_blocks_cached;
+  prometheus::Counter& prefix_lookups;
+  prometheus::Counter& prefix_hits;
+  prometheus::Counter& prefix_cached_tokens;
+  prometheus::Counter& kv_preemptions;
+  prometheus::Counter& kv_evictions;
 
   // Weight, KV and device bytes of each local rank (labels local_rank, backend).
   void setRanks(const RankSet& ranks);

@@ -80,7 +80,7 @@ struct TokenEvent {
   std::string error;          // set when finish_reason == "error"
   int prompt_tokens = 0;      // on the final event
   int completion_tokens = 0;  // on the final event
-  int cached_tokens = 0;      // on the final event: prompt tokens whose KV was reused, not computed
+  int cached_tokens = 0;      // prompt tokens reused from the prefix cache (every event)
   // The request's taps, in request order, once: on the first event after the prompt (the
   // first token's, or the final event when no token comes).
   std::vector<TapResult> taps;
@@ -118,6 +118,10 @@ struct ModelInfo {
   bool has_chat_template = false;  // the file carries tokenizer.chat_template
   int64_t created_unix = 0;
   int slots = 1;              // sequences served at once (--parallel)
+  int kv_block_size = 0;      // positions per KV block
+  int kv_blocks_total = 0;    // KV blocks per rank
+  int kv_blocks_free = 0;     // ... free for new tokens (at the last step)
+  bool prefix_cache = false;  // cached prompt prefixes are reused
   std::string path;           // the model file as given (GET /props)
   std::string chat_template;  // tokenizer.chat_template, or empty
 };

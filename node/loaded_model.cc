@@ -69,8 +69,8 @@ model::StagePlan planPipeline(const Options& o, const LoadedModel& m) {
   if (!o.pp_layers.empty()) req.explicit_ranges = model::parseLayerRanges(o.pp_layers);
   req.capacity.assign(static_cast<size_t>(topo.stages()), 0);
   req.capacity[static_cast<size_t>(topo.stage())] = availableHostMemory();
-  const model::StageCosts costs = model::stageCosts(
-      m.config, m.plan, topo.ranksPerNode(), std::max(1, o.parallel), std::max(1, o.ctx_size));
+  const model::StageCosts costs = model::stageCosts(m.config, m.plan, topo.ranksPerNode(), 1,
+                                                    o.kvBlocks() * std::max(1, o.kv_block_size));
   return model::planStages(costs, req);
 }
 

@@ -50,6 +50,8 @@ mesh::MeshOptions makeMeshOptions(const Options& o, const std::string& model_ide
     // Every node sizes its KV cache and decodes step commands with these.
     items.push_back("slots=" + std::to_string(o.parallel));
     items.push_back("ctx_size=" + std::to_string(o.ctx_size));
+    items.push_back("kv_blocks=" + std::to_string(o.kvBlocks()) + "x" +
+                    std::to_string(o.kv_block_size));
     items.push_back("head=" + std::string(enumName(o.head)));
     items.push_back("moe_placement=" + std::string(enumName(o.moe_placement)));
     if (o.pp > 1) {  // every node must cut the same stages

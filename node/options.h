@@ -92,6 +92,9 @@ CudaGraphs parseCudaGraphs(std::string_view text);
 std::string_view cudaGraphsName(CudaGraphs value);  // "on" or "off"
 
 struct Options {
+  // KV blocks per rank: --kv-blocks, or --parallel full contexts of --ctx-size.
+  int kvBlocks() const;
+  bool prefixCacheOn() const { return prefix_cache == "on" || prefix_cache == "1"; }
   // Cluster
   std::string config_file;
   int node_id = 0;
@@ -140,6 +143,9 @@ struct Options {
   uint64_t seed = 0;
   int threads = 1;  // compute threads per rank
   int ctx_size = 2048;
+  int kv_block_size = 16;           // positions per KV block (model/kv_cache.h)
+  int kv_blocks = 0;                // KV blocks per rank; 0: kvBlocks() gives parallel x ctx
+  std::string prefix_cache = "on";  // on/1 or off/0 (node/kv_blocks.h)
   bool json = false;
   std::string dump_logits;
   // Serving

@@ -103,13 +103,16 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
     } else {
       rank->pool = std::make_unique<model::kernels::ThreadPool>(std::max(1, options.threads));
       rank->model = std::make_unique<model::LlamaRank>(config, std::move(w), *rank->comm,
-                                                       *rank->pool, options.slots, options.ctx);
+                                                       *rank->pool, options.slots, options.ctx,
+                                                       options.kv_block_size, options.kv_blocks);
     }
     spdlog::info(
         "[model] rank {} (local {}) on {}: {:.1f} MiB weights, {:.1f} MiB KV cache "
-        "({} slots x {} positions){}",
+        "({}){}",
         topo.globalRank(r), r, rank->model->backend(), rank->weight_bytes / 1048576.0,
-        rank->model->kvBytes() / 1048576.0, options.slots, options.ctx,
+        rank->model->kvBytes() / 1048576.0,
+        gpu ? fmt::format("{} slots x {} positions", options.slots, options.ctx)
+            : fmt::format("{} blocks of {} positions", options.kv_blocks, options.kv_block_size),
         gpu ? "" : fmt::format(", {} threads", options.threads));
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

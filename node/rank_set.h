@@ -49,6 +49,8 @@ struct RankSetOptions {
   int threads = 1;               // compute threads per rank
   int slots = 1;                 // KV slots (sequences) per rank
   int ctx = 2048;                // positions per slot
+  int kv_block_size = 16;        // CPU ranks: positions per KV block (model/kv_cache.h)
+  int kv_blocks = 0;             // CPU ranks: KV blocks (0: slots x ctx positions)
   std::vector<int> cpu_of_rank;  // pin local rank r's thread to this CPU (empty: no pinning)
   // GPU ranks (model/cuda/gpu_node.h) when not empty: CUDA device of each local rank.
   std::vector<int> gpu_of_rank;

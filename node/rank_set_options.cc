@@ -10,6 +10,8 @@ RankSetOptions rankSetOptions(const Options& o, const Placement& placement) {
   ro.threads = o.threads;
   ro.slots = std::max(1, o.parallel);
   ro.ctx = o.ctx_size;
+  ro.kv_block_size = o.kv_block_size;
+  ro.kv_blocks = o.kvBlocks();
   ro.cpu_of_rank = placement.cpu_of_rank;
   ro.gpu_of_rank = placement.gpu_of_rank;
   ro.local_transport = std::string(enumName(o.local_transport));

@@ -76,6 +76,7 @@ void RequestTracker::failAll(const std::string& reason) {
     e.error = reason;
     e.prompt_tokens = static_cast<int>(a->request.prompt_ids.size());
     e.completion_tokens = static_cast<int>(a->sampled);
+    if (a->seq != nullptr) e.cached_tokens = static_cast<int>(a->seq->cached_prompt);
     metrics_.requests_failed.Increment();
     a->on_event(e);
   }
@@ -109,6 +110,7 @@ void RequestTracker::finish(ActiveRequest& a, const std::string& reason) {
   e.finish_reason = reason;
   e.prompt_tokens = static_cast<int>(a.request.prompt_ids.size());
   e.completion_tokens = static_cast<int>(a.sampled);
+  if (a.seq != nullptr) e.cached_tokens = static_cast<int>(a.seq->cached_prompt);
   e.taps = std::move(a.taps);
   if (record_timings_ || a.all_logits) {
     RequestTiming t;
@@ -140,6 +142,7 @@ void RequestTracker::sample(ActiveRequest& a, const float* row) {
     e.id = id;
     e.text = model_.tokenizer->tokenToPiece(id, /*special=*/false);
     e.logprob = a.sampler->chosenLogprob();
+    e.cached_tokens = static_cast<int>(a.seq->cached_prompt);
     if (a.sampled == 1) e.taps = std::move(a.taps);  // the prompt is done: taps are complete
     for (const auto& t : a.sampler->topLogprobs()) {
       e.top.push_back({t.id, model_.tokenizer->tokenToPiece(t.id, false), t.logprob});

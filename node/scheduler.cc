@@ -6,10 +6,87 @@
 
 namespace tpnode::node {
 
+namespace {
+
+size_t blocksFor(size_t positions, size_t block_size) {
+  return (positions + block_size - 1) / block_size;
+}
+
+uint32_t poolBlocks(const SchedulerOptions& o) {
+  if (o.kv_blocks > 0) return static_cast<uint32_t>(o.kv_blocks);
+  return static_cast<uint32_t>(static_cast<size_t>(o.slots) *
+                               blocksFor(static_cast<size_t>(o.ctx_size),
+                                         static_cast<size_t>(std::max(1, o.kv_block_size))));
+}
+
+}  // namespace
+
 Scheduler::Scheduler(SchedulerOptions options)
-    : options_(options), slot_used_(static_cast<size_t>(options.slots), false) {
+    : options_(options),
+      pool_(poolBlocks(options), static_cast<uint32_t>(std::max(1, options.kv_block_size)),
+            options.prefix_cache, options.fingerprint),
+      slot_used_(static_cast<size_t>(options.slots), false) {
   TP_CHECK(options_.slots > 0 && options_.max_step_tokens > 0 && options_.prefill_chunk > 0 &&
            options_.groups > 0);
+  TP_CHECK(pool_.total() >= blocksFor(static_cast<size_t>(options_.ctx_size), pool_.blockSize()),
+           "{} KV blocks of {} cannot hold one context of {}", pool_.total(), pool_.blockSize(),
+           options_.ctx_size);
+}
+
+bool Scheduler::grow(Sequence& s, size_t positions) {
+  const size_t need = blocksFor(positions, pool_.blockSize());
+  while (s.blocks.size() < need) {
+    std::optional<uint32_t> b = pool_.allocate();
+    if (!b) return false;
+    s.blocks.push_back(*b);
+  }
+  return true;
+}
+
+void Scheduler::releaseBlocks(Sequence& s) {
+  // Tail first: the LRU then evicts a prefix's last blocks before its first ones.
+  for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) pool_.release(*it);
+  s.blocks.clear();
+  s.hashes.clear();
+}
+
+bool Scheduler::admit(Sequence& s) {
+  TP_CHECK(s.blocks.empty() && s.n_cached == 0 && s.n_issued == 0);
+  const size_t bs = pool_.blockSize();
+  const bool reuse = pool_.prefixCache() && !s.all_logits;
+  if (reuse) pool_.matchPrefix(s.tokens, (s.tokens.size() - 1) / bs, s.blocks, s.hashes);
+  const size_t need = blocksFor(s.tokens.size(), bs) - s.blocks.size();
+  if (pool_.freeBlocks() < need) {
+    releaseBlocks(s);
+    return false;
+  }
+  s.n_cached = s.n_issued = s.blocks.size() * bs;  // the reused prefix is in every cache
+  const bool got = grow(s, s.tokens.size());
+  TP_CHECK(got, "{} free KV blocks did not give {}", pool_.freeBlocks(), need);
+  if (!s.admitted_once) {
+    s.admitted_once = true;
+    s.cached_prompt = std::min(s.n_cached, s.n_prompt);
+    if (reuse) {
+      ++prefix_stats_.lookups;
+      prefix_stats_.hits += s.cached_prompt > 0 ? 1 : 0;
+      prefix_stats_.cached_tokens += s.cached_prompt;
+    }
+  }
+  return true;
+}
+
+void Scheduler::preempt(size_t i) {
+  TP_CHECK(!running_[i]->inFlight(), "sequence {} preempted with a step in flight",
+           running_[i]->id);
+  std::unique_ptr<Sequence> s = std::move(running_[i]);
+  running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+  releaseBlocks(*s);
+  s->n_cached = s->n_issued = 0;
+  slot_used_[static_cast<size_t>(s->slot)] = false;
+  pending_clear_.push_back(static_cast<uint32_t>(s->slot));
+  s->slot = -1;
+  ++prefix_stats_.preemptions;
+  waiting_.push_front(std::move(s));
 }
 
 Sequence* Scheduler::add(uint64_t id, std::vector<int32_t> prompt, int max_new_tokens) {
@@ -35,10 +112,11 @@ int Scheduler::freeSlots() const {
 }
 
 PlannedStep Scheduler::plan(std::vector<std::unique_ptr<Sequence>>& removed) {
-  // 1. Leave: finished and cancelled sequences free their slots (once no step of theirs is in
-  // flight: its result still comes back to them).
+  // 1. Leave: finished and cancelled sequences free their slots and blocks (once no step of
+  // theirs is in flight: its result still comes back to them, and it still writes the blocks).
   for (auto it = running_.begin(); it != running_.end();) {
     if (((*it)->finished || (*it)->cancelled) && !(*it)->inFlight()) {
+      releaseBlocks(**it);
       slot_used_[static_cast<size_t>((*it)->slot)] = false;
       pending_clear_.push_back(static_cast<uint32_t>((*it)->slot));
       removed.push_back(std::move(*it));
@@ -55,8 +133,9 @@ PlannedStep Scheduler::plan(std::vector<std::unique_ptr<Sequence>>& removed) {
       ++it;
     }
   }
-  // 2. Join: admit waiting sequences into free slots, FIFO.
+  // 2. Join: admit waiting sequences into free slots, FIFO, while their blocks are free.
   while (!waiting_.empty() && freeSlots() > 0) {
+    if (!admit(*waiting_.front())) break;
     auto free_it = std::find(slot_used_.begin(), slot_used_.end(), false);
     auto seq = std::move(waiting_.front());
     waiting_.pop_front();
@@ -74,6 +153,7 @@ PlannedStep Scheduler::plan(std::vector<std::unique_ptr<Sequence>>& removed) {
   int budget = options_.max_step_tokens;
   auto take = [&](Sequence* s, size_t n) {
     SeqChunk chunk;
+    chunk.blocks = s->blocks;
     chunk.slot = static_cast<uint32_t>(s->slot);
     chunk.start_pos = static_cast<uint32_t>(s->n_issued);
     chunk.tokens.assign(s->tokens.begin() + static_cast<std::ptrdiff_t>(s->n_issued),
@@ -91,28 +171,60 @@ PlannedStep Scheduler::plan(std::vector<std::unique_ptr<Sequence>>& removed) {
   auto pending = [](const Sequence& s) {
     return s.finished || s.cancelled ? size_t{0} : s.tokens.size() - s.n_issued;
   };
-  // Decoding: one token a step (every prompt token is in the cache or on its way, or one is
-  // left).
+  // Decoding: one token a step (every token but at most one is in the cache or on its way).
   const auto decoding =
       static_cast<size_t>(std::count_if(running_.begin(), running_.end(), [&](const auto& s) {
-        return !s->finished && !s->cancelled && (s->n_issued >= s->n_prompt || pending(*s) == 1);
+        return !s->finished && !s->cancelled && pending(*s) <= 1;
       }));
   const size_t groups = static_cast<size_t>(options_.groups);
   size_t decodes = (decoding + groups - 1) / groups;
-  for (auto& s : running_) {
+  // A decode short of a block preempts the newest later sequence that may recompute (not one
+  // that wants every logits row) and has no step in flight. When there is none it waits while
+  // such a later sequence is in flight (it becomes a victim once its step is committed), else
+  // preempts itself if it may (no step in flight, not every logits row); otherwise it waits.
+  for (size_t i = 0; i < running_.size(); ++i) {
     if (decodes == 0 || budget <= 0) break;
-    if (pending(*s) == 1) {
-      take(s.get(), 1);
+    Sequence* s = running_[i].get();
+    if (pending(*s) != 1) continue;
+    bool waits = false, later_in_flight = false;
+    while (!grow(*s, s->n_issued + 1)) {
+      size_t victim = running_.size();
+      for (size_t j = running_.size(); j-- > i + 1;) {
+        const Sequence& v = *running_[j];
+        if (v.all_logits) continue;
+        if (v.inFlight()) {
+          later_in_flight = true;
+          continue;
+        }
+        victim = j;
+        break;
+      }
+      if (victim == running_.size()) {
+        waits = true;
+        break;
+      }
+      preempt(victim);
+    }
+    if (!waits) {
+      take(s, 1);
       --decodes;
+    } else if (!later_in_flight && !s->all_logits && !s->inFlight()) {
+      preempt(i--);
     }
   }
   for (auto& s : running_) {
     if (pending(*s) <= 1 || budget <= 0) continue;
     size_t n = std::min(
         {pending(*s), static_cast<size_t>(options_.prefill_chunk), static_cast<size_t>(budget)});
-    take(s.get(), n);
+    // Admission took the prompt's blocks; this covers the rest (positions issued or planned).
+    grow(*s, s->n_issued + n);
+    n = std::min(n, s->blocks.size() * pool_.blockSize() - s->n_issued);
+    if (n > 0) take(s.get(), n);
   }
   if (step.command.seqs.empty()) {  // idle, or everything in flight: the clears wait for a step
+    // (with any this plan added by preempting)
+    step.command.clear_slots.insert(step.command.clear_slots.end(), pending_clear_.begin(),
+                                    pending_clear_.end());
     pending_clear_ = std::move(step.command.clear_slots);
     step.command.clear_slots.clear();
     --next_step_id_;
@@ -122,7 +234,16 @@ PlannedStep Scheduler::plan(std::vector<std::unique_ptr<Sequence>>& removed) {
 
 void Scheduler::commit(const PlannedStep& step) {
   for (size_t i = 0; i < step.participants.size(); ++i) {
-    step.participants[i]->n_cached += step.command.seqs[i].tokens.size();
+    Sequence& s = *step.participants[i];
+    s.n_cached += step.command.seqs[i].tokens.size();
+    // Blocks whose every position is now in the cache on every rank join the prefix index.
+    const size_t bs = pool_.blockSize();
+    while (s.hashes.size() < s.blocks.size() && (s.hashes.size() + 1) * bs <= s.n_cached) {
+      const size_t b = s.hashes.size();
+      const uint64_t prev = b == 0 ? pool_.fingerprint() : s.hashes[b - 1];
+      s.hashes.push_back(
+          pool_.publish(s.blocks[b], prev, std::span<const int32_t>(s.tokens).subspan(b * bs, bs)));
+    }
   }
 }
 
@@ -134,6 +255,11 @@ std::vector<std::unique_ptr<Sequence>> Scheduler::drainAll() {
   waiting_.clear();
   std::fill(slot_used_.begin(), slot_used_.end(), false);
   pending_clear_.clear();
+  for (auto& s : all) {
+    s->blocks.clear();
+    s->hashes.clear();
+  }
+  pool_.reset();
   return all;
 }
 

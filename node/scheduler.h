@@ -3,14 +3,25 @@
 // and with which tokens.
 //
 // Policy
-// - `slots` KV slots; a waiting sequence is admitted (FIFO) when a slot is free.
+// - `slots` sequence slots and `kv_blocks` KV blocks (node/kv_blocks.h) shared by all
+//   sequences. A waiting sequence is admitted (FIFO) when a slot is free and the blocks of its
+//   whole prompt are (after reusing the longest cached prefix of whole blocks, which it then
+//   does not prefill; at least its last token is always computed). Sequences asking for every
+//   logits row (dump-logits, taps) reuse nothing.
+// - A decode that needs a new block when none is free preempts the most recently admitted
+//   sequence (its blocks are released, it goes back to the front of the queue and recomputes
+//   its tokens, mostly from the prefix cache, when readmitted); a prefill chunk shrinks to the
+//   blocks it can get.
 // - Every running sequence that has all its tokens in the cache but the last one decodes one
 //   token per step. Prompts are prefilled in chunks of at most `prefill_chunk` tokens, and a
 //   step holds at most `max_step_tokens` tokens, decodes first, so that a long prompt never
 //   stalls the decode of the others.
 // - A finished or cancelled sequence leaves at the first step boundary at which none of its
-//   steps is in flight; its slot is cleared on every node by the next StepCommand (clear_slots)
+//   steps is in flight; its blocks are released (full ones stay cached for reuse until
+//   evicted, LRU) and its slot is cleared on every node by the next StepCommand (clear_slots)
 //   and reused.
+// - Every chunk carries its sequence's whole block table; a block enters the prefix index
+//   after the step that wrote its last position is committed (commit()).
 // - Steps in flight (a pipeline split: node/driver.h keeps up to `groups` steps in flight):
 //   plan() may be called again before the steps it planned are committed. A sequence's tokens
 //   are planned once (n_issued); a sequence waiting for its sampled token (every token issued)
@@ -19,9 +30,18 @@
 //   ceil(decoding / groups) decodes, so that the decoding sequences spread over `groups` steps;
 //   a long prompt's next chunk may go out while its previous chunk is still in flight (every
 //   stage runs steps in the order they were issued, so the chunk finds the earlier ones'
-//   cache). KV slots of different sequences are disjoint, so the steps' interleaving across
-//   stages does not change any sequence's tokens. With groups = 1 and every step committed
-//   before the next plan(), this is plain continuous batching.
+//   cache). KV blocks written by different sequences are disjoint (shared prefix blocks are
+//   only read), so the steps' interleaving across stages does not change any sequence's
+//   tokens. With groups = 1 and every step committed before the next plan(), this is plain
+//   continuous batching.
+// - Blocks with steps in flight: a sequence's blocks cover its issued positions (n_issued:
+//   written or on their way), taken when the chunk is planned; the prefix index follows the
+//   committed ones (n_cached). A sequence with a step in flight is never preempted and never
+//   releases a block: a decode short of a block preempts the newest later sequence with no
+//   step in flight, else waits while a later one is in flight, else preempts itself (when it
+//   has no step in flight). So a block with no reference is read or written by no step in
+//   flight, and a reused or evicted block is taken only by steps planned after every step
+//   that wrote it was committed.
 //
 // Threads: one thread (the driver's loop) owns a Scheduler.
 #pragma once
@@ -31,6 +51,7 @@
 #include <memory>
 #include <vector>
 
+#include "node/kv_blocks.h"
 #include "node/step_command.h"
 
 namespace tpnode::node {
@@ -41,16 +62,33 @@ struct SchedulerOptions {
   int max_step_tokens = 512;
   int prefill_chunk = 256;
   int groups = 1;  // steps node 0 keeps in flight (pipeline stages); decodes spread over them
+  int kv_block_size = 16;
+  int kv_blocks = 0;  // 0: slots x ctx_size positions; at least one context
+  bool prefix_cache = true;
+  uint64_t fingerprint = 0;  // seeds the block hashes (node/kv_blocks.h)
+};
+
+// Prefix reuse so far (for /metrics).
+struct PrefixStats {
+  uint64_t lookups = 0;        // admissions that looked for a cached prefix
+  uint64_t hits = 0;           // ... and reused at least one block
+  uint64_t cached_tokens = 0;  // prompt tokens not prefilled thanks to reuse
+  uint64_t preemptions = 0;
 };
 
 struct Sequence {
   uint64_t id = 0;
   std::vector<int32_t> tokens;  // prompt then generated tokens
   size_t n_prompt = 0;
-  size_t n_cached = 0;  // tokens already in the KV cache (committed steps)
+  size_t n_cached = 0;  // tokens already in the KV cache (committed steps, or a reused prefix)
   size_t n_issued = 0;  // tokens planned into steps (>= n_cached; more while steps are in flight)
   int max_new_tokens = 0;
   int slot = -1;
+  // KV block table (positions [0, blocks.size() x block size)); covers at least n_issued.
+  std::vector<uint32_t> blocks;
+  std::vector<uint64_t> hashes;  // chained hashes of the full blocks published so far
+  size_t cached_prompt = 0;      // prompt tokens reused from the prefix cache when first admitted
+  bool admitted_once = false;
   bool all_logits = false;  // a logits row for every position (--dump-logits)
   bool cancelled = false;
   bool finished = false;
@@ -82,20 +120,33 @@ class Scheduler {
   // admits waiting ones, and plans the next step. An empty command.seqs means idle.
   PlannedStep plan(std::vector<std::unique_ptr<Sequence>>& removed);
 
-  // After the step ran: moves n_cached forward for every participant. Steps in flight are
-  // committed in the order they were planned.
+  // After the step ran: moves n_cached forward for every participant and enters the blocks it
+  // completed into the prefix index. Steps in flight are committed in the order they were
+  // planned.
   void commit(const PlannedStep& step);
 
   size_t waiting() const { return waiting_.size(); }
   size_t running() const { return running_.size(); }
   int freeSlots() const;
   const SchedulerOptions& options() const { return options_; }
+  KvBlockStats blockStats() const { return pool_.stats(); }
+  const PrefixStats& prefixStats() const { return prefix_stats_; }
+  // The pool's second-tier observer (node/kv_blocks.h).
+  KvBlockPool& blockPool() { return pool_; }
 
-  // Every sequence (waiting or running) is removed and returned; all slots are cleared.
+  // Every sequence (waiting or running) is removed and returned; all slots are cleared and
+  // every block forgotten (the ranks' caches are gone).
   std::vector<std::unique_ptr<Sequence>> drainAll();
 
  private:
+  bool admit(Sequence& s);
+  bool grow(Sequence& s, size_t positions);  // blocks for `positions`, false if none left
+  void releaseBlocks(Sequence& s);
+  void preempt(size_t running_index);
+
   SchedulerOptions options_;
+  KvBlockPool pool_;
+  PrefixStats prefix_stats_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;
   std::vector<bool> slot_used_;

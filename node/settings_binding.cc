@@ -1,5 +1,6 @@
 #include "node/settings_binding.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -76,11 +77,14 @@ const Binding kBindings[] = {
     {"seed", &Options::seed},
     {"threads", &Options::threads},
     {"ctx-size", &Options::ctx_size},
+    {"kv-block-size", &Options::kv_block_size},
+    {"kv-blocks", &Options::kv_blocks},
     {"json", &Options::json},
     {"dump-logits", &Options::dump_logits},
     {"host", &Options::host},
     {"port", &Options::port},
     {"parallel", &Options::parallel},
+    {"prefix-cache", &Options::prefix_cache},
     {"api-key", &Options::api_keys},
     {"api-key-file", &Options::api_key_file},
     {"api-tls-cert", &Options::api_tls_cert},
@@ -131,6 +135,12 @@ CudaGraphs parseCudaGraphs(std::string_view text) {
 
 void throwInvalidChoice(std::string_view flag, std::string_view text, const std::string& choices) {
   fail(ErrorCode::kInvalidArgument, "{} '{}' is not {}", flag, text, choices);
+}
+
+int Options::kvBlocks() const {
+  if (kv_blocks > 0) return kv_blocks;
+  const int bs = std::max(1, kv_block_size);
+  return std::max(1, parallel) * ((std::max(1, ctx_size) + bs - 1) / bs);
 }
 
 std::string_view cudaGraphsName(CudaGraphs value) {

@@ -99,8 +99,9 @@ std::vector<SplitPrediction> predictPlans(const Options& o, const model::ModelCo
       const model::ShardPlan plan =
           model::planShards(config, descs, per_stage * cluster.ranks_per_node, headLayout(o.head),
                             moePlacement(o.moe_placement));
-      const model::StageCosts costs = model::stageCosts(config, plan, cluster.ranks_per_node,
-                                                        cluster.parallel, std::max(1, o.ctx_size));
+      // The KV cache as every rank sizes it (node/loaded_model.cc plans the same).
+      const model::StageCosts costs = model::stageCosts(
+          config, plan, cluster.ranks_per_node, 1, o.kvBlocks() * std::max(1, o.kv_block_size));
       model::StagePlanRequest req;
       req.stages = stages;
       req.nodes_per_stage = per_stage;

@@ -76,7 +76,11 @@ void StagePipeline::begin(std::span<const model::BatchToken> batch) {
     sendAbort(step_);
     throw;
   }
-  flight_.push_back({step_, std::vector<model::BatchToken>(batch.begin(), batch.end())});
+  // finish() runs only the head, which reads no KV cache: the kept copy drops the block tables,
+  // which point into the caller's step command (a worker's lives only until this returns).
+  InFlight f{step_, std::vector<model::BatchToken>(batch.begin(), batch.end())};
+  for (model::BatchToken& t : f.batch) t.blocks = {};
+  flight_.push_back(std::move(f));
 }
 
 void StagePipeline::finish(std::vector<float>& logits) {

@@ -8,8 +8,8 @@ void expandStep(const StepCommand& command, std::vector<model::BatchToken>& batc
     for (size_t j = 0; j < c.tokens.size(); ++j) {
       bool last = j + 1 == c.tokens.size();
       bool want = (c.flags & kLogitsAll) || ((c.flags & kLogitsLast) && last);
-      batch.push_back(
-          {c.tokens[j], static_cast<int32_t>(c.start_pos + j), static_cast<int32_t>(c.slot), want});
+      batch.push_back({c.tokens[j], static_cast<int32_t>(c.start_pos + j),
+                       static_cast<int32_t>(c.slot), want, false, c.blocks});
     }
   }
 }

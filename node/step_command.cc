@@ -1,5 +1,7 @@
 #include "node/step_command.h"
 
+#include <algorithm>
+
 #include "common/byte_order.h"
 #include "common/error.h"
 
@@ -62,6 +64,32 @@ void checkCount(const char* field, uint64_t value, uint64_t limit, size_t bytes_
   }
 }
 
+// A chunk's block table: none (the slot's blocks), or enough to cover every position the chunk
+// writes, each id inside the cache.
+void readBlocks(Reader& r, SeqChunk& s, uint32_t n_blocks, const StepLimits& limits) {
+  const uint64_t end = uint64_t{s.start_pos} + s.tokens.size();
+  if (end > limits.max_ctx) {
+    fail(ErrorCode::kInvalidData, "step command chunk ends at position {}, beyond the context {}",
+         end, limits.max_ctx);
+  }
+  const uint64_t bs = std::max<uint32_t>(1, limits.kv_block_size);
+  const uint64_t need = (end + bs - 1) / bs;
+  const uint64_t most = (uint64_t{limits.max_ctx} + bs - 1) / bs;
+  checkCount("n_blocks", n_blocks, most, 4, r.remaining());
+  if (n_blocks != 0 && n_blocks < need) {
+    fail(ErrorCode::kInvalidData, "step command block table of {} blocks, positions to {} need {}",
+         n_blocks, end, need);
+  }
+  s.blocks.resize(n_blocks);
+  for (uint32_t& b : s.blocks) {
+    b = r.u32("block");
+    if (b >= limits.kv_blocks) {
+      fail(ErrorCode::kInvalidData, "step command KV block {} is outside the {} blocks", b,
+           limits.kv_blocks);
+    }
+  }
+}
+
 }  // namespace
 
 void encodeStepCommand(const StepCommand& c, std::vector<std::byte>& out) {
@@ -78,7 +106,9 @@ void encodeStepCommand(const StepCommand& c, std::vector<std::byte>& out) {
     w.u32(s.start_pos);
     w.u32(s.flags);
     w.u32(static_cast<uint32_t>(s.tokens.size()));
+    w.u32(static_cast<uint32_t>(s.blocks.size()));
     for (int32_t t : s.tokens) w.u32(static_cast<uint32_t>(t));
+    for (uint32_t b : s.blocks) w.u32(b);
   }
   if (c.kind == StepKind::kReadTensor) w.u32(c.tensor);
 }
@@ -102,7 +132,7 @@ StepCommand decodeStepCommand(std::span<const std::byte> bytes, const StepLimits
   c.step_id = r.u64("step_id");
   uint32_t n_seqs = r.u32("n_seqs");
   uint32_t n_clear = r.u32("n_clear");
-  checkCount("n_seqs", n_seqs, limits.max_seqs, 16, r.remaining());
+  checkCount("n_seqs", n_seqs, limits.max_seqs, 20, r.remaining());
   checkCount("n_clear", n_clear, limits.max_seqs, 4, r.remaining());
   c.clear_slots.reserve(n_clear);
   for (uint32_t i = 0; i < n_clear; ++i) {
@@ -122,6 +152,7 @@ StepCommand decodeStepCommand(std::span<const std::byte> bytes, const StepLimits
       fail(ErrorCode::kInvalidData, "step command seq flags 0x{:x} has unknown bits", s.flags);
     }
     uint32_t n_tokens = r.u32("n_tokens");
+    uint32_t n_blocks = r.u32("n_blocks");
     if (s.slot > limits.max_slot) {
       fail(ErrorCode::kInvalidData, "step command slot {} exceeds {}", s.slot, limits.max_slot);
     }
@@ -136,6 +167,7 @@ StepCommand decodeStepCommand(std::span<const std::byte> bytes, const StepLimits
              limits.n_vocab - 1);
       }
     }
+    readBlocks(r, s, n_blocks, limits);
   }
   if (c.kind == StepKind::kReadTensor) {
     if (n_seqs != 0 || n_clear != 0) {

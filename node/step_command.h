@@ -4,7 +4,10 @@
 // Wire format (little endian, see docs/wire-protocol.md "Control messages"):
 //   u32 magic 'TPSC' | u16 version | u16 kind | u64 step_id | u32 n_seqs | u32 n_clear
 //   n_clear x u32 slot                         (KV slots to clear before the step)
-//   n_seqs  x { u32 slot | u32 start_pos | u32 flags | u32 n_tokens | n_tokens x i32 token }
+//   n_seqs  x { u32 slot | u32 start_pos | u32 flags | u32 n_tokens | u32 n_blocks
+//               | n_tokens x i32 token | n_blocks x u32 block }
+//   (blocks: the sequence's KV block table, covering positions [0, start_pos + n_tokens); none:
+//   the slot's own blocks, model/kv_cache.h)
 //   kind kReadTensor only: n_seqs = n_clear = 0, then u32 tensor (index in the shard plan)
 //   kind kRetire: n_seqs = n_clear = 0; step_id is the pipeline step to finish
 // decode() treats the bytes as hostile: every count is checked against the remaining bytes
@@ -36,6 +39,7 @@ struct SeqChunk {
   uint32_t start_pos = 0;  // position of tokens[0]
   uint32_t flags = 0;      // kLogits*
   std::vector<int32_t> tokens;
+  std::vector<uint32_t> blocks;  // KV block table (node/kv_blocks.h); empty: the slot's blocks
 };
 
 struct StepCommand {
@@ -52,10 +56,13 @@ struct StepLimits {
   uint32_t max_slot = 1u << 16;
   int32_t n_vocab = INT32_MAX;
   uint32_t n_tensors = UINT32_MAX;  // kReadTensor: tensor < n_tensors
+  uint32_t kv_block_size = 16;      // positions per KV block
+  uint32_t kv_blocks = UINT32_MAX;  // block ids < kv_blocks
+  uint32_t max_ctx = 1u << 20;      // start_pos + n_tokens <= max_ctx
 };
 
 inline constexpr uint32_t kStepMagic = 0x43535054;  // "TPSC"
-inline constexpr uint16_t kStepVersion = 1;
+inline constexpr uint16_t kStepVersion = 2;
 
 void encodeStepCommand(const StepCommand& command, std::vector<std::byte>& out);
 // Throws Error(kInvalidData) naming the field and value on malformed or out-of-limit input.

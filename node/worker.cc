@@ -30,12 +30,16 @@ StepLimits stepLimits(const Options& o, const LoadedModel& m) {
   limits.max_tokens = static_cast<uint32_t>(std::max(1, o.parallel)) *
                       static_cast<uint32_t>(std::max(1, o.ctx_size));
   limits.n_tensors = static_cast<uint32_t>(m.plan.shards.size());
+  limits.kv_block_size = static_cast<uint32_t>(std::max(1, o.kv_block_size));
+  limits.kv_blocks = static_cast<uint32_t>(o.kvBlocks());
+  limits.max_ctx = static_cast<uint32_t>(std::max(1, o.ctx_size));
   return limits;
 }
 
 // Room for the largest command the limits allow: every slot cleared, every slot with tokens.
 size_t commandBufferBytes(const StepLimits& limits) {
-  return 32 + 20 * (size_t{limits.max_slot} + 1) + 4 * size_t{limits.max_tokens};
+  const size_t table = (size_t{limits.max_ctx} + limits.kv_block_size - 1) / limits.kv_block_size;
+  return 32 + (24 + 4 * table) * (size_t{limits.max_slot} + 1) + 4 * size_t{limits.max_tokens};
 }
 
 // TPNODE_TEST_STALL_AT_STEP (worker.h): the step number to stall at, 0 for none.

@@ -61,7 +61,8 @@ net::awaitable<GenerationResult> streamAnswer(ServerContext& ctx, Connection& co
   } else {
     pending += sse(streamChunk(meta, "", nullptr, out.finishReason(), false, req.include_usage));
     if (req.include_usage) {
-      pending += sse(usageChunk(meta, out.promptTokens(), out.completionTokens()));
+      pending +=
+          sse(usageChunk(meta, out.promptTokens(), out.completionTokens(), out.cachedTokens()));
     }
     pending += "data: [DONE]\n\n";
   }
@@ -98,7 +99,7 @@ net::awaitable<GenerationResult> wholeAnswer(ServerContext& ctx, Connection& con
   }
   int64_t offset = 0;
   json body = finalResponse(meta, text, logprobsJson(meta, logprobs, offset), out.finishReason(),
-                            out.promptTokens(), out.completionTokens());
+                            out.promptTokens(), out.completionTokens(), out.cachedTokens());
   if (meta.taps) body["taps"] = tapsJson(out.taps(), meta.taps_base64);
   bool ok = co_await conn.write(jsonResponse(200, body, keep_alive));
   co_return GenerationResult{ok, 200};

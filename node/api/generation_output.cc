@@ -13,6 +13,7 @@ std::string GenerationOutput::pass(std::string_view piece) {
 Delta GenerationOutput::onEvent(const TokenEvent& event) {
   Delta delta;
   if (!event.taps.empty()) taps_ = event.taps;
+  if (event.cached_tokens > 0) cached_tokens_ = event.cached_tokens;
   if (finished_) return delta;
   if (event.id >= 0) {
     ++completion_tokens_;

@@ -42,6 +42,7 @@ class GenerationOutput {
   const std::string& error() const { return error_; }
   int promptTokens() const { return prompt_tokens_; }
   int completionTokens() const { return completion_tokens_; }
+  int cachedTokens() const { return cached_tokens_; }  // prompt tokens from the prefix cache
   bool anyToken() const { return completion_tokens_ > 0; }
   // The request's taps (TokenEvent::taps), once they arrived; empty before.
   const std::vector<TapResult>& taps() const { return taps_; }
@@ -54,6 +55,7 @@ class GenerationOutput {
   bool want_logprobs_;
   int prompt_tokens_;
   int completion_tokens_ = 0;
+  int cached_tokens_ = 0;
   bool finished_ = false;
   std::string finish_reason_;
   std::string error_;

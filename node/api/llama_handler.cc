@@ -117,6 +117,11 @@ json propsAnswer(const Engine& engine, const RequestDefaults& d) {
                  {"seed", s.seed ? json(*s.seed) : json(-1)}};
   return {{"default_generation_settings", {{"n_ctx", m.context_length}, {"params", params}}},
           {"total_slots", m.slots},
+          {"kv_cache",
+           {{"block_size", m.kv_block_size},
+            {"blocks_total", m.kv_blocks_total},
+            {"blocks_free", m.kv_blocks_free},
+            {"prefix_cache", m.prefix_cache}}},
           {"model_alias", m.id},
           {"model_path", m.path},
           {"chat_template", m.chat_template},

@@ -17,10 +17,11 @@ json bytesOf(const std::string& s) {
   return out;
 }
 
-json usage(int prompt_tokens, int completion_tokens) {
+json usage(int prompt_tokens, int completion_tokens, int cached_tokens) {
   return {{"prompt_tokens", prompt_tokens},
           {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens}};
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
 }
 
 json completionsLogprobs(const std::vector<LogprobEntry>& entries, int64_t& offset, bool top) {
@@ -94,18 +95,20 @@ json streamChunk(const ResponseMeta& meta, const std::string& text, const json& 
   return chunk;
 }
 
-json usageChunk(const ResponseMeta& meta, int prompt_tokens, int completion_tokens) {
+json usageChunk(const ResponseMeta& meta, int prompt_tokens, int completion_tokens,
+                int cached_tokens) {
   return {
       {"id", meta.id},
       {"object", meta.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion"},
       {"created", meta.created},
       {"model", meta.model},
       {"choices", json::array()},
-      {"usage", usage(prompt_tokens, completion_tokens)}};
+      {"usage", usage(prompt_tokens, completion_tokens, cached_tokens)}};
 }
 
 json finalResponse(const ResponseMeta& meta, const std::string& text, const json& logprobs,
-                   const std::string& finish_reason, int prompt_tokens, int completion_tokens) {
+                   const std::string& finish_reason, int prompt_tokens, int completion_tokens,
+                   int cached_tokens) {
   json choice = {
       {"index", 0}, {"logprobs", logprobs}, {"finish_reason", finishValue(finish_reason)}};
   json out = {{"id", meta.id}, {"created", meta.created}, {"model", meta.model}};
@@ -117,7 +120,7 @@ json finalResponse(const ResponseMeta& meta, const std::string& text, const json
     out["object"] = "text_completion";
   }
   out["choices"] = json::array({choice});
-  out["usage"] = usage(prompt_tokens, completion_tokens);
+  out["usage"] = usage(prompt_tokens, completion_tokens, cached_tokens);
   return out;
 }
 

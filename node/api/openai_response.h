@@ -39,8 +39,10 @@ nlohmann::json streamChunk(const ResponseMeta& meta, const std::string& text,
                            const nlohmann::json& logprobs, const std::string& finish_reason,
                            bool role_chunk, bool usage_null);
 
-// The last chunk when stream_options.include_usage: no choices, the usage.
-nlohmann::json usageChunk(const ResponseMeta& meta, int prompt_tokens, int completion_tokens);
+// The last chunk when stream_options.include_usage: no choices, the usage (with
+// prompt_tokens_details.cached_tokens: prompt tokens served from the prefix cache).
+nlohmann::json usageChunk(const ResponseMeta& meta, int prompt_tokens, int completion_tokens,
+                          int cached_tokens = 0);
 
 // The "taps" value (tpnode extension): one object per tap, in request order:
 // {"layer": L (null for logits), "point": "...", "shape": [rows, cols], "data": [[...], ...]};
@@ -51,6 +53,6 @@ nlohmann::json tapsJson(const std::vector<TapResult>& taps, bool base64 = false)
 // The whole answer of a non-streamed request.
 nlohmann::json finalResponse(const ResponseMeta& meta, const std::string& text,
                              const nlohmann::json& logprobs, const std::string& finish_reason,
-                             int prompt_tokens, int completion_tokens);
+                             int prompt_tokens, int completion_tokens, int cached_tokens = 0);
 
 }  // namespace tpnode::node::api

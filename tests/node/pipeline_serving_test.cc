@@ -223,6 +223,59 @@ TEST_F(PipelineServingTest, StepsInFlightKeepTheTextOfOneNode) {
   }
 }
 
+// Prefix reuse with steps in flight: requests that share a 2-block prompt prefix, on 2 stages
+// with 4 slots and few KV blocks (a decode then finds none free and preempts, or waits for a
+// sequence whose step is in flight), give the text one node gives with the prefix cache off.
+// The first request alone fills the prefix cache, so the others reuse it.
+TEST_F(PipelineServingTest, PrefixReuseWithStepsInFlightKeepsTheTextOfOneNode) {
+  std::vector<nlohmann::json> prompts;
+  for (int r = 0; r < 8; ++r) {
+    std::vector<int> ids;
+    for (int i = 0; i < 32; ++i) ids.push_back(3 + (i * 7) % 200);  // shared: 2 blocks of 16
+    for (int i = 0; i < 96; ++i) ids.push_back(3 + (i * 13 + r * 29) % 200);
+    prompts.emplace_back(ids);
+  }
+  std::vector<std::string> expected;
+  {
+    const uint16_t port = mesh::test::freePort();
+    auto one = start(0, 1, port, "prefix_one", 4, "", {"--prefix-cache", "off"});
+    ASSERT_TRUE(awaitHealth(port, 200, 60s)) << one->log();
+    for (const auto& p : prompts) {
+      auto r = complete(port, p, 24);
+      ASSERT_EQ(r.status, 200) << r.body;
+      expected.push_back(text(r));
+    }
+    one->signal(SIGTERM);
+    EXPECT_EQ(one->wait(30s), 0) << one->log();
+  }
+  const uint16_t port = mesh::test::freePort();
+  const std::string peers = mesh::test::loopbackPeers(2);
+  // 32 blocks of 16: one context of 512; 4 sequences of up to 152 positions need more.
+  const std::vector<std::string> blocks = {"--kv-blocks", "32", "--prefix-cache", "on"};
+  std::vector<std::unique_ptr<Process>> nodes;
+  for (int n = 0; n < 2; ++n) {
+    nodes.push_back(start(n, 2, port, fmt::format("prefix_pp2_{}", n), 4, peers, blocks));
+  }
+  ASSERT_TRUE(awaitHealth(port, 200, 60s)) << nodes[0]->log();
+  auto first = complete(port, prompts[0], 24);
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(text(first), expected[0]);
+  std::vector<test::HttpResponse> answers(prompts.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 1; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] { answers[i] = complete(port, prompts[i], 24); });
+  }
+  for (auto& c : clients) c.join();
+  for (size_t i = 1; i < prompts.size(); ++i) {
+    ASSERT_EQ(answers[i].status, 200) << answers[i].body;
+    EXPECT_EQ(text(answers[i]), expected[i]) << "request " << i;
+  }
+  EXPECT_GE(metric(port, "tpnode_prefix_cache_hits_total"), 1);  // at least the second request
+  EXPECT_GE(metric(port, "tpnode_pipeline_overlapped_steps_total"), 1);
+  nodes[0]->signal(SIGTERM);
+  for (auto& n : nodes) EXPECT_EQ(n->wait(30s), 0) << n->log();
+}
+
 // The step watchdog with steps in flight: stage 1 (node 1) stalls at the first step while node
 // 0 has already begun the second (a prompt of two chunks). Node 2 took up the first step and
 // waits on node 1 for it, one command behind what node 0 sent it, but not behind what node 0

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "common/byte_order.h"
 #include "common/error.h"
 #include "node/step_command.h"
@@ -12,7 +15,7 @@ StepCommand sample() {
   c.step_id = 42;
   c.clear_slots = {3};
   c.seqs.push_back({1, 0, kLogitsAll, {5, 6, 7}});
-  c.seqs.push_back({2, 17, kLogitsLast, {9}});
+  c.seqs.push_back({2, 17, kLogitsLast, {9}, {4, 0, 7, 2, 1}});  // 5 blocks of 4 cover 0..17
   return c;
 }
 
@@ -28,6 +31,8 @@ TEST(StepCommandTest, RoundTrips) {
   EXPECT_EQ(d.seqs[1].start_pos, 17u);
   EXPECT_EQ(d.seqs[0].flags, kLogitsAll);
   EXPECT_EQ(d.seqs[1].flags, kLogitsLast);
+  EXPECT_TRUE(d.seqs[0].blocks.empty());
+  EXPECT_EQ(d.seqs[1].blocks, (std::vector<uint32_t>{4, 0, 7, 2, 1}));
 }
 
 TEST(StepCommandTest, EveryTruncationIsRefused) {
@@ -63,6 +68,50 @@ TEST(StepCommandTest, HostileFieldsAreRefusedByName) {
   StepLimits slots;
   slots.max_slot = 2;
   expectMessage(bytes, slots, "slot 3");
+}
+
+// Block tables are hostile too: an id beyond the cache, a table too short for the positions
+// the chunk writes, or a chunk beyond the context is refused before any rank reads a block.
+TEST(StepCommandTest, HostileBlockTablesAreRefused) {
+  auto message = [](const StepCommand& c, const StepLimits& lim) -> std::string {
+    std::vector<std::byte> b;
+    encodeStepCommand(c, b);
+    try {
+      decodeStepCommand(b, lim);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  StepLimits lim;
+  lim.kv_block_size = 4;
+  lim.kv_blocks = 8;
+  lim.max_ctx = 32;
+  struct Case {
+    std::string name;
+    SeqChunk chunk;
+    std::string needle;  // empty: accepted
+  };
+  const std::vector<Case> cases = {
+      {"valid", {0, 4, 0, {1, 2, 3, 4}, {7, 3}}, ""},
+      {"no table: the slot's blocks", {0, 4, 0, {1, 2}, {}}, ""},
+      {"block id out of range", {0, 4, 0, {1, 2}, {7, 8}}, "KV block 8"},
+      {"huge block id", {0, 0, 0, {1}, {0xffffffffu}}, "KV block 4294967295"},
+      {"table too short", {0, 4, 0, {1, 2, 3, 4, 5}, {1, 2}}, "need 3"},
+      {"beyond the context", {0, 30, 0, {1, 2, 3}, {0, 1, 2, 3, 4, 5, 6, 7, 0}}, "context 32"},
+      {"table longer than a context", {0, 0, 0, {1}, std::vector<uint32_t>(9, 0)}, "n_blocks"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    StepCommand cmd;
+    cmd.seqs.push_back(c.chunk);
+    const std::string got = message(cmd, lim);
+    if (c.needle.empty()) {
+      EXPECT_EQ(got, "");
+    } else {
+      EXPECT_NE(got.find(c.needle), std::string::npos) << got;
+    }
+  }
 }
 
 TEST(StepCommandTest, ReadTensorRoundTripsAndIsChecked) {

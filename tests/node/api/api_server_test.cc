@@ -117,9 +117,10 @@ TEST_F(ApiServerTest, CompletionAnswersWithUsageAndFinishReason) {
   EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
   EXPECT_FALSE(j["choices"][0]["text"].get<std::string>().empty());
   const int prompt = static_cast<int>(engine_.tokenize("Hello", true).size());
-  EXPECT_EQ(
-      j["usage"],
-      (json{{"prompt_tokens", prompt}, {"completion_tokens", 5}, {"total_tokens", prompt + 5}}));
+  EXPECT_EQ(j["usage"], (json{{"prompt_tokens", prompt},
+                              {"completion_tokens", 5},
+                              {"total_tokens", prompt + 5},
+                              {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
   // Greedy is deterministic.
   HttpReply again =
       post("/v1/completions", {{"prompt", "Hello"}, {"max_tokens", 5}, {"temperature", 0}});

@@ -1,0 +1,124 @@
+// The paged KV cache (model/kv_cache.h) in LlamaRank: a sequence whose block table scatters
+// its positions over blocks in any order gives bit for bit the logits of the slot layout
+// (consecutive blocks), also on a sliding-window model; a table that does not cover a
+// position or names a block outside the cache is refused; a block's shard exported from one
+// cache and imported into another restores the same attention.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "collectives/communicator.h"
+#include "common/error.h"
+#include "model/config.h"
+#include "model/gguf.h"
+#include "model/kernels/cpu/thread_pool.h"
+#include "model/kv_cache.h"
+#include "model/llama_rank.h"
+#include "model/shard_plan.h"
+#include "model/weights.h"
+#include "tools/test_model.h"
+
+namespace tpnode::model {
+namespace {
+
+class KvPagingTest : public testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    tools::TestModelShape shape;
+    shape.arch = GetParam();
+    shape.type = TensorType::kQ8_0;
+    shape.vocab = 300;
+    if (shape.arch == "gemma3") shape.swa_window = 5;  // windows that start inside blocks
+    path_ = testing::TempDir() + "kv_paging_" + shape.arch + ".gguf";
+    tools::writeTestModel(shape, path_);
+    file_ = GgufFile::open(path_);
+    cfg_ = readModelConfig(file_->metadata());
+    plan_ = planShards(cfg_, tensorDescs(file_->metadata()), 1);
+  }
+  std::unique_ptr<LlamaRank> make(int64_t blocks) {
+    return std::make_unique<LlamaRank>(cfg_, loadRankWeights(*file_, cfg_, plan_, 0), comm_, pool_,
+                                       2, 32, /*kv_block_size=*/4, blocks);
+  }
+  // The prompt in one batch, then 3 decode steps; every logits row.
+  std::vector<float> run(LlamaRank& m, std::span<const uint32_t> table) {
+    const std::vector<int32_t> ids = {1, 270, 280, 290, 260, 33, 71, 99, 5, 250, 12};
+    std::vector<float> all, logits;
+    std::vector<BatchToken> batch;
+    for (size_t i = 0; i + 3 < ids.size(); ++i) {
+      batch.push_back({ids[i], static_cast<int32_t>(i), 1, true, false, table});
+    }
+    m.forward(batch, logits);
+    all = logits;
+    for (size_t i = ids.size() - 3; i < ids.size(); ++i) {
+      BatchToken t{ids[i], static_cast<int32_t>(i), 1, true, false, table};
+      m.forward(std::span<const BatchToken>(&t, 1), logits);
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    return all;
+  }
+  std::string path_;
+  std::unique_ptr<GgufFile> file_;
+  ModelConfig cfg_;
+  ShardPlan plan_;
+  collectives::SoloCommunicator comm_;
+  kernels::ThreadPool pool_{2};
+};
+
+TEST_P(KvPagingTest, ScatteredBlocksGiveTheLogitsOfTheSlotLayout) {
+  auto slot_layout = make(0);  // slot 1 owns blocks 8..15
+  const std::vector<float> want = run(*slot_layout, {});
+  auto paged = make(16);
+  const std::vector<uint32_t> scattered = {13, 2, 7};  // 11 positions in 3 blocks of 4
+  EXPECT_EQ(run(*paged, scattered), want);
+  auto consecutive = make(16);
+  const std::vector<uint32_t> runs = {5, 6, 0};  // one run of two blocks, then another
+  EXPECT_EQ(run(*consecutive, runs), want);
+}
+
+TEST_P(KvPagingTest, TablesThatDoNotCoverThePositionsAreRefused) {
+  auto m = make(16);
+  std::vector<float> logits;
+  const std::vector<uint32_t> short_table = {1};
+  BatchToken t{5, 4, 0, true, false, short_table};  // position 4 is in the table's 2nd block
+  EXPECT_THROW(m->forward(std::span<const BatchToken>(&t, 1), logits), Error);
+  const std::vector<uint32_t> outside = {16};
+  BatchToken u{5, 0, 0, true, false, outside};
+  EXPECT_THROW(m->forward(std::span<const BatchToken>(&u, 1), logits), Error);
+  auto small = make(8);  // one context only: slot 1 has no blocks of its own
+  BatchToken v{5, 0, 1, true};
+  EXPECT_THROW(small->forward(std::span<const BatchToken>(&v, 1), logits), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, KvPagingTest, testing::Values("llama", "gemma3"));
+
+TEST(KvCacheTest, ABlockShardMovesBetweenCaches) {
+  KvCache a(2, 1, 16, 2, 4, /*first_layer=*/3, /*block_size=*/4, /*n_blocks=*/6);
+  KvCache b(2, 1, 16, 2, 4, 3, 4, 6);
+  for (int64_t l = 3; l < 5; ++l) {
+    for (int64_t o = 0; o < 4; ++o) {
+      for (int64_t j = 0; j < a.rowFloats(); ++j) {
+        a.k(l, 2, o)[j] = static_cast<float>(l * 100 + o * 10 + j);
+        a.v(l, 2, o)[j] = -static_cast<float>(l * 100 + o * 10 + j);
+      }
+    }
+  }
+  std::vector<float> shard(a.blockFloats());
+  EXPECT_EQ(shard.size(), 2u * 2 * 4 * 8);
+  a.exportBlock(2, shard);
+  b.importBlock(5, shard);
+  for (int64_t l = 3; l < 5; ++l) {
+    for (int64_t o = 0; o < 4; ++o) {
+      for (int64_t j = 0; j < a.rowFloats(); ++j) {
+        EXPECT_EQ(b.k(l, 5, o)[j], a.k(l, 2, o)[j]);
+        EXPECT_EQ(b.v(l, 5, o)[j], a.v(l, 2, o)[j]);
+      }
+    }
+  }
+  EXPECT_THROW(a.exportBlock(6, shard), Error);
+  std::vector<float> wrong(shard.size() - 1);
+  EXPECT_THROW(b.importBlock(0, wrong), Error);
+  EXPECT_THROW(KvCache(1, 1, 16, 1, 4, 0, 4, 3), Error) << "3 blocks cannot hold 16 positions";
+}
+
+}  // namespace
+}  // namespace tpnode::model
