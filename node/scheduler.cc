@@ -3,13 +3,16 @@
 #include <algorithm>
 
 #include "common/check.h"
+#include "model/kv_cache.h"
 
 namespace tpnode::node {
 
 namespace {
 
+// Blocks for `positions` positions: model::kvBlocksFor, in the scheduler's unsigned sizes.
 size_t blocksFor(size_t positions, size_t block_size) {
-  return (positions + block_size - 1) / block_size;
+  return static_cast<size_t>(
+      model::kvBlocksFor(static_cast<int64_t>(positions), static_cast<int64_t>(block_size)));
 }
 
 uint32_t poolBlocks(const SchedulerOptions& o) {

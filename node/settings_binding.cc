@@ -13,6 +13,7 @@
 
 #include "common/check.h"
 #include "common/error.h"
+#include "model/kv_cache.h"
 
 namespace tpnode::node {
 namespace {
@@ -139,8 +140,8 @@ void throwInvalidChoice(std::string_view flag, std::string_view text, const std:
 
 int Options::kvBlocks() const {
   if (kv_blocks > 0) return kv_blocks;
-  const int bs = std::max(1, kv_block_size);
-  return std::max(1, parallel) * ((std::max(1, ctx_size) + bs - 1) / bs);
+  return std::max(1, parallel) *
+         static_cast<int>(model::kvBlocksFor(std::max(1, ctx_size), std::max(1, kv_block_size)));
 }
 
 std::string_view cudaGraphsName(CudaGraphs value) {
