@@ -32,7 +32,10 @@ class PipelineServingTest : public ::testing::Test {
     tools::TestModelShape shape;
     shape.layers = 4;
     shape.type = model::TensorType::kQ8_0;
-    model_ = ::testing::TempDir() + "/pipeline_serving_q8.gguf";
+    // One file per test: ctest runs this binary's tests as concurrent processes, and each
+    // removes its own file in TearDown.
+    model_ = ::testing::TempDir() + "/pipeline_serving_q8_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".gguf";
     tools::writeTestModel(shape, model_);
   }
   void TearDown() override { std::filesystem::remove(model_); }
