@@ -42,55 +42,33 @@ constexpr int64_t kInner = 4096;  // loop iterations (12 steps each) between clo
   "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", \
       "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc"
 
-// `n` iterations of 12 steps. Registers start from zeroed / all-ones bytes (the values do not
-// change the instructions' speed).
+// `n` iterations of 12 steps after SETUP. Registers start from zeroed / all-ones bytes (the values
+// do not change the instructions' speed).
+#define TP_PEAK_LOOP(n, SETUP, STEP)                            \
+  __asm__ volatile(                                             \
+      "vpxor %%xmm0, %%xmm0, %%xmm0\n\t"                        \
+      "vpcmpeqd %%ymm1, %%ymm1, %%ymm1\n\t" SETUP               \
+      "1:\n\t" TP_CHAINS(STEP) "dec %0\n\tjnz 1b\n\tvzeroupper" \
+      : "+r"(n)                                                 \
+      :                                                         \
+      : TP_CLOBBERS)
+
 struct Vnni512 {
   static constexpr const char* kName = "avx512-vnni vpdpbusd";
   static constexpr int64_t kMacsPerStep = 64;
-  static void run(int64_t n) {
-    __asm__ volatile(
-        "vpxor %%xmm0, %%xmm0, %%xmm0\n\t"
-        "vpcmpeqd %%ymm1, %%ymm1, %%ymm1\n\t"
-        "1:\n\t" TP_CHAINS(TP_VNNI512) "dec %0\n\t"
-                                       "jnz 1b\n\t"
-                                       "vzeroupper"
-        : "+r"(n)
-        :
-        : TP_CLOBBERS);
-  }
+  static void run(int64_t n) { TP_PEAK_LOOP(n, "", TP_VNNI512); }
 };
 
 struct Vnni256 {
   static constexpr const char* kName = "avx-vnni vpdpbusd";
   static constexpr int64_t kMacsPerStep = 32;
-  static void run(int64_t n) {
-    __asm__ volatile(
-        "vpxor %%xmm0, %%xmm0, %%xmm0\n\t"
-        "vpcmpeqd %%ymm1, %%ymm1, %%ymm1\n\t"
-        "1:\n\t" TP_CHAINS(TP_VNNI256) "dec %0\n\t"
-                                       "jnz 1b\n\t"
-                                       "vzeroupper"
-        : "+r"(n)
-        :
-        : TP_CLOBBERS);
-  }
+  static void run(int64_t n) { TP_PEAK_LOOP(n, "", TP_VNNI256); }
 };
 
 struct Avx2 {
   static constexpr const char* kName = "avx2 vpmaddubsw+vpmaddwd+vpaddd";
   static constexpr int64_t kMacsPerStep = 32;
-  static void run(int64_t n) {
-    __asm__ volatile(
-        "vpxor %%xmm0, %%xmm0, %%xmm0\n\t"
-        "vpcmpeqd %%ymm1, %%ymm1, %%ymm1\n\t"
-        "vpcmpeqd %%ymm15, %%ymm15, %%ymm15\n\t"
-        "1:\n\t" TP_CHAINS(TP_AVX2) "dec %0\n\t"
-                                    "jnz 1b\n\t"
-                                    "vzeroupper"
-        : "+r"(n)
-        :
-        : TP_CLOBBERS);
-  }
+  static void run(int64_t n) { TP_PEAK_LOOP(n, "vpcmpeqd %%ymm15, %%ymm15, %%ymm15\n\t", TP_AVX2); }
 };
 
 double threadCpuSeconds() {
