@@ -55,9 +55,7 @@ if [[ " $PLANS " == *" llama "* ]]; then
   export LD_LIBRARY_PATH="$LLAMA_BIN:${LD_LIBRARY_PATH:-}"
 fi
 LOGS=$(mktemp -d)
-PIDS=()
 cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
   netns_delete
   rm -rf "$LOGS"
 }
@@ -120,7 +118,7 @@ serve_tpnode() {  # $1 plan, $2 delay; sets SERVER_PIDS, PLAN_TEXT
     [ "$nodes" = 4 ] && read -r -a p <<<"$(pin "$k")"
     netns_spawn "$k" "$LOGS/${plan}_$2_n$k.log" "${p[@]}" "$BIN" "${common[@]}" --node-id "$k" \
       "${extra[@]}"
-    SERVER_PIDS=("$NETNS_PID" "${SERVER_PIDS[@]}"); PIDS+=("$NETNS_PID")
+    SERVER_PIDS=("$NETNS_PID" "${SERVER_PIDS[@]}")
   done
   wait_health "$API" "${SERVER_PIDS[0]}" || { tail -5 "$LOGS/${plan}_$2_n0.log" >&2; return 1; }
   # The plan node 0 runs: --split auto's " chosen: <plan>" line (node/split_plan.cc), else its
@@ -140,7 +138,7 @@ serve_llama() {  # $1 delay; sets SERVER_PIDS, PLAN_TEXT
     read -r -a p <<<"$(pin "$k")"
     netns_spawn "$k" "$LOGS/llama_$1_rpc$k.log" "${p[@]}" "$LLAMA_BIN/ggml-rpc-server" \
       -H "$NETNS_SUBNET.$((k + 1))" -p "$port" -t 1
-    SERVER_PIDS+=("$NETNS_PID"); PIDS+=("$NETNS_PID")
+    SERVER_PIDS+=("$NETNS_PID")
     servers+="${servers:+,}$NETNS_SUBNET.$((k + 1)):$RPC"
   done
   sleep 1
@@ -148,7 +146,7 @@ serve_llama() {  # $1 delay; sets SERVER_PIDS, PLAN_TEXT
   netns_spawn 0 "$LOGS/llama_$1_server.log" "${p[@]}" "$LLAMA_BIN/llama-server" -m "$MODEL" \
     --rpc "$servers" -ngl 99 -t 1 --parallel "$SLOTS" -c $((CTX * SLOTS)) --host 127.0.0.1 \
     --port "$API"
-  SERVER_PIDS=("$NETNS_PID" "${SERVER_PIDS[@]}"); PIDS+=("$NETNS_PID")
+  SERVER_PIDS=("$NETNS_PID" "${SERVER_PIDS[@]}")
   wait_health "$API" "${SERVER_PIDS[0]}" || { tail -5 "$LOGS/llama_$1_server.log" >&2; return 1; }
   PLAN_TEXT="llama.cpp RPC: 3 ggml-rpc-server x 1 thread, layers split by llama.cpp"
 }
@@ -157,7 +155,7 @@ serve_llama() {  # $1 delay; sets SERVER_PIDS, PLAN_TEXT
 measure_goodput() {
   command -v iperf3 >/dev/null || { echo 0; return; }
   netns_spawn 1 /dev/null iperf3 -s -1 -p 5299
-  local sp=$NETNS_PID; PIDS+=("$sp")
+  local sp=$NETNS_PID
   sleep 0.5
   netns_exec 0 iperf3 -c "$NETNS_SUBNET.2" -p 5299 -t 3 -J 2>/dev/null |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"])' ||
@@ -171,7 +169,7 @@ measure_rtt() {
   [ "$NETNS_NETEM" = 1 ] || { l0=(--mesh-listen "$NETNS_SUBNET.1:$((MESH + 1))");
                               l1=(--mesh-listen "$NETNS_SUBNET.2:$((MESH + 1))"); }
   netns_spawn 1 /dev/null "$BIN" --node-id 1 --peers "$peers" "${l1[@]}" --connect-timeout 30
-  local w=$NETNS_PID; PIDS+=("$w")
+  local w=$NETNS_PID
   netns_exec 0 timeout 60 "$BIN" --node-id 0 --peers "$peers" "${l0[@]}" --connect-timeout 30 \
     </dev/null 2>/dev/null | awk '$1 == "node" && $2 == "0" && $3 == "-" { print $4 }' | tail -1
   wait "$w" 2>/dev/null

@@ -15,13 +15,15 @@
 #   netns_exec K CMD...              # run CMD in node K's namespace (foreground)
 #   netns_spawn K LOG CMD...         # run CMD in node K's namespace in the background, stdin
 #                                     # /dev/null, output to LOG; NETNS_PID is CMD's own pid (a
-#                                     # signal to it reaches CMD, not a subshell)
+#                                     # signal to it reaches CMD, not a subshell); netns_delete
+#                                     # kills (SIGKILL) every CMD still running
 #   netns_proxies DELAY_MS PORT INNER_PORT SECONDS
 #                                     # where netem is missing: tools/delay-proxy.py in node k's
 #                                     # namespace forwards SUBNET.(k+1):PORT to :INNER_PORT with
 #                                     # DELAY_MS each way (the server binds INNER_PORT, e.g. with
 #                                     # --mesh-listen; clients dial PORT); pids in NETNS_PROXY_PIDS
-#   netns_delete                     # remove every namespace netns_create made
+#   netns_delete                     # kill what netns_spawn and netns_proxies started, remove
+#                                     # every namespace netns_create made
 #
 # Shaping: both ends of each veth get the qdisc (the node's egress and the bridge port's egress),
 # so every node has a full-duplex link of RATE and one-way delay DELAY_MS between any two nodes
@@ -33,6 +35,7 @@ NETNS_COUNT=0
 NETNS_SUBNET=""
 NETNS_NETEM=0
 NETNS_PROXY_PIDS=()
+NETNS_SPAWNED_PIDS=()
 NETNS_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 NETNS_BURST=${TBF_BURST:-3000}  # bytes: about two full-size packets, the least tbf takes at MTU 1500
 
@@ -106,6 +109,7 @@ netns_spawn() {  # $1 node, $2 log file, then the command
   ip netns exec "${NETNS_PREFIX}n$k" "$@" </dev/null >"$out" 2>&1 &
   # shellcheck disable=SC2034  # read by the caller
   NETNS_PID=$!
+  NETNS_SPAWNED_PIDS+=("$NETNS_PID")
 }
 
 netns_proxies() {  # $1 one-way delay ms, $2 public port, $3 inner port, $4 max seconds
@@ -130,7 +134,9 @@ netns_stop_proxies() {
 }
 
 netns_delete() {
-  local k
+  local k p
+  for p in "${NETNS_SPAWNED_PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+  NETNS_SPAWNED_PIDS=()
   netns_stop_proxies
   [ -n "$NETNS_PREFIX" ] || return 0
   for k in $(seq 0 $((NETNS_COUNT - 1))); do ip netns del "${NETNS_PREFIX}n$k" 2>/dev/null; done

@@ -22,9 +22,7 @@ REF_DATA=${2:?reference data dir}
 SRC=$(cd "$(dirname "$0")/../../.." && pwd)
 . "$SRC/tools/netns-lib.sh"
 WORK=$(mktemp -d)
-PIDS=()
 cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
   netns_delete
   rm -rf "$WORK"
 }
@@ -66,7 +64,7 @@ cluster() {
     for k in $(seq 1 $((nodes - 1))); do
       # shellcheck disable=SC2046
       netns_spawn "$k" "$WORK/${tag}_n$k.log" "$BIN" "${common[@]}" --node-id "$k" $(listen "$k")
-      pids+=("$NETNS_PID"); PIDS+=("$NETNS_PID")
+      pids+=("$NETNS_PID")
     done
     # shellcheck disable=SC2046
     out=$(netns_exec 0 timeout 120 "$BIN" "${common[@]}" --node-id 0 $(listen 0) "$@" </dev/null \
