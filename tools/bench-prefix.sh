@@ -25,6 +25,7 @@
 #   LLAMA_THREADS [NODES x TP x THREADS, at most nproc]   llama-server -t
 #   KV_BLOCKS, KV_BLOCK_SIZE       tpnode --kv-blocks / --kv-block-size when set
 #   LLAMA_SERVER_ARGS   more llama-server flags (e.g. "--cache-reuse 256")
+#   LLAMA_SWA_FULL [1]  0: run llama-server without --swa-full
 #   LLAMA_CPP_BIN       a llama.cpp bin folder (default: the managed build, tools/llama-cpp.sh)
 #   TPNODE_BIN [build/node/tpnode]   OUT_DIR  keep the JSON results there (default: a temporary
 #                       folder, removed at exit)
@@ -59,6 +60,7 @@ LOGS=$(mktemp -d)
 pids=()
 cleanup() {
   local p
+  trap - EXIT
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   sleep 0.5
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
@@ -88,10 +90,19 @@ wait_health() {
 
 running=()  # the processes of the server now up
 API=""
+forget() {  # drops pids that were waited for (their ids may be reused) from the exit cleanup
+  local keep=() p q gone
+  for p in "${pids[@]}"; do
+    gone=0; for q in "$@"; do [ "$p" = "$q" ] && gone=1; done
+    [ "$gone" = 1 ] || keep+=("$p")
+  done
+  pids=("${keep[@]}")
+}
 stop_running() {
   local p
   for p in "${running[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${running[@]}"; do wait "$p" 2>/dev/null || true; done
+  forget "${running[@]}"
   running=()
 }
 
@@ -210,14 +221,16 @@ for mode in $MODES; do
           note "Redis second cluster did not start: $(tail -3 "$LOGS/redis.node0.log" | tr '\n' ' ')"
         fi
       else
-        why=$(grep -h -m1 -i 'redis' "$LOGS"/redis-a.node*.log 2>/dev/null || true)
+        why=$(grep -h -i 'redis' "$LOGS"/redis-a.node*.log 2>/dev/null | head -1 || true)
         note "Redis rows not available: tpnode did not start with --kv-cache-redis-url (${why:-$(tail -2 "$LOGS/redis-a.node0.log" | tr '\n' ' ')})"
       fi
-      kill -TERM "$RPID" 2>/dev/null || true; wait "$RPID" 2>/dev/null || true ;;
+      kill -TERM "$RPID" 2>/dev/null || true; wait "$RPID" 2>/dev/null || true; forget "$RPID" ;;
     llama)
       LLAMA_BIN=$(tools/llama-cpp.sh)
       export LD_LIBRARY_PATH="$LLAMA_BIN:${LD_LIBRARY_PATH:-}"
-      LLAMA_FLAGS="-t $LLAMA_THREADS --parallel $SLOTS -c $((CTX * SLOTS)) --swa-full ${LLAMA_SERVER_ARGS:-}"
+      LLAMA_FLAGS="-t $LLAMA_THREADS --parallel $SLOTS -c $((CTX * SLOTS))"
+      [ "${LLAMA_SWA_FULL:-1}" = 0 ] || LLAMA_FLAGS+=" --swa-full"
+      LLAMA_FLAGS+=" ${LLAMA_SERVER_ARGS:-}"
       label="llama-server --parallel $SLOTS -t $LLAMA_THREADS (prompt cache)"
       mode_list+=("llama:$label")
       log "== $label"

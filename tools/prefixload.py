@@ -366,7 +366,8 @@ def cmd_probe(a):
 
 # ---- report: markdown tables of a bench-prefix.sh result folder ----------------------------
 # The folder holds facts.json ({"modes": [[key, label], ...], ...}) and, per mode key,
-# <key>.shared.json, <key>.chat.json, <key>.probe.json (any may be missing: not run or failed).
+# <key>.shared.json, <key>.chat.json, <key>.probe.json, <key>.metrics.txt (node 0's /metrics
+# lines of the cache; any may be missing: not run or failed).
 # Probe steps: modes off/local/llama: step 1 uncached, step 2 cached. Mode redis: its probe ran
 # on the second cluster after the first ran step 1 of the same tag, so step 1 is "from Redis".
 
@@ -453,6 +454,18 @@ def report(d):
             goal.append(f"- generated tokens/s, shared prefix, tpnode {key} / llama-server: "
                         f"{_fmt(_ratio(r['tokens_per_s'], ll['tokens_per_s']), 'x')} (goal >= 1.0x)")
     lines += ["#### Ratios", ""] + (goal or ["- (not enough modes ran for the ratios)"]) + [""]
+    counters = []
+    for key, label in modes:
+        try:
+            with open(os.path.join(d, f"{key}.metrics.txt")) as f:
+                kept = [" ".join(l.split()[:2]) for l in f
+                        if ("prefix_cache" in l or "redis" in l) and not l.startswith("#")]
+        except OSError:
+            continue
+        if kept:
+            counters.append(f"- {label}: " + ", ".join(f"`{k}`" for k in kept))
+    if counters:
+        lines += ["#### Cache counters (/metrics of node 0 after the run)", ""] + counters + [""]
     notes = facts.get("notes") or []
     if notes:
         lines += ["#### Notes", ""] + [f"- {n}" for n in notes] + [""]

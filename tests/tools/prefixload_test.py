@@ -117,7 +117,10 @@ class ParseTest(unittest.TestCase):
         put("redis-a.probe.json", {"steps": [{"ttft_ms_p50": 400.0, "cached_tokens": [0]}]})
         put("redis.probe.json", {"steps": [{"ttft_ms_p50": 80.0, "cached_tokens": [1024]},
                                            {"ttft_ms_p50": 40.0, "cached_tokens": [1024]}]})
+        with open(os.path.join(d, "local.metrics.txt"), "w") as f:
+            f.write("tpnode_prefix_cache_hits_total 23\ntpnode_kv_blocks_free 100\n")
         md = pl.report(d)
+        self.assertIn("- tpnode local: `tpnode_prefix_cache_hits_total 23`\n", md)
         self.assertIn("| tpnode local | 10 | 0 | 40 | 0.9 | 200 | 200 | 9 | 100 / 100 | 1 |", md)
         self.assertIn("| redis A | not run |", md)  # no redis-a.shared.json
         self.assertIn("| tpnode local | 500 | 50 | 0.1x | [1024] |", md)
