@@ -125,6 +125,7 @@ class ParseTest(unittest.TestCase):
         self.assertIn("| redis A | not run |", md)  # no redis-a.shared.json
         self.assertIn("| tpnode local | 500 | 50 | 0.1x | [1024] |", md)
         self.assertIn("| redis B (first request on the second cluster) | 400 | 80 | 0.2x |", md)
+        self.assertIn("| redis A | 400 | - | - | - |", md)
         self.assertIn("under load: 0.1x (goal <= 0.2x)", md)
         self.assertIn("tpnode local / llama-server: 2x (goal >= 1.0x)", md)
         self.assertIn("- a note", md)
