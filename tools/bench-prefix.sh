@@ -212,7 +212,7 @@ for mode in $MODES; do
       if start_tpnode redis-a --prefix-cache on --kv-cache-redis-url "$url"; then
         run_workloads redis-a "$TAG-redis" 1
         stop_running
-        log "redis after the first cluster: $(redis-cli -p "$rport" dbsize) keys, $(redis-cli -p "$rport" info memory | grep -m1 '^used_memory_human' | tr -d '\r')"
+        note "Redis after the first cluster: $(redis-cli -p "$rport" dbsize) keys, $(redis-cli -p "$rport" info memory | grep -m1 '^used_memory_human' | tr -d '\r')"
         if start_tpnode redis --prefix-cache on --kv-cache-redis-url "$url"; then
           run_workloads redis "$TAG-redis" 2
           stop_running
