@@ -72,6 +72,9 @@ trap 'exit 130' INT TERM
 log() { echo "[bench-prefix] $*" >&2; }
 note() { echo "$*" >>"$RES/notes.txt"; log "note: $*"; }
 : >"$RES/notes.txt"
+# A kept folder from an earlier run: its results (and its sized prompt) must not leak into this one.
+rm -f "$RES/prompt.json" "$RES/facts.json" "$RES"/*.shared.json "$RES"/*.chat.json \
+  "$RES"/*.probe.json "$RES"/*.metrics.txt
 free_ports() { python3 -c 'import socket,sys
 ss=[socket.socket() for _ in range(int(sys.argv[1]))]
 [s.bind(("127.0.0.1",0)) for s in ss]
