@@ -160,7 +160,8 @@ int main(int argc, char** argv) {
       parseLayout(l);
       kernels::DotKernels t = *k;
       if (l == "dot") t.gemm_rows_f16 = t.gemm_rows_bf16 = nullptr;
-      if (l == "tile") t.gemv16_q8_0 = t.gemv16_q4_0 = t.gemv16_q5_0 = t.gemv16_q4_k = nullptr;
+      if (l == "tile")
+        t.gemv16_q8_0 = t.gemv16_q4_0 = t.gemv16_q5_0 = t.gemv16_q4_k = t.gemv16_q6_k = nullptr;
       tables.push_back(t);
       layout_names.push_back(l);
       names.push_back(std::string(t.isa) + "/" + l);
