@@ -173,8 +173,8 @@ TEST(MatmulTest, Q8_0SumsInLlamaCppOrderOnX86) {
 }
 
 // The decode kernels on the 16-row layouts (gemv16) give the one-token tile's bits for every
-// group of a range, whatever the range's length (groups read two side by side, then one) and
-// start.
+// group of a range, whatever the range's length (the range read as two streams, its halves, then
+// an odd last group alone) and start; row lengths of one block and of several (odd counts too).
 TEST(MatmulTest, Gemv16MatchesTheOneTokenTileBitForBit) {
   int checked = 0;
   for (const DotKernels* k :
@@ -187,7 +187,9 @@ TEST(MatmulTest, Gemv16MatchesTheOneTokenTileBitForBit) {
       const Gemm16Q0Fn tile_q0 = k->gemm16Q0ForType(type);
       const GemmTileFn tile = k->gemm16ForType(type);
       ASSERT_TRUE(tile_q0 || tile) << tensorTypeName(type) << " on " << k->isa;
-      for (int64_t cols : {256, 512, 1024}) {
+      const bool k_quant = type == TensorType::kQ4_K || type == TensorType::kQ6_K;
+      for (int64_t cols : {32, 96, 256, 512, 768, 1024}) {
+        if (k_quant && cols % 256 != 0) continue;
         const int64_t rows = 7 * 16;
         std::vector<uint8_t> w;
         for (int64_t r = 0; r < rows; ++r) {

@@ -133,6 +133,8 @@ Gemv16Fn DotKernels::gemv16ForType(TensorType weight) const {
       return gemv16_q5_0;
     case TensorType::kQ4_K:
       return gemv16_q4_k;
+    case TensorType::kQ6_K:
+      return gemv16_q6_k;
     default:
       return nullptr;
   }

@@ -48,11 +48,11 @@ using GemmTileFn = void (*)(int64_t n, const void* group, const void* acts, size
 using Gemm16Q0Fn = void (*)(int64_t n, const void* group, const void* acts, size_t act_stride,
                             const int32_t* act_offsets, int n_tok, float* out, int64_t out_stride);
 
-// Decode on a 16-row repacked layout (q0_x16.h, q4k_x16.h): groups [0, n_groups), `group_bytes`
-// apart, against one activation row; out[16 g + r]. offs: q0X16Offsets of the row for Q8_0 /
-// Q4_0 / Q5_0, nullptr for the others. Per group the same arithmetic, in the same order, as the
-// type's 16-row tile with n_tok = 1 (bit-identical results); the kernel reads several groups side
-// by side (several weight streams), which one call per group could not.
+// Decode on a 16-row repacked layout (q0_x16.h, q4k_x16.h, q6k_x16.h): groups [0, n_groups),
+// `group_bytes` apart, against one activation row; out[16 g + r]. offs: q0X16Offsets of the row for
+// Q8_0 / Q4_0 / Q5_0, nullptr for the others. Per group the same arithmetic, in the same order, as
+// the type's 16-row tile with n_tok = 1 (bit-identical results); the kernel reads the range as
+// several weight streams side by side, which one call per group could not.
 using Gemv16Fn = void (*)(int64_t n, const void* groups, size_t group_bytes, int64_t n_groups,
                           const void* act, const int32_t* offs, float* out);
 
@@ -85,7 +85,7 @@ struct DotKernels {
   Gemm16Q0Fn gemm16_q8_0 = nullptr, gemm16_q4_0 = nullptr, gemm16_q5_0 = nullptr;  // AVX-512
   Gemm16Q0Fn gemm16Q0ForType(TensorType weight) const;  // nullptr when none
   Gemv16Fn gemv16_q8_0 = nullptr, gemv16_q4_0 = nullptr, gemv16_q5_0 = nullptr;  // AVX-512
-  Gemv16Fn gemv16_q4_k = nullptr;
+  Gemv16Fn gemv16_q4_k = nullptr, gemv16_q6_k = nullptr;
   Gemv16Fn gemv16ForType(TensorType weight) const;               // nullptr when none
   GemmRowsFn gemm_rows_f16 = nullptr, gemm_rows_bf16 = nullptr;  // nullptr when none
   GemmRowsFn gemmRowsForType(TensorType weight) const;           // nullptr when none

@@ -32,6 +32,7 @@ const DotKernels& avx512Table() {
     t.gemv16_q4_0 = gemv16Q0<Q0Kind::kQ4_0>;
     t.gemv16_q5_0 = gemv16Q0<Q0Kind::kQ5_0>;
     t.gemv16_q4_k = gemv16Q4K;
+    t.gemv16_q6_k = gemv16Q6K;
     // BF16 prefill through vdpbf16ps; without AVX512_BF16 one dot product per row and token
     // (the 512-bit FMA tile of dot_x86_f16.inc is not tested on such a CPU, so not used).
     t.gemm_rows_bf16 = avx512Bf16RowsTile();
