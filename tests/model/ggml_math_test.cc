@@ -64,17 +64,34 @@ void expectScalarBits(const Impl& simd) {
     simd_impl->swiglu(b.data(), u.data(), n);
     expectSameBits(a, b, "swiglu n " + std::to_string(n));
   }
-  for (VSumOrder order : {VSumOrder::kVecDot64, VSumOrder::kTinyBlas16}) {
-    for (int64_t hd : {32, 36, 128, 200}) {
-      for (int64_t n : {1, 3, 200}) {
-        const auto v = randomVector(static_cast<size_t>(n * hd), seed++);
-        const auto p = randomVector(static_cast<size_t>(n), seed++);
-        std::vector<float> lanes(kWeightedRowSumScratch), a(static_cast<size_t>(hd)), b(a.size());
-        ref.weightedRowSum(order, p.data(), v.data(), hd * sizeof(float), n, hd, lanes.data(),
-                           a.data());
-        simd_impl->weightedRowSum(order, p.data(), v.data(), hd * sizeof(float), n, hd,
-                                  lanes.data(), b.data());
-        expectSameBits(a, b, "weightedRowSum hd " + std::to_string(hd) + " n " + std::to_string(n));
+  // Weights: 0 normal; 1 some subnormal (a peaked softmax's underflowing tail) and some 0; 2 all
+  // subnormal (sums that stay subnormal: nothing may be skipped); 3 as 1 with the subnormal-weight
+  // rows 2^160 times the others (products that do not vanish in the sums).
+  for (int kind = 0; kind < 4; ++kind) {
+    for (VSumOrder order : {VSumOrder::kVecDot64, VSumOrder::kTinyBlas16}) {
+      for (int64_t hd : {32, 36, 128, 200}) {
+        for (int64_t n : {1, 3, 200}) {
+          auto v = randomVector(static_cast<size_t>(n * hd), seed++);
+          auto p = randomVector(static_cast<size_t>(n), seed++);
+          for (size_t j = 0; j < p.size(); ++j) {
+            if ((kind == 1 || kind == 3) && j % 3 == 0) p[j] = std::ldexp(p[j], -135);
+            if ((kind == 1 || kind == 3) && j % 5 == 1) p[j] = 0.f;
+            if (kind == 2) p[j] = std::ldexp(p[j], -140);
+          }
+          if (kind == 3) {  // subnormal-weight rows large, the others small
+            for (size_t i = 0; i < v.size(); ++i) {
+              v[i] = std::ldexp(v[i], (i / static_cast<size_t>(hd)) % 3 == 0 ? 100 : -60);
+            }
+          }
+          std::vector<float> lanes(kWeightedRowSumScratch), a(static_cast<size_t>(hd)), b(a.size());
+          ref.weightedRowSum(order, p.data(), v.data(), hd * sizeof(float), n, hd, lanes.data(),
+                             a.data());
+          simd_impl->weightedRowSum(order, p.data(), v.data(), hd * sizeof(float), n, hd,
+                                    lanes.data(), b.data());
+          expectSameBits(a, b,
+                         "weightedRowSum kind " + std::to_string(kind) + " hd " +
+                             std::to_string(hd) + " n " + std::to_string(n));
+        }
       }
     }
   }
