@@ -65,7 +65,7 @@ void expectScalarBits(const Impl& simd) {
     expectSameBits(a, b, "swiglu n " + std::to_string(n));
   }
   // Weights: 0 normal; 1 some subnormal (a peaked softmax's underflowing tail) and some 0; 2 all
-  // subnormal (sums that stay subnormal: nothing may be skipped); 3 as 1 with the subnormal-weight
+  // subnormal (sums that stay subnormal); 3 as 1 with the subnormal-weight
   // rows 2^160 times the others (products that do not vanish in the sums).
   for (int kind = 0; kind < 4; ++kind) {
     for (VSumOrder order : {VSumOrder::kVecDot64, VSumOrder::kTinyBlas16}) {
