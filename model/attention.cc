@@ -161,13 +161,16 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
         const auto* v0 =
             reinterpret_cast<const float*>(reinterpret_cast<const unsigned char*>(vrow0) +
                                            static_cast<size_t>(first - qb.lo) * stride);
-        for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-          const float* q = q_.data() + i * nq + h * hd;
-          scores.assign(static_cast<size_t>(len), -INFINITY);
-          kernels::ggml::scores(hd, q, k0, stride, cells, scale, scores.data() + (first - start));
-          kernels::softmax(scores.data(), len);
-          kernels::ggml::weightedRowSum(order, scores.data() + (first - start), v0, stride, cells,
-                                        hd, lanes.data(), attn_.data() + i * nq + h * hd);
+        // The group's heads share the cells: their scores in one pass over the K rows.
+        scores.assign(static_cast<size_t>(group * len), -INFINITY);
+        kernels::ggml::scoresHeads(hd, q_.data() + i * nq + kvh * group * hd, group, k0, stride,
+                                   cells, scale, scores.data() + (first - start), len);
+        for (int64_t g = 0; g < group; ++g) {
+          float* row = scores.data() + g * len;
+          kernels::softmax(row, len);
+          kernels::ggml::weightedRowSum(order, row + (first - start), v0, stride, cells, hd,
+                                        lanes.data(),
+                                        attn_.data() + i * nq + (kvh * group + g) * hd);
         }
       }
     }

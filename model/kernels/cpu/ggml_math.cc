@@ -43,8 +43,8 @@ float dotF32(int64_t n, const float* x, const float* y) {
 }
 
 const Impl& scalarImpl() {
-  static const Impl impl{"scalar", scoresScalar, Scalar::softmax, Scalar::swiglu,
-                         weightedRowSumScalar};
+  static const Impl impl{"scalar",       scoresScalar,         Scalar::softmax,
+                         Scalar::swiglu, weightedRowSumScalar, Scalar::scoresHeads};
   return impl;
 }
 
@@ -81,6 +81,11 @@ const Impl& activeImpl() {
 void scores(int64_t hd, const float* q, const float* k, size_t stride, int64_t n, float scale,
             float* out) {
   activeImpl().scores(hd, q, k, stride, n, scale, out);
+}
+
+void scoresHeads(int64_t hd, const float* q, int64_t heads, const float* k, size_t stride,
+                 int64_t n, float scale, float* out, int64_t out_stride) {
+  activeImpl().scoresHeads(hd, q, heads, k, stride, n, scale, out, out_stride);
 }
 
 void softmax(float* x, int64_t n) {

@@ -63,7 +63,8 @@ void weightedRowSumAvx2(VSumOrder order, const float* p, const float* rows, size
 }  // namespace
 
 const Impl& avx2Table() {
-  static const Impl impl{"avx2", scoresAvx2, Avx2::softmax, Avx2::swiglu, weightedRowSumAvx2};
+  static const Impl impl{"avx2",       scoresAvx2,         Avx2::softmax,
+                         Avx2::swiglu, weightedRowSumAvx2, Avx2::scoresHeads};
   return impl;
 }
 

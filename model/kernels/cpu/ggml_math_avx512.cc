@@ -64,8 +64,8 @@ void weightedRowSumAvx512(VSumOrder order, const float* p, const float* rows, si
 }  // namespace
 
 const Impl& avx512Table() {
-  static const Impl impl{"avx512", scoresAvx512, Avx512::softmax, Avx512::swiglu,
-                         weightedRowSumAvx512};
+  static const Impl impl{"avx512",       scoresAvx512,         Avx512::softmax,
+                         Avx512::swiglu, weightedRowSumAvx512, Avx512::scoresHeads};
   return impl;
 }
 

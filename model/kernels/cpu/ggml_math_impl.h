@@ -100,6 +100,88 @@ struct GgmlMath {
     return sum;
   }
 
+  // dot(n, x, y_g) for G vectors y_g = y + g * y_stride: the same operations per y_g, with each
+  // load of x shared by all of them.
+  template <int G>
+  __attribute__((always_inline)) static void dots(int64_t n, const float* x, const float* y,
+                                                  int64_t y_stride, float* res) {
+    const int64_t np = n & ~int64_t{63};
+    float sum[G] = {};
+    if (np > 0) {
+      V acc[G][64 / W];
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+        for (V& a : acc[g]) a = S::set1(0.f);
+      }
+      for (int64_t i = 0; i < np; i += 64) {
+#pragma GCC unroll 64
+        for (int k = 0; k < 64 / W; ++k) {
+          const V xv = S::load(x + i + k * W);
+#pragma GCC unroll 4
+          for (int g = 0; g < G; ++g) {
+            acc[g][k] = S::fma(xv, S::load(y + g * y_stride + i + k * W), acc[g][k]);
+          }
+        }
+      }
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+        V folded[16 / W];
+        for (int k = 0; k < 16 / W; ++k) {
+          folded[k] = S::add(S::add(acc[g][k], acc[g][k + 32 / W]),
+                             S::add(acc[g][k + 16 / W], acc[g][k + 48 / W]));
+        }
+        sum[g] = S::reduce16(folded);
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      const float* yg = y + g * y_stride;
+      int64_t i = np;
+      for (; i + 16 <= n; i += 16) {
+        for (int l = 0; l < 16; ++l) sum[g] += x[i + l] * yg[i + l];
+      }
+      if (i + 8 <= n) {
+        for (int l = 0; l < 8; ++l) sum[g] += x[i + l] * yg[i + l];
+        i += 8;
+      }
+      for (; i < n; ++i) sum[g] = std::fma(x[i], yg[i], sum[g]);
+      res[g] = sum[g];
+    }
+  }
+
+  template <int G>
+  static void scoresOf(int64_t hd, const float* q, const float* k, size_t stride, int64_t n,
+                       float scale, float* out, int64_t out_stride) {
+    const auto* base = reinterpret_cast<const unsigned char*>(k);
+    for (int64_t j = 0; j < n; ++j) {
+      const auto* row = reinterpret_cast<const float*>(base + static_cast<size_t>(j) * stride);
+      float r[G];
+      dots<G>(hd, row, q, hd, r);
+      for (int g = 0; g < G; ++g) out[g * out_stride + j] = r[g] * scale;
+    }
+  }
+
+  static void scoresHeads(int64_t hd, const float* q, int64_t heads, const float* k, size_t stride,
+                          int64_t n, float scale, float* out, int64_t out_stride) {
+    for (int64_t h = 0; h < heads; h += 4) {
+      const float* qh = q + h * hd;
+      float* o = out + h * out_stride;
+      switch (std::min<int64_t>(4, heads - h)) {
+        case 1:
+          scoresOf<1>(hd, qh, k, stride, n, scale, o, out_stride);
+          break;
+        case 2:
+          scoresOf<2>(hd, qh, k, stride, n, scale, o, out_stride);
+          break;
+        case 3:
+          scoresOf<3>(hd, qh, k, stride, n, scale, o, out_stride);
+          break;
+        default:
+          scoresOf<4>(hd, qh, k, stride, n, scale, o, out_stride);
+          break;
+      }
+    }
+  }
+
   static void scores(int64_t hd, const float* q, const float* k, size_t stride, int64_t n,
                      float scale, float* out) {
     const auto* base = reinterpret_cast<const unsigned char*>(k);
