@@ -117,7 +117,7 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
     // Per-thread scratch kept across calls (a long prompt's gathered rows are large; allocating
     // them per call would fault their pages in every layer).
     thread_local std::vector<float> scores, lanes, krows, vrows;
-    lanes.resize(kernels::ggml::kWeightedRowSumScratch);
+    lanes.resize(kernels::ggml::kWeightedRowSumHeadsScratch);
     for (int64_t job = b; job < e; ++job) {
       const QueryBlock& qb = blocks[static_cast<size_t>(job / kv_heads)];
       const int64_t kvh = job % kv_heads;
@@ -165,13 +165,10 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
         scores.assign(static_cast<size_t>(group * len), -INFINITY);
         kernels::ggml::scoresHeads(hd, q_.data() + i * nq + kvh * group * hd, group, k0, stride,
                                    cells, scale, scores.data() + (first - start), len);
-        for (int64_t g = 0; g < group; ++g) {
-          float* row = scores.data() + g * len;
-          kernels::softmax(row, len);
-          kernels::ggml::weightedRowSum(order, row + (first - start), v0, stride, cells, hd,
-                                        lanes.data(),
-                                        attn_.data() + i * nq + (kvh * group + g) * hd);
-        }
+        for (int64_t g = 0; g < group; ++g) kernels::softmax(scores.data() + g * len, len);
+        kernels::ggml::weightedRowSumHeads(order, scores.data() + (first - start), len, group, v0,
+                                           stride, cells, hd, lanes.data(),
+                                           attn_.data() + i * nq + kvh * group * hd);
       }
     }
   });

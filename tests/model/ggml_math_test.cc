@@ -70,6 +70,31 @@ void expectScalarBits(const Impl& simd) {
       expectSameBits(a, one, what + " vs scores");
     }
   }
+  for (VSumOrder order : {VSumOrder::kVecDot64, VSumOrder::kTinyBlas16}) {
+    for (int64_t hd : {32, 64, 128, 200}) {
+      for (int64_t heads : {1, 3, 4, 6}) {
+        for (int64_t n : {1, 17, 200}) {
+          const int64_t row = hd + 8, p_stride = n + 5;
+          const auto v = randomVector(static_cast<size_t>(n * row), seed++);
+          const auto p = randomVector(static_cast<size_t>(heads * p_stride), seed++);
+          std::vector<float> lanes(kWeightedRowSumHeadsScratch), a(static_cast<size_t>(heads * hd)),
+              b(a.size()), one(a.size());
+          ref.weightedRowSumHeads(order, p.data(), p_stride, heads, v.data(), row * sizeof(float),
+                                  n, hd, lanes.data(), a.data());
+          simd_impl->weightedRowSumHeads(order, p.data(), p_stride, heads, v.data(),
+                                         row * sizeof(float), n, hd, lanes.data(), b.data());
+          for (int64_t h = 0; h < heads; ++h) {  // = one weightedRowSum per head
+            simd_impl->weightedRowSum(order, p.data() + h * p_stride, v.data(), row * sizeof(float),
+                                      n, hd, lanes.data(), one.data() + h * hd);
+          }
+          const std::string what = "weightedRowSumHeads hd " + std::to_string(hd) + " heads " +
+                                   std::to_string(heads) + " n " + std::to_string(n);
+          expectSameBits(a, b, what);
+          expectSameBits(a, one, what + " vs weightedRowSum");
+        }
+      }
+    }
+  }
   for (int64_t n : {1, 5, 16, 37, 300}) {
     auto x = randomVector(static_cast<size_t>(n), seed++, 30.f);  // some exp(x - max) underflow
     for (int64_t i = 0; i < std::min<int64_t>(n - 1, 3); ++i) x[static_cast<size_t>(i)] = -INFINITY;

@@ -256,6 +256,100 @@ struct GgmlMath {
     }
   }
 
+  // chunkLanes<false> for G weight rows (head g's at p + g * p_stride) over the same V rows:
+  // each row's values loaded once for all heads; head g's lanes at lanes + g * scratch.
+  template <int G>
+  static void chunkLanesHeads(const unsigned char* base, size_t stride, const float* p,
+                              int64_t p_stride, int64_t n, int64_t n_lanes, int64_t d0, int64_t l,
+                              float* lanes) {
+    constexpr int kV = kChunk / W;
+    V a[G][kV];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 64
+      for (int i = 0; i < kV; ++i) a[g][i] = S::set1(0.f);
+    }
+    for (int64_t j = l; j < n; j += n_lanes) {
+      const auto* v = reinterpret_cast<const float*>(base + static_cast<size_t>(j) * stride) + d0;
+      V x[kV];
+#pragma GCC unroll 64
+      for (int i = 0; i < kV; ++i) x[i] = S::load(v + i * W);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+        const V w = S::set1(p[g * p_stride + j]);
+#pragma GCC unroll 64
+        for (int i = 0; i < kV; ++i) a[g][i] = S::fma(x[i], w, a[g][i]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 64
+      for (int i = 0; i < kV; ++i) {
+        S::store(lanes + g * kWeightedRowSumScratch + l * kChunk + i * W, a[g][i]);
+      }
+    }
+  }
+
+  // weightedRowSum of `heads` weight rows over the same V rows, head g's out at out + g * hd:
+  // the same bits as one call per head. Where a head group's accumulators fit in registers
+  // (16-float vectors, hd a multiple of kChunk) up to 4 heads share each row's loads; elsewhere
+  // one head at a time.
+  static void weightedRowSumHeads(bool lanes64, const float* p, int64_t p_stride, int64_t heads,
+                                  const float* rows, size_t stride, int64_t n, int64_t hd,
+                                  float* lanes, float* out) {
+    if (kChunk / W > 4 || hd % kChunk != 0) {
+      for (int64_t g = 0; g < heads; ++g) {
+        weightedRowSum(lanes64, p + g * p_stride, rows, stride, n, hd, lanes, out + g * hd);
+      }
+      return;
+    }
+    const int64_t n_lanes = lanes64 ? 64 : 16;
+    const auto* base = reinterpret_cast<const unsigned char*>(rows);
+    for (int64_t h = 0; h < heads; h += 4) {
+      const int64_t g_n = std::min<int64_t>(4, heads - h);
+      const float* ph = p + h * p_stride;
+      for (int64_t d0 = 0; d0 < hd; d0 += kChunk) {
+        for (int64_t l = 0; l < n_lanes; ++l) {
+          switch (g_n) {
+            case 1:
+              chunkLanesHeads<1>(base, stride, ph, p_stride, n, n_lanes, d0, l, lanes);
+              break;
+            case 2:
+              chunkLanesHeads<2>(base, stride, ph, p_stride, n, n_lanes, d0, l, lanes);
+              break;
+            case 3:
+              chunkLanesHeads<3>(base, stride, ph, p_stride, n, n_lanes, d0, l, lanes);
+              break;
+            default:
+              chunkLanesHeads<4>(base, stride, ph, p_stride, n, n_lanes, d0, l, lanes);
+              break;
+          }
+        }
+        for (int64_t g = 0; g < g_n; ++g) {
+          foldLanes(lanes64, lanes + g * kWeightedRowSumScratch, kChunk, out + (h + g) * hd + d0);
+        }
+      }
+    }
+  }
+
+  // out[k] for k < m: the lanes of value k (lane l at lanes[l * kChunk + k]) folded as
+  // llama.cpp: (l + l+32) + (l+16 + l+48) for 64 lanes, then reduce16's tree.
+  static void foldLanes(bool lanes64, const float* lanes, int64_t m, float* out) {
+    for (int64_t k = 0; k < m; k += W) {
+      auto lane = [&](int l) { return S::load(lanes + l * kChunk + k); };
+      V v[16];
+      for (int l = 0; l < 16; ++l) {
+        v[l] = lanes64 ? S::add(S::add(lane(l), lane(32 + l)), S::add(lane(16 + l), lane(48 + l)))
+                       : lane(l);
+      }
+      for (int l = 0; l < 8; ++l) v[l] = S::add(v[l + 8], v[l]);
+      for (int l = 0; l < 4; ++l) v[l] = S::add(v[l + 4], v[l]);
+      float folded[W];
+      S::store(folded, S::add(S::add(v[0], v[2]), S::add(v[1], v[3])));
+      for (int64_t i = 0; i < W && k + i < m; ++i) out[k + i] = folded[i];
+    }
+  }
+
   static void weightedRowSum(bool lanes64, const float* p, const float* rows, size_t stride,
                              int64_t n, int64_t hd, float* lanes, float* out) {
     const int64_t n_lanes = lanes64 ? 64 : 16;
@@ -283,20 +377,7 @@ struct GgmlMath {
           for (; k < m; ++k) acc[k] = std::fma(v[k], p[j], acc[k]);
         }
       }
-      // Fold the lanes of each value: (l + l+32) + (l+16 + l+48) for 64, then reduce16's tree.
-      for (int64_t k = 0; k < m; k += W) {
-        auto lane = [&](int l) { return S::load(lanes + l * kChunk + k); };
-        V v[16];
-        for (int l = 0; l < 16; ++l) {
-          v[l] = lanes64 ? S::add(S::add(lane(l), lane(32 + l)), S::add(lane(16 + l), lane(48 + l)))
-                         : lane(l);
-        }
-        for (int l = 0; l < 8; ++l) v[l] = S::add(v[l + 8], v[l]);
-        for (int l = 0; l < 4; ++l) v[l] = S::add(v[l + 4], v[l]);
-        float folded[W];
-        S::store(folded, S::add(S::add(v[0], v[2]), S::add(v[1], v[3])));
-        for (int64_t i = 0; i < W && k + i < m; ++i) out[d0 + k + i] = folded[i];
-      }
+      foldLanes(lanes64, lanes, m, out + d0);
     }
   }
 };
