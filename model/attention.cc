@@ -1,7 +1,8 @@
 // LlamaRank's attention block: norm, Q/K/V projections (+bias, +QK norm), RoPE (per-layer base),
 // KV cache write, causal grouped-query attention over the cache (a sliding window on gemma3's
 // local layers) in llama.cpp's float order (kernels/cpu/ggml_math.h), output projection,
-// all-reduce, (gemma3: post norm), residual.
+// all-reduce, (gemma3: post norm), residual. Prefill attends in blocks of consecutive queries of
+// one sequence per kv head (LlamaRank::queryBlocks), each query in the one-query order.
 #include <algorithm>
 #include <cmath>
 
@@ -95,8 +96,8 @@ void forKvRuns(int64_t first, int64_t last, int64_t block_size, BlockOf&& block_
 void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
   const int64_t n = static_cast<int64_t>(batch.size());
   const int64_t hd = config_.head_dim;
-  const int64_t heads = weights_.n_head;
-  const int64_t group = weights_.n_head / weights_.n_head_kv;
+  const int64_t heads = weights_.n_head, kv_heads = weights_.n_head_kv;
+  const int64_t group = heads / kv_heads;
   const int64_t nq = heads * hd;
   const float scale =
       config_.attn_scale > 0 ? config_.attn_scale : 1.0f / std::sqrt(static_cast<float>(hd));
@@ -108,51 +109,97 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
   const auto order =
       n == 1 ? kernels::ggml::VSumOrder::kVecDot64 : kernels::ggml::VSumOrder::kTinyBlas16;
   const int64_t bs = kv_.blockSize();
-  pool_.parallelFor(n * heads, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> scores;
-    std::vector<float> lanes(kernels::ggml::kWeightedRowSumScratch);
-    std::vector<float> vrows;  // V rows gathered when the sequence's blocks are not contiguous
+  const std::vector<QueryBlock> blocks = queryBlocks(batch, window);
+  // One job: a query block and one kv head, i.e. the block's tokens times the kv head's group
+  // of query heads. Each query's arithmetic is the one-query order of ggml_math.h, so blocking
+  // changes no bits; it only reads the block's K and V rows from the cache once.
+  pool_.parallelFor(static_cast<int64_t>(blocks.size()) * kv_heads, 1, [&](int64_t b, int64_t e) {
+    // Per-thread scratch kept across calls (a long prompt's gathered rows are large; allocating
+    // them per call would fault their pages in every layer).
+    thread_local std::vector<float> scores, lanes, krows, vrows;
+    lanes.resize(kernels::ggml::kWeightedRowSumHeadsScratch);
     for (int64_t job = b; job < e; ++job) {
-      const int64_t i = job / heads, h = job % heads, kvh = h / group;
-      const BatchToken& t = batch[static_cast<size_t>(i)];
-      const float* q = q_.data() + i * nq + h * hd;
-      auto block_of = [&](int64_t p) { return kvBlock(t, p); };
-      // Cells [first, pos]; the softmax's chunks of 16 start at a multiple of 16, as in
-      // llama.cpp's row of all cells, so the row starts there with masked (-inf) entries.
-      const int64_t first = window > 0 ? std::max<int64_t>(0, t.pos + 1 - window) : 0;
-      const int64_t start = first & ~int64_t{15};
-      const int64_t len = t.pos + 1 - start;
-      scores.assign(static_cast<size_t>(len), -INFINITY);
-      // Each score is one row's dot product, so scoring run by run gives the same bits.
+      const QueryBlock& qb = blocks[static_cast<size_t>(job / kv_heads)];
+      const int64_t kvh = job % kv_heads;
+      // The block's last token has the largest position, so its table covers every cell read.
+      const BatchToken& tmax = batch[static_cast<size_t>(qb.end - 1)];
+      auto block_of = [&](int64_t p) { return kvBlock(tmax, p); };
       int64_t runs = 0;
-      forKvRuns(first, t.pos, bs, block_of,
-                [&](int64_t block, int64_t offset, int64_t p, int64_t m) {
-                  kernels::ggml::scores(hd, q, kv_.k(l, block, offset) + kvh * hd, kv_row_bytes, m,
-                                        scale, scores.data() + (p - start));
-                  ++runs;
-                });
-      kernels::softmax(scores.data(), len);
-      // The V sum runs over all rows at once (its lanes fold at the end): one run is read in
-      // place, several are gathered into one stretch first.
-      const float* rows = kv_.v(l, block_of(first), first % bs) + kvh * hd;
+      forKvRuns(qb.lo, qb.hi, bs, block_of, [&](int64_t, int64_t, int64_t, int64_t) { ++runs; });
+      // Rows of cells [lo, hi] for this kv head: in place when they are one run and the block
+      // one token (decode), else gathered into one compact stretch (prefill: read from the cache
+      // once, then by every query of the block from L1/L2; the V sum's lanes stride over rows).
+      const float* krow0 = kv_.k(l, block_of(qb.lo), qb.lo % bs) + kvh * hd;
+      const float* vrow0 = kv_.v(l, block_of(qb.lo), qb.lo % bs) + kvh * hd;
       size_t stride = kv_row_bytes;
-      if (runs > 1) {
-        vrows.resize(static_cast<size_t>((t.pos + 1 - first) * hd));
-        forKvRuns(first, t.pos, bs, block_of,
+      if (runs > 1 || qb.end - qb.begin > 1) {
+        const auto rows = static_cast<size_t>((qb.hi + 1 - qb.lo) * hd);
+        if (krows.size() < rows) krows.resize(rows);
+        if (vrows.size() < rows) vrows.resize(rows);
+        forKvRuns(qb.lo, qb.hi, bs, block_of,
                   [&](int64_t block, int64_t offset, int64_t p, int64_t m) {
                     for (int64_t r = 0; r < m; ++r) {
-                      std::copy_n(kv_.v(l, block, offset + r) + kvh * hd, hd,
-                                  vrows.data() + (p - first + r) * hd);
+                      const auto dst = static_cast<size_t>((p - qb.lo + r) * hd);
+                      std::copy_n(kv_.k(l, block, offset + r) + kvh * hd, hd, krows.data() + dst);
+                      std::copy_n(kv_.v(l, block, offset + r) + kvh * hd, hd, vrows.data() + dst);
                     }
                   });
-        rows = vrows.data();
+        krow0 = krows.data();
+        vrow0 = vrows.data();
         stride = static_cast<size_t>(hd) * sizeof(float);
       }
-      kernels::ggml::weightedRowSum(order, scores.data() + (first - start), rows, stride,
-                                    t.pos + 1 - first, hd, lanes.data(),
-                                    attn_.data() + i * nq + h * hd);
+      for (int64_t i = qb.begin; i < qb.end; ++i) {
+        const BatchToken& t = batch[static_cast<size_t>(i)];
+        // Cells [first, pos]; the softmax's chunks of 16 start at a multiple of 16, as in
+        // llama.cpp's row of all cells, so the row starts there with masked (-inf) entries.
+        const int64_t first = firstCell(t, window);
+        const int64_t start = first & ~int64_t{15};
+        const int64_t len = t.pos + 1 - start, cells = t.pos + 1 - first;
+        const auto* k0 =
+            reinterpret_cast<const float*>(reinterpret_cast<const unsigned char*>(krow0) +
+                                           static_cast<size_t>(first - qb.lo) * stride);
+        const auto* v0 =
+            reinterpret_cast<const float*>(reinterpret_cast<const unsigned char*>(vrow0) +
+                                           static_cast<size_t>(first - qb.lo) * stride);
+        // The group's heads share the cells: their scores in one pass over the K rows.
+        scores.assign(static_cast<size_t>(group * len), -INFINITY);
+        kernels::ggml::scoresHeads(hd, q_.data() + i * nq + kvh * group * hd, group, k0, stride,
+                                   cells, scale, scores.data() + (first - start), len);
+        for (int64_t g = 0; g < group; ++g) kernels::softmax(scores.data() + g * len, len);
+        kernels::ggml::weightedRowSumHeads(order, scores.data() + (first - start), len, group, v0,
+                                           stride, cells, hd, lanes.data(),
+                                           attn_.data() + i * nq + kvh * group * hd);
+      }
     }
   });
+}
+
+int64_t LlamaRank::firstCell(const BatchToken& t, int64_t window) {
+  return window > 0 ? std::max<int64_t>(0, t.pos + 1 - window) : int64_t{0};
+}
+
+std::vector<LlamaRank::QueryBlock> LlamaRank::queryBlocks(std::span<const BatchToken> batch,
+                                                          int64_t window) {
+  // Tokens of one sequence: the same slot and the same block table (same cells for a position).
+  auto same_sequence = [](const BatchToken& a, const BatchToken& b) {
+    return a.slot == b.slot && a.blocks.data() == b.blocks.data();
+  };
+  std::vector<QueryBlock> blocks;
+  for (int64_t i = 0; i < static_cast<int64_t>(batch.size()); ++i) {
+    const BatchToken& t = batch[static_cast<size_t>(i)];
+    if (!blocks.empty()) {
+      QueryBlock& qb = blocks.back();
+      const BatchToken& prev = batch[static_cast<size_t>(i - 1)];
+      if (i - qb.begin < kQueryBlock && same_sequence(prev, t) && t.pos == prev.pos + 1) {
+        qb.end = i + 1;
+        qb.lo = std::min(qb.lo, firstCell(t, window));
+        qb.hi = t.pos;
+        continue;
+      }
+    }
+    blocks.push_back({i, i + 1, firstCell(t, window), t.pos});
+  }
+  return blocks;
 }
 
 }  // namespace tpnode::model

@@ -63,6 +63,15 @@ class LlamaRank final : public RankModel {
   void ffnBlock(int64_t layer, int64_t n_tokens);
   void denseFfn(const LayerWeights& w, int64_t n_tokens);  // into o_
   void attend(int64_t layer, std::span<const BatchToken> batch);
+  // attend's unit of work: batch tokens [begin, end) of one sequence at consecutive positions
+  // (at most kQueryBlock), which read cells [lo, hi] together.
+  static constexpr int64_t kQueryBlock = 16;
+  struct QueryBlock {
+    int64_t begin, end, lo, hi;
+  };
+  static std::vector<QueryBlock> queryBlocks(std::span<const BatchToken> batch, int64_t window);
+  // The first cell position t attends to (a sliding window of `window` positions; 0: none).
+  static int64_t firstCell(const BatchToken& t, int64_t window);
   // The KV block holding position `pos` of token t's sequence.
   int64_t kvBlock(const BatchToken& t, int64_t pos) const {
     const int64_t i = pos / kv_.blockSize();

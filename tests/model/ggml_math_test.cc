@@ -48,6 +48,53 @@ void expectScalarBits(const Impl& simd) {
       expectSameBits(a, b, "scores hd " + std::to_string(hd) + " n " + std::to_string(n));
     }
   }
+  for (int64_t hd : {32, 64, 80, 128, 200}) {
+    for (int64_t heads : {1, 2, 3, 4, 5, 8}) {
+      const int64_t n = 19, row = hd + 8;
+      const auto k = randomVector(static_cast<size_t>(n * row), seed++);
+      const auto q = randomVector(static_cast<size_t>(heads * hd), seed++);
+      const int64_t out_stride = n + 3;
+      std::vector<float> a(static_cast<size_t>(heads * out_stride), -1.f), b(a.size(), -1.f),
+          one(a.size(), -1.f);
+      ref.scoresHeads(hd, q.data(), heads, k.data(), row * sizeof(float), n, 0.125f, a.data(),
+                      out_stride);
+      simd_impl->scoresHeads(hd, q.data(), heads, k.data(), row * sizeof(float), n, 0.125f,
+                             b.data(), out_stride);
+      for (int64_t h = 0; h < heads; ++h) {  // = one scores() call per head
+        ref.scores(hd, q.data() + h * hd, k.data(), row * sizeof(float), n, 0.125f,
+                   one.data() + h * out_stride);
+      }
+      const std::string what =
+          "scoresHeads hd " + std::to_string(hd) + " heads " + std::to_string(heads);
+      expectSameBits(a, b, what);
+      expectSameBits(a, one, what + " vs scores");
+    }
+  }
+  for (VSumOrder order : {VSumOrder::kVecDot64, VSumOrder::kTinyBlas16}) {
+    for (int64_t hd : {32, 64, 128, 200}) {
+      for (int64_t heads : {1, 3, 4, 6}) {
+        for (int64_t n : {1, 17, 200}) {
+          const int64_t row = hd + 8, p_stride = n + 5;
+          const auto v = randomVector(static_cast<size_t>(n * row), seed++);
+          const auto p = randomVector(static_cast<size_t>(heads * p_stride), seed++);
+          std::vector<float> lanes(kWeightedRowSumHeadsScratch), a(static_cast<size_t>(heads * hd)),
+              b(a.size()), one(a.size());
+          ref.weightedRowSumHeads(order, p.data(), p_stride, heads, v.data(), row * sizeof(float),
+                                  n, hd, lanes.data(), a.data());
+          simd_impl->weightedRowSumHeads(order, p.data(), p_stride, heads, v.data(),
+                                         row * sizeof(float), n, hd, lanes.data(), b.data());
+          for (int64_t h = 0; h < heads; ++h) {  // = one weightedRowSum per head
+            simd_impl->weightedRowSum(order, p.data() + h * p_stride, v.data(), row * sizeof(float),
+                                      n, hd, lanes.data(), one.data() + h * hd);
+          }
+          const std::string what = "weightedRowSumHeads hd " + std::to_string(hd) + " heads " +
+                                   std::to_string(heads) + " n " + std::to_string(n);
+          expectSameBits(a, b, what);
+          expectSameBits(a, one, what + " vs weightedRowSum");
+        }
+      }
+    }
+  }
   for (int64_t n : {1, 5, 16, 37, 300}) {
     auto x = randomVector(static_cast<size_t>(n), seed++, 30.f);  // some exp(x - max) underflow
     for (int64_t i = 0; i < std::min<int64_t>(n - 1, 3); ++i) x[static_cast<size_t>(i)] = -INFINITY;
@@ -64,17 +111,34 @@ void expectScalarBits(const Impl& simd) {
     simd_impl->swiglu(b.data(), u.data(), n);
     expectSameBits(a, b, "swiglu n " + std::to_string(n));
   }
-  for (VSumOrder order : {VSumOrder::kVecDot64, VSumOrder::kTinyBlas16}) {
-    for (int64_t hd : {32, 36, 128, 200}) {
-      for (int64_t n : {1, 3, 200}) {
-        const auto v = randomVector(static_cast<size_t>(n * hd), seed++);
-        const auto p = randomVector(static_cast<size_t>(n), seed++);
-        std::vector<float> lanes(kWeightedRowSumScratch), a(static_cast<size_t>(hd)), b(a.size());
-        ref.weightedRowSum(order, p.data(), v.data(), hd * sizeof(float), n, hd, lanes.data(),
-                           a.data());
-        simd_impl->weightedRowSum(order, p.data(), v.data(), hd * sizeof(float), n, hd,
-                                  lanes.data(), b.data());
-        expectSameBits(a, b, "weightedRowSum hd " + std::to_string(hd) + " n " + std::to_string(n));
+  // Weights: 0 normal; 1 some subnormal (a peaked softmax's underflowing tail) and some 0; 2 all
+  // subnormal (sums that stay subnormal); 3 as 1 with the subnormal-weight
+  // rows 2^160 times the others (products that do not vanish in the sums).
+  for (int kind = 0; kind < 4; ++kind) {
+    for (VSumOrder order : {VSumOrder::kVecDot64, VSumOrder::kTinyBlas16}) {
+      for (int64_t hd : {32, 36, 128, 200}) {
+        for (int64_t n : {1, 3, 200}) {
+          auto v = randomVector(static_cast<size_t>(n * hd), seed++);
+          auto p = randomVector(static_cast<size_t>(n), seed++);
+          for (size_t j = 0; j < p.size(); ++j) {
+            if ((kind == 1 || kind == 3) && j % 3 == 0) p[j] = std::ldexp(p[j], -135);
+            if ((kind == 1 || kind == 3) && j % 5 == 1) p[j] = 0.f;
+            if (kind == 2) p[j] = std::ldexp(p[j], -140);
+          }
+          if (kind == 3) {  // subnormal-weight rows large, the others small
+            for (size_t i = 0; i < v.size(); ++i) {
+              v[i] = std::ldexp(v[i], (i / static_cast<size_t>(hd)) % 3 == 0 ? 100 : -60);
+            }
+          }
+          std::vector<float> lanes(kWeightedRowSumScratch), a(static_cast<size_t>(hd)), b(a.size());
+          ref.weightedRowSum(order, p.data(), v.data(), hd * sizeof(float), n, hd, lanes.data(),
+                             a.data());
+          simd_impl->weightedRowSum(order, p.data(), v.data(), hd * sizeof(float), n, hd,
+                                    lanes.data(), b.data());
+          expectSameBits(a, b,
+                         "weightedRowSum kind " + std::to_string(kind) + " hd " +
+                             std::to_string(hd) + " n " + std::to_string(n));
+        }
       }
     }
   }

@@ -2,10 +2,13 @@
 // its positions over blocks in any order gives bit for bit the logits of the slot layout
 // (consecutive blocks), also on a sliding-window model; a table that does not cover a
 // position or names a block outside the cache is refused; a block's shard exported from one
-// cache and imported into another restores the same attention.
+// cache and imported into another restores the same attention; a prompt attended in blocks of
+// queries (one batch, longer than a block) gives bit for bit the logits of smaller batches and of
+// a batch that interleaves it with another sequence (no two of its tokens in one block).
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
 
 #include "collectives/communicator.h"
 #include "common/error.h"
@@ -23,13 +26,15 @@ namespace {
 
 class KvPagingTest : public testing::TestWithParam<std::string> {
  protected:
-  void SetUp() override {
+  void SetUp() override { load(TensorType::kQ8_0); }
+  void load(TensorType type) {
     tools::TestModelShape shape;
     shape.arch = GetParam();
-    shape.type = TensorType::kQ8_0;
+    shape.type = type;
     shape.vocab = 300;
     if (shape.arch == "gemma3") shape.swa_window = 5;  // windows that start inside blocks
-    path_ = testing::TempDir() + "kv_paging_" + shape.arch + ".gguf";
+    path_ = testing::TempDir() + "kv_paging_" + shape.arch + "_" +
+            std::to_string(static_cast<int>(type)) + ".gguf";
     tools::writeTestModel(shape, path_);
     file_ = GgufFile::open(path_);
     cfg_ = readModelConfig(file_->metadata());
@@ -73,6 +78,46 @@ TEST_P(KvPagingTest, ScatteredBlocksGiveTheLogitsOfTheSlotLayout) {
   auto consecutive = make(16);
   const std::vector<uint32_t> runs = {5, 6, 0};  // one run of two blocks, then another
   EXPECT_EQ(run(*consecutive, runs), want);
+}
+
+TEST_P(KvPagingTest, QueryBlocksGiveTheLogitsOfSmallerAndInterleavedBatches) {
+  load(TensorType::kF32);  // no activation quantization to hide a last-bit difference
+  const int32_t n = 28;    // two query blocks of LlamaRank::kQueryBlock = 16, the second partial
+  auto id = [](int32_t i) { return static_cast<int32_t>((i * 37 + 11) % 300); };
+  auto prompt = [&](LlamaRank& m, std::span<const uint32_t> table, int32_t split) {
+    std::vector<float> all, logits;
+    for (int32_t b = 0; b < n; b = split) {
+      const int32_t e = b == 0 ? split : n;
+      std::vector<BatchToken> batch;
+      for (int32_t i = b; i < e; ++i) batch.push_back({id(i), i, 1, true, false, table});
+      m.forward(batch, logits);
+      all.insert(all.end(), logits.begin(), logits.end());
+      if (e == n) break;
+    }
+    return all;
+  };
+  auto whole = make(0);
+  const std::vector<float> want = prompt(*whole, {}, n);
+  ASSERT_EQ(want.size(), static_cast<size_t>(n * cfg_.n_vocab));
+  auto split = make(0);
+  EXPECT_EQ(prompt(*split, {}, 10), want);  // [0, 10) then [10, 28): both batches of >= 2
+  auto paged = make(16);
+  const std::vector<uint32_t> scattered = {13, 2, 7, 8, 0, 15, 4};  // 28 positions, 7 blocks
+  EXPECT_EQ(prompt(*paged, scattered, n), want);
+  // Slot 1's prompt interleaved with slot 0's: every query block holds one token.
+  auto mixed = make(0);
+  std::vector<BatchToken> batch;
+  for (int32_t i = 0; i < n; ++i) {
+    batch.push_back({id(i), i, 1, true});
+    batch.push_back({id(n - 1 - i), i, 0, true});
+  }
+  std::vector<float> logits, got;
+  mixed->forward(batch, logits);
+  for (int32_t i = 0; i < n; ++i) {
+    const auto row = logits.begin() + 2 * i * cfg_.n_vocab;
+    got.insert(got.end(), row, row + cfg_.n_vocab);
+  }
+  EXPECT_EQ(got, want);
 }
 
 TEST_P(KvPagingTest, TablesThatDoNotCoverThePositionsAreRefused) {

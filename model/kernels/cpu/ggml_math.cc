@@ -28,6 +28,13 @@ void weightedRowSumScalar(VSumOrder order, const float* p, const float* rows, si
   Scalar::weightedRowSum(order == VSumOrder::kVecDot64, p, rows, stride, n, hd, lanes, out);
 }
 
+void weightedRowSumHeadsScalar(VSumOrder order, const float* p, int64_t p_stride, int64_t heads,
+                               const float* rows, size_t stride, int64_t n, int64_t hd,
+                               float* lanes, float* out) {
+  Scalar::weightedRowSumHeads(order == VSumOrder::kVecDot64, p, p_stride, heads, rows, stride, n,
+                              hd, lanes, out);
+}
+
 }  // namespace
 
 float expf(float x) {
@@ -43,8 +50,13 @@ float dotF32(int64_t n, const float* x, const float* y) {
 }
 
 const Impl& scalarImpl() {
-  static const Impl impl{"scalar", scoresScalar, Scalar::softmax, Scalar::swiglu,
-                         weightedRowSumScalar};
+  static const Impl impl{"scalar",
+                         scoresScalar,
+                         Scalar::softmax,
+                         Scalar::swiglu,
+                         weightedRowSumScalar,
+                         Scalar::scoresHeads,
+                         weightedRowSumHeadsScalar};
   return impl;
 }
 
@@ -81,6 +93,17 @@ const Impl& activeImpl() {
 void scores(int64_t hd, const float* q, const float* k, size_t stride, int64_t n, float scale,
             float* out) {
   activeImpl().scores(hd, q, k, stride, n, scale, out);
+}
+
+void scoresHeads(int64_t hd, const float* q, int64_t heads, const float* k, size_t stride,
+                 int64_t n, float scale, float* out, int64_t out_stride) {
+  activeImpl().scoresHeads(hd, q, heads, k, stride, n, scale, out, out_stride);
+}
+
+void weightedRowSumHeads(VSumOrder order, const float* p, int64_t p_stride, int64_t heads,
+                         const float* rows, size_t stride, int64_t n, int64_t hd, float* lanes,
+                         float* out) {
+  activeImpl().weightedRowSumHeads(order, p, p_stride, heads, rows, stride, n, hd, lanes, out);
 }
 
 void softmax(float* x, int64_t n) {

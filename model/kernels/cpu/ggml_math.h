@@ -37,6 +37,11 @@ float dotF32(int64_t n, const float* x, const float* y);
 void scores(int64_t hd, const float* q, const float* k, size_t stride, int64_t n, float scale,
             float* out);
 
+// scores() of `heads` queries (head h at q + h * hd) against the same n keys, head h's row at
+// out + h * out_stride: the same bits as one call per head, each key row read once for all.
+void scoresHeads(int64_t hd, const float* q, int64_t heads, const float* k, size_t stride,
+                 int64_t n, float scale, float* out, int64_t out_stride);
+
 // In place: ggml_vec_soft_max_f32 then the scale by 1 / sum, on a row that llama.cpp pads with
 // masked entries to a multiple of 16: exp(x - max) per element, each chunk of 16 (x[0..15],
 // x[16..31], ...; the last one padded with zeros) reduced by reduce16, the chunks summed in
@@ -62,10 +67,18 @@ constexpr int64_t kWeightedRowSumScratch = 64 * 64;
 void weightedRowSum(VSumOrder order, const float* p, const float* rows, size_t stride, int64_t n,
                     int64_t hd, float* lanes, float* out);
 
-// The implementations behind scores, softmax, swiglu and weightedRowSum: the scalar one always,
-// AVX2 where the CPU has AVX2 + FMA, AVX-512 where it has AVX-512 F + DQ (nullptr elsewhere).
-// The functions above use activeImpl(): the widest one the dot kernels' choice allows
-// (TPNODE_CPU_ISA=scalar|avx2 narrows both). For tests and benchmarks.
+// weightedRowSum of `heads` weight rows (head g's at p + g * p_stride) over the same rows, head
+// g's result at out + g * hd: the same bits as one call per head, each row read once for up to
+// 4 heads. `lanes` is scratch for kWeightedRowSumHeadsScratch floats.
+constexpr int64_t kWeightedRowSumHeadsScratch = 4 * kWeightedRowSumScratch;
+void weightedRowSumHeads(VSumOrder order, const float* p, int64_t p_stride, int64_t heads,
+                         const float* rows, size_t stride, int64_t n, int64_t hd, float* lanes,
+                         float* out);
+
+// The implementations behind scores, softmax, swiglu, weightedRowSum and the *Heads variants: the
+// scalar one always, AVX2 where the CPU has AVX2 + FMA, AVX-512 where it has AVX-512 F + DQ
+// (nullptr elsewhere). The functions above use activeImpl(): the widest one the dot kernels' choice
+// allows (TPNODE_CPU_ISA=scalar|avx2 narrows both). For tests and benchmarks.
 struct Impl {
   const char* name;
   void (*scores)(int64_t hd, const float* q, const float* k, size_t stride, int64_t n, float scale,
@@ -74,6 +87,11 @@ struct Impl {
   void (*swiglu)(float* g, const float* u, int64_t n);
   void (*weightedRowSum)(VSumOrder order, const float* p, const float* rows, size_t stride,
                          int64_t n, int64_t hd, float* lanes, float* out);
+  void (*scoresHeads)(int64_t hd, const float* q, int64_t heads, const float* k, size_t stride,
+                      int64_t n, float scale, float* out, int64_t out_stride);
+  void (*weightedRowSumHeads)(VSumOrder order, const float* p, int64_t p_stride, int64_t heads,
+                              const float* rows, size_t stride, int64_t n, int64_t hd, float* lanes,
+                              float* out);
 };
 const Impl& scalarImpl();
 const Impl* avx2Impl();

@@ -60,10 +60,23 @@ void weightedRowSumAvx2(VSumOrder order, const float* p, const float* rows, size
   Avx2::weightedRowSum(order == VSumOrder::kVecDot64, p, rows, stride, n, hd, lanes, out);
 }
 
+void weightedRowSumHeadsAvx2(VSumOrder order, const float* p, int64_t p_stride, int64_t heads,
+                             const float* rows, size_t stride, int64_t n, int64_t hd, float* lanes,
+                             float* out) {
+  Avx2::weightedRowSumHeads(order == VSumOrder::kVecDot64, p, p_stride, heads, rows, stride, n, hd,
+                            lanes, out);
+}
+
 }  // namespace
 
 const Impl& avx2Table() {
-  static const Impl impl{"avx2", scoresAvx2, Avx2::softmax, Avx2::swiglu, weightedRowSumAvx2};
+  static const Impl impl{"avx2",
+                         scoresAvx2,
+                         Avx2::softmax,
+                         Avx2::swiglu,
+                         weightedRowSumAvx2,
+                         Avx2::scoresHeads,
+                         weightedRowSumHeadsAvx2};
   return impl;
 }
 

@@ -61,11 +61,23 @@ void weightedRowSumAvx512(VSumOrder order, const float* p, const float* rows, si
   Avx512::weightedRowSum(order == VSumOrder::kVecDot64, p, rows, stride, n, hd, lanes, out);
 }
 
+void weightedRowSumHeadsAvx512(VSumOrder order, const float* p, int64_t p_stride, int64_t heads,
+                               const float* rows, size_t stride, int64_t n, int64_t hd,
+                               float* lanes, float* out) {
+  Avx512::weightedRowSumHeads(order == VSumOrder::kVecDot64, p, p_stride, heads, rows, stride, n,
+                              hd, lanes, out);
+}
+
 }  // namespace
 
 const Impl& avx512Table() {
-  static const Impl impl{"avx512", scoresAvx512, Avx512::softmax, Avx512::swiglu,
-                         weightedRowSumAvx512};
+  static const Impl impl{"avx512",
+                         scoresAvx512,
+                         Avx512::softmax,
+                         Avx512::swiglu,
+                         weightedRowSumAvx512,
+                         Avx512::scoresHeads,
+                         weightedRowSumHeadsAvx512};
   return impl;
 }
 

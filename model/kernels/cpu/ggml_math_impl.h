@@ -100,6 +100,88 @@ struct GgmlMath {
     return sum;
   }
 
+  // dot(n, x, y_g) for G vectors y_g = y + g * y_stride: the same operations per y_g, with each
+  // load of x shared by all of them.
+  template <int G>
+  __attribute__((always_inline)) static void dots(int64_t n, const float* x, const float* y,
+                                                  int64_t y_stride, float* res) {
+    const int64_t np = n & ~int64_t{63};
+    float sum[G] = {};
+    if (np > 0) {
+      V acc[G][64 / W];
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+        for (V& a : acc[g]) a = S::set1(0.f);
+      }
+      for (int64_t i = 0; i < np; i += 64) {
+#pragma GCC unroll 64
+        for (int k = 0; k < 64 / W; ++k) {
+          const V xv = S::load(x + i + k * W);
+#pragma GCC unroll 4
+          for (int g = 0; g < G; ++g) {
+            acc[g][k] = S::fma(xv, S::load(y + g * y_stride + i + k * W), acc[g][k]);
+          }
+        }
+      }
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+        V folded[16 / W];
+        for (int k = 0; k < 16 / W; ++k) {
+          folded[k] = S::add(S::add(acc[g][k], acc[g][k + 32 / W]),
+                             S::add(acc[g][k + 16 / W], acc[g][k + 48 / W]));
+        }
+        sum[g] = S::reduce16(folded);
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      const float* yg = y + g * y_stride;
+      int64_t i = np;
+      for (; i + 16 <= n; i += 16) {
+        for (int l = 0; l < 16; ++l) sum[g] += x[i + l] * yg[i + l];
+      }
+      if (i + 8 <= n) {
+        for (int l = 0; l < 8; ++l) sum[g] += x[i + l] * yg[i + l];
+        i += 8;
+      }
+      for (; i < n; ++i) sum[g] = std::fma(x[i], yg[i], sum[g]);
+      res[g] = sum[g];
+    }
+  }
+
+  template <int G>
+  static void scoresOf(int64_t hd, const float* q, const float* k, size_t stride, int64_t n,
+                       float scale, float* out, int64_t out_stride) {
+    const auto* base = reinterpret_cast<const unsigned char*>(k);
+    for (int64_t j = 0; j < n; ++j) {
+      const auto* row = reinterpret_cast<const float*>(base + static_cast<size_t>(j) * stride);
+      float r[G];
+      dots<G>(hd, row, q, hd, r);
+      for (int g = 0; g < G; ++g) out[g * out_stride + j] = r[g] * scale;
+    }
+  }
+
+  static void scoresHeads(int64_t hd, const float* q, int64_t heads, const float* k, size_t stride,
+                          int64_t n, float scale, float* out, int64_t out_stride) {
+    for (int64_t h = 0; h < heads; h += 4) {
+      const float* qh = q + h * hd;
+      float* o = out + h * out_stride;
+      switch (std::min<int64_t>(4, heads - h)) {
+        case 1:
+          scoresOf<1>(hd, qh, k, stride, n, scale, o, out_stride);
+          break;
+        case 2:
+          scoresOf<2>(hd, qh, k, stride, n, scale, o, out_stride);
+          break;
+        case 3:
+          scoresOf<3>(hd, qh, k, stride, n, scale, o, out_stride);
+          break;
+        default:
+          scoresOf<4>(hd, qh, k, stride, n, scale, o, out_stride);
+          break;
+      }
+    }
+  }
+
   static void scores(int64_t hd, const float* q, const float* k, size_t stride, int64_t n,
                      float scale, float* out) {
     const auto* base = reinterpret_cast<const unsigned char*>(k);
@@ -174,6 +256,100 @@ struct GgmlMath {
     }
   }
 
+  // chunkLanes<false> for G weight rows (head g's at p + g * p_stride) over the same V rows:
+  // each row's values loaded once for all heads; head g's lanes at lanes + g * scratch.
+  template <int G>
+  static void chunkLanesHeads(const unsigned char* base, size_t stride, const float* p,
+                              int64_t p_stride, int64_t n, int64_t n_lanes, int64_t d0, int64_t l,
+                              float* lanes) {
+    constexpr int kV = kChunk / W;
+    V a[G][kV];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 64
+      for (int i = 0; i < kV; ++i) a[g][i] = S::set1(0.f);
+    }
+    for (int64_t j = l; j < n; j += n_lanes) {
+      const auto* v = reinterpret_cast<const float*>(base + static_cast<size_t>(j) * stride) + d0;
+      V x[kV];
+#pragma GCC unroll 64
+      for (int i = 0; i < kV; ++i) x[i] = S::load(v + i * W);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+        const V w = S::set1(p[g * p_stride + j]);
+#pragma GCC unroll 64
+        for (int i = 0; i < kV; ++i) a[g][i] = S::fma(x[i], w, a[g][i]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 64
+      for (int i = 0; i < kV; ++i) {
+        S::store(lanes + g * kWeightedRowSumScratch + l * kChunk + i * W, a[g][i]);
+      }
+    }
+  }
+
+  // weightedRowSum of `heads` weight rows over the same V rows, head g's out at out + g * hd:
+  // the same bits as one call per head. Where a head group's accumulators fit in registers
+  // (16-float vectors, hd a multiple of kChunk) up to 4 heads share each row's loads; elsewhere
+  // one head at a time.
+  static void weightedRowSumHeads(bool lanes64, const float* p, int64_t p_stride, int64_t heads,
+                                  const float* rows, size_t stride, int64_t n, int64_t hd,
+                                  float* lanes, float* out) {
+    if (kChunk / W > 4 || hd % kChunk != 0) {
+      for (int64_t g = 0; g < heads; ++g) {
+        weightedRowSum(lanes64, p + g * p_stride, rows, stride, n, hd, lanes, out + g * hd);
+      }
+      return;
+    }
+    const int64_t n_lanes = lanes64 ? 64 : 16;
+    const auto* base = reinterpret_cast<const unsigned char*>(rows);
+    for (int64_t h = 0; h < heads; h += 4) {
+      const int64_t g_n = std::min<int64_t>(4, heads - h);
+      const float* ph = p + h * p_stride;
+      for (int64_t d0 = 0; d0 < hd; d0 += kChunk) {
+        for (int64_t l = 0; l < n_lanes; ++l) {
+          switch (g_n) {
+            case 1:
+              chunkLanesHeads<1>(base, stride, ph, p_stride, n, n_lanes, d0, l, lanes);
+              break;
+            case 2:
+              chunkLanesHeads<2>(base, stride, ph, p_stride, n, n_lanes, d0, l, lanes);
+              break;
+            case 3:
+              chunkLanesHeads<3>(base, stride, ph, p_stride, n, n_lanes, d0, l, lanes);
+              break;
+            default:
+              chunkLanesHeads<4>(base, stride, ph, p_stride, n, n_lanes, d0, l, lanes);
+              break;
+          }
+        }
+        for (int64_t g = 0; g < g_n; ++g) {
+          foldLanes(lanes64, lanes + g * kWeightedRowSumScratch, kChunk, out + (h + g) * hd + d0);
+        }
+      }
+    }
+  }
+
+  // out[k] for k < m: the lanes of value k (lane l at lanes[l * kChunk + k]) folded as
+  // llama.cpp: (l + l+32) + (l+16 + l+48) for 64 lanes, then reduce16's tree.
+  static void foldLanes(bool lanes64, const float* lanes, int64_t m, float* out) {
+    for (int64_t k = 0; k < m; k += W) {
+      auto lane = [&](int l) { return S::load(lanes + l * kChunk + k); };
+      V v[16];
+      for (int l = 0; l < 16; ++l) {
+        v[l] = lanes64 ? S::add(S::add(lane(l), lane(32 + l)), S::add(lane(16 + l), lane(48 + l)))
+                       : lane(l);
+      }
+      for (int l = 0; l < 8; ++l) v[l] = S::add(v[l + 8], v[l]);
+      for (int l = 0; l < 4; ++l) v[l] = S::add(v[l + 4], v[l]);
+      float folded[W];
+      S::store(folded, S::add(S::add(v[0], v[2]), S::add(v[1], v[3])));
+      for (int64_t i = 0; i < W && k + i < m; ++i) out[k + i] = folded[i];
+    }
+  }
+
   static void weightedRowSum(bool lanes64, const float* p, const float* rows, size_t stride,
                              int64_t n, int64_t hd, float* lanes, float* out) {
     const int64_t n_lanes = lanes64 ? 64 : 16;
@@ -201,20 +377,7 @@ struct GgmlMath {
           for (; k < m; ++k) acc[k] = std::fma(v[k], p[j], acc[k]);
         }
       }
-      // Fold the lanes of each value: (l + l+32) + (l+16 + l+48) for 64, then reduce16's tree.
-      for (int64_t k = 0; k < m; k += W) {
-        auto lane = [&](int l) { return S::load(lanes + l * kChunk + k); };
-        V v[16];
-        for (int l = 0; l < 16; ++l) {
-          v[l] = lanes64 ? S::add(S::add(lane(l), lane(32 + l)), S::add(lane(16 + l), lane(48 + l)))
-                         : lane(l);
-        }
-        for (int l = 0; l < 8; ++l) v[l] = S::add(v[l + 8], v[l]);
-        for (int l = 0; l < 4; ++l) v[l] = S::add(v[l + 4], v[l]);
-        float folded[W];
-        S::store(folded, S::add(S::add(v[0], v[2]), S::add(v[1], v[3])));
-        for (int64_t i = 0; i < W && k + i < m; ++i) out[d0 + k + i] = folded[i];
-      }
+      foldLanes(lanes64, lanes, m, out + d0);
     }
   }
 };
