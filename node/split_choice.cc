@@ -32,8 +32,8 @@ constexpr double kGpuLocalAllReduceUs = 20;
 // The scheduler keeps up to one step per stage in flight (docs/cluster.md, "Keeping the
 // pipeline full"): decode groups of sequences overlap across stages.
 constexpr bool kPipelineOverlapsDecode = true;
-// How long a node measures its ranks at startup (node/split_rates.h), set-up included.
-constexpr std::chrono::milliseconds kRateBudget{200};
+// How long a node times its ranks at startup (node/split_rates.h), after the set-up.
+constexpr std::chrono::milliseconds kRateBudget{120};
 
 bool isLayerTensor(const std::string& name) {
   return name.rfind("blk.", 0) == 0;
@@ -104,9 +104,9 @@ RankRates nodeRankRates(const Options& o, const model::ModelConfig& config,
   try {
     const RankRateMeasurement m = measureRankRates(probe);
     spdlog::info(
-        "[node] --split auto: a rank of this node reads {:.2f} GB/s ({}, {:.0f} MiB, best of {}) "
-        "and does {:.1f} G multiply-adds/s ({}-token tile, best of {}); {} rank(s) x {} "
-        "thread(s) measured together in {:.0f} ms ({:.0f} ms of set-up)",
+        "[node] --split auto: a rank of this node reads {:.2f} GB/s ({}, {:.0f} MiB in 8 MiB "
+        "calls, best of {}) and does {:.1f} G multiply-adds/s ({}-token tile, best of {}); {} "
+        "rank(s) x {} thread(s) measured together in {:.0f} ms ({:.0f} ms of set-up)",
         m.rates.read_bytes_per_s * 1e-9, model::tensorTypeName(probe.type),
         static_cast<double>(m.read_bytes) / (1 << 20), m.read_passes, m.rates.macs_per_s * 1e-9,
         kTileTokens, m.tile_passes, probe.ranks, probe.threads, m.seconds * 1e3,

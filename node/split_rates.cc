@@ -1,6 +1,8 @@
 #include "node/split_rates.h"
 
-#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <barrier>
@@ -24,16 +26,24 @@ using model::Matrix;
 using model::TensorType;
 
 constexpr size_t kMiB = size_t{1} << 20;
-constexpr size_t kMinReadBytes = 32 * kMiB;
-constexpr size_t kMaxReadBytes = 64 * kMiB;
-// The read phase's share of what is left of the budget after the set-up.
+// One timed read call streams one slice, evicted from the caches first (evict()), so that it comes
+// from memory as decode's weights do, whatever the size of the last-level cache.
+constexpr size_t kSliceBytes = 4 * kMiB;
+constexpr size_t kDefaultReadBytes = 4 * kSliceBytes;
+// The read phase's share of the budget.
 constexpr double kReadShare = 0.65;
 
-size_t defaultReadBytes() {
-  const long llc = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
-  const size_t twice = llc > 0 ? 2 * static_cast<size_t>(llc) : 0;
-  return std::clamp(twice, kMinReadBytes, kMaxReadBytes);
+#if defined(__x86_64__) || defined(__i386__)
+void evict(const Matrix& w) {
+  const uint8_t* p = w.data.data();
+  for (size_t i = 0; i < w.data.size(); i += 64) _mm_clflush(p + i);
+  _mm_mfence();
 }
+#else
+// Elsewhere the slices taken in turn stand in: they come from memory while the cache holds less
+// than all of them.
+void evict(const Matrix&) {}
+#endif
 
 // A matrix of `rows` x `cols` (rows % 16 == 0) in the layout the kernels use for `type`, allocated
 // in that layout (the layout is learnt from packing one 16-row group; no copy of the whole).
@@ -60,23 +70,31 @@ Matrix fakeWeights(TensorType type, int64_t rows, int64_t cols) {
 }
 
 struct Phase {
-  double best_s = 0;  // fastest pass
-  int passes = 0;
+  double best_s = 0;  // fastest call
+  int passes = 0;     // calls
 };
 
-// Runs matmuls of `tokens` tokens over `w` until `until` (at least once).
-Phase timePasses(const Matrix& w, int64_t tokens, Clock::time_point until,
-                 model::kernels::ThreadPool& pool, std::vector<uint8_t>& scratch) {
-  std::vector<float> x(static_cast<size_t>(w.cols * tokens));
+// Runs matmuls of `tokens` tokens over the matrices of `ws` in turn, one timed call each (each
+// matrix evicted from the caches first when `from_memory`), until `until` (at least once each).
+Phase timePasses(const std::vector<Matrix>& ws, int64_t tokens, bool from_memory,
+                 Clock::time_point until, model::kernels::ThreadPool& pool,
+                 std::vector<uint8_t>& scratch) {
+  const Matrix& w0 = ws.front();
+  std::vector<float> x(static_cast<size_t>(w0.cols * tokens));
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) / 16.0f - 0.5f;
-  std::vector<float> y(static_cast<size_t>(w.rows * tokens));
+  std::vector<float> y(static_cast<size_t>(w0.rows * tokens));
+  // One call untimed: the pool's threads wake and the scratch and the pages are in place.
+  model::kernels::matmul(w0, x.data(), tokens, y.data(), w0.rows, pool, scratch);
   Phase p;
   do {
-    const auto t0 = Clock::now();
-    model::kernels::matmul(w, x.data(), tokens, y.data(), w.rows, pool, scratch);
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    p.best_s = p.passes == 0 ? s : std::min(p.best_s, s);
-    ++p.passes;
+    for (const Matrix& w : ws) {
+      if (from_memory) evict(w);
+      const auto t0 = Clock::now();
+      model::kernels::matmul(w, x.data(), tokens, y.data(), w.rows, pool, scratch);
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      p.best_s = p.passes == 0 ? s : std::min(p.best_s, s);
+      ++p.passes;
+    }
   } while (Clock::now() < until);
   return p;
 }
@@ -84,7 +102,8 @@ Phase timePasses(const Matrix& w, int64_t tokens, Clock::time_point until,
 // One rank's part: set-up, then both phases in step with the other ranks.
 struct RankResult {
   Phase read, tile;
-  size_t read_bytes = 0;
+  size_t read_bytes = 0;   // of all slices
+  size_t slice_bytes = 0;  // of one
   double tile_macs = 0;
 };
 
@@ -136,23 +155,35 @@ RankRateMeasurement measureRankRates(const RankRateProbe& probe) {
   // Every type's block size (1, 32 or 256 elements) divides 256.
   const int64_t cols = std::max<int64_t>(256, (probe.cols + 255) / 256 * 256);
   const size_t row_bytes = model::rowBytes(probe.type, static_cast<uint64_t>(cols));
-  const size_t total = probe.read_bytes > 0 ? probe.read_bytes : defaultReadBytes();
-  const int64_t read_rows = std::max<int64_t>(
-      16, static_cast<int64_t>(total / static_cast<size_t>(probe.ranks) / row_bytes / 16 * 16));
+  const size_t per_rank = probe.read_bytes > 0 ? probe.read_bytes : kDefaultReadBytes;
+  const size_t slices = std::max<size_t>(1, per_rank / kSliceBytes);
+  const int64_t slice_rows =
+      std::max<int64_t>(16, static_cast<int64_t>(per_rank / slices / row_bytes / 16 * 16));
 
   const size_t n = static_cast<size_t>(probe.ranks);
   std::vector<RankResult> results(n);
-  std::barrier sync(static_cast<std::ptrdiff_t>(n));
-  Clock::time_point read_until, tile_until;
-  std::once_flag deadlines;
+  // Each phase's deadline is set when every rank is ready for it (the barrier's completion).
+  Clock::time_point until;
+  int phase = 0;
   double setup_s = 0;
+  auto next_phase = [&]() noexcept {
+    const auto now = Clock::now();
+    const auto budget = std::chrono::duration_cast<Clock::duration>(probe.budget);
+    if (phase++ == 0) {
+      setup_s = std::chrono::duration<double>(now - start).count();
+      until = now + std::chrono::duration_cast<Clock::duration>(budget * kReadShare);
+    } else {
+      until = now + std::chrono::duration_cast<Clock::duration>(budget * (1 - kReadShare));
+    }
+  };
+  std::barrier sync(static_cast<std::ptrdiff_t>(n), next_phase);
   std::exception_ptr error;
   std::mutex error_mu;
   auto rank = [&](size_t r) {
-    Matrix big, tile;
+    std::vector<Matrix> big, tile;
     try {
-      big = fakeWeights(probe.type, read_rows, cols);
-      tile = fakeWeights(probe.type, kTileRows, cols);
+      for (size_t i = 0; i < slices; ++i) big.push_back(fakeWeights(probe.type, slice_rows, cols));
+      tile.push_back(fakeWeights(probe.type, kTileRows, cols));
     } catch (...) {
       std::lock_guard lock(error_mu);
       if (!error) error = std::current_exception();
@@ -162,21 +193,15 @@ RankRateMeasurement measureRankRates(const RankRateProbe& probe) {
       std::lock_guard lock(error_mu);
       if (error) return;
     }
-    std::call_once(deadlines, [&] {
-      const auto now = Clock::now();
-      setup_s = std::chrono::duration<double>(now - start).count();
-      const auto left = std::max(Clock::duration::zero(), start + probe.budget - now);
-      read_until = now + std::chrono::duration_cast<Clock::duration>(left * kReadShare);
-      tile_until = now + left;
-    });
     model::kernels::ThreadPool pool(probe.threads);
     std::vector<uint8_t> scratch;
     RankResult& out = results[r];
-    out.read_bytes = static_cast<size_t>(read_rows) * row_bytes;  // as the file stores them
-    out.read = timePasses(big, 1, read_until, pool, scratch);
+    out.slice_bytes = static_cast<size_t>(slice_rows) * row_bytes;  // as the file stores them
+    out.read_bytes = out.slice_bytes * slices;
+    out.read = timePasses(big, 1, /*from_memory=*/true, until, pool, scratch);
     sync.arrive_and_wait();  // the tile phase starts together
-    out.tile_macs = static_cast<double>(tile.rows) * static_cast<double>(tile.cols) * kTileTokens;
-    out.tile = timePasses(tile, kTileTokens, tile_until, pool, scratch);
+    out.tile_macs = static_cast<double>(kTileRows) * static_cast<double>(cols) * kTileTokens;
+    out.tile = timePasses(tile, kTileTokens, /*from_memory=*/false, until, pool, scratch);
   };
   std::vector<std::thread> threads;
   for (size_t r = 1; r < n; ++r) threads.emplace_back(rank, r);
@@ -187,7 +212,7 @@ RankRateMeasurement measureRankRates(const RankRateProbe& probe) {
   RankRateMeasurement m;
   for (size_t r = 0; r < n; ++r) {
     const RankResult& rr = results[r];
-    const double read = static_cast<double>(rr.read_bytes) / rr.read.best_s;
+    const double read = static_cast<double>(rr.slice_bytes) / rr.read.best_s;
     const double macs = rr.tile_macs / rr.tile.best_s;
     if (r == 0 || read < m.rates.read_bytes_per_s) {
       m.rates.read_bytes_per_s = read;

@@ -4,16 +4,19 @@
 // Contract
 // - measureRankRates() runs `ranks` ranks at once, each a thread of this call with its own
 //   kernels::ThreadPool of `threads` threads (as the node's --tp ranks of --threads threads
-//   each), on random weights of `type` rows `cols` long in the layout the kernels use for them
-//   (kernels::packWeights, kAuto):
-//     read: one-token matmuls (decode's GEMV) over a matrix of `read_bytes` / ranks per rank
-//           (default: twice the last-level cache, 32-64 MiB), so that the weights stream from
-//           memory as decode's do;
+//   each), on weights of `type` rows `cols` long, allocated in the layout the kernels use for
+//   them (kernels::packWeights, kAuto):
+//     read: one-token matmuls (decode's GEMV), one timed call per 4 MiB slice of `read_bytes`
+//           per rank (default 16 MiB), each slice evicted from the caches (clflush, x86) before
+//           its call, so that the weights stream from memory as decode's do, whatever the size
+//           of the last-level cache;
 //     MAC:  kTileTokens-token matmuls (a prefill tile) over a kTileRows-row matrix that stays
 //           in cache.
-//   Each figure is the fastest pass of the slowest rank (passes are repeated until the phase's
-//   share of `budget` is spent; at least one each), per rank. The whole call, set-up included,
-//   takes about `budget` (longer only when one pass alone takes longer).
+//   Each figure is the fastest call of the slowest rank, per rank: short calls, taken many
+//   times, so that a call the OS did not interrupt is among them on a busy host. After the
+//   set-up (allocating and filling the buffers: ~10 ms) and one untimed call per phase, the
+//   timed calls take `budget` (a phase runs each of its calls at least once; the read phase
+//   gets 65% of it, the evictions included).
 // - Blocking, CPU-bound, on the calling thread and the threads it starts (joined before it
 //   returns). Error(kInvalidArgument) for a type the CPU kernels cannot multiply or
 //   non-positive sizes; Error(kResource) when the buffers cannot be allocated.
@@ -45,8 +48,8 @@ struct RankRateProbe {
   int64_t cols = 4096;  // rounded up to the type's block size
   int ranks = 1;
   int threads = 1;
-  std::chrono::milliseconds budget{200};
-  size_t read_bytes = 0;  // all ranks together; 0: twice the last-level cache, 32-64 MiB
+  std::chrono::milliseconds budget{120};  // of timed calls
+  size_t read_bytes = 0;                  // per rank; 0: 16 MiB
 };
 
 struct RankRateMeasurement {
