@@ -104,8 +104,8 @@ RankRates nodeRankRates(const Options& o, const model::ModelConfig& config,
   try {
     const RankRateMeasurement m = measureRankRates(probe);
     spdlog::info(
-        "[node] --split auto: a rank of this node reads {:.2f} GB/s ({}, {:.0f} MiB in 8 MiB "
-        "calls, best of {}) and does {:.1f} G multiply-adds/s ({}-token tile, best of {}); {} "
+        "[node] --split auto: a rank of this node reads {:.2f} GB/s ({}, {:.0f} MiB from memory, "
+        "best of {} calls) and does {:.1f} G multiply-adds/s ({}-token tile, best of {}); {} "
         "rank(s) x {} thread(s) measured together in {:.0f} ms ({:.0f} ms of set-up)",
         m.rates.read_bytes_per_s * 1e-9, model::tensorTypeName(probe.type),
         static_cast<double>(m.read_bytes) / (1 << 20), m.read_passes, m.rates.macs_per_s * 1e-9,

@@ -3,7 +3,7 @@
 // choose. Node 0 of a cluster only; the figures are the slowest link's median round trip and
 // the slowest direction of any link; the compute figures of a rank are measured on node 0's host
 // as tpnode measures each node at startup (node/split_rates.h, --tp ranks of --threads threads,
-// about 0.2 s), or --split-rank-read / --split-rank-macs. Memory is not checked here (tpnode
+// about 0.15 s), or --split-rank-read / --split-rank-macs. Memory is not checked here (tpnode
 // checks it at startup).
 #pragma once
 
