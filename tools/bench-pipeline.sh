@@ -24,13 +24,14 @@
 #   env: DELAYS ("1 5", ms one-way), RATE (1gbit), PLANS ("tensor pp4 pp2x2 pp2tp2 auto llama"),
 #        CLIENTS ("1 16"), SECONDS_1 (30), SECONDS_N (45), MAX_TOKENS_1 (64), MAX_TOKENS_N (32),
 #        CTX (512, per slot), OUT (build/bench-pipeline.jsonl), PIN (1), LLAMA_CPP_BIN
-# Writes one JSON object per measurement to OUT and prints a markdown table (docs/benchmarks.md)
-# on stdout: tokens/s, TTFT p50 / p99, the ratio to llama.cpp RPC and to the best 4-node plan
-# (tensor, pp4, pp2x2: the plans --split auto chooses among on 4 nodes of 1 rank; pp2tp2 runs on
-# 2 nodes and is shown beside them, not counted as the best) at the same delay and load, and
-# what --split auto picked. Each delay's link row has the
-# round trip node 0's mesh measures to node 1 (through the proxy where there is one) and the
-# iperf3 goodput of the shaped link (TBF_BURST bytes of burst, default 3000). A batch-1 run
+# Writes one JSON object per measurement to OUT (and --split auto's prediction block, with the
+# rank figures every node measured, to OUT less .jsonl plus -auto-<delay>ms.log) and prints a
+# markdown table (docs/benchmarks.md) on stdout: tokens/s, TTFT p50 / p99, the ratio to llama.cpp
+# RPC and to the best 4-node plan (tensor, pp4, pp2x2: the plans --split auto chooses among on 4
+# nodes of 1 rank; pp2tp2 runs on 2 nodes and is shown beside them, not counted as the best) at
+# the same delay and load, and what --split auto picked. Each delay's link row has the round
+# trip node 0's mesh measures to node 1 (through the proxy where there is one) and the iperf3
+# goodput of the shaped link (TBF_BURST bytes of burst, default 3000). A batch-1 run
 # lasts SECONDS_1 plus the request in flight at the end; 16 clients likewise.
 # Exit 77 without namespaces.
 set -uo pipefail
@@ -129,6 +130,9 @@ serve_tpnode() {  # $1 plan, $2 delay; sets SERVER_PIDS, PLAN_TEXT
   # The plan node 0 runs: --split auto's " chosen: <plan>" line (node/split_plan.cc), else its
   # pipeline plan line, else the tensor shard plan.
   PLAN_TEXT=$(grep -m1 -E "^ chosen: " "$LOGS/${plan}_$2_n0.log" | sed -E 's/^ chosen: //')
+  # --split auto's prediction block, kept beside OUT (the logs are removed at exit).
+  [ "$plan" = auto ] && grep -A 8 "\[driver\] split auto" "$LOGS/${plan}_$2_n0.log" \
+    >"${OUT%.jsonl}-auto-$2ms.log"
   RATES_TEXT=$(grep -m1 -oE "rank: [0-9.]+ GB/s read, [0-9.]+ GMAC/s( \([^)]*\))?" \
                "$LOGS/${plan}_$2_n0.log" | sed -E 's/^rank: //')
   [ -n "$PLAN_TEXT" ] ||
