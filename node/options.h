@@ -123,6 +123,9 @@ struct Options {
   int pp = 1;
   SplitFlag split = SplitFlag::kTensor;
   std::string pp_layers;  // "0-9,10-25": layers of every stage (model/stage_plan.h)
+  // --split auto's figures of one rank of this node (node/split_rates.h); 0: measured at startup
+  double split_rank_read_gbps = 0;  // GB/s of weights read
+  double split_rank_gmacs = 0;      // G multiply-adds per second
   MoePlacementFlag moe_placement = MoePlacementFlag::kAuto;
   double mesh_hold_s = 0;  // mesh-only mode: stay connected this long before the coordinated exit
   std::string cluster_secret_file;

@@ -57,6 +57,8 @@ const Binding kBindings[] = {
     {"pp", &Options::pp},
     {"split", &Options::split},
     {"pp-layers", &Options::pp_layers},
+    {"split-rank-read", &Options::split_rank_read_gbps},
+    {"split-rank-macs", &Options::split_rank_gmacs},
     {"moe-placement", &Options::moe_placement},
     {"mesh-hold", &Options::mesh_hold_s},
     {"cluster-secret-file", &Options::cluster_secret_file},

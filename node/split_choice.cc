@@ -1,6 +1,7 @@
 #include "node/split_choice.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include <spdlog/spdlog.h>
 
@@ -17,9 +18,10 @@
 namespace tpnode::node {
 namespace {
 
-// Declared figures (docs/scaling.md, "Pipeline and hybrid plans"): a CPU thread streams ~4 GB/s
-// of quantized weights (3.3 GB/s measured on the loaded dev VM) and does ~16 G multiply-adds/s;
-// a GPU rank ~1 TB/s and ~100 T/s (what tpnode's GPU ranks reach, not the HBM peak).
+// Declared figures, where a node measured none (docs/scaling.md, "Pipeline and hybrid plans"): a
+// CPU thread streams ~4 GB/s of quantized weights and does ~16 G multiply-adds/s (conservative:
+// one thread of the dev VM measures ~11 GB/s and ~70 G/s on Q8_0); a GPU rank ~1 TB/s and
+// ~100 T/s (what tpnode's GPU ranks reach, not the HBM peak).
 constexpr double kCpuReadPerThread = 4e9;
 constexpr double kCpuReadPerRankMax = 24e9;
 constexpr double kCpuMacsPerThread = 16e9;
@@ -30,6 +32,8 @@ constexpr double kGpuLocalAllReduceUs = 20;
 // The scheduler keeps up to one step per stage in flight (docs/cluster.md, "Keeping the
 // pipeline full"): decode groups of sequences overlap across stages.
 constexpr bool kPipelineOverlapsDecode = true;
+// How long a node times its ranks at startup (node/split_rates.h), after the set-up.
+constexpr std::chrono::milliseconds kRateBudget{120};
 
 bool isLayerTensor(const std::string& name) {
   return name.rfind("blk.", 0) == 0;
@@ -85,6 +89,74 @@ SplitClusterFigures declaredClusterFigures(const Options& o, int nodes, bool gpu
   return c;
 }
 
+RankRates nodeRankRates(const Options& o, const model::ModelConfig& config,
+                        const model::GgufMetadata& meta, bool gpu) {
+  RankRates r;
+  r.read_bytes_per_s = o.split_rank_read_gbps * 1e9;
+  r.macs_per_s = o.split_rank_gmacs * 1e9;
+  if (r.known() || gpu) return r;
+  RankRateProbe probe;
+  probe.type = rateProbeType(meta);
+  probe.cols = config.n_embd;
+  probe.ranks = std::max(1, o.tp);
+  probe.threads = std::max(1, o.threads);
+  probe.budget = kRateBudget;
+  try {
+    const RankRateMeasurement m = measureRankRates(probe);
+    spdlog::info(
+        "[node] --split auto: a rank of this node reads {:.2f} GB/s ({}, {:.0f} MiB from memory, "
+        "best of {} calls) and does {:.1f} G multiply-adds/s ({}-token tile, best of {}); {} "
+        "rank(s) x {} thread(s) measured together in {:.0f} ms ({:.0f} ms of set-up)",
+        m.rates.read_bytes_per_s * 1e-9, model::tensorTypeName(probe.type),
+        static_cast<double>(m.read_bytes) / (1 << 20), m.read_passes, m.rates.macs_per_s * 1e-9,
+        kTileTokens, m.tile_passes, probe.ranks, probe.threads, m.seconds * 1e3,
+        m.setup_seconds * 1e3);
+    if (r.read_bytes_per_s <= 0) r.read_bytes_per_s = m.rates.read_bytes_per_s;
+    if (r.macs_per_s <= 0) r.macs_per_s = m.rates.macs_per_s;
+  } catch (const Error& e) {
+    spdlog::warn(
+        "[node] --split auto: could not measure this node's ranks ({}); node 0 uses "
+        "declared figures for them",
+        e.what());
+  }
+  return r;
+}
+
+void applyRankRates(SplitClusterFigures& c, const std::vector<RankRates>& rates) {
+  double read = 0, macs = 0;
+  size_t known_read = 0, known_macs = 0;
+  for (const RankRates& r : rates) {
+    if (r.read_bytes_per_s > 0) {
+      read = known_read++ == 0 ? r.read_bytes_per_s : std::min(read, r.read_bytes_per_s);
+    }
+    if (r.macs_per_s > 0) macs = known_macs++ == 0 ? r.macs_per_s : std::min(macs, r.macs_per_s);
+  }
+  if (read > 0) c.rank_read_bytes_per_s = read;
+  if (macs > 0) c.rank_macs_per_s = macs;
+  if (known_read == rates.size() && known_macs == rates.size() && !rates.empty()) {
+    c.rank_rates_source = fmt::format("per node, slowest of {}", rates.size());
+  } else if (known_read == 0 && known_macs == 0) {
+    c.rank_rates_source = "declared";
+  } else {
+    c.rank_rates_source =
+        fmt::format("per node, slowest of {} and {} node(s) known; declared for the rest",
+                    std::max(known_read, known_macs), std::min(known_read, known_macs));
+  }
+}
+
+std::string describeRankRates(const std::vector<RankRates>& rates) {
+  std::string out;
+  for (size_t n = 0; n < rates.size(); ++n) {
+    const RankRates& r = rates[n];
+    out += fmt::format("{}node {}: ", n == 0 ? "" : "; ", n);
+    out += r.read_bytes_per_s > 0 ? fmt::format("{:.2f} GB/s", r.read_bytes_per_s * 1e-9)
+                                  : std::string("? GB/s");
+    out += r.macs_per_s > 0 ? fmt::format(", {:.1f} GMAC/s", r.macs_per_s * 1e-9)
+                            : std::string(", ? GMAC/s");
+  }
+  return out;
+}
+
 std::vector<SplitPrediction> predictPlans(const Options& o, const model::ModelConfig& config,
                                           const model::GgufMetadata& meta,
                                           const SplitClusterFigures& cluster,
@@ -132,25 +204,28 @@ int chooseStagesAtFormation(const Options& o, bool gpu) {
   const mesh::MeshOptions mo =
       makeMeshOptions(o, model::modelIdentity(*file), {"phase=split-probe"});
   spdlog::info("[node] --split auto: measuring the links of the {} nodes", mo.peers.size());
-  const int stages = agreeOnStages(mo, availableHostMemory(), [&](const FormationFigures& f) {
-    SplitClusterFigures c = declaredClusterFigures(o, f.nodes, gpu);
-    c.rtt_us = f.rtt_us;
-    c.link_bytes_per_s = f.link_bytes_per_s;
-    std::vector<SplitPrediction> plans = predictPlans(o, config, meta, c, f.memory);
-    for (SplitPrediction& p : plans) {
-      if (gpu && p.stages > 1 && p.runnable()) {
-        p.refused = "pipeline stages run on CPU ranks only (--backend cpu)";  // node/rank_set.h
-      }
-    }
-    const int chosen = chooseSplit(plans);
-    spdlog::info("[driver] {}\n links measured at formation: {}", describeSplits(plans, chosen, c),
-                 f.detail);
-    if (chosen < 0) {
-      fail(ErrorCode::kResource, "--split auto: no plan can run on these {} nodes (see above)",
-           f.nodes);
-    }
-    return plans[static_cast<size_t>(chosen)].stages;
-  });
+  auto measure = [&] { return nodeRankRates(o, config, meta, gpu); };
+  const int stages =
+      agreeOnStages(mo, availableHostMemory(), measure, [&](const FormationFigures& f) {
+        SplitClusterFigures c = declaredClusterFigures(o, f.nodes, gpu);
+        c.rtt_us = f.rtt_us;
+        c.link_bytes_per_s = f.link_bytes_per_s;
+        applyRankRates(c, f.rates);
+        std::vector<SplitPrediction> plans = predictPlans(o, config, meta, c, f.memory);
+        for (SplitPrediction& p : plans) {
+          if (gpu && p.stages > 1 && p.runnable()) {
+            p.refused = "pipeline stages run on CPU ranks only (--backend cpu)";  // node/rank_set.h
+          }
+        }
+        const int chosen = chooseSplit(plans);
+        spdlog::info("[driver] {}\n links measured at formation: {}\n rank figures (per rank): {}",
+                     describeSplits(plans, chosen, c), f.detail, describeRankRates(f.rates));
+        if (chosen < 0) {
+          fail(ErrorCode::kResource, "--split auto: no plan can run on these {} nodes (see above)",
+               f.nodes);
+        }
+        return plans[static_cast<size_t>(chosen)].stages;
+      });
   if (o.node_id != 0) {
     spdlog::info("[node] --split auto: node 0 chose {}", stages == 1
                                                              ? std::string("tensor parallelism")

@@ -10,8 +10,12 @@
 //   the stages to run (1: tensor only), the same on every node. Errors: node/split_probe.h, and
 //   Error(kResource) naming the nodes when no plan fits their memory. On GPU ranks only the
 //   tensor plan can run (pipeline stages need CPU ranks): the others are shown refused.
-// - The compute figures of a rank are declared, not measured (docs/scaling.md, "Pipeline and
-//   hybrid plans"): CPU ranks by --threads, GPU ranks one figure; the local all-reduce likewise.
+// - The compute figures of a rank (docs/scaling.md, "Pipeline and hybrid plans"): every node's
+//   own, measured at startup on its CPU ranks (node/split_rates.h: decode's GEMV and a prefill
+//   tile on the model's weight type with --tp ranks of --threads threads), or set by
+//   --split-rank-read / --split-rank-macs; the plans use the slowest node's. Declared figures
+//   stand in where a node has none (GPU ranks, a failed measurement): CPU ranks by --threads,
+//   GPU ranks one figure. The local all-reduce is always declared.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +25,7 @@
 #include "model/gguf.h"
 #include "node/options.h"
 #include "node/split_plan.h"
+#include "node/split_rates.h"
 
 namespace tpnode::node {
 
@@ -35,6 +40,21 @@ SplitModelFigures splitModelFigures(const model::ModelConfig& config,
 // The declared compute figures of one rank and the local all-reduce, for `options` (--tp,
 // --threads, --parallel) on GPU or CPU ranks; the link figures are left for the caller.
 SplitClusterFigures declaredClusterFigures(const Options& options, int nodes, bool gpu_ranks);
+
+// This node's rank figures for --split auto: --split-rank-read / --split-rank-macs where set,
+// else measured on CPU ranks (node/split_rates.h, with the model's layer weight type and
+// n_embd), else unknown (GPU ranks; a failed measurement is logged once). Never throws.
+RankRates nodeRankRates(const Options& options, const model::ModelConfig& config,
+                        const model::GgufMetadata& meta, bool gpu_ranks);
+
+// Sets `cluster`'s rank figures from every node's (`rates`, 0: unknown): the slowest known
+// figure of each kind (the slowest node gates a tensor-parallel step, and a stage on it the
+// pipeline), the declared one already in `cluster` where no node knows it; and
+// rank_rates_source, how they were obtained.
+void applyRankRates(SplitClusterFigures& cluster, const std::vector<RankRates>& rates);
+
+// "node 0: 10.90 GB/s, 70.1 GMAC/s; node 1: ? GB/s, ? GMAC/s" (?: unknown).
+std::string describeRankRates(const std::vector<RankRates>& rates);
 
 // Every candidate plan of `cluster` predicted; a plan whose shard plan is refused, or whose
 // stage would hold more than a node of it has (`memory`, per node, 0: unknown; balanced by

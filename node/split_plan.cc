@@ -134,11 +134,12 @@ std::string describeSplits(std::span<const SplitPrediction> plans, int chosen,
                            const SplitClusterFigures& c) {
   std::string out = fmt::format(
       "split auto: {} nodes x {} ranks, --parallel {}; links: round trip {:.0f} us, {:.2f} Gbit/s "
-      "(slowest link); rank: {:.2f} GB/s read, {:.1f} GMAC/s; local all-reduce {:.0f} us; "
+      "(slowest link); rank: {:.2f} GB/s read, {:.1f} GMAC/s{}; local all-reduce {:.0f} us; "
       "decode micro-batches {}overlap across stages; ranked by decode tokens/s at {}",
       c.nodes, c.ranks_per_node, c.parallel, c.rtt_us, c.link_bytes_per_s * 8e-9,
-      c.rank_read_bytes_per_s * 1e-9, c.rank_macs_per_s * 1e-9, c.local_allreduce_us,
-      c.pipeline_overlaps_decode ? "" : "do not ",
+      c.rank_read_bytes_per_s * 1e-9, c.rank_macs_per_s * 1e-9,
+      c.rank_rates_source.empty() ? std::string() : " (" + c.rank_rates_source + ")",
+      c.local_allreduce_us, c.pipeline_overlaps_decode ? "" : "do not ",
       c.parallel <= 1 ? std::string("batch 1") : fmt::format("{} sequences", c.parallel));
   for (size_t i = 0; i < plans.size(); ++i) {
     const SplitPrediction& p = plans[i];

@@ -1,6 +1,7 @@
 // SplitPlan: the cost model behind `--split auto`. Pure functions of the model's per-token
 // figures and the cluster's (node count, ranks per node, --parallel, the link figures the mesh
-// measured at formation, the compute figures of one rank); no I/O, table-tested
+// measured at formation, the compute figures of one rank, given by the caller: node/split_choice.h
+// measures them at startup); no I/O, table-tested
 // (tests/node/split_plan_test.cc). docs/scaling.md ("Pipeline and hybrid plans") gives the same
 // formulas; tools/scaling-model.py `split` mirrors them (tests/node/split_plan_cases.json is
 // checked by both).
@@ -57,6 +58,7 @@ struct SplitClusterFigures {
   double rank_macs_per_s = 0;             // multiply-accumulates one rank does per second
   double local_allreduce_us = 0;          // one all-reduce among the ranks of a node (g > 1)
   bool pipeline_overlaps_decode = false;  // stages work on different decode micro-batches at once
+  std::string rank_rates_source;          // how the rank figures were obtained ("" : not said)
 };
 
 // Where the time of one step goes (milliseconds) and what it gives.

@@ -23,11 +23,14 @@ constexpr uint32_t kTagProbeVerdict = mesh::kSplitProbeTags.at(3);  // node 0 ->
 struct Report {
   double rtt_us = 0;
   uint64_t memory = 0;
+  RankRates rates;
 };
-constexpr size_t kReportBytes = 16;
+constexpr size_t kReportBytes = 32;
 constexpr size_t kVerdictBytes = 4;
 // Far above any real round trip (seconds); a larger one is a malformed report.
 constexpr double kMaxRttUs = 600e6;
+// Far above any rank (bytes or multiply-adds per second); a larger one is a malformed report.
+constexpr double kMaxRate = 1e18;
 
 using Clock = std::chrono::steady_clock;
 
@@ -76,12 +79,20 @@ void answerBandwidth(mesh::Mesh& m, std::vector<std::byte>& buf) {
   m.send(0, kTagProbeAck, ack);
 }
 
-int workerSide(mesh::Mesh& m, double rtt_us, uint64_t memory) {
+bool validRate(double r) {
+  return r >= 0 && r < kMaxRate;  // false for NaN
+}
+
+int workerSide(mesh::Mesh& m, double rtt_us, uint64_t memory,
+               const std::function<RankRates()>& measure) {
   std::vector<std::byte> buf(kProbeBytes);
   answerBandwidth(m, buf);
+  const RankRates rates = measure();  // node 0 waits for this report: nobody else measures
   std::byte report[kReportBytes];
   std::memcpy(report, &rtt_us, 8);
   std::memcpy(report + 8, &memory, 8);
+  std::memcpy(report + 16, &rates.read_bytes_per_s, 8);
+  std::memcpy(report + 24, &rates.macs_per_s, 8);
   m.send(0, kTagProbeReport, report);
   std::byte verdict[kVerdictBytes];
   expectSize(m.recv(0, kTagProbeVerdict, verdict), kVerdictBytes, 0, "verdict");
@@ -98,7 +109,28 @@ int workerSide(mesh::Mesh& m, double rtt_us, uint64_t memory) {
   return stages;
 }
 
+// Node 0: worker w's report, checked.
+Report receiveReport(mesh::Mesh& m, int w) {
+  std::byte report[kReportBytes];
+  expectSize(m.recv(w, kTagProbeReport, report), kReportBytes, w, "report");
+  Report r;
+  std::memcpy(&r.rtt_us, report, 8);
+  std::memcpy(&r.memory, report + 8, 8);
+  std::memcpy(&r.rates.read_bytes_per_s, report + 16, 8);
+  std::memcpy(&r.rates.macs_per_s, report + 24, 8);
+  if (!(r.rtt_us >= 0 && r.rtt_us < kMaxRttUs)) {
+    fail(ErrorCode::kInvalidData, "split probe: node {} reported a round trip of {} us", w,
+         r.rtt_us);
+  }
+  if (!validRate(r.rates.read_bytes_per_s) || !validRate(r.rates.macs_per_s)) {
+    fail(ErrorCode::kInvalidData, "split probe: node {} reported rank rates of {} B/s, {} MAC/s", w,
+         r.rates.read_bytes_per_s, r.rates.macs_per_s);
+  }
+  return r;
+}
+
 int driverSide(mesh::Mesh& m, const std::vector<double>& rtt_to, double own_worst, uint64_t memory,
+               const std::function<RankRates()>& measure,
                const std::function<int(const FormationFigures&)>& decide) {
   const int n = m.nodeCount();
   FormationFigures f;
@@ -106,6 +138,8 @@ int driverSide(mesh::Mesh& m, const std::vector<double>& rtt_to, double own_wors
   f.rtt_us = own_worst;
   f.memory.assign(static_cast<size_t>(n), 0);
   f.memory[0] = memory;
+  f.rates.assign(static_cast<size_t>(n), RankRates{});
+  f.rates[0] = measure();  // the workers wait for their bandwidth test meanwhile
   std::vector<std::byte> buf(kProbeBytes);
   double slowest_bw = 0;
   for (int w = 1; w < n; ++w) {
@@ -113,21 +147,12 @@ int driverSide(mesh::Mesh& m, const std::vector<double>& rtt_to, double own_wors
     slowest_bw = w == 1 ? bw : std::min(slowest_bw, bw);
     f.detail += fmt::format("{}node 0-{}: {:.0f} us, {:.2f} Gbit/s", f.detail.empty() ? "" : "; ",
                             w, rtt_to[static_cast<size_t>(w)], bw * 8e-9);
-  }
-  f.link_bytes_per_s = slowest_bw;
-  for (int w = 1; w < n; ++w) {
-    std::byte report[kReportBytes];
-    expectSize(m.recv(w, kTagProbeReport, report), kReportBytes, w, "report");
-    Report r;
-    std::memcpy(&r.rtt_us, report, 8);
-    std::memcpy(&r.memory, report + 8, 8);
-    if (!(r.rtt_us >= 0 && r.rtt_us < kMaxRttUs)) {
-      fail(ErrorCode::kInvalidData, "split probe: node {} reported a round trip of {} us", w,
-           r.rtt_us);
-    }
+    const Report r = receiveReport(m, w);  // w measured its ranks after the bandwidth test
     f.rtt_us = std::max(f.rtt_us, r.rtt_us);
     f.memory[static_cast<size_t>(w)] = r.memory;
+    f.rates[static_cast<size_t>(w)] = r.rates;
   }
+  f.link_bytes_per_s = slowest_bw;
   int32_t stages = 0;
   std::string why;
   try {
@@ -146,14 +171,16 @@ int driverSide(mesh::Mesh& m, const std::vector<double>& rtt_to, double own_wors
 }  // namespace
 
 int agreeOnStages(const mesh::MeshOptions& options, uint64_t available_memory,
+                  const std::function<RankRates()>& measure,
                   const std::function<int(const FormationFigures&)>& decide) {
   std::unique_ptr<mesh::Mesh> m = mesh::Mesh::connect(options);
   const int n = m->nodeCount();
   const std::vector<mesh::LinkStats> stats = m->linkStats(20);
   std::vector<double> rtt_to(static_cast<size_t>(n), 0);
   const double worst = slowestRtt(stats, m->nodeId(), rtt_to.data());
-  const int stages = m->nodeId() == 0 ? driverSide(*m, rtt_to, worst, available_memory, decide)
-                                      : workerSide(*m, worst, available_memory);
+  const int stages = m->nodeId() == 0
+                         ? driverSide(*m, rtt_to, worst, available_memory, measure, decide)
+                         : workerSide(*m, worst, available_memory, measure);
   m->shutdown();
   return stages;
 }

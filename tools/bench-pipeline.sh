@@ -10,7 +10,8 @@
 #   pp4      4 nodes x 1 rank, --pp 4 (one stage per node)
 #   pp2x2    4 nodes x 1 rank, --pp 2 (2 stages of 2 nodes: tensor inside a stage, over links)
 #   pp2tp2   2 nodes x 2 ranks, --pp 2 (2 stages, tensor inside each node; nodes 2-3 idle)
-#   auto     4 nodes x 1 rank, --split auto (the plan it picked is read from node 0's log)
+#   auto     4 nodes x 1 rank, --split auto (the plan it picked, and the rank figures it measured,
+#            are read from node 0's log)
 #   llama    llama.cpp RPC: ggml-rpc-server (1 thread) in nodes 1-3, llama-server in node 0
 #            with --rpc to the three and -ngl 99 (its layer split across the servers)
 # Every tpnode rank and every rpc-server has one thread; on a machine with fewer cores than
@@ -23,11 +24,14 @@
 #   env: DELAYS ("1 5", ms one-way), RATE (1gbit), PLANS ("tensor pp4 pp2x2 pp2tp2 auto llama"),
 #        CLIENTS ("1 16"), SECONDS_1 (30), SECONDS_N (45), MAX_TOKENS_1 (64), MAX_TOKENS_N (32),
 #        CTX (512, per slot), OUT (build/bench-pipeline.jsonl), PIN (1), LLAMA_CPP_BIN
-# Writes one JSON object per measurement to OUT and prints a markdown table (docs/benchmarks.md)
-# on stdout: tokens/s, TTFT p50 / p99, the ratio to llama.cpp RPC and to the best tpnode plan
-# at the same delay and load, and what --split auto picked. Each delay's link row has the
-# round trip node 0's mesh measures to node 1 (through the proxy where there is one) and the
-# iperf3 goodput of the shaped link (TBF_BURST bytes of burst, default 3000). A batch-1 run
+# Writes one JSON object per measurement to OUT (and --split auto's prediction block, with the
+# rank figures every node measured, to OUT less .jsonl plus -auto-<delay>ms.log) and prints a
+# markdown table (docs/benchmarks.md) on stdout: tokens/s, TTFT p50 / p99, the ratio to llama.cpp
+# RPC and to the best 4-node plan (tensor, pp4, pp2x2: the plans --split auto chooses among on 4
+# nodes of 1 rank; pp2tp2 runs on 2 nodes and is shown beside them, not counted as the best) at
+# the same delay and load, and what --split auto picked. Each delay's link row has the round
+# trip node 0's mesh measures to node 1 (through the proxy where there is one) and the iperf3
+# goodput of the shaped link (TBF_BURST bytes of burst, default 3000). A batch-1 run
 # lasts SECONDS_1 plus the request in flight at the end; 16 clients likewise.
 # Exit 77 without namespaces.
 set -uo pipefail
@@ -124,6 +128,11 @@ serve_tpnode() {  # $1 plan, $2 delay; sets SERVER_PIDS, PLAN_TEXT
   # The plan node 0 runs: --split auto's " chosen: <plan>" line (node/split_plan.cc), else its
   # pipeline plan line, else the tensor shard plan.
   PLAN_TEXT=$(grep -m1 -E "^ chosen: " "$LOGS/${plan}_$2_n0.log" | sed -E 's/^ chosen: //')
+  # --split auto's prediction block, kept beside OUT (the logs are removed at exit).
+  [ "$plan" = auto ] && grep -A 8 "\[driver\] split auto" "$LOGS/${plan}_$2_n0.log" \
+    >"${OUT%.jsonl}-auto-$2ms.log"
+  RATES_TEXT=$(grep -m1 -oE "rank: [0-9.]+ GB/s read, [0-9.]+ GMAC/s( \([^)]*\))?" \
+               "$LOGS/${plan}_$2_n0.log" | sed -E 's/^rank: //')
   [ -n "$PLAN_TEXT" ] ||
     PLAN_TEXT=$(grep -iE "pipeline plan|shard plan for" "$LOGS/${plan}_$2_n0.log" |
                 head -1 | sed -E 's/^.*\[model\] //; s/^.*\] //; s/:$//')
@@ -149,6 +158,7 @@ serve_llama() {  # $1 delay; sets SERVER_PIDS, PLAN_TEXT
   SERVER_PIDS=("$NETNS_PID" "${SERVER_PIDS[@]}")
   wait_health "$API" "${SERVER_PIDS[0]}" || { tail -5 "$LOGS/llama_$1_server.log" >&2; return 1; }
   PLAN_TEXT="llama.cpp RPC: 3 ggml-rpc-server x 1 thread, layers split by llama.cpp"
+  RATES_TEXT=""
 }
 
 # iperf3 goodput node 0 -> node 1 across the shaped link (3 s, no proxy), in bits/s.
@@ -207,7 +217,9 @@ r = json.loads(sys.argv[1]); r.pop("rss_kib_before", None); r.pop("rss_kib_after
 r.update(kind="run", delay_ms=float(sys.argv[2]), plan=sys.argv[3], clients_run=int(sys.argv[4]),
          max_tokens=int(sys.argv[5]), plan_text=sys.argv[6], load1_before=float(sys.argv[7]),
          load1_after=float(sys.argv[8]))
-print(json.dumps(r))' "$res" "$delay" "$plan" "$c" "$maxt" "$PLAN_TEXT" "$before" "$(load1)")"
+if sys.argv[9]: r["rank_rates"] = sys.argv[9]
+print(json.dumps(r))' "$res" "$delay" "$plan" "$c" "$maxt" "$PLAN_TEXT" "$before" "$(load1)" \
+        "$RATES_TEXT")"
     done
     stop_all "${SERVER_PIDS[@]}"
   done
@@ -221,18 +233,20 @@ setup = next(r for r in rows if r["kind"] == "setup")
 links = {r["delay_ms"]: r for r in rows if r["kind"] == "link"}
 runs = [r for r in rows if r["kind"] == "run" and "tokens_per_s" in r]
 failed = [r for r in rows if r["kind"] == "run" and "tokens_per_s" not in r]
+# The plans --split auto chooses among (4 nodes x 1 rank); pp2tp2 is another cluster (2 x 2).
+four_node = ("tensor", "pp4", "pp2x2")
 names = {"tensor": "tensor-only 4x1", "pp4": "pipeline 4 stages", "pp2x2": "hybrid 2 stages x 2 nodes",
          "pp2tp2": "hybrid 2 stages x tp 2 (2 nodes)", "auto": "--split auto", "llama": "llama.cpp RPC"}
 print(f"Model {setup['model']}, links {setup['rate']}; {setup['nproc']} cores "
       f"(pinning {'on' if setup['pin'] else 'off'}); started {setup['date']}, load {setup['load1']}.\n")
-print("| delay (RTT) | clients | plan | tok/s | TTFT p50 ms | TTFT p99 ms | vs llama.cpp RPC | vs best tpnode | load |")
+print("| delay (RTT) | clients | plan | tok/s | TTFT p50 ms | TTFT p99 ms | vs llama.cpp RPC | vs best 4-node plan | load |")
 print("|---|---|---|---|---|---|---|---|---|")
 summary = []
 for d in sorted({r["delay_ms"] for r in runs}):
     for c in sorted({r["clients_run"] for r in runs}):
         group = [r for r in runs if r["delay_ms"] == d and r["clients_run"] == c]
         llama = next((r["tokens_per_s"] for r in group if r["plan"] == "llama"), None)
-        tp = [r for r in group if r["plan"] not in ("llama", "auto")]
+        tp = [r for r in group if r["plan"] in four_node]
         best = max(tp, key=lambda r: r["tokens_per_s"]) if tp else None
         link = links.get(d, {})
         for r in group:
@@ -244,13 +258,19 @@ for d in sorted({r["delay_ms"] for r in runs}):
                   f"{names.get(r['plan'], r['plan'])} | {r['tokens_per_s']}{err} | {r['ttft_p50_ms']} | "
                   f"{r['ttft_p99_ms']} | {vs_l} | {vs_b} | {r['load1_before']}-{r['load1_after']} |")
         auto = next((r for r in group if r["plan"] == "auto"), None)
+        two = next((r for r in group if r["plan"] == "pp2tp2"), None)
         if best:
-            s = f"- {d:g} ms, {c} client(s): best tpnode plan {names[best['plan']]}"
+            s = f"- {d:g} ms, {c} client(s): best 4-node plan {names[best['plan']]}"
             if llama:
                 s += f" at {best['tokens_per_s'] / llama:.2f}x llama.cpp RPC"
             if auto:
                 s += (f"; --split auto picked \"{auto['plan_text']}\" at "
-                      f"{auto['tokens_per_s'] / best['tokens_per_s']:.2f}x the best")
+                      f"{auto['tokens_per_s'] / best['tokens_per_s']:.2f}x the best 4-node plan")
+                if auto.get("rank_rates"):
+                    s += f" (rank: {auto['rank_rates']})"
+            if two:
+                s += (f"; 2 nodes x tp 2 (not a 4-node plan) at "
+                      f"{two['tokens_per_s'] / best['tokens_per_s']:.2f}x it")
             summary.append(s)
 for r in failed:
     summary.append(f"- {r['delay_ms']:g} ms, {names.get(r['plan'], r['plan'])}: {r.get('error', 'failed')}")

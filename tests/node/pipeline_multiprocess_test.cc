@@ -61,9 +61,9 @@ TEST(PipelineMultiprocessTest, ReferenceModelGivesLlamaCppTokens) {
   }
 }
 
-// --split auto on loopback: the nodes measure their links at startup, node 0 prints every
-// plan's prediction and the one chosen, the workers follow it, and the cluster gives one rank's
-// greedy tokens whichever plan that is (2 nodes: tensor or 2 stages; 4 nodes: also 2 x 2).
+// --split auto on loopback: the nodes measure their links and ranks at startup, node 0 prints
+// every plan's prediction and the one chosen, the workers follow it, and the cluster gives one
+// rank's greedy tokens whichever plan that is (2 nodes: tensor or 2 stages; 4 nodes: also 2 x 2).
 TEST(PipelineMultiprocessTest, SplitAutoPrintsThePlansAndServesOneRanksTokens) {
   const std::string ref = testing_support::referenceDataDir() + "/";
   auto expected = nlohmann::json::parse(readFile(ref + "cases/llama-tiny-f32__en_sentence.json"));
@@ -92,6 +92,13 @@ TEST(PipelineMultiprocessTest, SplitAutoPrintsThePlansAndServesOneRanksTokens) {
               std::string::npos)
         << log0;
     EXPECT_NE(log0.find("links measured at formation: node 0-1:"), std::string::npos) << log0;
+    // Every node measured its ranks and node 0 ranked the plans with the slowest node's figures.
+    EXPECT_NE(log0.find(fmt::format("(per node, slowest of {})", nodes)), std::string::npos)
+        << log0;
+    EXPECT_NE(log0.find("rank figures (per rank): node 0: "), std::string::npos) << log0;
+    for (int n = 0; n < nodes; ++n) {
+      EXPECT_NE(run.logs[n].find("a rank of this node reads "), std::string::npos) << run.logs[n];
+    }
     const size_t chosen = log0.find(" chosen: ");
     ASSERT_NE(chosen, std::string::npos) << log0;
     const bool tensor = log0.compare(chosen + 9, 7, "tensor ") == 0;

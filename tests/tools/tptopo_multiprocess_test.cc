@@ -152,6 +152,9 @@ void expectSchema(const json& j) {
   EXPECT_TRUE(plan.at("parallel").is_number_integer());
   EXPECT_TRUE(plan.at("rtt_us").is_number());
   EXPECT_TRUE(plan.at("link_gbps").is_number());
+  EXPECT_TRUE(plan.at("rank_read_gbps").is_number());
+  EXPECT_TRUE(plan.at("rank_gmacs").is_number());
+  EXPECT_TRUE(plan.at("rank_rates_source").is_string());
   EXPECT_TRUE(plan.at("chosen").is_string());
   EXPECT_TRUE(plan.at("error").is_string());
   for (const json& c : plan.at("candidates")) {
@@ -330,6 +333,10 @@ TEST_F(TptopoCluster, TwoNodes) {
   EXPECT_EQ(plan.at("candidates").at(0).at("name"), "tensor 2x1");
   EXPECT_EQ(plan.at("candidates").at(1).at("layers"), "0-0,1-1");
   EXPECT_NE(plan.at("chosen"), "");
+  // Node 0 measured its ranks (the figures' size depends on the machine, not checked).
+  EXPECT_GT(plan.at("rank_read_gbps").get<double>(), 0);
+  EXPECT_GT(plan.at("rank_gmacs").get<double>(), 0);
+  EXPECT_EQ(plan.at("rank_rates_source"), "measured on node 0, for every node");
   json member = reportOf(*nodes[1]);
   EXPECT_FALSE(member.at("plan").at("ran").get<bool>());
   expectSchema(member);

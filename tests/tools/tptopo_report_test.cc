@@ -198,6 +198,9 @@ TEST(TptopoReportTest, PlanOfAModelOnTheMeasuredLinks) {
   tools::writeTestModel(shape, path);
   TopoOptions t;
   t.plan_model = path;
+  // Given rank figures: the choice below must not depend on this machine's speed.
+  t.node.split_rank_read_gbps = 4;
+  t.node.split_rank_gmacs = 16;
   Report r = twoNodes();
   r.plan = planReport(t, 2, r.links);
   ASSERT_TRUE(r.plan.ran);
@@ -217,6 +220,11 @@ TEST(TptopoReportTest, PlanOfAModelOnTheMeasuredLinks) {
   const std::string table = formatReport(r);
   EXPECT_NE(table.find("Plans of --split auto"), std::string::npos) << table;
   EXPECT_NE(table.find("chosen: " + r.plan.chosen), std::string::npos) << table;
+  EXPECT_EQ(r.plan.rank_read_gbps, 4);
+  EXPECT_EQ(r.plan.rank_gmacs, 16);
+  EXPECT_EQ(j.at("plan").at("rank_rates_source"), "--split-rank-read / --split-rank-macs");
+  EXPECT_NE(table.find("rank 4.00 GB/s read, 16.0 GMAC/s (--split-rank-read"), std::string::npos)
+      << table;
 
   // 10 ms round trips: 8 all-reduces of tensor parallelism cost more than the half of the
   // compute they save; the pipeline pays two boundaries.

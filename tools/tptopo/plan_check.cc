@@ -37,6 +37,16 @@ PlanInfo planReport(const TopoOptions& t, int nodes, const std::vector<LinkResul
     node::SplitClusterFigures c = node::declaredClusterFigures(o, nodes, /*gpu_ranks=*/false);
     c.rtt_us = rtt;
     c.link_bytes_per_s = gbps * 1e9;
+    // This host's ranks stand for every node's (tpnode measures each node at startup).
+    const node::RankRates rates = node::nodeRankRates(o, config, file->metadata(), false);
+    node::applyRankRates(c, {rates});
+    const bool flags = o.split_rank_read_gbps > 0 || o.split_rank_gmacs > 0;
+    c.rank_rates_source = !rates.known() ? std::string("declared")
+                          : flags        ? std::string("--split-rank-read / --split-rank-macs")
+                                         : std::string("measured on node 0, for every node");
+    p.rank_read_gbps = c.rank_read_bytes_per_s * 1e-9;
+    p.rank_gmacs = c.rank_macs_per_s * 1e-9;
+    p.rank_rates_source = c.rank_rates_source;
     const auto plans = node::predictPlans(o, config, file->metadata(), c, {});
     const int chosen = node::chooseSplit(plans);
     for (size_t i = 0; i < plans.size(); ++i) {

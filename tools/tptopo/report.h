@@ -180,10 +180,13 @@ struct PlanInfo {
   bool ran = false;
   std::string model;  // the file
   int parallel = 1;
-  double rtt_us = 0;     // the slowest link's median round trip
-  double link_gbps = 0;  // the slowest link's slower direction, 1e9 bytes per second
-  std::string chosen;    // the plan --split auto would run ("" when none can)
-  std::string error;     // the model could not be read, or no link was measured
+  double rtt_us = 0;              // the slowest link's median round trip
+  double link_gbps = 0;           // the slowest link's slower direction, 1e9 bytes per second
+  double rank_read_gbps = 0;      // one rank's weight read rate the plans use, 1e9 bytes/s
+  double rank_gmacs = 0;          // one rank's multiply-adds per second, 1e9
+  std::string rank_rates_source;  // "measured on node 0, for every node", "declared", ...
+  std::string chosen;             // the plan --split auto would run ("" when none can)
+  std::string error;              // the model could not be read, or no link was measured
   std::vector<PlanCandidate> candidates;
 };
 

@@ -37,7 +37,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TransportChoice, description, local, inter_al
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PlanCandidate, name, stages, nodes_per_stage, layers,
                                    batch1_tokens_per_s, batch1_step_ms, batch_tokens_per_s, refused,
                                    chosen)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PlanInfo, ran, model, parallel, rtt_us, link_gbps, chosen, error,
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PlanInfo, ran, model, parallel, rtt_us, link_gbps,
+                                   rank_read_gbps, rank_gmacs, rank_rates_source, chosen, error,
                                    candidates)
 
 nlohmann::json toJson(const Report& r) {

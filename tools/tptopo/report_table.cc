@@ -117,8 +117,9 @@ void plan(const Report& r, std::string& out) {
   if (!p.ran) return;
   out += fmt::format(
       "Plans of --split auto for {} (--parallel {}): links {:.0f} us round trip, "
-      "{:.3f} GB/s (slowest)\n",
-      p.model, p.parallel, p.rtt_us, p.link_gbps);
+      "{:.3f} GB/s (slowest); rank {:.2f} GB/s read, {:.1f} GMAC/s ({})\n",
+      p.model, p.parallel, p.rtt_us, p.link_gbps, p.rank_read_gbps, p.rank_gmacs,
+      p.rank_rates_source);
   if (!p.error.empty()) out += "  error: " + p.error + "\n";
   for (const PlanCandidate& c : p.candidates) {
     const char* mark = c.chosen ? "*" : " ";
