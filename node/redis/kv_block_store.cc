@@ -167,6 +167,21 @@ std::vector<std::optional<std::vector<uint8_t>>> KvBlockStore::getMany(
   return out;
 }
 
+size_t KvBlockStore::countPresent(std::span<const uint64_t> hashes) {
+  std::vector<std::string> keys;
+  for (uint64_t h : hashes) keys.push_back(kvBlockKey(scope_, rank_, h));
+  std::vector<bool> present;
+  try {
+    present = client_.existsMany(keys);
+  } catch (const Error& e) {
+    countError(e, "exists");
+    return 0;
+  }
+  size_t n = 0;
+  while (n < present.size() && present[n]) ++n;
+  return n;
+}
+
 KvBlockCounters KvBlockStore::counters() const {
   KvBlockCounters c;
   c.hits = hits_.load(std::memory_order_relaxed);

@@ -90,6 +90,11 @@ class KvBlockStore {
   // Several blocks in one round trip (a prefix's chain of blocks); one entry per hash.
   std::vector<std::optional<std::vector<uint8_t>>> getMany(std::span<const uint64_t> hashes);
 
+  // How many of `hashes` (a chain of blocks, in order) have an entry, counted from the first
+  // (EXISTS, one round trip): the entries a load may find. 0 when Redis cannot tell (down,
+  // slow: counted in errors).
+  size_t countPresent(std::span<const uint64_t> hashes);
+
   KvBlockCounters counters() const;
   int rank() const { return rank_; }
   const KvBlockScope& scope() const { return scope_; }
