@@ -4,14 +4,17 @@
 // its prefix (usage cached_tokens, the blocks fetched in /metrics) and with the same greedy
 // tokens and logprobs; Redis killed mid-run turns into recomputation with every request
 // answered; entries expire after --kv-cache-redis-ttl; a cluster with another layout or
-// another model never uses the entries.
+// another model never uses the entries; a rank that misses its shards makes every rank
+// recompute those blocks.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -143,6 +146,24 @@ void expectSameAnswer(const nlohmann::json& a, const nlohmann::json& b) {
   for (size_t i = 0; i < x.size(); ++i) {
     EXPECT_NEAR(x[i].get<double>(), y[i].get<double>(), 1e-3) << "token " << i;
   }
+}
+
+// The keys of global rank `rank` in the server (redis-cli --scan beside redis-server), or
+// nullopt without redis-cli.
+std::optional<std::vector<std::string>> rankKeys(const RedisServer& server, int rank) {
+  const auto cli =
+      std::filesystem::path(redis::test::redisServerBinary()).parent_path() / "redis-cli";
+  if (!std::filesystem::exists(cli)) return std::nullopt;
+  Process scan({"-p", std::to_string(server.port()), "--scan", "--pattern",
+                "tpnode:kv:1:*:r" + std::to_string(rank) + ":*"},
+               {}, server.dir() + "/scan.log", cli.string());
+  if (scan.wait(10s) != 0) return std::nullopt;
+  std::vector<std::string> keys;
+  std::istringstream lines(scan.log());
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("tpnode:kv:1:", 0) == 0) keys.push_back(line);
+  }
+  return keys;
 }
 
 class KvTierServingTest : public testing::Test {
@@ -279,6 +300,46 @@ TEST_F(KvTierServingTest, AnotherLayoutOrModelNeverUsesTheEntries) {
   auto [status, answer] = c.complete(kPrompt);
   ASSERT_EQ(status, 200) << answer.dump();
   EXPECT_GT(cachedTokens(answer), 0);
+}
+
+// All ranks of all nodes agree: when node 1's rank lost its shards (expired, evicted), node 0's
+// rank, which still finds its own, recomputes the blocks too, and the answer is unchanged.
+TEST_F(KvTierServingTest, ARankMissingItsShardsMakesTheWholeClusterRecompute) {
+  RedisServer server;
+  ASSERT_TRUE(server.ok()) << server.why();
+  nlohmann::json cold;
+  int blocks = 0;
+  {
+    Cluster a(model_, 2, 1, server.url(), "agree_first");
+    ASSERT_TRUE(a.awaitHealth()) << a.log();
+    auto [status, answer] = a.complete(kPrompt);
+    ASSERT_EQ(status, 200) << answer.dump();
+    cold = answer;
+    blocks = cold["usage"]["prompt_tokens"].get<int>() / kBlock;
+    ASSERT_TRUE(a.awaitStored(blocks)) << a.log();
+  }
+  // Node 1's rank (global rank 1) stores on its own: wait for its keys, then delete them.
+  std::optional<std::vector<std::string>> keys;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while ((keys = rankKeys(server, 1)) && static_cast<int>(keys->size()) < blocks &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(100ms);
+  }
+  if (!keys) GTEST_SKIP() << "redis-cli is not installed beside redis-server";
+  ASSERT_GE(static_cast<int>(keys->size()), blocks);
+  redis::RedisClient client({server.endpoint()});
+  for (const std::string& k : *keys) client.del(k);
+  ASSERT_GE(static_cast<int>(rankKeys(server, 0)->size()), blocks);  // rank 0's are there
+
+  Cluster b(model_, 2, 1, server.url(), "agree_second");
+  ASSERT_TRUE(b.awaitHealth()) << b.log();
+  auto [status, answer] = b.complete(kPrompt);
+  ASSERT_EQ(status, 200) << answer.dump() << b.log();
+  EXPECT_EQ(cachedTokens(answer), 0);
+  expectSameAnswer(cold, answer);
+  EXPECT_EQ(b.metric("tpnode_kv_redis_blocks_fetched_total"), 0);
+  const int asked = (cold["usage"]["prompt_tokens"].get<int>() - 1) / kBlock;
+  EXPECT_EQ(b.metric("tpnode_kv_redis_fetch_failures_total"), asked);
 }
 
 }  // namespace
