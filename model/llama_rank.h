@@ -52,7 +52,7 @@ class LlamaRank final : public RankModel {
   const RankWeights& weights() const override { return weights_; }
   uint64_t kvBytes() const override { return kv_.bytes(); }
   // The KV cache itself (block export/import for a second tier); the rank's thread only.
-  KvCache& kvCache() { return kv_; }
+  KvCache* pagedKvCache() override { return &kv_; }
   std::string backend() const override { return "cpu"; }
   std::vector<uint64_t> expertPairs() const override {
     return moe_ ? moe_->expertPairs() : std::vector<uint64_t>{};

@@ -27,6 +27,8 @@
 
 namespace tpnode::model {
 
+class KvCache;
+
 struct BatchToken {
   int32_t token = 0;
   int32_t pos = 0;
@@ -67,6 +69,9 @@ class RankModel {
   virtual const ModelConfig& config() const = 0;
   virtual const RankWeights& weights() const = 0;
   virtual uint64_t kvBytes() const = 0;
+  // The paged KV cache (model/kv_cache.h) for a second tier's block export/import, or null for
+  // ranks without one (GPU ranks). The rank's thread only, between steps.
+  virtual KvCache* pagedKvCache() { return nullptr; }
   // Bytes this rank holds on its device (weights, KV cache, scratch); 0 for CPU ranks.
   virtual uint64_t deviceBytes() const { return 0; }
   // "cpu" or "cuda:<device>".

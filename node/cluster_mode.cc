@@ -33,7 +33,7 @@ void onSignal(int sig) {
   g_signal = sig;
 }
 
-DriverOptions driverOptions(const Options& o, const Placement& placement) {
+DriverOptions driverOptions(const Options& o, const Placement& placement, const LoadedModel& m) {
   DriverOptions d;
   d.scheduler.slots = std::max(1, o.parallel);
   d.scheduler.ctx_size = o.ctx_size;
@@ -46,6 +46,7 @@ DriverOptions driverOptions(const Options& o, const Placement& placement) {
     d.scheduler.prefix_cache = false;
   }
   d.ranks = rankSetOptions(o, placement);
+  d.ranks.kv_tier = kvTierOptionsFrom(o, m);
   return d;
 }
 
@@ -270,7 +271,7 @@ int runCluster(const Options& given) {
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);
 
-  DriverOptions d = driverOptions(o, placement);
+  DriverOptions d = driverOptions(o, placement, *model);
   d.reform_on_fault = !o.prompt_given && !o.dump_tensor;
   d.record_timings = o.prompt_given;
   Driver driver(o, *model, d);

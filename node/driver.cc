@@ -62,6 +62,9 @@ ModelInfo Driver::modelInfo() const {
   info.kv_blocks_total = kv_blocks_total_.load();
   info.kv_blocks_free = kv_blocks_free_.load();
   info.prefix_cache = driver_options_.scheduler.prefix_cache;
+  info.kv_redis = driver_options_.ranks.kv_tier.has_value();
+  info.kv_redis_ttl_s =
+      info.kv_redis ? static_cast<int>(driver_options_.ranks.kv_tier->store.ttl.count()) : 0;
   info.path = options_.model;
   info.chat_template = model_.chat_template;
   return info;
@@ -130,6 +133,10 @@ void Driver::loop() {
   if (model_.topology.pipelined()) scheduling.groups = model_.topology.stages();
   scheduling.fingerprint = kvFingerprint(model_.identity, scheduling.kv_block_size);
   scheduler_ = std::make_unique<Scheduler>(scheduling);
+  if (driver_options_.ranks.kv_tier) {
+    tier_lookup_ = std::make_unique<RedisTierLookup>(*driver_options_.ranks.kv_tier);
+    scheduler_->setKvTier(tier_lookup_.get());
+  }
   requests_ = std::make_unique<RequestTracker>(model_, *scheduler_, *metrics_, queue_,
                                                driver_options_.record_timings,
                                                driver_options_.scheduler.ctx_size);
@@ -256,6 +263,30 @@ void Driver::publishBlockStats() {
   add(metrics_->prefix_cached_tokens, p.cached_tokens, seen_.cached_tokens);
   add(metrics_->kv_preemptions, p.preemptions, seen_.preemptions);
   add(metrics_->kv_evictions, b.evictions, seen_evictions_);
+  add(metrics_->kv_redis_fetched, p.tier_loaded, seen_.tier_loaded);
+  add(metrics_->kv_redis_fetch_failures, p.tier_failed, seen_.tier_failed);
+  if (session_) {
+    const KvTierCounters t = session_->ranks().kvTierCounters();
+    add(metrics_->kv_redis_stored, t.stored, seen_tier_.stored);
+    add(metrics_->kv_redis_store_dropped, t.store_dropped, seen_tier_.store_dropped);
+  }
+}
+
+// Every rank stores, then loads, its shard of the step's tier blocks (node/rank_set.h); the
+// loads' agreed result goes back to the scheduler before the next plan.
+void Driver::runTier(const PlannedStep& step) {
+  if (step.stores.empty() && step.loads.empty()) return;
+  StepCommand cmd;
+  cmd.kind = StepKind::kKvTier;
+  cmd.stores = step.stores;
+  cmd.loads = step.loads;
+  std::vector<bool> loaded;
+  {
+    StepWatchdog::Scope watched(*watchdog_);
+    broadcastCommand(cmd);
+    loaded = session_->ranks().runKvTier(cmd.stores, cmd.loads);
+  }
+  scheduler_->finishLoads(step, loaded);
 }
 
 PlannedStep Driver::planStep() {
@@ -274,6 +305,7 @@ void Driver::runStep() {
     return;
   }
   PlannedStep step = planStep();
+  runTier(step);  // before the step: it may reuse the blocks stored, and needs those loaded
   if (!step.command.seqs.empty()) runWholeStep(std::move(step));
 }
 

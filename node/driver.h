@@ -49,6 +49,7 @@
 #include "node/cluster_session.h"
 #include "node/driver_metrics.h"
 #include "node/engine.h"
+#include "node/kv_redis_options.h"
 #include "node/loaded_model.h"
 #include "node/rank_set.h"
 #include "node/request_queue.h"
@@ -116,7 +117,8 @@ class Driver final : public Engine {
   void beginStep(PlannedStep step);
   void finishStep();
   void takeResults(const PlannedStep& step, std::chrono::steady_clock::time_point t0);
-  void publishBlockStats();  // block and prefix figures to /metrics and /props
+  void publishBlockStats();               // block and prefix figures to /metrics and /props
+  void runTier(const PlannedStep& step);  // the Redis KV tier's stores and loads, if any
   void broadcastCommand(const StepCommand& command);
   void serveTensorRead();
   void markTaps(const PlannedStep& step, model::TapSink& sink);
@@ -139,6 +141,7 @@ class Driver final : public Engine {
   bool formed_once_ = false;                                 // loop thread only
   PrefixStats seen_;  // loop thread only: what /metrics counted so far
   uint64_t seen_evictions_ = 0;
+  KvTierCounters seen_tier_;  // loop thread only: node 0's ranks' tier counters counted so far
 
   mutable std::mutex mu_;
   std::string not_ready_reason_;  // GUARDED_BY(mu_)
@@ -153,6 +156,7 @@ class Driver final : public Engine {
 
   // Loop thread only:
   std::unique_ptr<ClusterSession> session_;
+  std::unique_ptr<RedisTierLookup> tier_lookup_;  // --kv-cache-redis-url; before scheduler_
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<RequestTracker> requests_;
   std::deque<InFlightStep> in_flight_;  // pipeline splits: begun, not finished, oldest first

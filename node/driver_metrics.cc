@@ -64,6 +64,17 @@ DriverMetrics::DriverMetrics(int nodes, int self)
                              "Sequences preempted (to recompute later) for want of KV blocks")),
       kv_evictions(counter(*registry_, "tpnode_kv_evictions_total",
                            "Cached KV blocks evicted (LRU) to hold new tokens")),
+      kv_redis_fetched(
+          counter(*registry_, "tpnode_kv_redis_blocks_fetched_total",
+                  "KV blocks loaded from the Redis tier on every rank (not prefilled)")),
+      kv_redis_fetch_failures(
+          counter(*registry_, "tpnode_kv_redis_fetch_failures_total",
+                  "KV blocks asked of the Redis tier that some rank could not load (recomputed)")),
+      kv_redis_stored(counter(*registry_, "tpnode_kv_redis_blocks_stored_total",
+                              "KV block shards node 0's ranks wrote to the Redis tier")),
+      kv_redis_store_dropped(
+          counter(*registry_, "tpnode_kv_redis_store_dropped_total",
+                  "KV block shards node 0's ranks did not write (writer queue full, Redis down)")),
       rank_weight_bytes_(BuildGauge()
                              .Name("tpnode_rank_weight_bytes")
                              .Help("Weight bytes of each local rank's shard")

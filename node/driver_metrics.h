@@ -57,6 +57,13 @@ class DriverMetrics {
   prometheus::Counter& prefix_cached_tokens;
   prometheus::Counter& kv_preemptions;
   prometheus::Counter& kv_evictions;
+  // The Redis KV tier (--kv-cache-redis-url): blocks the cluster loaded on every rank and blocks
+  // it asked for and recomputed; node 0's ranks' blocks stored and dropped (queue full, SET
+  // failed).
+  prometheus::Counter& kv_redis_fetched;
+  prometheus::Counter& kv_redis_fetch_failures;
+  prometheus::Counter& kv_redis_stored;
+  prometheus::Counter& kv_redis_store_dropped;
 
   // Weight, KV and device bytes of each local rank (labels local_rank, backend).
   void setRanks(const RankSet& ranks);

@@ -122,6 +122,8 @@ struct ModelInfo {
   int kv_blocks_total = 0;    // KV blocks per rank
   int kv_blocks_free = 0;     // ... free for new tokens (at the last step)
   bool prefix_cache = false;  // cached prompt prefixes are reused
+  bool kv_redis = false;      // ... and shared through Redis (--kv-cache-redis-url)
+  int kv_redis_ttl_s = 0;     // the Redis entries' TTL
   std::string path;           // the model file as given (GET /props)
   std::string chat_template;  // tokenizer.chat_template, or empty
 };

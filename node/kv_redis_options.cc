@@ -18,11 +18,32 @@ std::optional<redis::KvBlockStoreOptions> kvBlockStoreOptionsFrom(const Options&
   return k;
 }
 
+std::optional<KvTierOptions> kvTierOptionsFrom(const Options& o, const LoadedModel& m) {
+  std::optional<redis::KvBlockStoreOptions> store = kvBlockStoreOptionsFrom(o);
+  if (!store) return std::nullopt;
+  KvTierOptions t;
+  t.store = *store;
+  t.scope.model_identity = m.identity;
+  t.scope.layout = m.topology.layout();
+  t.scope.pp_stages = m.topology.stages();
+  t.scope.block_tokens = o.kv_block_size;
+  t.scope.cache_format = kKvTierFormat;
+  return t;
+}
+
 void refuseKvRedisTier(const Options& o) {
   if (!kvBlockStoreOptionsFrom(o)) return;
-  fail(ErrorCode::kUnsupported,
-       "--kv-cache-redis-url: the Redis KV tier is not connected to the KV cache in this version "
-       "(prefix blocks are reused within a cluster only, --prefix-cache); remove the flag");
+  auto refuse = [](const char* why) {
+    fail(ErrorCode::kUnsupported, "--kv-cache-redis-url: the Redis KV tier {}; remove the flag",
+         why);
+  };
+  if (o.pp > 1 || o.split == SplitFlag::kAuto) {
+    refuse("does not run with pipeline stages (--pp, --split pipeline/auto): use --split tensor");
+  }
+  if (o.backend == Backend::kCuda) {
+    refuse("runs on CPU ranks only (GPU ranks keep no paged KV cache): use --backend cpu");
+  }
+  if (!o.prefixCacheOn()) refuse("stores and reuses prefix blocks: it needs --prefix-cache on");
 }
 
 }  // namespace tpnode::node

@@ -1,26 +1,45 @@
-// The Redis KV tier's settings as KvBlockStoreOptions (node/redis/kv_block_store.h):
-// --kv-cache-redis-url, --kv-cache-redis-ttl, --redis-timeout.
+// The Redis KV tier's settings (--kv-cache-redis-url, --kv-cache-redis-ttl, --redis-timeout):
+// the store's options, the cluster's scope, the combinations that run it, and node 0's lookup.
 //
-// Contract: a pure function of the options. nullopt when no URL is set (no Redis tier);
+// Contract: kvBlockStoreOptionsFrom() and kvTierOptionsFrom() are pure functions of the
+// options (and the loaded model): nullopt when no URL is set (no Redis tier);
 // Error(kInvalidArgument) naming the flag for a bad URL, TTL or timeout, so that a node refuses
 // to start rather than run without the tier it was asked for. Each rank then builds its own
-// KvBlockStore(scope, global_rank, options) with the cluster's KvBlockScope (model identity,
-// layout, stages, block tokens, cache format) and `max_block_bytes` set to its block's size.
+// store (node/kv_tier_rank.h) with the cluster's scope and its global rank.
 #pragma once
 
 #include <optional>
 
+#include "node/kv_tier_rank.h"
+#include "node/loaded_model.h"
 #include "node/options.h"
 #include "node/redis/kv_block_store.h"
+#include "node/scheduler.h"
 
 namespace tpnode::node {
 
 std::optional<redis::KvBlockStoreOptions> kvBlockStoreOptionsFrom(const Options& options);
 
-// The paged KV cache (node/kv_blocks.h) does not store blocks in or load them from the tier yet:
-// a node given --kv-cache-redis-url refuses to start (Error(kUnsupported) naming the flag, after
-// the URL, TTL and timeout are checked as above) rather than run without the sharing it was
-// asked for. A no-op without the flag.
+// The scope (model identity, layout, stages, block size, "f32") with the store's options.
+std::optional<KvTierOptions> kvTierOptionsFrom(const Options& options, const LoadedModel& model);
+
+// The combinations the tier does not run, refused at startup with Error(kUnsupported) naming
+// the flags (after the URL, TTL and timeout are checked as above): pipeline stages (--pp > 1,
+// --split auto), --backend cuda (GPU ranks keep no paged cache; --backend auto that places GPU
+// ranks is refused when the ranks load), --prefix-cache off. A no-op without the flag.
 void refuseKvRedisTier(const Options& options);
+
+// Node 0's lookup (node/scheduler.h): EXISTS of global rank 0's keys, one round trip bounded
+// by the timeout, on a connection of its own. Every rank stores its shard of the same blocks,
+// so rank 0's keys stand for the cluster's; a rank that misses one is found at load time.
+class RedisTierLookup final : public KvTierLookup {
+ public:
+  explicit RedisTierLookup(const KvTierOptions& options)
+      : store_(options.scope, /*rank=*/0, options.store) {}
+  size_t present(std::span<const uint64_t> hashes) override { return store_.countPresent(hashes); }
+
+ private:
+  redis::KvBlockStore store_;
+};
 
 }  // namespace tpnode::node

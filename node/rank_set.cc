@@ -21,6 +21,7 @@ struct RankSet::Rank {
   std::unique_ptr<model::kernels::ThreadPool> pool;
   std::unique_ptr<model::RankModel> model;
   std::vector<float> scratch_logits;
+  std::unique_ptr<RankKvTier> tier;  // --kv-cache-redis-url
   uint64_t weight_bytes = 0;
   std::thread thread;
 };
@@ -52,6 +53,11 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
   if (gpu && options.stage) {
     fail(ErrorCode::kUnsupported,
          "pipeline stages (--pp) run on CPU ranks only for now; use --backend cpu");
+  }
+  if (options.kv_tier && (gpu || options.stage)) {
+    fail(ErrorCode::kUnsupported,
+         "--kv-cache-redis-url: the Redis KV tier runs on CPU ranks without pipeline stages "
+         "(--pp 1) only; use --backend cpu, or remove the flag");
   }
   const model::StagePart* part = options.stage ? &*options.stage : nullptr;
   spdlog::info("[model] loading {} local rank shards (global ranks {}..{} of {}) for {} ranks", tp,
@@ -114,6 +120,10 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
         gpu ? fmt::format("{} slots x {} positions", options.slots, options.ctx)
             : fmt::format("{} blocks of {} positions", options.kv_blocks, options.kv_block_size),
         gpu ? "" : fmt::format(", {} threads", options.threads));
+    if (options.kv_tier && rank->model->pagedKvCache() != nullptr) {
+      rank->tier = std::make_unique<RankKvTier>(*options.kv_tier, topo.globalRank(r),
+                                                rank->model->pagedKvCache()->blockFloats());
+    }
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   spdlog::info("[model] local ranks ready in {:.2f} s", secs);
@@ -196,6 +206,45 @@ std::vector<uint8_t> RankSet::gatherTensor(const model::TensorShard& shard, bool
   return out;
 }
 
+std::vector<bool> RankSet::runKvTier(std::span<const KvTierBlock> stores,
+                                     std::span<const KvTierBlock> loads) {
+  std::vector<float> sums;
+  std::unique_lock lock(mu_);
+  if (error_) std::rethrow_exception(error_);
+  tier_stores_ = stores;
+  tier_loads_ = loads;
+  logits_ = &sums;
+  job_ = Job::kTier;
+  dispatchLocked(lock);
+  tier_stores_ = {};
+  tier_loads_ = {};
+  // Every rank of the cluster added 1 for each block it imported.
+  const float world = static_cast<float>(group_->topology().worldSize());
+  std::vector<bool> loaded(loads.size(), false);
+  for (size_t i = 0; i < loads.size() && i < sums.size(); ++i) loaded[i] = sums[i] == world;
+  return loaded;
+}
+
+KvTierCounters RankSet::kvTierCounters() const {
+  KvTierCounters c;
+  for (const auto& r : ranks_) {
+    if (r->tier) c += r->tier->counters();
+  }
+  return c;
+}
+
+void RankSet::rankTier(Rank& rank, std::vector<float>* out) {
+  model::KvCache* cache = rank.model->pagedKvCache();
+  std::vector<float> flags(tier_loads_.size(), 0.0f);
+  if (rank.tier && cache != nullptr) {
+    rank.tier->store(*cache, tier_stores_);
+    if (!tier_loads_.empty()) flags = rank.tier->load(*cache, tier_loads_);
+  }
+  // Small integers add up exactly in f32.
+  if (!flags.empty()) rank.comm->allReduceSum(flags.data(), flags.size(), collectives::DType::kF32);
+  if (out != nullptr) *out = std::move(flags);
+}
+
 std::vector<uint64_t> RankSet::expertLoadByRank() const {
   if (experts_of_rank_.empty()) return {};
   const std::vector<uint64_t> pairs = ranks_.front()->model->expertPairs();
@@ -236,7 +285,8 @@ void RankSet::runJob(Rank& rank, Job job, std::span<const model::BatchToken> bat
       rank.model->forwardHead(batch, hidden_in, *out);
       return;
     case Job::kRead:
-      return;  // rankLoop runs it
+    case Job::kTier:
+      return;  // rankLoop runs them
   }
 }
 
@@ -300,6 +350,8 @@ void RankSet::rankLoop(Rank& rank) {
     try {
       if (job == Job::kRead) {
         rankRead(rank, *read, read_out);
+      } else if (job == Job::kTier) {
+        rankTier(rank, out);
       } else {
         runJob(rank, job, batch, hidden_in, out, taps);
       }

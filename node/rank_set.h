@@ -24,6 +24,12 @@
 //   rank its slice and a chunk buffer. A replicated tensor passes through: local rank 0's
 //   copy, no collective (the caller reads it between steps, on its own thread; the weights are
 //   immutable).
+// - The Redis KV tier (options.kv_tier, CPU ranks; node/kv_tier_rank.h): runKvTier() is a
+//   collective like a step: every rank of every node calls it with the same blocks between the
+//   same steps. Each rank stores, then loads, its shard; then all ranks all-reduce the loads'
+//   results, so every node gets the same answer: a block counts as loaded only if every rank
+//   of the cluster imported it. A node without the tier (or ranks without a paged cache)
+//   takes part and answers "not loaded".
 #pragma once
 
 #include <condition_variable>
@@ -42,6 +48,7 @@
 #include "model/llama_rank.h"
 #include "model/shard_plan.h"
 #include "model/stage_plan.h"
+#include "node/kv_tier_rank.h"
 
 namespace tpnode::node {
 
@@ -66,6 +73,8 @@ struct RankSetOptions {
   size_t read_chunk_bytes = size_t{64} << 20;
   // A pipeline stage's part of the model (CPU ranks only); unset: the whole model.
   std::optional<model::StagePart> stage;
+  // The Redis KV tier (--kv-cache-redis-url); unset: none. CPU ranks without stages only.
+  std::optional<KvTierOptions> kv_tier;
 };
 
 class RankSet {
@@ -95,6 +104,12 @@ class RankSet {
   // call it before asking the other nodes to take part.
   std::string readRefusal(const model::TensorShard& shard) const;
 
+  // The Redis KV tier (see the contract): for each of `loads`, whether every rank imported it.
+  std::vector<bool> runKvTier(std::span<const KvTierBlock> stores,
+                              std::span<const KvTierBlock> loads);
+  // This node's ranks' tier counters, summed (zero without a tier). Any thread.
+  KvTierCounters kvTierCounters() const;
+
   int localRanks() const { return static_cast<int>(ranks_.size()); }
   uint64_t rankWeightBytes(int local_rank) const;
   uint64_t rankKvBytes(int local_rank) const;
@@ -108,10 +123,11 @@ class RankSet {
 
  private:
   struct Rank;
-  enum class Job { kForward, kLayers, kHead, kRead };
+  enum class Job { kForward, kLayers, kHead, kRead, kTier };
   std::unique_ptr<model::GpuNode> gpu_;  // GPU ranks only; outlives ranks_ (declared first)
   void rankLoop(Rank& rank);
   void rankRead(Rank& rank, const model::TensorShard& shard, std::vector<uint8_t>* out);
+  void rankTier(Rank& rank, std::vector<float>* out);
   // One step of `job` on every rank: `in` (hidden rows or null), `out` (logits or hidden rows).
   void submit(Job job, std::span<const model::BatchToken> batch, const float* in,
               std::vector<float>& out, model::TapSink* taps);
@@ -139,6 +155,7 @@ class RankSet {
   const float* hidden_in_ = nullptr;          // runLayers / runHead input, read by every rank
   const model::TensorShard* read_ = nullptr;  // set: the job is a tensor read, not a step
   std::vector<uint8_t>* read_out_ = nullptr;  // rank 0 writes it during the read (if set)
+  std::span<const KvTierBlock> tier_stores_, tier_loads_;  // kTier: read by every rank
 };
 
 }  // namespace tpnode::node

@@ -66,7 +66,9 @@ bool Scheduler::admit(Sequence& s) {
   s.n_cached = s.n_issued = s.blocks.size() * bs;  // the reused prefix is in every cache
   const bool got = grow(s, s.tokens.size());
   TP_CHECK(got, "{} free KV blocks did not give {}", pool_.freeBlocks(), need);
+  if (reuse && tier_ != nullptr) probeTier(s);
   if (!s.admitted_once) {
+    s.counts_load = !s.loading.empty();
     s.admitted_once = true;
     s.cached_prompt = std::min(s.n_cached, s.n_prompt);
     if (reuse) {
@@ -78,12 +80,62 @@ bool Scheduler::admit(Sequence& s) {
   return true;
 }
 
+// The blocks after the local prefix that the tier holds become loads (the sequence's blocks are
+// already allocated; the load fills them).
+void Scheduler::probeTier(Sequence& s) {
+  const size_t bs = pool_.blockSize();
+  const size_t first = s.n_cached / bs;
+  const size_t last = std::min((s.tokens.size() - 1) / bs, first + kMaxTierLoadBlocks);
+  if (last <= first) return;
+  std::vector<uint64_t> chain;
+  uint64_t prev = first == 0 ? pool_.fingerprint() : s.hashes[first - 1];
+  for (size_t b = first; b < last; ++b) {
+    prev = kvBlockHash(prev, std::span<const int32_t>(s.tokens).subspan(b * bs, bs));
+    chain.push_back(prev);
+  }
+  const size_t n = std::min(tier_->present(chain), chain.size());
+  for (size_t i = 0; i < n; ++i) s.loading.push_back({chain[i], s.blocks[first + i]});
+}
+
+void Scheduler::setKvTier(KvTierLookup* lookup) {
+  tier_ = lookup;
+  pool_.setObserver(lookup != nullptr ? &stores_ : nullptr);
+}
+
+void Scheduler::finishLoads(const PlannedStep& step, const std::vector<bool>& loaded) {
+  TP_CHECK(loaded.size() == step.loads.size());
+  const size_t bs = pool_.blockSize();
+  size_t at = 0;
+  for (Sequence* s : step.loading) {
+    const size_t k = s->loading.size();
+    size_t ok = 0;
+    while (ok < k && loaded[at + ok]) ++ok;  // up to the first block not loaded everywhere
+    at += k;
+    s->loading.clear();
+    prefix_stats_.tier_loaded += ok;
+    prefix_stats_.tier_failed += k - ok;
+    s->n_cached = s->n_issued = s->n_cached + ok * bs;
+    stores_.enabled = false;  // they came from the tier: not stored again
+    publishCached(*s);
+    stores_.enabled = true;
+    if (s->counts_load) {
+      s->counts_load = false;
+      const size_t add = std::min(ok * bs, s->n_prompt - std::min(s->n_prompt, s->cached_prompt));
+      if (s->cached_prompt == 0 && add > 0) ++prefix_stats_.hits;
+      s->cached_prompt += add;
+      prefix_stats_.cached_tokens += add;
+    }
+  }
+}
+
 void Scheduler::preempt(size_t i) {
   TP_CHECK(!running_[i]->inFlight(), "sequence {} preempted with a step in flight",
            running_[i]->id);
   std::unique_ptr<Sequence> s = std::move(running_[i]);
   running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
   releaseBlocks(*s);
+  s->loading.clear();
+  s->counts_load = false;
   s->n_cached = s->n_issued = 0;
   slot_used_[static_cast<size_t>(s->slot)] = false;
   pending_clear_.push_back(static_cast<uint32_t>(s->slot));
@@ -171,13 +223,15 @@ PlannedStep Scheduler::plan(std::vector<std::unique_ptr<Sequence>>& removed) {
     if (s->all_logits) step.command.seqs.back().flags |= kLogitsAll;
     budget -= static_cast<int>(n);
   };
+  // A sequence waiting for its tier load sits out the step.
   auto pending = [](const Sequence& s) {
-    return s.finished || s.cancelled ? size_t{0} : s.tokens.size() - s.n_issued;
+    return s.finished || s.cancelled || !s.loading.empty() ? size_t{0}
+                                                           : s.tokens.size() - s.n_issued;
   };
   // Decoding: one token a step (every token but at most one is in the cache or on its way).
   const auto decoding =
       static_cast<size_t>(std::count_if(running_.begin(), running_.end(), [&](const auto& s) {
-        return !s->finished && !s->cancelled && pending(*s) <= 1;
+        return !s->finished && !s->cancelled && s->loading.empty() && pending(*s) <= 1;
       }));
   const size_t groups = static_cast<size_t>(options_.groups);
   size_t decodes = (decoding + groups - 1) / groups;
@@ -224,6 +278,15 @@ PlannedStep Scheduler::plan(std::vector<std::unique_ptr<Sequence>>& removed) {
     n = std::min(n, s->blocks.size() * pool_.blockSize() - s->n_issued);
     if (n > 0) take(s.get(), n);
   }
+  if (tier_ != nullptr) {
+    step.stores = std::move(stores_.pending);
+    stores_.pending.clear();
+    for (auto& s : running_) {
+      if (s->loading.empty()) continue;
+      step.loads.insert(step.loads.end(), s->loading.begin(), s->loading.end());
+      step.loading.push_back(s.get());
+    }
+  }
   if (step.command.seqs.empty()) {  // idle, or everything in flight: the clears wait for a step
     // (with any this plan added by preempting)
     step.command.clear_slots.insert(step.command.clear_slots.end(), pending_clear_.begin(),
@@ -239,14 +302,18 @@ void Scheduler::commit(const PlannedStep& step) {
   for (size_t i = 0; i < step.participants.size(); ++i) {
     Sequence& s = *step.participants[i];
     s.n_cached += step.command.seqs[i].tokens.size();
-    // Blocks whose every position is now in the cache on every rank join the prefix index.
-    const size_t bs = pool_.blockSize();
-    while (s.hashes.size() < s.blocks.size() && (s.hashes.size() + 1) * bs <= s.n_cached) {
-      const size_t b = s.hashes.size();
-      const uint64_t prev = b == 0 ? pool_.fingerprint() : s.hashes[b - 1];
-      s.hashes.push_back(
-          pool_.publish(s.blocks[b], prev, std::span<const int32_t>(s.tokens).subspan(b * bs, bs)));
-    }
+    publishCached(s);
+  }
+}
+
+// Blocks whose every position is now in the cache on every rank join the prefix index.
+void Scheduler::publishCached(Sequence& s) {
+  const size_t bs = pool_.blockSize();
+  while (s.hashes.size() < s.blocks.size() && (s.hashes.size() + 1) * bs <= s.n_cached) {
+    const size_t b = s.hashes.size();
+    const uint64_t prev = b == 0 ? pool_.fingerprint() : s.hashes[b - 1];
+    s.hashes.push_back(
+        pool_.publish(s.blocks[b], prev, std::span<const int32_t>(s.tokens).subspan(b * bs, bs)));
   }
 }
 
@@ -258,9 +325,11 @@ std::vector<std::unique_ptr<Sequence>> Scheduler::drainAll() {
   waiting_.clear();
   std::fill(slot_used_.begin(), slot_used_.end(), false);
   pending_clear_.clear();
+  stores_.pending.clear();
   for (auto& s : all) {
     s->blocks.clear();
     s->hashes.clear();
+    s->loading.clear();
   }
   pool_.reset();
   return all;

@@ -43,6 +43,15 @@
 //   flight, and a reused or evicted block is taken only by steps planned after every step
 //   that wrote it was committed.
 //
+// - A second tier (setKvTier: the KV blocks shared in Redis, node/kv_tier_rank.h): every block
+//   that enters the prefix index is queued to be stored (PlannedStep::stores; each rank copies
+//   it out before the step that may reuse it). On admission, after the local prefix, the
+//   lookup says how many further blocks of the prompt's chain the tier holds (at most
+//   kMaxTierLoadBlocks, leaving the last token to compute); those blocks are allocated and
+//   named in PlannedStep::loads, and the sequence sits out that step. finishLoads() then takes
+//   the cluster's agreed result: the blocks loaded on every rank, up to the first that was not,
+//   count as cached (and enter the index); the rest are prefilled like any uncached block.
+//
 // Threads: one thread (the driver's loop) owns a Scheduler.
 #pragma once
 
@@ -55,6 +64,18 @@
 #include "node/step_command.h"
 
 namespace tpnode::node {
+
+// The blocks a second tier holds (node 0's view of the Redis KV tier).
+class KvTierLookup {
+ public:
+  virtual ~KvTierLookup() = default;
+  // How many of `hashes` (a chain of blocks, in order) the tier holds, counted from the first;
+  // 0 when it cannot tell (down, slow). Bounded in time.
+  virtual size_t present(std::span<const uint64_t> hashes) = 0;
+};
+
+// Blocks one admission asks the tier for at most.
+inline constexpr size_t kMaxTierLoadBlocks = 256;
 
 struct SchedulerOptions {
   int slots = 4;
@@ -74,6 +95,8 @@ struct PrefixStats {
   uint64_t hits = 0;           // ... and reused at least one block
   uint64_t cached_tokens = 0;  // prompt tokens not prefilled thanks to reuse
   uint64_t preemptions = 0;
+  uint64_t tier_loaded = 0;  // blocks loaded from the second tier on every rank
+  uint64_t tier_failed = 0;  // blocks the tier was asked for and the cluster recomputed
 };
 
 struct Sequence {
@@ -88,6 +111,8 @@ struct Sequence {
   std::vector<uint32_t> blocks;
   std::vector<uint64_t> hashes;  // chained hashes of the full blocks published so far
   size_t cached_prompt = 0;      // prompt tokens reused from the prefix cache when first admitted
+  std::vector<KvTierBlock> loading;  // blocks after the local prefix awaiting a tier load
+  bool counts_load = false;          // the load counts in cached_prompt (first admission)
   bool admitted_once = false;
   bool all_logits = false;  // a logits row for every position (--dump-logits)
   bool cancelled = false;
@@ -103,6 +128,10 @@ struct PlannedStep {
   std::vector<Sequence*> sampled;
   // seqs[i] of the command belongs to participants[i].
   std::vector<Sequence*> participants;
+  // The second tier (setKvTier), run before the command: blocks to store, then blocks to load
+  // (loading[i]'s blocks, in order, one after another).
+  std::vector<KvTierBlock> stores, loads;
+  std::vector<Sequence*> loading;
 };
 
 class Scheduler {
@@ -134,6 +163,13 @@ class Scheduler {
   // The pool's second-tier observer (node/kv_blocks.h).
   KvBlockPool& blockPool() { return pool_; }
 
+  // Enables the second tier (see the policy); `lookup` outlives the scheduler. Takes the pool's
+  // observer.
+  void setKvTier(KvTierLookup* lookup);
+  // After the step's tier command ran: loaded[i] tells whether step.loads[i] is in every
+  // rank's cache. Call before the next plan().
+  void finishLoads(const PlannedStep& step, const std::vector<bool>& loaded);
+
   // Every sequence (waiting or running) is removed and returned; all slots are cleared and
   // every block forgotten (the ranks' caches are gone).
   std::vector<std::unique_ptr<Sequence>> drainAll();
@@ -143,6 +179,21 @@ class Scheduler {
   bool grow(Sequence& s, size_t positions);  // blocks for `positions`, false if none left
   void releaseBlocks(Sequence& s);
   void preempt(size_t running_index);
+  void probeTier(Sequence& s);
+  void publishCached(Sequence& s);  // enters the blocks below n_cached into the index
+
+  // Queues published blocks to be stored (setKvTier).
+  class StoreQueue : public KvBlockObserver {
+   public:
+    void onCached(uint32_t block, uint64_t hash) override {
+      if (enabled) pending.push_back({hash, block});
+    }
+    void onEvict(uint32_t, uint64_t) override {}
+    bool enabled = true;  // off while blocks loaded from the tier are published
+    std::vector<KvTierBlock> pending;
+  };
+  KvTierLookup* tier_ = nullptr;
+  StoreQueue stores_;
 
   SchedulerOptions options_;
   KvBlockPool pool_;

@@ -90,6 +90,28 @@ void readBlocks(Reader& r, SeqChunk& s, uint32_t n_blocks, const StepLimits& lim
   }
 }
 
+// kKvTier: the blocks to store and to load, each id inside the cache; at most kv_blocks each.
+void readTierBlocks(Reader& r, StepCommand& c, uint32_t n_seqs, uint32_t n_clear,
+                    const StepLimits& limits) {
+  if (n_seqs != 0 || n_clear != 0) {
+    fail(ErrorCode::kInvalidData, "KV tier command carries {} seqs and {} clears, expected 0",
+         n_seqs, n_clear);
+  }
+  for (auto* list : {&c.stores, &c.loads}) {
+    const uint32_t n = r.u32("n_tier_blocks");
+    checkCount("n_tier_blocks", n, limits.kv_blocks, 12, r.remaining());
+    list->resize(n);
+    for (KvTierBlock& b : *list) {
+      b.hash = r.u64("tier hash");
+      b.block = r.u32("tier block");
+      if (b.block >= limits.kv_blocks) {
+        fail(ErrorCode::kInvalidData, "KV tier command block {} is outside the {} blocks", b.block,
+             limits.kv_blocks);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void encodeStepCommand(const StepCommand& c, std::vector<std::byte>& out) {
@@ -111,6 +133,15 @@ void encodeStepCommand(const StepCommand& c, std::vector<std::byte>& out) {
     for (uint32_t b : s.blocks) w.u32(b);
   }
   if (c.kind == StepKind::kReadTensor) w.u32(c.tensor);
+  if (c.kind == StepKind::kKvTier) {
+    for (const auto* list : {&c.stores, &c.loads}) {
+      w.u32(static_cast<uint32_t>(list->size()));
+      for (const KvTierBlock& b : *list) {
+        w.u64(b.hash);
+        w.u32(b.block);
+      }
+    }
+  }
 }
 
 StepCommand decodeStepCommand(std::span<const std::byte> bytes, const StepLimits& limits) {
@@ -127,7 +158,7 @@ StepCommand decodeStepCommand(std::span<const std::byte> bytes, const StepLimits
   }
   StepCommand c;
   uint16_t kind = r.u16("kind");
-  if (kind < 1 || kind > 5) fail(ErrorCode::kInvalidData, "step command kind {} is unknown", kind);
+  if (kind < 1 || kind > 6) fail(ErrorCode::kInvalidData, "step command kind {} is unknown", kind);
   c.kind = static_cast<StepKind>(kind);
   c.step_id = r.u64("step_id");
   uint32_t n_seqs = r.u32("n_seqs");
@@ -184,6 +215,7 @@ StepCommand decodeStepCommand(std::span<const std::byte> bytes, const StepLimits
     fail(ErrorCode::kInvalidData, "retire command carries {} seqs and {} clears, expected 0",
          n_seqs, n_clear);
   }
+  if (c.kind == StepKind::kKvTier) readTierBlocks(r, c, n_seqs, n_clear, limits);
   if (r.remaining() != 0) {
     fail(ErrorCode::kInvalidData, "step command has {} trailing bytes", r.remaining());
   }

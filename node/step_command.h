@@ -10,6 +10,8 @@
 //   the slot's own blocks, model/kv_cache.h)
 //   kind kReadTensor only: n_seqs = n_clear = 0, then u32 tensor (index in the shard plan)
 //   kind kRetire: n_seqs = n_clear = 0; step_id is the pipeline step to finish
+//   kind kKvTier: n_seqs = n_clear = 0, then u32 n_store | n_store x { u64 hash | u32 block }
+//                 | u32 n_load | n_load x { u64 hash | u32 block }
 // decode() treats the bytes as hostile: every count is checked against the remaining bytes
 // and the limits before anything is allocated.
 #pragma once
@@ -27,6 +29,15 @@ enum class StepKind : uint16_t {
   kReset = 3,       // clear every KV slot (after a fault, when the cluster re-forms)
   kReadTensor = 4,  // all-gather the slices of one tensor (RankSet::gatherTensor), no forward
   kRetire = 5,      // pipeline stage 0: finish the oldest step in flight (StagePipeline::finish)
+  kKvTier = 6,      // the Redis KV tier: store, then load, the named blocks (node/kv_tier_rank.h)
+};
+
+// One block of the Redis KV tier: its chained hash (node/kv_blocks.h) and its id in every
+// rank's cache.
+struct KvTierBlock {
+  uint64_t hash = 0;
+  uint32_t block = 0;
+  bool operator==(const KvTierBlock&) const = default;
 };
 
 // SeqChunk flags: which of its tokens produce a logits row (every rank must agree, since the
@@ -48,6 +59,9 @@ struct StepCommand {
   std::vector<uint32_t> clear_slots;
   std::vector<SeqChunk> seqs;
   uint32_t tensor = 0;  // kReadTensor: index of the tensor in the shard plan
+  // kKvTier: blocks each rank copies out and writes to Redis (before the loads), and blocks
+  // each rank reads from Redis into its cache.
+  std::vector<KvTierBlock> stores, loads;
 };
 
 struct StepLimits {

@@ -12,6 +12,7 @@
 #include "common/settings.h"
 #include "mesh/mesh.h"
 #include "node/cluster_session.h"
+#include "node/kv_redis_options.h"
 #include "node/mesh_setup.h"
 #include "node/rank_set_options.h"
 #include "node/stage_tensor_read.h"
@@ -36,10 +37,14 @@ StepLimits stepLimits(const Options& o, const LoadedModel& m) {
   return limits;
 }
 
-// Room for the largest command the limits allow: every slot cleared, every slot with tokens.
+// Room for the largest command the limits allow: every slot cleared, every slot with tokens;
+// or a KV tier command naming every block to store and to load.
 size_t commandBufferBytes(const StepLimits& limits) {
   const size_t table = (size_t{limits.max_ctx} + limits.kv_block_size - 1) / limits.kv_block_size;
-  return 32 + (24 + 4 * table) * (size_t{limits.max_slot} + 1) + 4 * size_t{limits.max_tokens};
+  const size_t step =
+      32 + (24 + 4 * table) * (size_t{limits.max_slot} + 1) + 4 * size_t{limits.max_tokens};
+  const size_t tier = 40 + 2 * 12 * size_t{limits.kv_blocks};  // kKvTier: every block, twice
+  return std::max(step, tier);
 }
 
 // TPNODE_TEST_STALL_AT_STEP (worker.h): the step number to stall at, 0 for none.
@@ -86,6 +91,11 @@ Outcome serve(ClusterSession& session, const Options& o, const LoadedModel& m) {
       session.finishStep(logits, cmd.step_id);
       continue;
     }
+    if (cmd.kind == StepKind::kKvTier) {  // the Redis KV tier: store, load, agree
+      session.progress().noteBegun();
+      ranks.runKvTier(cmd.stores, cmd.loads);
+      continue;
+    }
     if (cmd.kind == StepKind::kReadTensor) {
       session.progress().noteBegun();
       const model::TensorShard& shard = m.plan.shards[cmd.tensor];
@@ -120,7 +130,7 @@ Outcome awaitDriver(ClusterSession& session, const StepLimits& limits) {
     size_t n = session.mesh()->recv(0, kTagControl, buffer);
     StepCommand cmd = decodeStepCommand(std::span(buffer.data(), n), limits);
     if (cmd.kind == StepKind::kStep || cmd.kind == StepKind::kReadTensor ||
-        cmd.kind == StepKind::kRetire)
+        cmd.kind == StepKind::kRetire || cmd.kind == StepKind::kKvTier)
       continue;  // sent before the fault
     session.acknowledge();
     return cmd.kind == StepKind::kShutdown ? Outcome::kShutdown : Outcome::kReform;
@@ -130,7 +140,8 @@ Outcome awaitDriver(ClusterSession& session, const StepLimits& limits) {
 }  // namespace
 
 int runWorker(const Options& o, const LoadedModel& m, const Placement& placement) {
-  const RankSetOptions ro = rankSetOptions(o, placement);
+  RankSetOptions ro = rankSetOptions(o, placement);
+  ro.kv_tier = kvTierOptionsFrom(o, m);
   bool rejoining = false;  // the driver was lost: connect() waits --rejoin-timeout for it
   for (;;) {
     SessionHooks hooks;

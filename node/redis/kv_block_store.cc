@@ -114,16 +114,30 @@ void KvBlockStore::countError(const std::exception& e, const char* what) {
   }
 }
 
+bool KvBlockStore::paused() {
+  const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  if (now >= paused_until_ns_.load(std::memory_order_relaxed)) return false;
+  errors_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void KvBlockStore::pauseAfterFailure() {
+  const auto until = std::chrono::steady_clock::now() + options_.pause_after_failure;
+  paused_until_ns_.store(until.time_since_epoch().count(), std::memory_order_relaxed);
+}
+
 bool KvBlockStore::put(uint64_t block_hash, std::span<const uint8_t> bytes) {
   if (bytes.size() > options_.max_block_bytes) {
     fail(ErrorCode::kInvalidArgument, "a KV block of {} bytes is over the store's cap of {}",
          bytes.size(), options_.max_block_bytes);
   }
+  if (paused()) return false;
   try {
     client_.set(kvBlockKey(scope_, rank_, block_hash),
                 encodeKvBlock(scope_, rank_, block_hash, bytes), options_.ttl);
   } catch (const Error& e) {
     countError(e, "put");
+    pauseAfterFailure();
     return false;
   }
   puts_.fetch_add(1, std::memory_order_relaxed);
@@ -141,11 +155,13 @@ std::vector<std::optional<std::vector<uint8_t>>> KvBlockStore::getMany(
   std::vector<std::string> keys;
   for (uint64_t h : hashes) keys.push_back(kvBlockKey(scope_, rank_, h));
   std::vector<std::optional<std::vector<uint8_t>>> out(hashes.size());
+  if (paused()) return out;
   std::vector<std::optional<std::string>> values;
   try {
     values = client_.getMany(keys);
   } catch (const Error& e) {
     countError(e, "get");
+    pauseAfterFailure();
     return out;
   }
   for (size_t i = 0; i < hashes.size(); ++i) {
@@ -165,6 +181,23 @@ std::vector<std::optional<std::vector<uint8_t>>> KvBlockStore::getMany(
     bytes_read_.fetch_add(out[i]->size(), std::memory_order_relaxed);
   }
   return out;
+}
+
+size_t KvBlockStore::countPresent(std::span<const uint64_t> hashes) {
+  std::vector<std::string> keys;
+  for (uint64_t h : hashes) keys.push_back(kvBlockKey(scope_, rank_, h));
+  if (paused()) return 0;
+  std::vector<bool> present;
+  try {
+    present = client_.existsMany(keys);
+  } catch (const Error& e) {
+    countError(e, "exists");
+    pauseAfterFailure();
+    return 0;
+  }
+  size_t n = 0;
+  while (n < present.size() && present[n]) ++n;
+  return n;
 }
 
 KvBlockCounters KvBlockStore::counters() const {

@@ -26,6 +26,10 @@
 //   answering garbage is counted in errors and reported as false / nullopt, and the caller
 //   recomputes the block. They throw Error(kInvalidArgument) only for a caller's mistake (a
 //   block larger than max_block_bytes).
+// - After a call that failed for Redis trouble (down, slow, a malformed reply), the store does
+//   not call Redis for `pause_after_failure` (5 s): calls during the pause fail at once (counted
+//   in errors), so a slow Redis costs one timeout per pause, not one per block or request. A
+//   damaged value is a miss and does not pause.
 // - Entries expire after `ttl` (Redis EX); each put refreshes it.
 #pragma once
 
@@ -65,6 +69,7 @@ struct KvBlockStoreOptions {
   std::chrono::milliseconds timeout{500};  // connect, and each call
   std::chrono::seconds ttl{3600};          // > 0
   size_t max_block_bytes = size_t{64} << 20;
+  std::chrono::milliseconds pause_after_failure{5000};
 };
 
 struct KvBlockCounters {
@@ -90,12 +95,19 @@ class KvBlockStore {
   // Several blocks in one round trip (a prefix's chain of blocks); one entry per hash.
   std::vector<std::optional<std::vector<uint8_t>>> getMany(std::span<const uint64_t> hashes);
 
+  // How many of `hashes` (a chain of blocks, in order) have an entry, counted from the first
+  // (EXISTS, one round trip): the entries a load may find. 0 when Redis cannot tell (down,
+  // slow: counted in errors).
+  size_t countPresent(std::span<const uint64_t> hashes);
+
   KvBlockCounters counters() const;
   int rank() const { return rank_; }
   const KvBlockScope& scope() const { return scope_; }
 
  private:
   void countError(const std::exception& e, const char* what);
+  bool paused();  // within the pause after a failure (counted as an error)
+  void pauseAfterFailure();
 
   const KvBlockScope scope_;
   const int rank_;
@@ -103,6 +115,7 @@ class KvBlockStore {
   RedisClient client_;
   std::atomic<uint64_t> hits_{0}, misses_{0}, errors_{0}, puts_{0}, bytes_read_{0},
       bytes_written_{0};
+  std::atomic<int64_t> paused_until_ns_{0};  // steady_clock
   LogLimiter log_limiter_;
 };
 

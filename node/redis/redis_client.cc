@@ -296,6 +296,21 @@ void RedisClient::set(std::string_view key, std::string_view value, std::chrono:
   if (v.kind != Value::Kind::kStatus) throw Error(ErrorCode::kInvalidData, "SET: not +OK");
 }
 
+std::vector<bool> RedisClient::existsMany(std::span<const std::string> keys) {
+  std::vector<Args> cmds;
+  for (const std::string& k : keys) cmds.push_back(Args{"EXISTS", k});
+  std::vector<Value> replies = run(cmds);
+  std::vector<bool> out;
+  for (const Value& v : replies) {
+    expectOk(v, "EXISTS");
+    if (v.kind != Value::Kind::kInteger) {
+      throw Error(ErrorCode::kInvalidData, "EXISTS: the reply is not an integer");
+    }
+    out.push_back(v.integer > 0);
+  }
+  return out;
+}
+
 bool RedisClient::del(std::string_view key) {
   const Args cmd{"DEL", key};
   Value v = std::move(run(std::span(&cmd, 1))[0]);

@@ -56,6 +56,8 @@ class RedisClient {
   std::optional<std::string> get(std::string_view key);
   // GETs of several keys in one round trip (pipelined); one entry per key, in order.
   std::vector<std::optional<std::string>> getMany(std::span<const std::string> keys);
+  // EXISTS of several keys in one round trip (pipelined); one entry per key, in order.
+  std::vector<bool> existsMany(std::span<const std::string> keys);
   // SET key value [EX ttl]; ttl 0: no expiry.
   void set(std::string_view key, std::string_view value, std::chrono::seconds ttl);
   // DEL: whether the key existed.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <set>
 #include <string>
 
 #include "node/scheduler.h"
@@ -489,6 +490,87 @@ TEST(SchedulerTest, StepsInFlightWithFewBlocksKeepEverySequencesCache) {
   }
   EXPECT_GT(preemptions, 0u);
   EXPECT_GT(hits, 0u);
+}
+
+// A second tier that holds a fixed set of block hashes.
+class FakeTier : public KvTierLookup {
+ public:
+  size_t present(std::span<const uint64_t> hashes) override {
+    size_t n = 0;
+    while (n < hashes.size() && held.count(hashes[n]) != 0) ++n;
+    asked += hashes.size();
+    return n;
+  }
+  std::set<uint64_t> held;
+  size_t asked = 0;
+};
+
+// Every block that enters the index is named once in a step's stores.
+TEST(SchedulerTest, PublishedBlocksAreStoredOnce) {
+  FakeTier tier;
+  Scheduler s(paged(2, 32));
+  s.setKvTier(&tier);
+  std::vector<std::unique_ptr<Sequence>> removed;
+  Sequence* a = s.add(1, ramp(1, 10), 1);
+  std::vector<KvTierBlock> stored;
+  for (int guard = 0; guard < 10 && a->n_cached < a->tokens.size(); ++guard) {
+    PlannedStep p = s.plan(removed);
+    stored.insert(stored.end(), p.stores.begin(), p.stores.end());
+    s.commit(p);
+  }
+  PlannedStep p = s.plan(removed);  // the stores of the last commit go out with the next plan
+  stored.insert(stored.end(), p.stores.begin(), p.stores.end());
+  ASSERT_EQ(stored.size(), 2u);  // two full blocks of 4
+  EXPECT_EQ(stored[0].block, a->blocks[0]);
+  EXPECT_EQ(stored[0].hash, a->hashes[0]);
+  EXPECT_EQ(stored[1].hash, a->hashes[1]);
+}
+
+// Blocks the tier holds are loaded before the rest is prefilled; the cluster's agreed result
+// counts up to the first block that some rank could not load.
+TEST(SchedulerTest, TierLoadsCountUpToTheFirstFailure) {
+  for (const std::vector<bool>& loaded :
+       {std::vector<bool>{true, true}, std::vector<bool>{true, false},
+        std::vector<bool>{false, true}}) {
+    SCOPED_TRACE(testing::PrintToString(loaded));
+    FakeTier tier;
+    const std::vector<int32_t> tokens = ramp(1, 13);
+    uint64_t h = 99;  // the fingerprint of paged()
+    for (int b = 0; b < 3; ++b) {
+      h = kvBlockHash(h, std::span<const int32_t>(tokens).subspan(static_cast<size_t>(b) * 4, 4));
+      if (b < 2) tier.held.insert(h);  // the tier holds blocks 0 and 1, not 2
+    }
+    Scheduler s(paged(2, 32));
+    s.setKvTier(&tier);
+    std::vector<std::unique_ptr<Sequence>> removed;
+    Sequence* a = s.add(1, tokens, 1);
+    PlannedStep p = s.plan(removed);
+    EXPECT_TRUE(p.command.seqs.empty());  // it sits out the step that loads
+    ASSERT_EQ(p.loads.size(), 2u);
+    ASSERT_EQ(p.loading, std::vector<Sequence*>{a});
+    EXPECT_EQ(p.loads[0].block, a->blocks[0]);
+    EXPECT_EQ(p.loads[1].block, a->blocks[1]);
+    s.finishLoads(p, loaded);
+    const size_t ok = loaded[0] ? (loaded[1] ? 2 : 1) : 0;
+    EXPECT_EQ(a->n_cached, ok * 4);
+    EXPECT_EQ(a->cached_prompt, ok * 4);
+    EXPECT_EQ(s.prefixStats().tier_loaded, ok);
+    EXPECT_EQ(s.prefixStats().tier_failed, 2 - ok);
+    PlannedStep q = s.plan(removed);
+    const SeqChunk* chunk = chunkOf(q, a);
+    ASSERT_NE(chunk, nullptr);
+    EXPECT_EQ(chunk->start_pos, ok * 4);  // the rest is prefilled
+    EXPECT_TRUE(q.stores.empty());        // loaded blocks are not stored again
+    s.commit(q);
+    // Loaded or computed, a's blocks are in the index: a second request reuses them locally
+    // (without asking the tier).
+    a->finished = true;
+    const size_t asked = tier.asked;
+    Sequence* b = s.add(2, tokens, 1);
+    s.plan(removed);
+    EXPECT_EQ(b->n_cached, 12u);
+    EXPECT_EQ(tier.asked, asked);
+  }
 }
 
 }  // namespace

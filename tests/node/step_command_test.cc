@@ -145,7 +145,7 @@ TEST(StepCommandTest, ReadTensorRoundTripsAndIsChecked) {
   EXPECT_THROW(decodeStepCommand(bytes, {}), Error);
   // An unknown kind is refused.
   encodeStepCommand(c, bytes);
-  storeLE16(reinterpret_cast<uint8_t*>(bytes.data()) + 6, 6);
+  storeLE16(reinterpret_cast<uint8_t*>(bytes.data()) + 6, 7);
   EXPECT_THROW(decodeStepCommand(bytes, {}), Error);
 }
 
@@ -169,6 +169,34 @@ TEST(StepCommandTest, RetireRoundTripsAndCarriesNoSequences) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("retire command carries"), std::string::npos) << e.what();
   }
+}
+
+// The Redis KV tier's command: blocks to store and to load, each id checked against the cache.
+TEST(StepCommandTest, KvTierRoundTripsAndChecksBlocks) {
+  StepCommand c;
+  c.kind = StepKind::kKvTier;
+  c.step_id = 9;
+  c.stores = {{0x1122334455667788ull, 3}, {7, 0}};
+  c.loads = {{0xfedcba9876543210ull, 5}};
+  std::vector<std::byte> bytes;
+  encodeStepCommand(c, bytes);
+  StepLimits limits;
+  limits.kv_blocks = 8;
+  StepCommand d = decodeStepCommand(bytes, limits);
+  EXPECT_EQ(d.kind, StepKind::kKvTier);
+  EXPECT_EQ(d.stores, c.stores);
+  EXPECT_EQ(d.loads, c.loads);
+  limits.kv_blocks = 5;  // block 5 is outside
+  EXPECT_THROW(decodeStepCommand(bytes, limits), Error);
+  limits.kv_blocks = 1;  // more blocks than the cache has
+  EXPECT_THROW(decodeStepCommand(bytes, limits), Error);
+  // Truncated, or with sequences: refused.
+  limits.kv_blocks = 8;
+  EXPECT_THROW(decodeStepCommand(std::span(bytes.data(), bytes.size() - 1), limits), Error);
+  StepCommand mixed = c;
+  mixed.seqs.push_back(SeqChunk{0, 0, 0, {1}, {}});
+  encodeStepCommand(mixed, bytes);
+  EXPECT_THROW(decodeStepCommand(bytes, limits), Error);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <filesystem>
 #include <fstream>
 
@@ -93,22 +95,36 @@ TEST(ApiOptionsTest, RedisFlags) {
       parseCommandLine(static_cast<int>(std::size(argv)), const_cast<char**>(argv), o, exit_code),
       ParseResult::kRun);
   ApiOptions a = apiOptionsFrom(o);
-  // The KV tier's URL is checked, then refused: the cache does not use the tier yet.
+  // The KV tier runs with tensor parallel CPU ranks and the prefix cache; other combinations
+  // are refused, naming the flag.
   o.kv_cache_redis_url = "redis://:pw@10.0.0.5:6380/2";
-  try {
-    refuseKvRedisTier(o);
-    ADD_FAILURE() << "--kv-cache-redis-url accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
-    EXPECT_NE(std::string(e.what()).find("--kv-cache-redis-url"), std::string::npos) << e.what();
+  EXPECT_NO_THROW(refuseKvRedisTier(o));
+  for (auto change : std::vector<std::function<void(Options&)>>{
+           [](Options& x) { x.pp = 2; }, [](Options& x) { x.split = SplitFlag::kAuto; },
+           [](Options& x) { x.backend = Backend::kCuda; },
+           [](Options& x) { x.prefix_cache = "off"; }}) {
+    Options refused = o;
+    change(refused);
+    try {
+      refuseKvRedisTier(refused);
+      ADD_FAILURE() << "an unsupported combination with --kv-cache-redis-url was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+      EXPECT_NE(std::string(e.what()).find("--kv-cache-redis-url"), std::string::npos) << e.what();
+    }
   }
   {
-    const char* kv_argv[] = {"tpnode", "--kv-cache-redis-url", "redis://127.0.0.1:6379"};
+    const char* kv_argv[] = {
+        "tpnode",  "--kv-cache-redis-url",   "redis://127.0.0.1:6379", "--pp", "2",
+        "--peers", "127.0.0.1:1,127.0.0.1:2"};
     Options refused;
     int code = 0;
-    EXPECT_EQ(parseCommandLine(3, const_cast<char**>(kv_argv), refused, code),
+    EXPECT_EQ(parseCommandLine(7, const_cast<char**>(kv_argv), refused, code),
               ParseResult::kExitError);
     EXPECT_EQ(code, 2);
+    const char* ok_argv[] = {"tpnode", "--kv-cache-redis-url", "redis://127.0.0.1:6379"};
+    Options accepted;
+    EXPECT_EQ(parseCommandLine(3, const_cast<char**>(ok_argv), accepted, code), ParseResult::kRun);
   }
   ASSERT_TRUE(a.responses_redis);
   EXPECT_TRUE(a.responses_redis->unix_socket);

@@ -117,6 +117,24 @@ TEST_F(KvBlockStoreTest, BlocksRoundTripPerRankAndScope) {
   EXPECT_THROW(r0.put(9, bytes((1 << 20) + 1, 0)), Error);  // over the cap: a caller bug
 }
 
+// The chain lookup counts the blocks present from the first; Redis down answers 0.
+TEST_F(KvBlockStoreTest, CountPresentCountsTheChainFromItsFirstBlock) {
+  KvBlockStore store(scope(), 0, options());
+  const auto a = bytes(512, 4);
+  ASSERT_TRUE(store.put(1, a));
+  ASSERT_TRUE(store.put(2, a));
+  ASSERT_TRUE(store.put(4, a));
+  const uint64_t chain[] = {1, 2, 3, 4};
+  EXPECT_EQ(store.countPresent(chain), 2u);
+  const uint64_t missing_first[] = {3, 1};
+  EXPECT_EQ(store.countPresent(missing_first), 0u);
+  KvBlockStore other_rank(scope(), 1, options());  // keys of rank 1: none stored
+  EXPECT_EQ(other_rank.countPresent(chain), 0u);
+  server_->kill();
+  EXPECT_EQ(store.countPresent(chain), 0u);
+  EXPECT_GE(store.counters().errors, 1u);
+}
+
 TEST_F(KvBlockStoreTest, DamagedValueIsAMissCountedAsError) {
   KvBlockStore store(scope(), 0, options());
   RedisClient raw(RedisClientOptions{server_->endpoint()});

@@ -1,0 +1,119 @@
+#include "node/kv_tier_rank.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+namespace tpnode::node {
+
+KvTierCounters& KvTierCounters::operator+=(const KvTierCounters& o) {
+  stored += o.stored;
+  store_dropped += o.store_dropped;
+  fetched += o.fetched;
+  fetch_failed += o.fetch_failed;
+  return *this;
+}
+
+namespace {
+
+// Blocks read in one round trip at most (the client caps a round trip's replies).
+constexpr size_t kLoadBatch = 32;
+
+// The writer's cap is one block; the reader's a batch of values (each checked to be one block).
+redis::KvBlockStoreOptions sized(redis::KvBlockStoreOptions o, size_t block_floats, size_t blocks) {
+  o.max_block_bytes = blocks * (block_floats * sizeof(float) + redis::kKvBlockHeaderBytes + 64);
+  return o;
+}
+
+}  // namespace
+
+RankKvTier::RankKvTier(const KvTierOptions& options, int global_rank, size_t block_floats)
+    : block_floats_(block_floats),
+      queue_blocks_(std::max<size_t>(1, options.queue_blocks)),
+      reader_(options.scope, global_rank, sized(options.store, block_floats, kLoadBatch)),
+      writer_(options.scope, global_rank, sized(options.store, block_floats, 1)),
+      thread_([this] { writerLoop(); }) {}
+
+RankKvTier::~RankKvTier() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void RankKvTier::store(const model::KvCache& cache, std::span<const KvTierBlock> blocks) {
+  for (const KvTierBlock& b : blocks) {
+    {
+      std::lock_guard lock(mu_);
+      if (queue_.size() >= queue_blocks_) {
+        dropped_.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+    }
+    Entry e{b.hash, std::vector<float>(block_floats_)};
+    cache.exportBlock(b.block, e.floats);
+    {
+      std::lock_guard lock(mu_);
+      queue_.push_back(std::move(e));
+    }
+    cv_.notify_one();
+  }
+}
+
+void RankKvTier::writerLoop() {
+  for (;;) {
+    Entry e;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      e = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(e.floats.data()),
+                                         e.floats.size() * sizeof(float));
+    if (writer_.put(e.hash, bytes)) {
+      stored_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+}
+
+std::vector<float> RankKvTier::load(model::KvCache& cache, std::span<const KvTierBlock> blocks) {
+  std::vector<std::optional<std::vector<uint8_t>>> values;
+  for (size_t at = 0; at < blocks.size(); at += kLoadBatch) {
+    std::vector<uint64_t> hashes;
+    for (size_t i = at; i < std::min(blocks.size(), at + kLoadBatch); ++i) {
+      hashes.push_back(blocks[i].hash);
+    }
+    for (auto& v : reader_.getMany(hashes)) values.push_back(std::move(v));
+  }
+  std::vector<float> ok(blocks.size(), 0.0f);
+  std::vector<float> floats(block_floats_);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    // The header matched the key (decodeKvBlock); the payload must be exactly one block here.
+    if (!values[i] || values[i]->size() != block_floats_ * sizeof(float)) {
+      fetch_failed_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    std::memcpy(floats.data(), values[i]->data(), values[i]->size());
+    cache.importBlock(blocks[i].block, floats);
+    ok[i] = 1.0f;
+    fetched_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return ok;
+}
+
+KvTierCounters RankKvTier::counters() const {
+  KvTierCounters c;
+  c.stored = stored_.load(std::memory_order_relaxed);
+  c.store_dropped = dropped_.load(std::memory_order_relaxed);
+  c.fetched = fetched_.load(std::memory_order_relaxed);
+  c.fetch_failed = fetch_failed_.load(std::memory_order_relaxed);
+  return c;
+}
+
+}  // namespace tpnode::node

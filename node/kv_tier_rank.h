@@ -1,0 +1,84 @@
+// RankKvTier: one rank's side of the KV tier shared in Redis (--kv-cache-redis-url). Node 0
+// decides which blocks to store and to load and sends the same kKvTier command to every node
+// (node/step_command.h); each rank then stores and loads its own shard of those blocks
+// (node/redis/kv_block_store.h), so the bytes never pass through node 0.
+//
+// Contract
+// - Owned by one rank (RankSet); store() and load() are called on the rank's thread between
+//   steps, with the rank's KvCache.
+// - store() copies each block's shard out of the cache at once (the block may be reused by the
+//   next step) and queues it for the rank's writer thread, which SETs it with the TTL. The queue
+//   holds at most `queue_blocks` blocks: a block that finds it full is dropped and counted
+//   (store_dropped), never waited for. A failed SET (Redis down, slow) is counted and dropped.
+// - load() GETs the blocks, 32 to a round trip (each bounded by the store's timeout; at once
+//   while the client backs off after a failure) and imports each value that is a valid block
+//   of this rank's scope and of this cache's block size (received bytes are hostile:
+//   redis::decodeKvBlock checks the header, length and checksum; the payload size is checked
+//   here). It returns 1 for each block imported and 0 for each that was not; it never throws
+//   for Redis trouble. The caller (RankSet) all-reduces the flags so that every rank agrees.
+// - The destructor stops the writer (blocks still queued are dropped).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "model/kv_cache.h"
+#include "node/redis/kv_block_store.h"
+#include "node/step_command.h"
+
+namespace tpnode::node {
+
+// Payload bytes format of the tier: the rank's KvCache::exportBlock floats (f32, host order).
+inline constexpr const char* kKvTierFormat = "f32";
+
+struct KvTierOptions {
+  redis::KvBlockStoreOptions store;
+  redis::KvBlockScope scope;
+  size_t queue_blocks = 64;  // blocks a rank's writer queue holds at most
+};
+
+struct KvTierCounters {
+  uint64_t stored = 0;         // blocks written to Redis
+  uint64_t store_dropped = 0;  // blocks not written: the queue was full, or the SET failed
+  uint64_t fetched = 0;        // blocks read from Redis and imported
+  uint64_t fetch_failed = 0;   // blocks asked for and not imported (missing, down, damaged)
+  KvTierCounters& operator+=(const KvTierCounters& o);
+};
+
+class RankKvTier {
+ public:
+  RankKvTier(const KvTierOptions& options, int global_rank, size_t block_floats);
+  ~RankKvTier();
+  RankKvTier(const RankKvTier&) = delete;
+  RankKvTier& operator=(const RankKvTier&) = delete;
+
+  void store(const model::KvCache& cache, std::span<const KvTierBlock> blocks);
+  std::vector<float> load(model::KvCache& cache, std::span<const KvTierBlock> blocks);
+  KvTierCounters counters() const;
+
+ private:
+  struct Entry {
+    uint64_t hash = 0;
+    std::vector<float> floats;
+  };
+  void writerLoop();
+
+  const size_t block_floats_;
+  const size_t queue_blocks_;
+  redis::KvBlockStore reader_;  // the rank's thread
+  redis::KvBlockStore writer_;  // the writer thread (its own connection: loads never wait on it)
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Entry> queue_;  // GUARDED_BY(mu_)
+  bool stop_ = false;        // GUARDED_BY(mu_)
+  std::atomic<uint64_t> stored_{0}, dropped_{0}, fetched_{0}, fetch_failed_{0};
+  std::thread thread_;  // last: starts after everything it uses
+};
+
+}  // namespace tpnode::node

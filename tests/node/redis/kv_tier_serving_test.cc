@@ -1,0 +1,346 @@
+// The Redis KV tier end to end (label redis): tpnode clusters of real processes on loopback and
+// a real redis-server started by the test. Two separate clusters (their own ports and secrets)
+// share one Redis: the second answers a long prompt that the first computed without prefilling
+// its prefix (usage cached_tokens, the blocks fetched in /metrics) and with the same greedy
+// tokens and logprobs; Redis killed mid-run turns into recomputation with every request
+// answered; entries expire after --kv-cache-redis-ttl; a cluster with another layout or
+// another model never uses the entries; a rank that misses its shards makes every rank
+// recompute those blocks.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/mesh/free_ports.h"
+#include "tests/mesh/process.h"
+#include "tests/node/redis/redis_server.h"
+#include "tests/support/http_client.h"
+#include "tools/test_model.h"
+
+namespace tpnode::node {
+namespace {
+
+using mesh::test::Process;
+using namespace std::chrono_literals;
+using redis::test::RedisServer;
+
+constexpr int kBlock = 4;
+
+// A cluster of `nodes` processes with `tp` ranks each; its own ports and cluster secret.
+class Cluster {
+ public:
+  Cluster(const std::string& model, int nodes, int tp, const std::string& redis_url,
+          const std::string& tag, int ttl_s = 3600)
+      : port_(mesh::test::freePort()) {
+    const std::string peers = mesh::test::loopbackPeers(nodes);
+    const std::string secret = "TPNODE_CLUSTER_SECRET=" + mesh::test::randomSecretHex();
+    for (int n = nodes - 1; n >= 0; --n) {
+      std::vector<std::string> a = {"--model",
+                                    model,
+                                    "--liveness-timeout",
+                                    "2",
+                                    "--connect-timeout",
+                                    "60",
+                                    "--parallel",
+                                    "2",
+                                    "--ctx-size",
+                                    "256",
+                                    "--kv-block-size",
+                                    std::to_string(kBlock),
+                                    "--tp",
+                                    std::to_string(tp),
+                                    "--threads",
+                                    "1",
+                                    "--redis-timeout",
+                                    "0.5",
+                                    "--kv-cache-redis-url",
+                                    redis_url,
+                                    "--kv-cache-redis-ttl",
+                                    std::to_string(ttl_s),
+                                    "--node-id",
+                                    std::to_string(n),
+                                    "--peers",
+                                    peers};
+      if (n == 0) a.insert(a.end(), {"--port", std::to_string(port_)});
+      nodes_.push_back(std::make_unique<Process>(
+          a, std::vector<std::string>{secret},
+          testing::TempDir() + "/kv_tier_" + tag + "_n" + std::to_string(n) + ".log"));
+    }
+  }
+  ~Cluster() {
+    if (!nodes_.empty()) nodes_.back()->signal(SIGTERM);
+    for (auto& n : nodes_) n->wait(30s);
+  }
+
+  bool awaitHealth() {
+    auto deadline = std::chrono::steady_clock::now() + 90s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (test::httpRequest("127.0.0.1", port_, "GET", "/health", "", 5).status == 200) {
+        return true;
+      }
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  }
+  std::string log() const { return nodes_.back()->log(); }  // node 0 started last
+
+  // A greedy completion; status and parsed body.
+  std::pair<int, nlohmann::json> complete(const std::string& prompt) {
+    nlohmann::json body = {{"prompt", prompt},
+                           {"max_tokens", 6},
+                           {"temperature", 0},
+                           {"ignore_eos", true},
+                           {"logprobs", 1}};
+    auto r = test::httpRequest("127.0.0.1", port_, "POST", "/v1/completions", body.dump(), 60);
+    if (r.status != 200) return {r.status, nlohmann::json{{"error", r.body}}};
+    return {r.status, nlohmann::json::parse(r.body)};
+  }
+
+  double metric(const std::string& name) {
+    auto r = test::httpRequest("127.0.0.1", port_, "GET", "/metrics", "", 5);
+    std::smatch m;
+    if (!std::regex_search(r.body, m, std::regex("\n" + name + " ([0-9.e+]+)"))) return -1;
+    return std::stod(m[1]);
+  }
+  // Waits until node 0's ranks stored at least `n` block shards (the writer is asynchronous).
+  bool awaitStored(double n) {
+    auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (metric("tpnode_kv_redis_blocks_stored_total") >= n) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  }
+  nlohmann::json props() {
+    return nlohmann::json::parse(
+        test::httpRequest("127.0.0.1", port_, "GET", "/props", "", 5).body);
+  }
+
+ private:
+  uint16_t port_;
+  std::vector<std::unique_ptr<Process>> nodes_;
+};
+
+// 60-odd tokens of the letters vocabulary.
+const std::string kPrompt =
+    "a b ab ba b a ab ab ba a b b a ba ab a b ab ba b a ab ba ab a b b a ab ba a b ab a ba b ab "
+    "a b ba ab ab b a";
+
+int cachedTokens(const nlohmann::json& answer) {
+  return answer["usage"]["prompt_tokens_details"]["cached_tokens"];
+}
+
+void expectSameAnswer(const nlohmann::json& a, const nlohmann::json& b) {
+  EXPECT_EQ(a["choices"][0]["text"], b["choices"][0]["text"]);
+  const auto& x = a["choices"][0]["logprobs"]["token_logprobs"];
+  const auto& y = b["choices"][0]["logprobs"]["token_logprobs"];
+  ASSERT_EQ(x.size(), y.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_NEAR(x[i].get<double>(), y[i].get<double>(), 1e-3) << "token " << i;
+  }
+}
+
+// The keys of global rank `rank` in the server (redis-cli --scan beside redis-server), or
+// nullopt without redis-cli.
+std::optional<std::vector<std::string>> rankKeys(const RedisServer& server, int rank) {
+  const auto cli =
+      std::filesystem::path(redis::test::redisServerBinary()).parent_path() / "redis-cli";
+  if (!std::filesystem::exists(cli)) return std::nullopt;
+  Process scan({"-p", std::to_string(server.port()), "--scan", "--pattern",
+                "tpnode:kv:1:*:r" + std::to_string(rank) + ":*"},
+               {}, server.dir() + "/scan.log", cli.string());
+  if (scan.wait(10s) != 0) return std::nullopt;
+  std::vector<std::string> keys;
+  std::istringstream lines(scan.log());
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("tpnode:kv:1:", 0) == 0) keys.push_back(line);
+  }
+  return keys;
+}
+
+class KvTierServingTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (redis::test::redisServerBinary().empty()) GTEST_SKIP() << redis::test::kNoRedisReason;
+    dir_ = mesh::test::makeTempDir("tpnode-kv-tier-");
+    ASSERT_FALSE(dir_.empty());
+    tools::TestModelShape shape;
+    shape.layers = 2;
+    shape.type = model::TensorType::kQ8_0;
+    model_ = dir_ + "/model.gguf";
+    tools::writeTestModel(shape, model_);
+    // Another model: another file header (the model identity hashes the header and the size,
+    // not the weights), with KV blocks of the same size.
+    shape.seed = 2;
+    shape.ffn = 512;
+    other_model_ = dir_ + "/other.gguf";
+    tools::writeTestModel(shape, other_model_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+
+  std::string dir_, model_, other_model_;
+};
+
+TEST_F(KvTierServingTest, ASecondClusterLoadsThePrefixAndRedisDyingDegradesToRecomputing) {
+  RedisServer server;
+  ASSERT_TRUE(server.ok()) << server.why();
+  nlohmann::json cold, warm;
+  {
+    Cluster a(model_, 2, 2, server.url(), "first");
+    ASSERT_TRUE(a.awaitHealth()) << a.log();
+    auto props = a.props();
+    EXPECT_EQ(props["kv_cache"]["redis"]["ttl_s"], 3600) << props.dump();
+    auto [status, answer] = a.complete(kPrompt);
+    ASSERT_EQ(status, 200) << answer.dump();
+    cold = answer;
+    EXPECT_EQ(cachedTokens(cold), 0);
+    const int prompt_tokens = cold["usage"]["prompt_tokens"];
+    ASSERT_GT(prompt_tokens, 40);
+    // Every full block of the prompt, on each of node 0's 2 ranks.
+    ASSERT_TRUE(a.awaitStored(2.0 * (prompt_tokens / kBlock))) << a.log();
+    EXPECT_EQ(a.metric("tpnode_kv_redis_store_dropped_total"), 0);
+  }
+  const int prompt_tokens = cold["usage"]["prompt_tokens"];
+  const int reusable = (prompt_tokens - 1) / kBlock * kBlock;  // the last token is computed
+  Cluster b(model_, 2, 2, server.url(), "second");
+  ASSERT_TRUE(b.awaitHealth()) << b.log();
+  {
+    auto [status, answer] = b.complete(kPrompt);
+    ASSERT_EQ(status, 200) << answer.dump();
+    warm = answer;
+  }
+  EXPECT_EQ(cachedTokens(warm), reusable) << b.log();
+  expectSameAnswer(cold, warm);
+  EXPECT_EQ(b.metric("tpnode_kv_redis_blocks_fetched_total"), reusable / kBlock);
+  EXPECT_EQ(b.metric("tpnode_kv_redis_fetch_failures_total"), 0);
+  EXPECT_EQ(b.metric("tpnode_prefix_cache_cached_tokens_total"), reusable);
+  // Only the tokens after the prefix were prefilled.
+  EXPECT_EQ(b.metric("tpnode_engine_prompt_tokens_total"), prompt_tokens - reusable);
+
+  // Redis killed mid-run: every request is answered, recomputed where nothing is cached.
+  server.kill();
+  for (int i = 0; i < 3; ++i) {
+    auto [status, answer] = b.complete("b a " + kPrompt + (i == 0 ? "" : " ab"));
+    ASSERT_EQ(status, 200) << answer.dump() << b.log();
+  }
+  {
+    auto [status, answer] = b.complete(kPrompt);  // its local prefix cache still serves it
+    ASSERT_EQ(status, 200) << answer.dump();
+    expectSameAnswer(cold, answer);
+  }
+  Cluster c(model_, 2, 2, server.url(), "third");  // starts with Redis down
+  ASSERT_TRUE(c.awaitHealth()) << c.log();
+  auto [status, answer] = c.complete(kPrompt);
+  ASSERT_EQ(status, 200) << answer.dump() << c.log();
+  EXPECT_EQ(cachedTokens(answer), 0);
+  expectSameAnswer(cold, answer);
+}
+
+TEST_F(KvTierServingTest, EntriesExpireAfterTheTtl) {
+  RedisServer server;
+  ASSERT_TRUE(server.ok()) << server.why();
+  nlohmann::json cold;
+  {
+    Cluster a(model_, 1, 2, server.url(), "ttl_first", /*ttl_s=*/1);
+    ASSERT_TRUE(a.awaitHealth()) << a.log();
+    auto [status, answer] = a.complete(kPrompt);
+    ASSERT_EQ(status, 200) << answer.dump();
+    cold = answer;
+    const int prompt_tokens = cold["usage"]["prompt_tokens"];
+    ASSERT_TRUE(a.awaitStored(2.0 * (prompt_tokens / kBlock))) << a.log();
+  }
+  std::this_thread::sleep_for(2500ms);  // past the 1 s TTL (Redis expires keys on access)
+  Cluster b(model_, 1, 2, server.url(), "ttl_second", 1);
+  ASSERT_TRUE(b.awaitHealth()) << b.log();
+  auto [status, answer] = b.complete(kPrompt);
+  ASSERT_EQ(status, 200) << answer.dump();
+  EXPECT_EQ(cachedTokens(answer), 0);
+  EXPECT_EQ(b.metric("tpnode_kv_redis_blocks_fetched_total"), 0);
+  expectSameAnswer(cold, answer);
+}
+
+TEST_F(KvTierServingTest, AnotherLayoutOrModelNeverUsesTheEntries) {
+  RedisServer server;
+  ASSERT_TRUE(server.ok()) << server.why();
+  {
+    Cluster a(model_, 1, 2, server.url(), "scope_first");
+    ASSERT_TRUE(a.awaitHealth()) << a.log();
+    auto [status, answer] = a.complete(kPrompt);
+    ASSERT_EQ(status, 200) << answer.dump();
+    const int prompt_tokens = answer["usage"]["prompt_tokens"];
+    ASSERT_TRUE(a.awaitStored(2.0 * (prompt_tokens / kBlock))) << a.log();
+  }
+  struct Other {
+    std::string model;
+    int tp;
+    std::string tag;
+  };
+  for (const Other& o : {Other{model_, 1, "scope_tp1"}, Other{other_model_, 2, "scope_model"}}) {
+    Cluster b(o.model, 1, o.tp, server.url(), o.tag);
+    ASSERT_TRUE(b.awaitHealth()) << b.log();
+    auto [status, answer] = b.complete(kPrompt);
+    ASSERT_EQ(status, 200) << answer.dump();
+    EXPECT_EQ(cachedTokens(answer), 0) << o.tag;
+    EXPECT_EQ(b.metric("tpnode_kv_redis_blocks_fetched_total"), 0) << o.tag;
+  }
+  // The same model and layout does use them (the entries were there all along).
+  Cluster c(model_, 1, 2, server.url(), "scope_same");
+  ASSERT_TRUE(c.awaitHealth()) << c.log();
+  auto [status, answer] = c.complete(kPrompt);
+  ASSERT_EQ(status, 200) << answer.dump();
+  EXPECT_GT(cachedTokens(answer), 0);
+}
+
+// All ranks of all nodes agree: when node 1's rank lost its shards (expired, evicted), node 0's
+// rank, which still finds its own, recomputes the blocks too, and the answer is unchanged.
+TEST_F(KvTierServingTest, ARankMissingItsShardsMakesTheWholeClusterRecompute) {
+  RedisServer server;
+  ASSERT_TRUE(server.ok()) << server.why();
+  nlohmann::json cold;
+  int blocks = 0;
+  {
+    Cluster a(model_, 2, 1, server.url(), "agree_first");
+    ASSERT_TRUE(a.awaitHealth()) << a.log();
+    auto [status, answer] = a.complete(kPrompt);
+    ASSERT_EQ(status, 200) << answer.dump();
+    cold = answer;
+    blocks = cold["usage"]["prompt_tokens"].get<int>() / kBlock;
+    ASSERT_TRUE(a.awaitStored(blocks)) << a.log();
+  }
+  // Node 1's rank (global rank 1) stores on its own: wait for its keys, then delete them.
+  std::optional<std::vector<std::string>> keys;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while ((keys = rankKeys(server, 1)) && static_cast<int>(keys->size()) < blocks &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(100ms);
+  }
+  if (!keys) GTEST_SKIP() << "redis-cli is not installed beside redis-server";
+  ASSERT_GE(static_cast<int>(keys->size()), blocks);
+  redis::RedisClient client({server.endpoint()});
+  for (const std::string& k : *keys) client.del(k);
+  ASSERT_GE(static_cast<int>(rankKeys(server, 0)->size()), blocks);  // rank 0's are there
+
+  Cluster b(model_, 2, 1, server.url(), "agree_second");
+  ASSERT_TRUE(b.awaitHealth()) << b.log();
+  auto [status, answer] = b.complete(kPrompt);
+  ASSERT_EQ(status, 200) << answer.dump() << b.log();
+  EXPECT_EQ(cachedTokens(answer), 0);
+  expectSameAnswer(cold, answer);
+  EXPECT_EQ(b.metric("tpnode_kv_redis_blocks_fetched_total"), 0);
+  const int asked = (cold["usage"]["prompt_tokens"].get<int>() - 1) / kBlock;
+  EXPECT_EQ(b.metric("tpnode_kv_redis_fetch_failures_total"), asked);
+}
+
+}  // namespace
+}  // namespace tpnode::node
