@@ -14,6 +14,7 @@
 #include "node/cluster_session.h"
 #include "node/mesh_setup.h"
 #include "node/rank_set_options.h"
+#include "node/stage_rejoin.h"
 #include "node/stage_tensor_read.h"
 #include "node/step_batch.h"
 #include "node/step_command.h"
@@ -33,13 +34,16 @@ StepLimits stepLimits(const Options& o, const LoadedModel& m) {
   limits.kv_block_size = static_cast<uint32_t>(std::max(1, o.kv_block_size));
   limits.kv_blocks = static_cast<uint32_t>(o.kvBlocks());
   limits.max_ctx = static_cast<uint32_t>(std::max(1, o.ctx_size));
+  limits.n_layer = static_cast<int32_t>(m.config.n_layer);
+  limits.max_taps = 3 * static_cast<uint32_t>(m.config.n_layer);  // distinct layer/point pairs
   return limits;
 }
 
 // Room for the largest command the limits allow: every slot cleared, every slot with tokens.
 size_t commandBufferBytes(const StepLimits& limits) {
   const size_t table = (size_t{limits.max_ctx} + limits.kv_block_size - 1) / limits.kv_block_size;
-  return 32 + (24 + 4 * table) * (size_t{limits.max_slot} + 1) + 4 * size_t{limits.max_tokens};
+  return 32 + (28 + 4 * table) * (size_t{limits.max_slot} + 1) + 4 * size_t{limits.max_tokens} + 4 +
+         8 * size_t{limits.max_taps};
 }
 
 // TPNODE_TEST_STALL_AT_STEP (worker.h): the step number to stall at, 0 for none.
@@ -106,9 +110,9 @@ Outcome serve(ClusterSession& session, const Options& o, const LoadedModel& m) {
     expandStep(cmd, batch);
     session.progress().noteBegun();  // node 0's progress probe sees this step taken up
     if (session.keepsStepsInFlight()) {
-      session.beginStep(batch);  // finished when node 0 says (kRetire)
+      session.beginStep(batch, cmd.taps);  // finished when node 0 says (kRetire)
     } else {
-      session.runStep(batch, logits);
+      session.runStep(batch, logits, cmd.taps);
     }
   }
 }
@@ -132,6 +136,7 @@ Outcome awaitDriver(ClusterSession& session, const StepLimits& limits) {
 int runWorker(const Options& o, const LoadedModel& m, const Placement& placement) {
   const RankSetOptions ro = rankSetOptions(o, placement);
   bool rejoining = false;  // the driver was lost: connect() waits --rejoin-timeout for it
+  bool first = true;       // this process's first formation
   for (;;) {
     SessionHooks hooks;
     if (rejoining) {
@@ -140,6 +145,9 @@ int runWorker(const Options& o, const LoadedModel& m, const Placement& placement
     }
     std::unique_ptr<ClusterSession> session;
     try {
+      // Stages chosen by --split auto: node 0 sends them again (node/stage_rejoin.h).
+      if (o.pp_chosen && !first) agreeOnChosenStages(o, m, nullptr, hooks.connect_timeout);
+      first = false;
       session = std::make_unique<ClusterSession>(o, m, std::move(hooks));
     } catch (const Error& e) {
       if (!rejoining) throw;
