@@ -249,11 +249,12 @@ TEST_F(InspectionTest, TapsAgreeAcrossLayoutsAndWithLlamaCpp) {
 
 // A pipeline split takes each tap on the stage that holds its layer (llama-tiny-f32 has 2
 // layers: layer 0's taps come from stage 0, layer 1's from stage 1) and gathers it to node 0:
-// 2 stages of one node at --tp 1 and --tp 2 give one rank's taps within the F32 tolerance.
+// 2 stages of one node at --tp 1 and --tp 2, and of two nodes (4 nodes), give one rank's taps
+// within the F32 tolerance.
 TEST_F(InspectionTest, TapsInPipelineSplitsEqualOneRank) {
   testing_support::ReferenceCase ref = testing_support::loadCase("llama-tiny-f32__paragraph");
   std::optional<Taps> base;
-  for (auto [nodes, tp] : std::vector<std::pair<int, int>>{{1, 1}, {2, 1}, {2, 2}}) {
+  for (auto [nodes, tp] : std::vector<std::pair<int, int>>{{1, 1}, {2, 1}, {2, 2}, {4, 1}}) {
     const std::string layout = std::to_string(nodes) + "x" + std::to_string(tp);
     SCOPED_TRACE(layout);
     std::vector<std::string> extra;
