@@ -44,7 +44,7 @@ class LlamaRank final : public RankModel {
 
   // Pipeline stages (RankModel; model/llama_rank_stage.cc).
   void forwardLayers(std::span<const BatchToken> batch, const float* hidden_in,
-                     std::vector<float>& hidden_out) override;
+                     std::vector<float>& hidden_out, TapSink* taps = nullptr) override;
   void forwardHead(std::span<const BatchToken> batch, const float* rows,
                    std::vector<float>& logits) override;
 

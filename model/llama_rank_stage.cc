@@ -11,7 +11,8 @@
 
 namespace tpnode::model {
 
-void RankModel::forwardLayers(std::span<const BatchToken>, const float*, std::vector<float>&) {
+void RankModel::forwardLayers(std::span<const BatchToken>, const float*, std::vector<float>&,
+                              TapSink*) {
   fail(ErrorCode::kUnsupported, "{} ranks cannot run a pipeline stage yet (use CPU ranks)",
        backend());
 }
@@ -22,7 +23,7 @@ void RankModel::forwardHead(std::span<const BatchToken>, const float*, std::vect
 }
 
 void LlamaRank::forwardLayers(std::span<const BatchToken> batch, const float* hidden_in,
-                              std::vector<float>& hidden_out) {
+                              std::vector<float>& hidden_out, TapSink* taps) {
   const int64_t n = static_cast<int64_t>(batch.size());
   const int64_t dim = config_.n_embd;
   checkBatch(batch, config_.n_vocab, kv_.slots(), kv_.ctx());
@@ -39,9 +40,14 @@ void LlamaRank::forwardLayers(std::span<const BatchToken> batch, const float* hi
       for (float& v : x_) v *= config_.embd_scale;
     }
   }
+  TP_CHECK(taps == nullptr || taps->rows.size() == taps->specs.size(),
+           "a tap sink of {} specs holds {} row sets", taps->specs.size(), taps->rows.size());
   for (int64_t l = weights_.layer_begin; l < weights_.layer_end; ++l) {
     attentionBlock(l, batch);
+    tap(taps, l, TapPoint::kAttnOut, o_, batch);  // as forward()
     ffnBlock(l, n);
+    tap(taps, l, TapPoint::kMlpOut, o_, batch);
+    tap(taps, l, TapPoint::kResidual, x_, batch);
   }
   hidden_out.assign(x_.begin(), x_.end());
 }

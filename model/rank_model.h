@@ -57,12 +57,15 @@ class RankModel {
   // forwardLayers: runs the rank's layers on the batch. `hidden_in`: [batch][n_embd], the
   // previous stage's output, or null on the first stage (the token embeddings then). Leaves
   // the residual stream after the last layer in `hidden_out` ([batch][n_embd], the same on
-  // every rank of the stage).
+  // every rank of the stage). `taps` (may be null): as forward(), for the specs of the rank's
+  // layers (specs of other layers stay untouched); the rows are appended to what the sink
+  // holds, so that a step cut into micro-batches collects its tokens in batch order (the
+  // caller sizes `taps->rows` to its specs before the step).
   // forwardHead (first stage): the output norm and head on `rows` [n][n_embd], the final hidden
   // rows of the batch tokens marked `logits`, in batch order; logits as forward() gives them.
   // Error(kUnsupported) from ranks that cannot run a stage (GPU ranks, for now).
   virtual void forwardLayers(std::span<const BatchToken> batch, const float* hidden_in,
-                             std::vector<float>& hidden_out);
+                             std::vector<float>& hidden_out, TapSink* taps = nullptr);
   virtual void forwardHead(std::span<const BatchToken> batch, const float* rows,
                            std::vector<float>& logits);
 

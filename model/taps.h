@@ -10,6 +10,8 @@
 // After the all-reduces every rank holds the same full vector, so a tap needs no collective:
 // one rank (global rank 0) copies the rows. Values are identical for every tp layout up to the
 // all-reduce summation order (the parity tolerance).
+// A pipeline split (node/stage_pipeline.h): the stage that holds layer L takes its taps
+// (RankModel::forwardLayers, its first rank) and sends them to node 0 with the step's result.
 //
 // Threading: a TapSink is filled by one rank thread during forward() and read after it returns.
 #pragma once

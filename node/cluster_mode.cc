@@ -265,7 +265,10 @@ int runCluster(const Options& given) {
   // --split auto: the nodes measure their links and agree on the stages before anything loads;
   // from here on every node runs with those stages, as if --pp had said so.
   Options o = given;
-  if (splitChoiceNeeded(o)) o.pp = chooseStagesAtFormation(o, placement.gpu);
+  if (splitChoiceNeeded(o)) {
+    o.pp = chooseStagesAtFormation(o, placement.gpu);
+    o.pp_chosen = true;
+  }
   std::unique_ptr<LoadedModel> model = loadModel(o);
   if (o.node_id != 0) return runWorker(o, *model, placement);  // a signal ends a worker at once
   std::signal(SIGINT, onSignal);

@@ -77,20 +77,19 @@ void ClusterSession::loadRanks(const RankSetOptions& options) {
   staged.stage = model_.stages.part(model_.topology.stage());
   ranks_ = std::make_unique<RankSet>(*model_.file, model_.config, model_.plan, group_, staged);
   mesh::Mesh* over = hooks_.meters != nullptr ? metered_.get() : mesh_.get();
-  pipeline_ =
-      std::make_unique<StagePipeline>(*over, model_.topology, *ranks_, model_.config.n_embd);
+  pipeline_ = std::make_unique<StagePipeline>(*over, model_.topology, *ranks_, model_.config.n_embd,
+                                              model_.stages.ranges);
 }
 
 void ClusterSession::runStep(std::span<const model::BatchToken> batch, std::vector<float>& logits,
-                             model::TapSink* taps) {
+                             std::span<const model::TapSpec> taps, model::TapSink* out) {
   if (!pipeline_) {
-    ranks_->run(batch, logits, taps);
+    model::TapSink* sink = out != nullptr && !taps.empty() ? out : nullptr;
+    if (sink != nullptr) sink->specs.assign(taps.begin(), taps.end());
+    ranks_->run(batch, logits, sink);
     return;
   }
-  if (taps != nullptr) {
-    fail(ErrorCode::kUnsupported, "activation taps are not supported in a pipeline split yet");
-  }
-  pipeline_->run(batch, logits);
+  pipeline_->run(batch, logits, taps, out);
 }
 
 bool ClusterSession::keepsStepsInFlight() const {
@@ -101,12 +100,13 @@ int ClusterSession::stepsInFlightLimit() const {
   return pipeline_ != nullptr ? model_.topology.stages() : 1;
 }
 
-void ClusterSession::beginStep(std::span<const model::BatchToken> batch) {
+void ClusterSession::beginStep(std::span<const model::BatchToken> batch,
+                               std::span<const model::TapSpec> taps) {
   TP_CHECK(keepsStepsInFlight(), "beginStep() outside a pipeline's stage 0");
-  pipeline_->begin(batch);
+  pipeline_->begin(batch, taps);
 }
 
-void ClusterSession::finishStep(std::vector<float>& logits, uint64_t retire) {
+void ClusterSession::finishStep(std::vector<float>& logits, uint64_t retire, model::TapSink* out) {
   TP_CHECK(keepsStepsInFlight() && pipeline_->inFlight() > 0, "finishStep() with no step begun");
   const collectives::Topology& topo = model_.topology;
   if (topo.nodeId() == 0) {
@@ -119,7 +119,11 @@ void ClusterSession::finishStep(std::vector<float>& logits, uint64_t retire) {
     fail(ErrorCode::kInvalidData, "a retire command names step {}, the oldest in flight is {}",
          retire, pipeline_->oldestInFlight());
   }
-  pipeline_->finish(logits);
+  pipeline_->finish(logits, out);
+}
+
+std::vector<uint64_t> ClusterSession::expertLoad() const {
+  return pipeline_ ? pipeline_->expertLoad() : ranks_->expertLoadByRank();
 }
 
 uint64_t ClusterSession::overlappedSteps() const {

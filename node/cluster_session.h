@@ -74,18 +74,26 @@ class ClusterSession {
   void formGroup();
   // Loads this node's ranks of the model (throws on a shard that does not load).
   void loadRanks(const RankSetOptions& options);
-  // One step of the batch on this node's ranks: RankSet::run, or the pipeline's step (taps
-  // are refused there with Error(kUnsupported)). Logits as RankSet::run gives them on node 0.
+  // One step of the batch on this node's ranks: RankSet::run, or the pipeline's step. Logits
+  // as RankSet::run gives them on node 0. `taps`: the step's (StepCommand::taps); `out` (node 0,
+  // may be null): every tap's rows, specs = taps. Without a pipeline only node 0's ranks take
+  // taps; in a pipeline the stage holding a tap's layer takes it and sends it to node 0.
   void runStep(std::span<const model::BatchToken> batch, std::vector<float>& logits,
-               model::TapSink* taps = nullptr);
+               std::span<const model::TapSpec> taps = {}, model::TapSink* out = nullptr);
   // True on the nodes of a pipeline's stage 0: they may keep steps in flight (see above).
   bool keepsStepsInFlight() const;
   // The steps node 0 keeps in flight at most: the pipeline's stages (1 without a pipeline).
   int stepsInFlightLimit() const;
   // Stage 0: begins a step; finishes the oldest (`retire`: the step a kRetire command named,
   // checked on a worker; 0 on node 0). Logits as runStep() gives them.
-  void beginStep(std::span<const model::BatchToken> batch);
-  void finishStep(std::vector<float>& logits, uint64_t retire = 0);
+  // Taps as runStep(): given to beginStep(), returned by finishStep() on node 0.
+  void beginStep(std::span<const model::BatchToken> batch,
+                 std::span<const model::TapSpec> taps = {});
+  void finishStep(std::vector<float>& logits, uint64_t retire = 0, model::TapSink* out = nullptr);
+  // Node 0, a mixture of experts: the token-expert pairs routed to each rank's experts
+  // (RankSet::expertLoadByRank; in a pipeline every stage's ranks, stage after stage,
+  // StagePipeline::expertLoad). Empty for dense models. Between steps.
+  std::vector<uint64_t> expertLoad() const;
   // Stage 0: steps begun while another was in flight, and steps in flight now.
   uint64_t overlappedSteps() const;
   size_t stepsInFlight() const;

@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "node/chat_fallback.h"
 #include "node/request_checks.h"
+#include "node/stage_rejoin.h"
 #include "node/step_batch.h"
 #include "node/step_command.h"
 
@@ -95,7 +96,6 @@ std::string Driver::renderChat(const std::vector<ChatMessage>& messages) const {
 uint64_t Driver::submit(GenerationRequest request,
                         std::function<void(const TokenEvent&)> on_event) {
   checkRequest(request, driver_options_.scheduler.ctx_size, model_.config);
-  checkPipelineRequest(request, model_.topology);
   if (!ready_) {
     fail(ErrorCode::kPeerLost, "the cluster is not ready: {}", notReadyReason());
   }
@@ -208,6 +208,9 @@ bool Driver::formCluster() {
     fault_ = true;
     queue_.wake();
   };
+  // Stages chosen by --split auto: every re-formation tells the nodes the stages again, so
+  // that a restarted node adopts them (node/stage_rejoin.h).
+  if (options_.pp_chosen && formed_once_) agreeOnChosenStages(options_, model_, &stop_, {});
   auto session = std::make_unique<ClusterSession>(options_, model_, std::move(hooks));
   session->formGroup();
   session->loadRanks(driver_options_.ranks);
@@ -312,11 +315,11 @@ void Driver::runStep() {
 void Driver::runWholeStep(PlannedStep step) {
   auto t0 = Clock::now();
   StepWatchdog::Scope watched(*watchdog_);
+  markTaps(step);
   broadcastCommand(step.command);
   expandStep(step.command, batch_);
   model::TapSink sink;
-  markTaps(step, sink);
-  session_->runStep(batch_, logits_, sink.specs.empty() ? nullptr : &sink);
+  session_->runStep(batch_, logits_, step.command.taps, &sink);
   watchdog_->end();
   collectTaps(step, sink, batch_);
   takeResults(step, t0);
@@ -341,13 +344,12 @@ void Driver::beginStep(PlannedStep step) {
   {
     StepWatchdog::Scope watched(*watchdog_);
     if (ledger != nullptr) ledger->awaitAll();  // stage 0's other nodes take part at once
+    markTaps(step);
     broadcastCommand(step.command);
     if (ledger != nullptr) f.awaited = ledger->snapshot();
     expandStep(step.command, batch_);
-    model::TapSink none;  // a pipeline runs logits taps only (checkPipelineRequest)
-    markTaps(step, none);
     const uint64_t overlapped = session_->overlappedSteps();
-    session_->beginStep(batch_);
+    session_->beginStep(batch_, step.command.taps);
     if (session_->overlappedSteps() != overlapped) metrics_->overlapped_steps.Increment();
   }
   f.batch = batch_;
@@ -358,6 +360,7 @@ void Driver::beginStep(PlannedStep step) {
 void Driver::finishStep() {
   InFlightStep f = std::move(in_flight_.front());
   in_flight_.pop_front();
+  model::TapSink taps;  // the step's, from every stage
   CommandLedger* ledger = session_->ledger();
   {
     StepWatchdog::Scope watched(*watchdog_);
@@ -369,10 +372,10 @@ void Driver::finishStep() {
       }
       ledger->awaitUpTo(f.awaited);
     }
-    session_->finishStep(logits_);
+    session_->finishStep(logits_, 0, &taps);
   }
   if (ledger != nullptr) ledger->awaitAll();
-  collectTaps(f.step, model::TapSink{}, f.batch);
+  collectTaps(f.step, taps, f.batch);
   takeResults(f.step, f.t0);
 }
 
@@ -381,7 +384,7 @@ void Driver::takeResults(const PlannedStep& step, Clock::time_point t0) {
   scheduler_->commit(step);
   metrics_->steps.Increment();
   metrics_->step_ms.Set(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  metrics_->addExpertLoad(session_->ranks());
+  metrics_->addExpertLoad(session_->expertLoad());
 
   // Rows come in batch order: walk the chunks the same way.
   const int64_t vocab = model_.config.n_vocab;

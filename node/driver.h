@@ -22,9 +22,11 @@
 // - Tensor reads (readTensor) queue like requests; the loop serves at most one between two
 //   steps (kReadTensor to every worker, then RankSet::gatherTensor), so a running batch waits
 //   at most one read per step and its tokens do not change (no KV or sampler state is touched).
-// - Taps (GenerationRequest::taps): prompt positions are marked `tap` in the batch; global
-//   rank 0 copies the rows (model/taps.h); a "logits" tap asks for every prompt row
-//   (kLogitsAll). They are returned on the final event.
+// - Taps (GenerationRequest::taps): the step command names the step's taps and marks the
+//   prompt positions of tapping requests (SeqChunk::n_tap); global rank 0 copies the rows
+//   (model/taps.h), or in a pipeline split the stage holding the layer, which sends them to
+//   node 0 (node/stage_pipeline.h); a "logits" tap asks for every prompt row (kLogitsAll).
+//   They are returned on the final event.
 // - shutdown() stops the loop: workers receive kShutdown and exit 0.
 //
 // Parts (each in its own file): node/request_checks.h (what submit() refuses),
@@ -121,8 +123,9 @@ class Driver final : public Engine {
   void runTier(const PlannedStep& step);  // the Redis KV tier's stores and loads, if any
   void broadcastCommand(const StepCommand& command);
   void serveTensorRead();
-  void markTaps(const PlannedStep& step, model::TapSink& sink);
-  // `batch`: the step's batch as markTaps() marked it.
+  // Names the step's taps in its command and marks its tapped tokens (before it is sent).
+  void markTaps(PlannedStep& step);
+  // `sink`: the step's taps (specs = step.command.taps); `batch`: the step's batch.
   void collectTaps(const PlannedStep& step, const model::TapSink& sink,
                    std::span<const model::BatchToken> batch);
   TensorListing listing(size_t index) const;

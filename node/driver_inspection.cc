@@ -17,22 +17,19 @@ using Clock = std::chrono::steady_clock;
 
 // ---- Taps (loop thread) -------------------------------------------------------------------
 
-void Driver::markTaps(const PlannedStep& step, model::TapSink& sink) {
-  size_t at = 0;
+void Driver::markTaps(PlannedStep& step) {
+  std::vector<model::TapSpec>& specs = step.command.taps;
+  specs.clear();
   for (size_t i = 0; i < step.command.seqs.size(); ++i) {
-    const SeqChunk& c = step.command.seqs[i];
+    SeqChunk& c = step.command.seqs[i];
     const ActiveRequest& a = requests_->at(step.participants[i]->id);
     const size_t n_prompt = a.request.prompt_ids.size();
-    for (size_t j = 0; j < c.tokens.size(); ++j) {
-      batch_[at + j].tap = a.state_taps && c.start_pos + j < n_prompt;
-    }
-    at += c.tokens.size();
+    c.n_tap = 0;
     if (!a.state_taps || c.start_pos >= n_prompt) continue;
+    c.n_tap = static_cast<uint32_t>(std::min(c.tokens.size(), n_prompt - c.start_pos));
     for (const TapResult& t : a.taps) {
       if (t.spec.point == model::TapPoint::kLogits) continue;
-      if (std::find(sink.specs.begin(), sink.specs.end(), t.spec) == sink.specs.end()) {
-        sink.specs.push_back(t.spec);
-      }
+      if (std::find(specs.begin(), specs.end(), t.spec) == specs.end()) specs.push_back(t.spec);
     }
   }
 }

@@ -120,8 +120,7 @@ void DriverMetrics::setRanks(const RankSet& rs) {
   }
 }
 
-void DriverMetrics::addExpertLoad(const RankSet& rs) {
-  const std::vector<uint64_t> load = rs.expertLoadByRank();
+void DriverMetrics::addExpertLoad(const std::vector<uint64_t>& load) {
   if (load.size() != expert_pairs_seen_.size()) expert_pairs_seen_.assign(load.size(), 0);
   for (size_t r = 0; r < load.size(); ++r) {
     if (load[r] < expert_pairs_seen_[r]) expert_pairs_seen_[r] = 0;  // a new session

@@ -71,8 +71,9 @@ class DriverMetrics {
   void nodeLost(int peer);
   // Mixture of experts, after each step (loop thread): tpnode_rank_expert_pairs_total{rank}
   // grows by the pairs routed to each global rank's experts since the last call (a new
-  // session's RankSet counts from 0 again).
-  void addExpertLoad(const RankSet& ranks);
+  // session's RankSet counts from 0 again). `load`: ClusterSession::expertLoad() (in a
+  // pipeline the ranks of stage s are numbered from s x ranks per stage).
+  void addExpertLoad(const std::vector<uint64_t>& load);
   mesh::LinkMeters& links() { return links_; }
 
   std::vector<prometheus::MetricFamily> collect() const;

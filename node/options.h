@@ -121,6 +121,9 @@ struct Options {
   // Pipeline stages (--pp, --split, --pp-layers); finishLayout() resolves --split into pp, except
   // --split auto without --pp, which the nodes choose at startup (node/split_choice.h).
   int pp = 1;
+  // Not a setting: pp is the stages --split auto chose at startup (re-formations probe again
+  // and node 0 sends them, node/stage_rejoin.h).
+  bool pp_chosen = false;
   SplitFlag split = SplitFlag::kTensor;
   std::string pp_layers;  // "0-9,10-25": layers of every stage (model/stage_plan.h)
   // --split auto's figures of one rank of this node (node/split_rates.h); 0: measured at startup

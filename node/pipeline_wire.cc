@@ -70,4 +70,19 @@ void decodeHidden(std::span<const std::byte> bytes, const HiddenHeader& want,
   if (!out.empty()) std::memcpy(out.data(), p + kHiddenHeaderBytes, out.size() * sizeof(float));
 }
 
+void encodeExpertLoad(uint64_t step, std::span<const uint64_t> pairs, std::vector<std::byte>& out) {
+  static_assert(sizeof(uint64_t) == 2 * sizeof(float));
+  const HiddenHeader h{HiddenKind::kExperts, step, 0, 1, static_cast<uint32_t>(pairs.size()), 2};
+  encodeHidden(h, reinterpret_cast<const float*>(pairs.data()), out);  // copied as bytes
+}
+
+std::vector<uint64_t> decodeExpertLoad(std::span<const std::byte> bytes, uint64_t step,
+                                       uint32_t ranks) {
+  std::vector<float> words;
+  decodeHidden(bytes, HiddenHeader{HiddenKind::kExperts, step, 0, 1, ranks, 2}, words);
+  std::vector<uint64_t> pairs(ranks);
+  std::memcpy(pairs.data(), words.data(), pairs.size() * sizeof(uint64_t));
+  return pairs;
+}
+
 }  // namespace tpnode::node

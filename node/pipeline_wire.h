@@ -1,13 +1,19 @@
 // The pipeline stages' message: the hidden state of one micro-batch of a step, passed from a
 // stage to the next (kForward: a row per batch token), or from the last stage back to stage 0
-// (kReturn: the rows of the tokens marked `logits`, in batch order). A stage whose step fails
+// (kReturn: the rows of the tokens marked `logits`, in batch order), or a stage's report of a
+// step from its first node to node 0: its activation taps (kTaps: for each of the step's taps
+// on the stage's layers, in the step command's order, the rows of the tokens marked `tap`) and,
+// for a mixture of experts, its expert load (kExperts: for each rank of the stage, the
+// token-expert pairs routed to its experts since it loaded, u64; rows = ranks, cols = 2 words,
+// encodeExpertLoad()). A stage whose step fails
 // sends kAbort (no rows) where its output would have gone, so that the stages after it, and
 // stage 0, stop waiting at once. Defined once here and in docs/wire-protocol.md ("Pipeline
 // stages").
 //
 // Layout (little-endian, field by field; 32-byte header, then rows x cols f32):
 //   0 u32 magic 0x53485054 ("TPHS")   4 u16 version (1)     6 u16 kind (1 forward, 2 return,
-//                                                                     3 abort)
+//                                                                     3 abort, 4 taps,
+//                                                                     5 experts)
 //   8 u64 step (the session's step number, from 1)         16 u32 micro-batch index
 //  20 u32 micro-batch count          24 u32 rows            28 u32 cols (n_embd)
 //  32 rows * cols f32
@@ -31,12 +37,13 @@ inline constexpr uint32_t kTagPipelineForward = mesh::kPipelineTags.at(0);  // s
 inline constexpr uint32_t kTagPipelineReturn = mesh::kPipelineTags.at(1);   // last -> stage 0
 inline constexpr uint32_t kTagPipelineTensor =
     mesh::kPipelineTags.at(2);  // node/stage_tensor_read.h
+inline constexpr uint32_t kTagPipelineReport = mesh::kPipelineTags.at(3);  // stage -> node 0
 
 inline constexpr uint32_t kHiddenMagic = 0x53485054;
 inline constexpr uint16_t kHiddenVersion = 1;
 inline constexpr size_t kHiddenHeaderBytes = 32;
 
-enum class HiddenKind : uint16_t { kForward = 1, kReturn = 2, kAbort = 3 };
+enum class HiddenKind : uint16_t { kForward = 1, kReturn = 2, kAbort = 3, kTaps = 4, kExperts = 5 };
 
 struct HiddenHeader {
   HiddenKind kind = HiddenKind::kForward;
@@ -55,5 +62,11 @@ void encodeHidden(const HiddenHeader& header, const float* data, std::vector<std
 // (rows x cols). Error(kInvalidData) on any difference; Error(kPeerLost) for an abort.
 void decodeHidden(std::span<const std::byte> bytes, const HiddenHeader& expected,
                   std::vector<float>& out);
+
+// kExperts: `pairs` (one u64 per rank of the stage) after step `step`, and back; the decoder
+// checks the header as decodeHidden() does (`ranks` rows).
+void encodeExpertLoad(uint64_t step, std::span<const uint64_t> pairs, std::vector<std::byte>& out);
+std::vector<uint64_t> decodeExpertLoad(std::span<const std::byte> bytes, uint64_t step,
+                                       uint32_t ranks);
 
 }  // namespace tpnode::node

@@ -170,8 +170,8 @@ void RankSet::run(std::span<const model::BatchToken> batch, std::vector<float>& 
 }
 
 void RankSet::runLayers(std::span<const model::BatchToken> batch, const float* hidden_in,
-                        std::vector<float>& hidden_out) {
-  submit(Job::kLayers, batch, hidden_in, hidden_out, nullptr);
+                        std::vector<float>& hidden_out, model::TapSink* taps) {
+  submit(Job::kLayers, batch, hidden_in, hidden_out, taps);
 }
 
 void RankSet::runHead(std::span<const model::BatchToken> batch, const float* rows,
@@ -279,7 +279,7 @@ void RankSet::runJob(Rank& rank, Job job, std::span<const model::BatchToken> bat
       rank.model->forward(batch, *out, taps);
       return;
     case Job::kLayers:
-      rank.model->forwardLayers(batch, hidden_in, *out);
+      rank.model->forwardLayers(batch, hidden_in, *out, taps);
       return;
     case Job::kHead:
       rank.model->forwardHead(batch, hidden_in, *out);

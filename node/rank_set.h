@@ -12,7 +12,8 @@
 //   RankSet is dead: every later run() throws (the cluster is re-formed from scratch).
 // - Logits: rows for the batch tokens marked `logits`, in batch order, full vocabulary
 //   (global rank 0's copy; every rank holds the same after the vocab-parallel all-gather).
-// - Taps: run(..., taps) hands the sink to local rank 0 only (model/taps.h).
+// - Taps: run(..., taps) and runLayers(..., taps) hand the sink to local rank 0 only
+//   (model/taps.h).
 // - Pipeline stages (options.stage set): the ranks hold that stage's layers (and the
 //   embeddings and head on stage 0); runLayers() and runHead() replace run(), with the same
 //   threading; every rank gets the same input, local rank 0's output is returned.
@@ -92,8 +93,9 @@ class RankSet {
            model::TapSink* taps = nullptr);
 
   // Pipeline stages (see the contract; model::RankModel::forwardLayers / forwardHead).
+  // `taps`: as run(), for the specs of this stage's layers (appended, see forwardLayers).
   void runLayers(std::span<const model::BatchToken> batch, const float* hidden_in,
-                 std::vector<float>& hidden_out);
+                 std::vector<float>& hidden_out, model::TapSink* taps = nullptr);
   void runHead(std::span<const model::BatchToken> batch, const float* rows,
                std::vector<float>& logits);
 

@@ -49,16 +49,4 @@ void checkRequest(const GenerationRequest& request, int ctx, const model::ModelC
   model::checkSamplingParams(samplingParams(request));
 }
 
-void checkPipelineRequest(const GenerationRequest& request, const collectives::Topology& topology) {
-  if (!topology.pipelined()) return;
-  for (const model::TapSpec& t : request.taps) {
-    if (t.point != model::TapPoint::kLogits) {
-      fail(ErrorCode::kUnsupported,
-           "activation taps of layers are not supported in a pipeline split yet (--pp {}); "
-           "logits taps are",
-           topology.stages());
-    }
-  }
-}
-
 }  // namespace tpnode::node

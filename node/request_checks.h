@@ -6,7 +6,6 @@
 // the loop thread, and by the loop thread to build each request's sampler.
 #pragma once
 
-#include "collectives/topology.h"
 #include "model/config.h"
 #include "model/sampling.h"
 #include "node/engine.h"
@@ -16,10 +15,6 @@ namespace tpnode::node {
 // Throws Error(kInvalidArgument) naming the field and the value. `ctx` is the positions per
 // slot (--ctx-size).
 void checkRequest(const GenerationRequest& request, int ctx, const model::ModelConfig& config);
-
-// What a pipeline split cannot serve yet: activation taps other than logits (the layers live
-// on other nodes). Error(kUnsupported); nothing for a tensor-only topology.
-void checkPipelineRequest(const GenerationRequest& request, const collectives::Topology& topology);
 
 // The request's sampling parameters; without a seed, a fresh random one.
 model::SamplingParams samplingParams(const GenerationRequest& r);

@@ -9,9 +9,37 @@
 namespace tpnode::node {
 
 StagePipeline::StagePipeline(mesh::Mesh& mesh, const collectives::Topology& topology,
-                             RankSet& ranks, int64_t n_embd)
-    : mesh_(mesh), topology_(topology), ranks_(ranks), n_embd_(static_cast<uint32_t>(n_embd)) {
+                             RankSet& ranks, int64_t n_embd, std::vector<model::LayerRange> layers)
+    : mesh_(mesh),
+      topology_(topology),
+      ranks_(ranks),
+      n_embd_(static_cast<uint32_t>(n_embd)),
+      layers_(std::move(layers)),
+      moe_(!ranks.expertLoadByRank().empty()),
+      stage_ranks_(static_cast<uint32_t>(ranks.expertLoadByRank().size())),
+      stage_load_(static_cast<size_t>(topology.stages()),
+                  std::vector<uint64_t>(ranks.expertLoadByRank().size(), 0)) {
   TP_CHECK(topology_.stages() > 1, "a pipeline of {} stage(s)", topology_.stages());
+  TP_CHECK(layers_.size() == static_cast<size_t>(topology_.stages()), "{} layer ranges, {} stages",
+           layers_.size(), topology_.stages());
+}
+
+std::vector<uint64_t> StagePipeline::expertLoad() const {
+  if (!moe_) return {};
+  std::vector<uint64_t> out = ranks_.expertLoadByRank();
+  for (size_t s = 1; s < stage_load_.size(); ++s) {
+    out.insert(out.end(), stage_load_[s].begin(), stage_load_[s].end());
+  }
+  return out;
+}
+
+std::vector<model::TapSpec> StagePipeline::tapsOf(int stage,
+                                                  std::span<const model::TapSpec> taps) const {
+  std::vector<model::TapSpec> out;
+  for (const model::TapSpec& t : taps) {
+    if (layers_[static_cast<size_t>(stage)].contains(t.layer)) out.push_back(t);
+  }
+  return out;
 }
 
 int StagePipeline::peerIn(int stage) const {
@@ -47,48 +75,62 @@ uint32_t outputs(std::span<const model::BatchToken> b) {
       std::count_if(b.begin(), b.end(), [](const model::BatchToken& t) { return t.logits; }));
 }
 
+uint32_t tapped(std::span<const model::BatchToken> b) {
+  return static_cast<uint32_t>(
+      std::count_if(b.begin(), b.end(), [](const model::BatchToken& t) { return t.tap; }));
+}
+
 }  // namespace
 
-void StagePipeline::run(std::span<const model::BatchToken> batch, std::vector<float>& logits) {
+void StagePipeline::run(std::span<const model::BatchToken> batch, std::vector<float>& logits,
+                        std::span<const model::TapSpec> taps, model::TapSink* out) {
   logits.clear();
   if (topology_.stage() == 0) {
     TP_CHECK(flight_.empty(), "run() on stage 0 with {} step(s) in flight", flight_.size());
-    begin(batch);
-    finish(logits);
+    begin(batch, taps);
+    finish(logits, out);
     return;
   }
   ++step_;
+  model::TapSink sink;
   try {
-    runForward(batch);
+    runForward(batch, taps, sink);
   } catch (const Error&) {
     sendAbort(step_);
     throw;
   }
 }
 
-void StagePipeline::begin(std::span<const model::BatchToken> batch) {
+void StagePipeline::begin(std::span<const model::BatchToken> batch,
+                          std::span<const model::TapSpec> taps) {
   TP_CHECK(topology_.stage() == 0, "begin() on stage {}", topology_.stage());
   ++step_;
   if (!flight_.empty()) ++overlapped_;
+  // finish() runs only the head, which reads no KV cache: the kept copy drops the block tables,
+  // which point into the caller's step command (a worker's lives only until this returns).
+  InFlight f{step_,
+             std::vector<model::BatchToken>(batch.begin(), batch.end()),
+             std::vector<model::TapSpec>(taps.begin(), taps.end()),
+             {}};
   try {
-    runForward(batch);
+    runForward(batch, taps, f.stage_taps);
   } catch (const Error&) {
     sendAbort(step_);
     throw;
   }
-  // finish() runs only the head, which reads no KV cache: the kept copy drops the block tables,
-  // which point into the caller's step command (a worker's lives only until this returns).
-  InFlight f{step_, std::vector<model::BatchToken>(batch.begin(), batch.end())};
   for (model::BatchToken& t : f.batch) t.blocks = {};
   flight_.push_back(std::move(f));
 }
 
-void StagePipeline::finish(std::vector<float>& logits) {
+void StagePipeline::finish(std::vector<float>& logits, model::TapSink* out) {
   TP_CHECK(topology_.stage() == 0 && !flight_.empty(), "finish() on stage {} with {} in flight",
            topology_.stage(), flight_.size());
+  TP_CHECK(out == nullptr || topology_.nodeId() == 0, "taps are gathered on node 0");
   logits.clear();
+  InFlight f = std::move(flight_.front());
+  flight_.pop_front();
   try {
-    finishOldest(logits);
+    finishOldest(f, logits, out);
   } catch (const Error&) {
     sendAbort(step_);
     throw;
@@ -114,10 +156,16 @@ uint32_t StagePipeline::microBatches(size_t tokens) const {
   return static_cast<uint32_t>(std::clamp<size_t>(m, 1, static_cast<size_t>(topology_.stages())));
 }
 
-void StagePipeline::runForward(std::span<const model::BatchToken> batch) {
+void StagePipeline::runForward(std::span<const model::BatchToken> batch,
+                               std::span<const model::TapSpec> taps, model::TapSink& sink) {
   const int stage = topology_.stage();
   const int last = topology_.stages() - 1;
   const uint32_t micros = microBatches(batch.size());
+  // The first node of the stage takes its layers' taps (every node of it holds the same rows).
+  const bool taking = topology_.nodeId() == topology_.firstNodeOf(stage);
+  sink.specs = taking ? tapsOf(stage, taps) : std::vector<model::TapSpec>{};
+  sink.rows.assign(sink.specs.size(), {});
+  model::TapSink* into = sink.specs.empty() ? nullptr : &sink;
   // Each micro-batch goes on as soon as this stage has run it, so that the next stage works on
   // it while this one runs the next.
   for (uint32_t i = 0; i < micros; ++i) {
@@ -129,7 +177,7 @@ void StagePipeline::runForward(std::span<const model::BatchToken> batch) {
       recv(peerIn(stage - 1), kTagPipelineForward, fwd, hidden_in_);
       in = hidden_in_.data();
     }
-    ranks_.runLayers(mb, in, hidden_out_);
+    ranks_.runLayers(mb, in, hidden_out_, into);
     if (stage < last) {
       send(peerIn(stage + 1), kTagPipelineForward, fwd, hidden_out_.data());
       continue;
@@ -146,11 +194,27 @@ void StagePipeline::runForward(std::span<const model::BatchToken> batch) {
     const HiddenHeader ret{HiddenKind::kReturn, step_, i, micros, outputs(mb), n_embd_};
     send(peerIn(0), kTagPipelineReturn, ret, rows_.data());
   }
+  if (stage == 0 || !taking) return;
+  // A later stage's report goes to node 0 once the step has gone on: its taps, spec after
+  // spec, then its expert load.
+  if (into != nullptr) {
+    const uint32_t n = tapped(batch);
+    rows_.clear();
+    for (const std::vector<float>& r : sink.rows) {
+      TP_CHECK(r.size() == size_t{n} * n_embd_, "a tap of {} floats, {} tokens", r.size(), n);
+      rows_.insert(rows_.end(), r.begin(), r.end());
+    }
+    const HiddenHeader h{
+        HiddenKind::kTaps, step_, 0, 1, static_cast<uint32_t>(sink.specs.size()) * n, n_embd_};
+    send(0, kTagPipelineReport, h, rows_.data());
+  }
+  if (moe_) {
+    encodeExpertLoad(step_, ranks_.expertLoadByRank(), bytes_);
+    mesh_.send(0, kTagPipelineReport, bytes_);
+  }
 }
 
-void StagePipeline::finishOldest(std::vector<float>& logits) {
-  const InFlight f = std::move(flight_.front());
-  flight_.pop_front();
+void StagePipeline::finishOldest(InFlight& f, std::vector<float>& logits, model::TapSink* out) {
   const std::span<const model::BatchToken> batch(f.batch);
   const uint32_t micros = microBatches(batch.size());
   rows_.clear();
@@ -161,6 +225,42 @@ void StagePipeline::finishOldest(std::vector<float>& logits) {
     rows_.insert(rows_.end(), hidden_in_.begin(), hidden_in_.end());
   }
   if (!rows_.empty()) ranks_.runHead(batch, rows_.data(), logits);
+  if (topology_.nodeId() != 0) return;
+  // The later stages' reports. Every tap of the step, in its order: stage 0's from begin(),
+  // the others' from their stage.
+  if (out != nullptr) {
+    out->specs = f.taps;
+    out->rows.assign(f.taps.size(), {});
+  }
+  auto place = [&](const model::TapSpec& spec, const float* rows, size_t floats) {
+    if (out == nullptr) return;
+    const size_t at =
+        static_cast<size_t>(std::find(f.taps.begin(), f.taps.end(), spec) - f.taps.begin());
+    out->rows[at].assign(rows, rows + floats);
+  };
+  for (size_t k = 0; k < f.stage_taps.specs.size(); ++k) {
+    place(f.stage_taps.specs[k], f.stage_taps.rows[k].data(), f.stage_taps.rows[k].size());
+  }
+  const uint32_t n = tapped(batch);
+  for (int s = 1; s < topology_.stages(); ++s) {
+    const int from = topology_.firstNodeOf(s);
+    const std::vector<model::TapSpec> specs = tapsOf(s, f.taps);
+    if (!specs.empty()) {
+      const HiddenHeader h{
+          HiddenKind::kTaps, f.step, 0, 1, static_cast<uint32_t>(specs.size()) * n, n_embd_};
+      recv(from, kTagPipelineReport, h, hidden_in_);
+      const size_t each = size_t{n} * n_embd_;
+      for (size_t k = 0; k < specs.size(); ++k) {
+        place(specs[k], hidden_in_.data() + k * each, each);
+      }
+    }
+    if (moe_) {
+      bytes_.resize(hiddenMessageBytes(stage_ranks_, 2));
+      const size_t got = mesh_.recv(from, kTagPipelineReport, bytes_);
+      stage_load_[static_cast<size_t>(s)] =
+          decodeExpertLoad(std::span(bytes_.data(), got), f.step, stage_ranks_);
+    }
+  }
 }
 
 }  // namespace tpnode::node

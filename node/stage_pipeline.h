@@ -11,6 +11,15 @@
 // The output head stays on stage 0: it holds token_embd anyway (the embeddings; a tied head
 // is that matrix), and a row of n_embd floats is far smaller than a row of logits.
 //
+// Taps (model/taps.h): every node gets the step's taps with the step (StepCommand::taps); the
+// first node of the stage that holds a tap's layer takes it (its local rank 0, over every
+// micro-batch), and, on a later stage, sends the stage's taps of the step to node 0 on
+// kTagPipelineReport (one kTaps message per step that has taps on its layers, after its forward
+// messages). Node 0 receives them when it finishes the step, after the returned rows.
+// Expert load (a mixture of experts): the first node of every later stage reports its ranks'
+// token-expert pairs to node 0 after each step (kExperts, after the taps); expertLoad() on
+// node 0 gives every stage's ranks, stage after stage.
+//
 // Steps in flight (keeping the pipeline full): on stage 0 a step is two calls, begin() (its
 // layers, the forward messages) and finish() (the last stage's rows, the head, the logits), so
 // that node 0 can begin the steps of other sequences while the later stages still run earlier
@@ -45,6 +54,8 @@
 #include "collectives/topology.h"
 #include "mesh/mesh.h"
 #include "model/rank_model.h"
+#include "model/stage_plan.h"
+#include "model/taps.h"
 #include "node/pipeline_wire.h"
 #include "node/rank_set.h"
 
@@ -52,22 +63,30 @@ namespace tpnode::node {
 
 class StagePipeline {
  public:
+  // `layers`: the layers of every stage (model::StagePlan::ranges), for the taps.
   StagePipeline(mesh::Mesh& mesh, const collectives::Topology& topology, RankSet& ranks,
-                int64_t n_embd);
+                int64_t n_embd, std::vector<model::LayerRange> layers);
 
   // One step (see above). `logits` as RankSet::run gives them on stage 0; empty elsewhere.
-  void run(std::span<const model::BatchToken> batch, std::vector<float>& logits);
+  // `taps`: the step's taps; `out` (node 0 only, may be null): every tap's rows, specs = taps.
+  void run(std::span<const model::BatchToken> batch, std::vector<float>& logits,
+           std::span<const model::TapSpec> taps = {}, model::TapSink* out = nullptr);
 
-  // Stage 0: this stage's part of a step (the batch is kept until finish()).
-  void begin(std::span<const model::BatchToken> batch);
-  // Stage 0: the oldest step begun and not finished: its logits, as run() gives them.
-  void finish(std::vector<float>& logits);
+  // Stage 0: this stage's part of a step (the batch and its taps are kept until finish()).
+  void begin(std::span<const model::BatchToken> batch, std::span<const model::TapSpec> taps = {});
+  // Stage 0: the oldest step begun and not finished: its logits, as run() gives them, and
+  // (node 0, `out` not null) its taps from every stage, as run() gives them.
+  void finish(std::vector<float>& logits, model::TapSink* out = nullptr);
   // Stage 0: steps begun and not finished.
   size_t inFlight() const { return flight_.size(); }
   // Stage 0: the step number finish() completes next (0: none in flight).
   uint64_t oldestInFlight() const { return flight_.empty() ? 0 : flight_.front().step; }
   // Stage 0: the steps begun while another step was in flight (the overlap begin() gives).
   uint64_t overlappedSteps() const { return overlapped_; }
+  // Node 0, a mixture of experts: the token-expert pairs routed to the experts of every rank of
+  // every stage (stage 0's ranks, then stage 1's, ...), as RankSet::expertLoadByRank counts
+  // them; a later stage's as of the last step finished. Empty for dense models. Between steps.
+  std::vector<uint64_t> expertLoad() const;
 
   uint64_t steps() const { return step_; }
   // Micro-batches of a step of `tokens` tokens: one per kMinMicroBatchTokens, at most one per
@@ -80,12 +99,18 @@ class StagePipeline {
   struct InFlight {
     uint64_t step = 0;
     std::vector<model::BatchToken> batch;
+    std::vector<model::TapSpec> taps;  // the step's
+    model::TapSink stage_taps;         // node 0: those of stage 0's layers, taken by begin()
   };
   int peerIn(int stage) const;  // this node's counterpart in `stage`
+  // The step's taps on `stage`'s layers, in the step's order.
+  std::vector<model::TapSpec> tapsOf(int stage, std::span<const model::TapSpec> taps) const;
   // This stage's layers for every micro-batch of the step, sending each on (the last stage:
-  // the logits rows to stage 0, or into rows_ when it is stage 0 as well).
-  void runForward(std::span<const model::BatchToken> batch);
-  void finishOldest(std::vector<float>& logits);
+  // the logits rows to stage 0, or into rows_ when it is stage 0 as well). The first node of
+  // the stage takes the taps of its layers into `sink`; a later stage's sends them to node 0.
+  void runForward(std::span<const model::BatchToken> batch, std::span<const model::TapSpec> taps,
+                  model::TapSink& sink);
+  void finishOldest(InFlight& f, std::vector<float>& logits, model::TapSink* out);
   void sendAbort(uint64_t step) noexcept;
   void send(int node, uint32_t tag, const HiddenHeader& h, const float* rows);
   void recv(int node, uint32_t tag, const HiddenHeader& h, std::vector<float>& out);
@@ -94,6 +119,10 @@ class StagePipeline {
   const collectives::Topology topology_;
   RankSet& ranks_;
   const uint32_t n_embd_;
+  const std::vector<model::LayerRange> layers_;    // of every stage
+  const bool moe_;                                 // the ranks count expert load
+  const uint32_t stage_ranks_;                     // ranks of a stage (the load's entries)
+  std::vector<std::vector<uint64_t>> stage_load_;  // node 0: each later stage's last report
   uint64_t step_ = 0;
   uint64_t overlapped_ = 0;
   std::deque<InFlight> flight_;  // stage 0: begun, not finished, oldest first

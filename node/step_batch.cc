@@ -9,7 +9,7 @@ void expandStep(const StepCommand& command, std::vector<model::BatchToken>& batc
       bool last = j + 1 == c.tokens.size();
       bool want = (c.flags & kLogitsAll) || ((c.flags & kLogitsLast) && last);
       batch.push_back({c.tokens[j], static_cast<int32_t>(c.start_pos + j),
-                       static_cast<int32_t>(c.slot), want, false, c.blocks});
+                       static_cast<int32_t>(c.slot), want, j < c.n_tap, c.blocks});
     }
   }
 }

@@ -16,7 +16,8 @@
 
 namespace tpnode::node {
 
-// Replaces `batch` with the tokens of command.seqs (slot, position and the logits flag of each).
+// Replaces `batch` with the tokens of command.seqs (slot, position, the logits flag and the
+// tap flag of each: the first n_tap tokens of a chunk).
 void expandStep(const StepCommand& command, std::vector<model::BatchToken>& batch);
 
 // Logits rows chunk `c` produces: every token (kLogitsAll), its last (kLogitsLast) or none.

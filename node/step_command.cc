@@ -112,6 +112,29 @@ void readTierBlocks(Reader& r, StepCommand& c, uint32_t n_seqs, uint32_t n_clear
   }
 }
 
+// The step's taps: distinct layer/point pairs of the model's layers (no logits taps).
+void readTaps(Reader& r, StepCommand& c, const StepLimits& limits) {
+  const uint32_t n_taps = r.u32("n_taps");
+  checkCount("n_taps", n_taps, limits.max_taps, 8, r.remaining());
+  c.taps.resize(n_taps);
+  for (model::TapSpec& t : c.taps) {
+    const uint32_t layer = r.u32("tap layer");
+    const uint32_t point = r.u32("tap point");
+    if (layer >= static_cast<uint32_t>(limits.n_layer)) {
+      fail(ErrorCode::kInvalidData, "step command tap layer {} is outside the model's {} layers",
+           layer, limits.n_layer);
+    }
+    if (point > static_cast<uint32_t>(model::TapPoint::kMlpOut)) {
+      fail(ErrorCode::kInvalidData, "step command tap point {} is not a layer's", point);
+    }
+    t = {static_cast<int>(layer), static_cast<model::TapPoint>(point)};
+    if (std::find(c.taps.data(), &t, t) != &t) {
+      fail(ErrorCode::kInvalidData, "step command names tap {}/{} twice", layer,
+           model::tapPointName(t.point));
+    }
+  }
+}
+
 }  // namespace
 
 void encodeStepCommand(const StepCommand& c, std::vector<std::byte>& out) {
@@ -129,6 +152,7 @@ void encodeStepCommand(const StepCommand& c, std::vector<std::byte>& out) {
     w.u32(s.flags);
     w.u32(static_cast<uint32_t>(s.tokens.size()));
     w.u32(static_cast<uint32_t>(s.blocks.size()));
+    w.u32(s.n_tap);
     for (int32_t t : s.tokens) w.u32(static_cast<uint32_t>(t));
     for (uint32_t b : s.blocks) w.u32(b);
   }
@@ -140,6 +164,13 @@ void encodeStepCommand(const StepCommand& c, std::vector<std::byte>& out) {
         w.u64(b.hash);
         w.u32(b.block);
       }
+    }
+  }
+  if (c.kind == StepKind::kStep) {
+    w.u32(static_cast<uint32_t>(c.taps.size()));
+    for (const model::TapSpec& t : c.taps) {
+      w.u32(static_cast<uint32_t>(t.layer));
+      w.u32(static_cast<uint32_t>(t.point));
     }
   }
 }
@@ -163,7 +194,7 @@ StepCommand decodeStepCommand(std::span<const std::byte> bytes, const StepLimits
   c.step_id = r.u64("step_id");
   uint32_t n_seqs = r.u32("n_seqs");
   uint32_t n_clear = r.u32("n_clear");
-  checkCount("n_seqs", n_seqs, limits.max_seqs, 20, r.remaining());
+  checkCount("n_seqs", n_seqs, limits.max_seqs, 24, r.remaining());
   checkCount("n_clear", n_clear, limits.max_seqs, 4, r.remaining());
   c.clear_slots.reserve(n_clear);
   for (uint32_t i = 0; i < n_clear; ++i) {
@@ -184,6 +215,11 @@ StepCommand decodeStepCommand(std::span<const std::byte> bytes, const StepLimits
     }
     uint32_t n_tokens = r.u32("n_tokens");
     uint32_t n_blocks = r.u32("n_blocks");
+    s.n_tap = r.u32("n_tap");
+    if (s.n_tap > n_tokens) {
+      fail(ErrorCode::kInvalidData, "step command n_tap {} exceeds the chunk's {} tokens", s.n_tap,
+           n_tokens);
+    }
     if (s.slot > limits.max_slot) {
       fail(ErrorCode::kInvalidData, "step command slot {} exceeds {}", s.slot, limits.max_slot);
     }
@@ -211,6 +247,7 @@ StepCommand decodeStepCommand(std::span<const std::byte> bytes, const StepLimits
            c.tensor, limits.n_tensors);
     }
   }
+  if (c.kind == StepKind::kStep) readTaps(r, c, limits);
   if (c.kind == StepKind::kRetire && (n_seqs != 0 || n_clear != 0)) {
     fail(ErrorCode::kInvalidData, "retire command carries {} seqs and {} clears, expected 0",
          n_seqs, n_clear);

@@ -4,10 +4,12 @@
 // Wire format (little endian, see docs/wire-protocol.md "Control messages"):
 //   u32 magic 'TPSC' | u16 version | u16 kind | u64 step_id | u32 n_seqs | u32 n_clear
 //   n_clear x u32 slot                         (KV slots to clear before the step)
-//   n_seqs  x { u32 slot | u32 start_pos | u32 flags | u32 n_tokens | u32 n_blocks
+//   n_seqs  x { u32 slot | u32 start_pos | u32 flags | u32 n_tokens | u32 n_blocks | u32 n_tap
 //               | n_tokens x i32 token | n_blocks x u32 block }
 //   (blocks: the sequence's KV block table, covering positions [0, start_pos + n_tokens); none:
-//   the slot's own blocks, model/kv_cache.h)
+//   the slot's own blocks, model/kv_cache.h; n_tap: its first n_tap tokens are tapped)
+//   kind kStep only: u32 n_taps | n_taps x { u32 layer | u32 point }  (the step's activation
+//   taps, model/taps.h: every node learns them, a pipeline's stage takes those of its layers)
 //   kind kReadTensor only: n_seqs = n_clear = 0, then u32 tensor (index in the shard plan)
 //   kind kRetire: n_seqs = n_clear = 0; step_id is the pipeline step to finish
 //   kind kKvTier: n_seqs = n_clear = 0, then u32 n_store | n_store x { u64 hash | u32 block }
@@ -20,6 +22,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include "model/taps.h"
 
 namespace tpnode::node {
 
@@ -51,6 +55,7 @@ struct SeqChunk {
   uint32_t flags = 0;      // kLogits*
   std::vector<int32_t> tokens;
   std::vector<uint32_t> blocks;  // KV block table (node/kv_blocks.h); empty: the slot's blocks
+  uint32_t n_tap = 0;            // its first n_tap tokens are tapped (<= tokens.size())
 };
 
 struct StepCommand {
@@ -62,6 +67,9 @@ struct StepCommand {
   // kKvTier: blocks each rank copies out and writes to Redis (before the loads), and blocks
   // each rank reads from Redis into its cache.
   std::vector<KvTierBlock> stores, loads;
+  // kStep: the activation taps of the step's tapped tokens (no logits taps: node 0 takes
+  // those from the logits), distinct, in node 0's order.
+  std::vector<model::TapSpec> taps;
 };
 
 struct StepLimits {
@@ -73,10 +81,12 @@ struct StepLimits {
   uint32_t kv_block_size = 16;      // positions per KV block
   uint32_t kv_blocks = UINT32_MAX;  // block ids < kv_blocks
   uint32_t max_ctx = 1u << 20;      // start_pos + n_tokens <= max_ctx
+  int32_t n_layer = INT32_MAX;      // tap layers < n_layer
+  uint32_t max_taps = 1024;         // taps per step
 };
 
 inline constexpr uint32_t kStepMagic = 0x43535054;  // "TPSC"
-inline constexpr uint16_t kStepVersion = 2;
+inline constexpr uint16_t kStepVersion = 3;
 
 void encodeStepCommand(const StepCommand& command, std::vector<std::byte>& out);
 // Throws Error(kInvalidData) naming the field and value on malformed or out-of-limit input.

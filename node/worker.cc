@@ -15,6 +15,7 @@
 #include "node/kv_redis_options.h"
 #include "node/mesh_setup.h"
 #include "node/rank_set_options.h"
+#include "node/stage_rejoin.h"
 #include "node/stage_tensor_read.h"
 #include "node/step_batch.h"
 #include "node/step_command.h"
@@ -34,6 +35,8 @@ StepLimits stepLimits(const Options& o, const LoadedModel& m) {
   limits.kv_block_size = static_cast<uint32_t>(std::max(1, o.kv_block_size));
   limits.kv_blocks = static_cast<uint32_t>(o.kvBlocks());
   limits.max_ctx = static_cast<uint32_t>(std::max(1, o.ctx_size));
+  limits.n_layer = static_cast<int32_t>(m.config.n_layer);
+  limits.max_taps = 3 * static_cast<uint32_t>(m.config.n_layer);  // distinct layer/point pairs
   return limits;
 }
 
@@ -41,8 +44,8 @@ StepLimits stepLimits(const Options& o, const LoadedModel& m) {
 // or a KV tier command naming every block to store and to load.
 size_t commandBufferBytes(const StepLimits& limits) {
   const size_t table = (size_t{limits.max_ctx} + limits.kv_block_size - 1) / limits.kv_block_size;
-  const size_t step =
-      32 + (24 + 4 * table) * (size_t{limits.max_slot} + 1) + 4 * size_t{limits.max_tokens};
+  const size_t step = 32 + (28 + 4 * table) * (size_t{limits.max_slot} + 1) +
+                      4 * size_t{limits.max_tokens} + 4 + 8 * size_t{limits.max_taps};
   const size_t tier = 40 + 2 * 12 * size_t{limits.kv_blocks};  // kKvTier: every block, twice
   return std::max(step, tier);
 }
@@ -116,9 +119,9 @@ Outcome serve(ClusterSession& session, const Options& o, const LoadedModel& m) {
     expandStep(cmd, batch);
     session.progress().noteBegun();  // node 0's progress probe sees this step taken up
     if (session.keepsStepsInFlight()) {
-      session.beginStep(batch);  // finished when node 0 says (kRetire)
+      session.beginStep(batch, cmd.taps);  // finished when node 0 says (kRetire)
     } else {
-      session.runStep(batch, logits);
+      session.runStep(batch, logits, cmd.taps);
     }
   }
 }
@@ -143,6 +146,7 @@ int runWorker(const Options& o, const LoadedModel& m, const Placement& placement
   RankSetOptions ro = rankSetOptions(o, placement);
   ro.kv_tier = kvTierOptionsFrom(o, m);
   bool rejoining = false;  // the driver was lost: connect() waits --rejoin-timeout for it
+  bool first = true;       // this process's first formation
   for (;;) {
     SessionHooks hooks;
     if (rejoining) {
@@ -151,6 +155,9 @@ int runWorker(const Options& o, const LoadedModel& m, const Placement& placement
     }
     std::unique_ptr<ClusterSession> session;
     try {
+      // Stages chosen by --split auto: node 0 sends them again (node/stage_rejoin.h).
+      if (o.pp_chosen && !first) agreeOnChosenStages(o, m, nullptr, hooks.connect_timeout);
+      first = false;
       session = std::make_unique<ClusterSession>(o, m, std::move(hooks));
     } catch (const Error& e) {
       if (!rejoining) throw;

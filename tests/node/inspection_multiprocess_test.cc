@@ -247,6 +247,33 @@ TEST_F(InspectionTest, TapsAgreeAcrossLayoutsAndWithLlamaCpp) {
   }
 }
 
+// A pipeline split takes each tap on the stage that holds its layer (llama-tiny-f32 has 2
+// layers: layer 0's taps come from stage 0, layer 1's from stage 1) and gathers it to node 0:
+// 2 stages of one node at --tp 1 and --tp 2, and of two nodes (4 nodes), give one rank's taps
+// within the F32 tolerance.
+TEST_F(InspectionTest, TapsInPipelineSplitsEqualOneRank) {
+  testing_support::ReferenceCase ref = testing_support::loadCase("llama-tiny-f32__paragraph");
+  std::optional<Taps> base;
+  for (auto [nodes, tp] : std::vector<std::pair<int, int>>{{1, 1}, {2, 1}, {2, 2}, {4, 1}}) {
+    const std::string layout = std::to_string(nodes) + "x" + std::to_string(tp);
+    SCOPED_TRACE(layout);
+    std::vector<std::string> extra;
+    if (nodes > 1) extra = {"--pp", "2"};
+    Cluster c(ref.model_file, nodes, tp, "pp_taps_" + layout, extra);
+    ASSERT_TRUE(c.ready()) << c.log(0);
+    Taps t = requestTaps(c, ref.prompt_ids, 4);
+    ASSERT_EQ(t.each.size(), kTapList.size()) << c.log(0);
+    if (!base) {
+      base = t;
+      continue;
+    }
+    EXPECT_EQ(t.text, base->text);
+    for (size_t i = 0; i < kTapList.size(); ++i) {
+      EXPECT_LE(maxAbsDiff(t.each[i], base->each[i]), 1e-4) << kTapList[i].dump();
+    }
+  }
+}
+
 // Reads and a tap request while a long generation runs: the generation's tokens are those of
 // the same request alone, and the reads finish while it is still running.
 TEST_F(InspectionTest, ReadsAndTapsDuringGenerationNeitherBlockNorChangeIt) {
@@ -433,6 +460,42 @@ TEST_F(InspectionTest, MixtureOfExpertsTensorsTapsAndExpertLoad) {
     }
     if (expert) {
       EXPECT_EQ(total, pairs);
+    }
+  }
+}
+
+// A mixture of experts in a pipeline split (2 stages of one node, one layer each): /metrics
+// counts the pairs routed on both stages (stage 1's reported to node 0 with each step), each
+// stage half of layers x experts used x tokens evaluated; its taps are one node's.
+TEST_F(InspectionTest, PipelineExpertLoadCountsEveryStage) {
+  testing_support::ReferenceCase ref = testing_support::loadCase("qwen3moe-tiny-f32__word");
+  const int max_tokens = 5;
+  const uint64_t per_stage =
+      1 /* layer */ * 2 /* used */ * (ref.prompt_ids.size() + max_tokens - 1);
+  std::optional<Taps> one;
+  for (int nodes : {1, 2}) {
+    SCOPED_TRACE(nodes);
+    std::vector<std::string> extra;
+    if (nodes > 1) extra = {"--pp", "2"};
+    Cluster c(ref.model_file, nodes, 1, "moe_pp_" + std::to_string(nodes), extra);
+    ASSERT_TRUE(c.ready()) << c.log(0);
+    Taps t = requestTaps(c, ref.prompt_ids, max_tokens);
+    ASSERT_EQ(t.each.size(), kTapList.size());
+    if (!one) {
+      one = t;
+      continue;
+    }
+    EXPECT_EQ(t.text, one->text);
+    for (size_t i = 0; i < t.each.size(); ++i) {
+      EXPECT_LE(maxAbsDiff(t.each[i], one->each[i]), 1e-4) << kTapList[i].dump();
+    }
+    const std::string m = c.get("/metrics").body;
+    for (int r = 0; r < 2; ++r) {
+      std::smatch hit;
+      const std::regex line("tpnode_rank_expert_pairs_total\\{rank=\"" + std::to_string(r) +
+                            "\"\\} ([0-9.e+]+)");
+      ASSERT_TRUE(std::regex_search(m, hit, line)) << "rank " << r << "\n" << m;
+      EXPECT_EQ(static_cast<uint64_t>(std::stod(hit[1])), per_stage) << "rank " << r;
     }
   }
 }

@@ -40,7 +40,8 @@ class PipelineServingTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove(model_); }
 
-  // Node `node` of `nodes` (1: a single node, no pipeline), serving on `port` when node 0.
+  // Node `node` of `nodes` (1: a single node, no pipeline), serving on `port` when node 0;
+  // `pp` stages (0: one per node; -1: no --pp given).
   std::unique_ptr<Process> start(int node, int nodes, uint16_t port, const std::string& tag,
                                  int parallel = 2, const std::string& peers = "",
                                  std::vector<std::string> extra = {},
@@ -50,8 +51,8 @@ class PipelineServingTest : public ::testing::Test {
         "60",      "--parallel", std::to_string(parallel), "--ctx-size", "512"};
     if (nodes > 1) {
       a.insert(a.end(),
-               {"--node-id", std::to_string(node), "--peers", peers.empty() ? peers_ : peers,
-                "--pp", std::to_string(pp > 0 ? pp : nodes)});
+               {"--node-id", std::to_string(node), "--peers", peers.empty() ? peers_ : peers});
+      if (pp >= 0) a.insert(a.end(), {"--pp", std::to_string(pp > 0 ? pp : nodes)});
     }
     if (node == 0) a.insert(a.end(), {"--port", std::to_string(port)});
     a.insert(a.end(), extra.begin(), extra.end());
@@ -336,6 +337,79 @@ TEST_F(PipelineServingTest, ALostMiddleStageFailsTheRequestAndTheClusterReforms)
   EXPECT_EQ(nodes[0]->wait(30s), 0) << nodes[0]->log();
   EXPECT_EQ(nodes[1]->wait(30s), 0) << nodes[1]->log();
   EXPECT_EQ(nodes[2]->wait(30s), 0) << nodes[2]->log();
+}
+
+// The fault path with steps in flight, 2 stages x --tp 2: four long requests keep steps of
+// different sequences in the pipeline (counted as overlapped); stage 1 is stopped and then
+// killed while they run. Every one of them fails with 503, the cluster re-forms when the node
+// is restarted with the same command line, and it answers with the text it gave before.
+TEST_F(PipelineServingTest, ALostStageWithStepsInFlightFailsEveryRequest) {
+  const uint16_t port = mesh::test::freePort();
+  const std::string peers = mesh::test::loopbackPeers(2);
+  const std::vector<std::string> tp = {"--tp", "2"};
+  std::vector<std::unique_ptr<Process>> nodes;
+  for (int n = 0; n < 2; ++n) {
+    nodes.push_back(start(n, 2, port, "inflight_fault_" + std::to_string(n), 4, peers, tp));
+  }
+  ASSERT_TRUE(awaitHealth(port, 200, 60s)) << nodes[0]->log();
+  const test::HttpResponse before = complete(port, "a b", 4);
+  ASSERT_EQ(before.status, 200) << before.body;
+  std::vector<test::HttpResponse> answers(4);
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < answers.size(); ++i) {
+    clients.emplace_back([&, i] {
+      answers[i] = complete(port, std::string(1, static_cast<char>('a' + i)) + " b", 400);
+    });
+  }
+  // Steps in flight: node 0 began a step while another was in the pipeline.
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (metric(port, "tpnode_pipeline_overlapped_steps_total") < 1 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  nodes[1]->signal(SIGSTOP);
+  std::this_thread::sleep_for(500ms);
+  nodes[1]->signal(SIGKILL);
+  for (auto& c : clients) c.join();
+  EXPECT_GE(metric(port, "tpnode_pipeline_overlapped_steps_total"), 1);
+  for (size_t i = 0; i < answers.size(); ++i) {
+    EXPECT_EQ(answers[i].status, 503) << i << ": " << answers[i].body;
+  }
+  nodes[1] = start(1, 2, port, "inflight_fault_1_again", 4, peers, tp);
+  ASSERT_TRUE(awaitHealth(port, 200, 90s)) << nodes[0]->log() << "\n" << nodes[1]->log();
+  const test::HttpResponse after = complete(port, "a b", 4);
+  ASSERT_EQ(after.status, 200) << after.body;
+  EXPECT_EQ(text(after), text(before));
+  nodes[0]->signal(SIGTERM);
+  for (auto& n : nodes) EXPECT_EQ(n->wait(30s), 0) << n->log();
+}
+
+// Rejoin under --split auto: node 0 chose the stages at startup. A worker killed and restarted
+// with its original command line (no --pp) meets node 0's re-formation in the split probe, is
+// sent the stages node 0 runs, and the cluster answers with the text it gave before.
+TEST_F(PipelineServingTest, ARestartedWorkerAdoptsTheStagesSplitAutoChose) {
+  const uint16_t port = mesh::test::freePort();
+  const std::string peers = mesh::test::loopbackPeers(2);
+  const std::vector<std::string> split = {"--split", "auto"};
+  std::vector<std::unique_ptr<Process>> nodes;
+  for (int n = 0; n < 2; ++n) {
+    nodes.push_back(start(n, 2, port, "auto_rejoin_" + std::to_string(n), 2, peers, split, {}, -1));
+  }
+  ASSERT_TRUE(awaitHealth(port, 200, 60s)) << nodes[0]->log() << "\n" << nodes[1]->log();
+  const test::HttpResponse before = complete(port, "a b", 4);
+  ASSERT_EQ(before.status, 200) << before.body;
+  nodes[1]->signal(SIGKILL);
+  EXPECT_EQ(nodes[1]->wait(10s), 128 + SIGKILL);
+  ASSERT_TRUE(awaitHealth(port, 503, 10s)) << nodes[0]->log();
+  nodes[1] = start(1, 2, port, "auto_rejoin_1_again", 2, peers, split, {}, -1);
+  ASSERT_TRUE(awaitHealth(port, 200, 90s)) << nodes[0]->log() << "\n" << nodes[1]->log();
+  EXPECT_TRUE(nodes[0]->waitForLog("re-forming with the", 1s)) << nodes[0]->log();
+  EXPECT_TRUE(nodes[1]->waitForLog("--split auto: node 0 chose", 1s)) << nodes[1]->log();
+  const test::HttpResponse after = complete(port, "a b", 4);
+  ASSERT_EQ(after.status, 200) << after.body;
+  EXPECT_EQ(text(after), text(before));
+  nodes[0]->signal(SIGTERM);
+  for (auto& n : nodes) EXPECT_EQ(n->wait(30s), 0) << n->log();
 }
 
 }  // namespace

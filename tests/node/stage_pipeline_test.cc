@@ -63,7 +63,8 @@ class ThreadPipeline {
         n.ranks = std::make_unique<RankSet>(
             *file_, config_, plan_,
             collectives::NodeGroup::create(n.view.get(), tp, collectives::CollectiveOptions{}), o);
-        n.pipeline = std::make_unique<StagePipeline>(*n.mesh, topo, *n.ranks, config_.n_embd);
+        n.pipeline = std::make_unique<StagePipeline>(*n.mesh, topo, *n.ranks, config_.n_embd,
+                                                     stages_.ranges);
       }));
     }
     for (auto& m : made) m.get();
@@ -110,6 +111,28 @@ class ThreadPipeline {
     return logits;
   }
   uint64_t overlappedSteps() const { return nodes_[0].pipeline->overlappedSteps(); }
+
+  // Steps with taps: begun on stage 0 one after the other (in flight), the other stages run
+  // them in order; node 0's taps of each step.
+  std::vector<model::TapSink> taps(const std::vector<std::vector<model::BatchToken>>& bs,
+                                   const std::vector<model::TapSpec>& specs) {
+    std::vector<std::future<void>> done;
+    std::vector<model::TapSink> out(bs.size());
+    for (size_t s = 0; s < nodes_.size(); ++s) {
+      done.push_back(std::async(std::launch::async, [&, s] {
+        StagePipeline& p = *nodes_[s].pipeline;
+        std::vector<float> logits;
+        if (s >= static_cast<size_t>(nodes_per_stage_)) {
+          for (const auto& b : bs) p.run(b, logits, specs);
+          return;
+        }
+        for (const auto& b : bs) p.begin(b, specs);
+        for (size_t i = 0; i < bs.size(); ++i) p.finish(logits, s == 0 ? &out[i] : nullptr);
+      }));
+    }
+    for (auto& d : done) d.get();
+    return out;
+  }
 
   // As testing_support::runModel: the prompt in one batch, then one token per step.
   RunOutput generate(const std::vector<int32_t>& prompt, const std::vector<int32_t>& forced,
@@ -355,7 +378,7 @@ TEST(StagePipelineTest, MicroBatchesPerStepSize) {
   o.stage = model::StagePart{{0, 1}, true, false};
   RankSet ranks(*file, cfg, plan,
                 collectives::NodeGroup::create(nullptr, 1, collectives::CollectiveOptions{}), o);
-  StagePipeline pipe(*mesh, topo, ranks, cfg.n_embd);
+  StagePipeline pipe(*mesh, topo, ranks, cfg.n_embd, {{0, 1}, {1, 2}, {2, 3}, {3, 4}});
   EXPECT_EQ(pipe.microBatches(1), 1u);
   EXPECT_EQ(pipe.microBatches(63), 1u);
   EXPECT_EQ(pipe.microBatches(64), 2u);
@@ -407,6 +430,62 @@ TEST(StagePipelineTest, StepsInFlightGiveTheIdsOfOneRank) {
     EXPECT_EQ(pipe.overlappedSteps(), static_cast<uint64_t>(n) * (k - 1));
   }
   std::filesystem::remove(path);
+}
+
+// Taps in a pipeline: each is taken on the stage that holds its layer and gathered to node 0,
+// with the rows the whole model takes at the same tp, bit for bit (the same float operations),
+// for steps cut into micro-batches, with steps in flight, and in stages of two nodes.
+TEST(StagePipelineTest, TapsComeFromTheStageThatHoldsTheirLayer) {
+  const ModelFile model(fourLayerLlama("f32", 13), "taps");
+  auto file = model::GgufFile::open(model.path);
+  const model::ModelConfig cfg = model::readModelConfig(file->metadata());
+  const std::vector<model::TapSpec> specs = {{3, model::TapPoint::kResidual},
+                                             {0, model::TapPoint::kAttnOut},
+                                             {2, model::TapPoint::kMlpOut},
+                                             {1, model::TapPoint::kResidual}};
+  // Two steps of two sequences: a 70-token prompt whose first 50 tokens are tapped (two
+  // micro-batches between two stages), and a short one not tapped.
+  std::vector<std::vector<model::BatchToken>> steps(2);
+  for (int32_t i = 0; i < 70; ++i) steps[0].push_back({300 + i, i, 0, i == 69, i < 50});
+  for (int32_t i = 0; i < 5; ++i) steps[1].push_back({260 + i, i, 1, i == 4, false});
+  for (int32_t i = 0; i < 3; ++i) steps[1].push_back({270 + i, i, 2, i == 2, true});
+  for (int tp : {1, 2}) {
+    // The whole model on one node at this tp, one step each.
+    const model::ShardPlan plan = model::planShards(cfg, model::tensorDescs(file->metadata()), tp);
+    RankSetOptions o;
+    o.ctx = 512;
+    o.slots = 4;
+    RankSet whole(*file, cfg, plan,
+                  collectives::NodeGroup::create(nullptr, tp, collectives::CollectiveOptions{}), o);
+    std::vector<model::TapSink> expected(steps.size());
+    for (size_t i = 0; i < steps.size(); ++i) {
+      std::vector<float> logits;
+      expected[i].specs = specs;
+      whole.run(steps[i], logits, &expected[i]);
+    }
+    // Splits whose ranks per stage are `tp`: local ranks x nodes per stage.
+    struct Split {
+      int stages, local_tp, nodes_per_stage;
+    };
+    const std::vector<Split> splits = tp == 1 ? std::vector<Split>{{2, 1, 1}, {4, 1, 1}}
+                                              : std::vector<Split>{{2, 2, 1}, {2, 1, 2}};
+    for (const Split& split : splits) {
+      SCOPED_TRACE(fmt::format("{} stages x {} nodes x tp {}", split.stages, split.nodes_per_stage,
+                               split.local_tp));
+      ThreadPipeline pipe(model.path, split.stages, split.local_tp, "", split.nodes_per_stage);
+      const std::vector<model::TapSink> got = pipe.taps(steps, specs);
+      for (size_t i = 0; i < steps.size(); ++i) {
+        ASSERT_EQ(got[i].specs, specs);
+        ASSERT_EQ(got[i].rows.size(), specs.size());
+        for (size_t k = 0; k < specs.size(); ++k) {
+          ASSERT_EQ(got[i].rows[k].size(), expected[i].rows[k].size())
+              << "step " << i << " tap " << k;
+          EXPECT_EQ(maxDiff(got[i].rows[k], expected[i].rows[k]), 0.0)
+              << "step " << i << " tap " << k;
+        }
+      }
+    }
+  }
 }
 
 TEST(PipelineWireTest, EveryFieldIsChecked) {

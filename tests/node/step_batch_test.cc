@@ -42,5 +42,20 @@ TEST(StepBatchTest, RowsMatchTheTokensMarkedForLogits) {
   EXPECT_EQ(rows, 5u);
 }
 
+// A chunk's first n_tap tokens are marked for taps (the prompt positions of a tapping request).
+TEST(StepBatchTest, TheFirstNTapTokensOfAChunkAreTapped) {
+  StepCommand cmd;
+  cmd.seqs.push_back({0, 0, kLogitsLast, {1, 2, 3}});
+  cmd.seqs.back().n_tap = 2;
+  cmd.seqs.push_back({1, 3, kLogitsLast, {5}});
+  std::vector<model::BatchToken> batch;
+  expandStep(cmd, batch);
+  ASSERT_EQ(batch.size(), 4u);
+  EXPECT_TRUE(batch[0].tap);
+  EXPECT_TRUE(batch[1].tap);
+  EXPECT_FALSE(batch[2].tap);
+  EXPECT_FALSE(batch[3].tap);
+}
+
 }  // namespace
 }  // namespace tpnode::node

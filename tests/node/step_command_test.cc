@@ -16,6 +16,8 @@ StepCommand sample() {
   c.clear_slots = {3};
   c.seqs.push_back({1, 0, kLogitsAll, {5, 6, 7}});
   c.seqs.push_back({2, 17, kLogitsLast, {9}, {4, 0, 7, 2, 1}});  // 5 blocks of 4 cover 0..17
+  c.seqs[0].n_tap = 2;
+  c.taps = {{1, model::TapPoint::kAttnOut}, {0, model::TapPoint::kResidual}};
   return c;
 }
 
@@ -33,6 +35,42 @@ TEST(StepCommandTest, RoundTrips) {
   EXPECT_EQ(d.seqs[1].flags, kLogitsLast);
   EXPECT_TRUE(d.seqs[0].blocks.empty());
   EXPECT_EQ(d.seqs[1].blocks, (std::vector<uint32_t>{4, 0, 7, 2, 1}));
+  EXPECT_EQ(d.seqs[0].n_tap, 2u);
+  EXPECT_EQ(d.seqs[1].n_tap, 0u);
+  EXPECT_EQ(d.taps, sample().taps);
+}
+
+// The taps every node learns (a pipeline's stages take those of their layers) are checked:
+// a layer beyond the model, a logits or unknown point, a repeated tap, more tapped tokens
+// than the chunk has.
+TEST(StepCommandTest, HostileTapsAreRefusedByName) {
+  auto message = [](const StepCommand& c, const StepLimits& lim) -> std::string {
+    std::vector<std::byte> b;
+    encodeStepCommand(c, b);
+    try {
+      decodeStepCommand(b, lim);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  StepLimits lim;
+  lim.n_layer = 2;
+  EXPECT_EQ(message(sample(), lim), "");
+  StepCommand c = sample();
+  c.taps[0].layer = 2;
+  EXPECT_NE(message(c, lim).find("tap layer 2"), std::string::npos) << message(c, lim);
+  c = sample();
+  c.taps[0].point = model::TapPoint::kLogits;
+  EXPECT_NE(message(c, lim).find("tap point 3"), std::string::npos) << message(c, lim);
+  c = sample();
+  c.taps[1] = c.taps[0];
+  EXPECT_NE(message(c, lim).find("twice"), std::string::npos) << message(c, lim);
+  c = sample();
+  c.seqs[1].n_tap = 2;
+  EXPECT_NE(message(c, lim).find("n_tap 2"), std::string::npos) << message(c, lim);
+  lim.max_taps = 1;
+  EXPECT_NE(message(sample(), lim).find("n_taps"), std::string::npos);
 }
 
 TEST(StepCommandTest, EveryTruncationIsRefused) {

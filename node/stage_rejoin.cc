@@ -1,0 +1,32 @@
+#include "node/stage_rejoin.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/error.h"
+#include "node/host_memory.h"
+#include "node/mesh_setup.h"
+#include "node/split_probe.h"
+
+namespace tpnode::node {
+
+int agreeOnChosenStages(const Options& o, const LoadedModel& model, const std::atomic<bool>* cancel,
+                        std::optional<std::chrono::milliseconds> connect_timeout) {
+  // The probe mesh of startup: its fingerprint is that of the options before the choice.
+  Options before = o;
+  before.pp = 1;
+  mesh::MeshOptions mo = makeMeshOptions(before, model.identity, {"phase=split-probe"});
+  mo.cancel = cancel;
+  if (connect_timeout) mo.connect_timeout = *connect_timeout;
+  const int stages = agreeOnStages(mo, availableHostMemory(), [&](const FormationFigures&) {
+    spdlog::info("[driver] --split auto: re-forming with the {} stage(s) chosen at startup", o.pp);
+    return o.pp;
+  });
+  if (stages != o.pp) {
+    fail(ErrorCode::kMismatch,
+         "--split auto: node 0 now runs {} stage(s), this node loaded {}; restart this node",
+         stages, o.pp);
+  }
+  return stages;
+}
+
+}  // namespace tpnode::node
