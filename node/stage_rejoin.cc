@@ -17,10 +17,14 @@ int agreeOnChosenStages(const Options& o, const LoadedModel& model, const std::a
   mesh::MeshOptions mo = makeMeshOptions(before, model.identity, {"phase=split-probe"});
   mo.cancel = cancel;
   if (connect_timeout) mo.connect_timeout = *connect_timeout;
-  const int stages = agreeOnStages(mo, availableHostMemory(), [&](const FormationFigures&) {
-    spdlog::info("[driver] --split auto: re-forming with the {} stage(s) chosen at startup", o.pp);
-    return o.pp;
-  });
+  // The stages are already chosen: nothing is measured again (rates travel as unknown).
+  const int stages = agreeOnStages(
+      mo, availableHostMemory(), [] { return RankRates{}; },
+      [&](const FormationFigures&) {
+        spdlog::info("[driver] --split auto: re-forming with the {} stage(s) chosen at startup",
+                     o.pp);
+        return o.pp;
+      });
   if (stages != o.pp) {
     fail(ErrorCode::kMismatch,
          "--split auto: node 0 now runs {} stage(s), this node loaded {}; restart this node",
