@@ -211,25 +211,4 @@ KvBlockCounters KvBlockStore::counters() const {
   return c;
 }
 
-std::vector<prometheus::MetricFamily> kvBlockMetricFamilies(const KvBlockCounters& c) {
-  auto family = [](const char* name, const char* help, uint64_t value) {
-    prometheus::ClientMetric m;
-    m.counter.value = static_cast<double>(value);
-    return prometheus::MetricFamily{name, help, prometheus::MetricType::Counter, {m}};
-  };
-  return {
-      family("tpnode_kv_redis_hits_total", "KV blocks loaded from Redis", c.hits),
-      family("tpnode_kv_redis_misses_total", "KV blocks looked up in Redis and not found",
-             c.misses),
-      family("tpnode_kv_redis_errors_total",
-             "KV block calls to Redis that failed (down, slow, damaged value): recomputed",
-             c.errors),
-      family("tpnode_kv_redis_puts_total", "KV blocks stored in Redis", c.puts),
-      family("tpnode_kv_redis_read_bytes_total", "Payload bytes of KV blocks loaded from Redis",
-             c.bytes_read),
-      family("tpnode_kv_redis_written_bytes_total", "Payload bytes of KV blocks stored in Redis",
-             c.bytes_written),
-  };
-}
-
 }  // namespace tpnode::node::redis

@@ -41,8 +41,6 @@
 #include <string>
 #include <vector>
 
-#include <prometheus/metric_family.h>
-
 #include "collectives/layout.h"
 #include "node/redis/redis_client.h"
 
@@ -118,9 +116,5 @@ class KvBlockStore {
   std::atomic<int64_t> paused_until_ns_{0};  // steady_clock
   LogLimiter log_limiter_;
 };
-
-// Prometheus families for /metrics (the counters of this node's ranks, summed):
-// tpnode_kv_redis_{hits,misses,errors,puts}_total and tpnode_kv_redis_{read,written}_bytes_total.
-std::vector<prometheus::MetricFamily> kvBlockMetricFamilies(const KvBlockCounters& c);
 
 }  // namespace tpnode::node::redis
