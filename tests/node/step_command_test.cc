@@ -21,6 +21,18 @@ StepCommand sample() {
   return c;
 }
 
+// Encodes `c` and decodes it under `lim`: the error's message, or "" when it is accepted.
+std::string message(const StepCommand& c, const StepLimits& lim) {
+  std::vector<std::byte> b;
+  encodeStepCommand(c, b);
+  try {
+    decodeStepCommand(b, lim);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(StepCommandTest, RoundTrips) {
   std::vector<std::byte> bytes;
   encodeStepCommand(sample(), bytes);
@@ -44,16 +56,6 @@ TEST(StepCommandTest, RoundTrips) {
 // a layer beyond the model, a logits or unknown point, a repeated tap, more tapped tokens
 // than the chunk has.
 TEST(StepCommandTest, HostileTapsAreRefusedByName) {
-  auto message = [](const StepCommand& c, const StepLimits& lim) -> std::string {
-    std::vector<std::byte> b;
-    encodeStepCommand(c, b);
-    try {
-      decodeStepCommand(b, lim);
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
-  };
   StepLimits lim;
   lim.n_layer = 2;
   EXPECT_EQ(message(sample(), lim), "");
@@ -111,16 +113,6 @@ TEST(StepCommandTest, HostileFieldsAreRefusedByName) {
 // Block tables are hostile too: an id beyond the cache, a table too short for the positions
 // the chunk writes, or a chunk beyond the context is refused before any rank reads a block.
 TEST(StepCommandTest, HostileBlockTablesAreRefused) {
-  auto message = [](const StepCommand& c, const StepLimits& lim) -> std::string {
-    std::vector<std::byte> b;
-    encodeStepCommand(c, b);
-    try {
-      decodeStepCommand(b, lim);
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
-  };
   StepLimits lim;
   lim.kv_block_size = 4;
   lim.kv_blocks = 8;
