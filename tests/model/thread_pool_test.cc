@@ -50,6 +50,7 @@ TEST(ThreadPoolTest, PoolsComeAndGo) {
 // back; others may take its last tasks, so what it runs of its share is 0, 1, 2, ... in order.
 TEST(ThreadPoolTest, CallerRunsItsShareInOrder) {
   ThreadPool pool(2);
+  size_t caller_ran = 0;
   for (int r = 0; r < 200; ++r) {
     const std::thread::id caller = std::this_thread::get_id();
     std::vector<int64_t> mine;  // tasks run by the caller, in order (only it appends)
@@ -57,11 +58,14 @@ TEST(ThreadPoolTest, CallerRunsItsShareInOrder) {
       ASSERT_EQ(e, b + 1);
       if (std::this_thread::get_id() == caller) mine.push_back(b);
     });
-    ASSERT_FALSE(mine.empty());
+    // A caller the OS preempted right after publishing the run may find its share taken by the
+    // worker: it then runs none of it. What it does run of its share starts at 0, in order.
+    caller_ran += mine.size();
     for (size_t i = 0; i < mine.size() && mine[i] < 16; ++i) {
       ASSERT_EQ(mine[i], static_cast<int64_t>(i)) << "run " << r;
     }
   }
+  EXPECT_GT(caller_ran, 0u) << "the caller never ran a task of its own runs";
 }
 
 double processCpuSeconds() {

@@ -235,6 +235,15 @@ TEST(TptopoReportTest, PlanOfAModelOnTheMeasuredLinks) {
   EXPECT_TRUE(missing.ran);
   EXPECT_NE(missing.error, "");
   EXPECT_TRUE(missing.candidates.empty());
+  // A link below the bar is still priced with its measured figures; a failed one is not.
+  t.plan_model = path;
+  r.links[0].verdict = Verdict::kDegraded;
+  r.links[0].error = "below the bar";
+  EXPECT_EQ(planReport(t, 2, r.links).error, "");
+  EXPECT_EQ(planReport(t, 2, r.links).chosen, "pipeline 2 stages");
+  r.links[0].verdict = Verdict::kFailed;
+  EXPECT_EQ(planReport(t, 2, r.links).error, "no link was measured");
+  r.links[0].verdict = Verdict::kOk;
   r.links[0].measured = false;
   EXPECT_EQ(planReport(t, 2, r.links).error, "no link was measured");
 }

@@ -16,8 +16,10 @@ PlanInfo planReport(const TopoOptions& t, int nodes, const std::vector<LinkResul
   p.parallel = std::max(1, t.plan_parallel);
   double rtt = 0, gbps = 0;
   bool measured = false;
+  // A degraded link (below the --min-link-gbps / --max-rtt-p99-us bar) was measured all the same:
+  // its figures are what the plans must be priced with. Only a failed link has none.
   for (const LinkResult& l : links) {
-    if (!l.measured || !l.error.empty()) continue;
+    if (!l.measured || l.verdict == Verdict::kFailed) continue;
     const double slower = std::min(l.gbps_ab, l.gbps_ba);
     gbps = measured ? std::min(gbps, slower) : slower;
     rtt = std::max(rtt, l.rtt_us_p50);
