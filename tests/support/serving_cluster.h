@@ -8,9 +8,9 @@
 // - Node N's output goes to <log_dir>/<tag>_n<N>.log (a restarted node: <tag>_n<N>_<suffix>.log).
 // - Nothing starts in the constructor: start() starts one node (killing the process that had
 //   that node, if any), startAll() every node, workers first.
-// - The destructor stops what still runs: SIGTERM to node 0, then every node is waited for
-//   (30 s each, killed after). expectCleanShutdown() does the same and expects exit 0 from every
-//   node, with its log.
+// - The destructor stops what still runs: SIGTERM to node 0 (unless it was seen to exit), then
+//   every node is waited for (30 s each, killed after). expectCleanShutdown() does the same and
+//   expects exit 0 from every node, with its log.
 // - One thread uses a ServingCluster; the HTTP calls may come from any thread (they only read
 //   the port).
 #pragma once
@@ -132,7 +132,7 @@ class ServingCluster {
   // SIGTERM to node 0 (it shuts the cluster down), then every node must exit 0.
   void expectCleanShutdown() {
     using namespace std::chrono_literals;
-    if (nodes_.at(0)) nodes_[0]->signal(SIGTERM);
+    if (nodes_.at(0) && !nodes_[0]->exited()) nodes_[0]->signal(SIGTERM);
     for (size_t n = 0; n < nodes_.size(); ++n) {
       if (!nodes_[n]) continue;
       EXPECT_EQ(nodes_[n]->wait(30s), 0) << "node " << n << ":\n" << nodes_[n]->log();
@@ -143,7 +143,7 @@ class ServingCluster {
  private:
   void stop() {
     using namespace std::chrono_literals;
-    if (!nodes_.empty() && nodes_[0]) nodes_[0]->signal(SIGTERM);
+    if (!nodes_.empty() && nodes_[0] && !nodes_[0]->exited()) nodes_[0]->signal(SIGTERM);
     for (auto& p : nodes_) {
       if (p) p->wait(30s);
       p.reset();
