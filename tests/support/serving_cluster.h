@@ -89,7 +89,6 @@ class ServingCluster {
 
   mesh::test::Process& node(int n) { return *nodes_.at(static_cast<size_t>(n)); }
   uint16_t port() const { return port_; }
-  int nodes() const { return spec_.nodes; }
 
   test::HttpResponse get(const std::string& path, double timeout_s = 10) const {
     return test::httpRequest("127.0.0.1", port_, "GET", path, "", timeout_s);
