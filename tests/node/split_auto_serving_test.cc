@@ -60,14 +60,19 @@ class SplitAutoServingTest : public ::testing::Test {
   }
 
   static nlohmann::json request(const std::string& prompt, int max_tokens) {
-    return {
-        {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true}};
+    return {{"prompt", prompt},
+            {"max_tokens", max_tokens},
+            {"temperature", 0},
+            {"ignore_eos", true},
+            {"logprobs", 1}};
   }
+  // The greedy tokens of an answer, one by one, and its text.
   static std::string text(const test::HttpResponse& r) {
-    return nlohmann::json::parse(r.body)["choices"][0]["text"].get<std::string>();
+    const nlohmann::json choice = nlohmann::json::parse(r.body)["choices"][0];
+    return choice["logprobs"]["tokens"].dump() + " " + choice["text"].get<std::string>();
   }
 
-  // The greedy text of one node for each prompt.
+  // The greedy tokens of one node for each prompt.
   std::vector<std::string> oneNodeTexts(const std::vector<std::string>& prompts) {
     ServingCluster one(spec(1, "one"));
     one.startAll();
@@ -76,6 +81,10 @@ class SplitAutoServingTest : public ::testing::Test {
     for (const std::string& p : prompts) {
       const test::HttpResponse r = one.complete(request(p, 12));
       EXPECT_EQ(r.status, 200) << r.body;
+      if (r.status == 200) {
+        EXPECT_EQ(nlohmann::json::parse(r.body)["choices"][0]["logprobs"]["tokens"].size(), 12u)
+            << r.body;
+      }
       out.push_back(r.status == 200 ? text(r) : std::string());
     }
     one.expectCleanShutdown();
