@@ -5,10 +5,10 @@
 // the compute counts make tensor parallelism win (it divides the compute by the nodes).
 // - 4 nodes choose 4 pipeline stages; a worker holding a middle stage killed while requests
 //   are in flight fails them with 503; restarted with its command line, it adopts its stage and
-//   the cluster answers with the greedy text of one node.
+//   the cluster answers with the greedy tokens of one node.
 // - Node 0 restarted with other figures chooses again (tensor, then 2 stages); the worker that
 //   stayed loads node 0's new stages instead of keeping its own, and the cluster answers with
-//   the greedy text of one node.
+//   the greedy tokens of one node.
 #include <gtest/gtest.h>
 
 #include <filesystem>
