@@ -1,5 +1,7 @@
 #include "node/mesh_setup.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
@@ -54,9 +56,12 @@ mesh::MeshOptions makeMeshOptions(const Options& o, const std::string& model_ide
                     std::to_string(o.kv_block_size));
     items.push_back("head=" + std::string(enumName(o.head)));
     items.push_back("moe_placement=" + std::string(enumName(o.moe_placement)));
-    if (o.pp > 1) {  // every node must cut the same stages
-      items.push_back("pp=" + std::to_string(o.pp));
-      items.push_back("pp_layers=" + (o.pp_layers.empty() ? std::string("balanced") : o.pp_layers));
+    // Every node cuts its own stage before the mesh forms, so every node must be started with
+    // the same stages; the keys name the flags, which a refusal then names with each node's.
+    items.push_back("stages (--pp, --split)=" + std::to_string(std::max(1, o.pp)));
+    if (o.pp > 1) {
+      items.push_back("stage layers (--pp-layers)=" +
+                      (o.pp_layers.empty() ? std::string("balanced") : o.pp_layers));
     }
   }
   items.insert(items.end(), extra_items.begin(), extra_items.end());

@@ -29,7 +29,8 @@ constexpr size_t kReportBytes = 32;
 constexpr size_t kVerdictBytes = 4;
 // Far above any real round trip (seconds); a larger one is a malformed report.
 constexpr double kMaxRttUs = 600e6;
-// Far above any rank (bytes or multiply-adds per second); a larger one is a malformed report.
+// Far above any rank (bytes or multiply-adds per second), and the most --split-rank-macs
+// declares (1e9 G/s; --split-rank-read: 1e6 GB/s); a larger one is a malformed report.
 constexpr double kMaxRate = 1e18;
 
 using Clock = std::chrono::steady_clock;
@@ -80,7 +81,7 @@ void answerBandwidth(mesh::Mesh& m, std::vector<std::byte>& buf) {
 }
 
 bool validRate(double r) {
-  return r >= 0 && r < kMaxRate;  // false for NaN
+  return r >= 0 && r <= kMaxRate;  // false for NaN
 }
 
 int workerSide(mesh::Mesh& m, double rtt_us, uint64_t memory,

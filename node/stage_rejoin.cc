@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/error.h"
 #include "node/host_memory.h"
 #include "node/mesh_setup.h"
 #include "node/split_probe.h"
@@ -17,18 +16,23 @@ int agreeOnChosenStages(const Options& o, const LoadedModel& model, const std::a
   mesh::MeshOptions mo = makeMeshOptions(before, model.identity, {"phase=split-probe"});
   mo.cancel = cancel;
   if (connect_timeout) mo.connect_timeout = *connect_timeout;
-  // The stages are already chosen: nothing is measured again (rates travel as unknown).
+  // The stages are already chosen: nothing is measured again (a node 0 restarted since, which
+  // chooses anew, gets the figures this node was given, else unknown).
+  RankRates declared;
+  declared.read_bytes_per_s = o.split_rank_read_gbps * 1e9;
+  declared.macs_per_s = o.split_rank_gmacs * 1e9;
   const int stages = agreeOnStages(
-      mo, availableHostMemory(), [] { return RankRates{}; },
+      mo, availableHostMemory(), [&] { return declared; },
       [&](const FormationFigures&) {
         spdlog::info("[driver] --split auto: re-forming with the {} stage(s) chosen at startup",
                      o.pp);
         return o.pp;
       });
   if (stages != o.pp) {
-    fail(ErrorCode::kMismatch,
-         "--split auto: node 0 now runs {} stage(s), this node loaded {}; restart this node",
-         stages, o.pp);
+    spdlog::warn(
+        "[worker] --split auto: node 0 now runs {} stage(s) (it was restarted and chose again); "
+        "this node loaded {}: loading node 0's stages",
+        stages, o.pp);
   }
   return stages;
 }

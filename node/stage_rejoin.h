@@ -2,16 +2,20 @@
 // formation after the first begins with the split probe's exchange again (node/split_probe.h,
 // the same probe mesh and fingerprint as at startup), in which node 0 sends the stages it runs
 // instead of choosing anew. So a node restarted with its original command line, whose startup
-// probe meets node 0's re-formation, adopts node 0's stages, and the nodes that stayed check
-// that they still agree with node 0 (a restarted node 0 chooses again).
+// probe meets node 0's re-formation, adopts node 0's stages; and a restarted node 0 chooses
+// again at its startup, which the nodes that stayed meet here: they are told its choice. Node
+// 0's stages are the only ones the cluster then runs (a node never joins with others).
 //
 // Contract
 // - Collective, like chooseStagesAtFormation(): node 0 calls agreeOnChosenStages() at the start
 //   of every formation but its first, every worker at the start of every formation but its
 //   first, when options.pp_chosen (the stages came from the startup choice).
-// - Returns node 0's stages. A worker whose loaded stages (options.pp) differ throws
-//   Error(kMismatch) naming both (it must be restarted to load the other stages). Errors of the
-//   probe: node/split_probe.h (a node missing past the timeout, *cancel turning true).
+// - Returns node 0's stages, which may differ from this worker's loaded ones (options.pp) when
+//   node 0 was restarted: the worker then loads node 0's stages before the cluster forms
+//   (node/worker.cc). Nothing is measured again: a worker reports its --split-rank-read /
+//   --split-rank-macs figures (0, unknown, where not given) to a node 0 that chooses anew.
+//   Errors of the probe: node/split_probe.h (a node missing past the timeout, *cancel turning
+//   true).
 #pragma once
 
 #include <atomic>

@@ -142,9 +142,12 @@ Outcome awaitDriver(ClusterSession& session, const StepLimits& limits) {
 
 }  // namespace
 
-int runWorker(const Options& o, const LoadedModel& m, const Placement& placement) {
+int runWorker(const Options& given, const LoadedModel& loaded, const Placement& placement) {
+  Options o = given;  // o.pp: the stages this node runs (node 0's, under --split auto)
+  std::unique_ptr<LoadedModel> restaged;  // node 0's stages, when they changed (below)
+  const LoadedModel* model = &loaded;
   RankSetOptions ro = rankSetOptions(o, placement);
-  ro.kv_tier = kvTierOptionsFrom(o, m);
+  ro.kv_tier = kvTierOptionsFrom(o, *model);
   bool rejoining = false;  // the driver was lost: connect() waits --rejoin-timeout for it
   bool first = true;       // this process's first formation
   for (;;) {
@@ -155,10 +158,20 @@ int runWorker(const Options& o, const LoadedModel& m, const Placement& placement
     }
     std::unique_ptr<ClusterSession> session;
     try {
-      // Stages chosen by --split auto: node 0 sends them again (node/stage_rejoin.h).
-      if (o.pp_chosen && !first) agreeOnChosenStages(o, m, nullptr, hooks.connect_timeout);
+      // Stages chosen by --split auto: node 0 sends them again (node/stage_rejoin.h); a
+      // restarted node 0 may have chosen others, which this node then loads.
+      if (o.pp_chosen && !first) {
+        const int stages = agreeOnChosenStages(o, *model, nullptr, hooks.connect_timeout);
+        if (stages != o.pp) {
+          o.pp = stages;
+          restaged.reset();
+          restaged = loadModel(o);
+          model = restaged.get();
+          ro.kv_tier = kvTierOptionsFrom(o, *model);
+        }
+      }
       first = false;
-      session = std::make_unique<ClusterSession>(o, m, std::move(hooks));
+      session = std::make_unique<ClusterSession>(o, *model, std::move(hooks));
     } catch (const Error& e) {
       if (!rejoining) throw;
       spdlog::error(
@@ -177,7 +190,7 @@ int runWorker(const Options& o, const LoadedModel& m, const Placement& placement
       session->reportLoaded();
       spdlog::info("[worker] node {} ready: {} local rank(s) serving driver node 0", o.node_id,
                    o.tp);
-      outcome = serve(*session, o, m);
+      outcome = serve(*session, o, *model);
     } catch (const Error& e) {
       session->dropRanks();
       if (!session->mesh()->peerAlive(0)) {
@@ -185,7 +198,7 @@ int runWorker(const Options& o, const LoadedModel& m, const Placement& placement
       } else {
         spdlog::warn("[worker] cluster fault: {}; waiting for the driver to re-form", e.what());
         try {
-          outcome = awaitDriver(*session, stepLimits(o, m));
+          outcome = awaitDriver(*session, stepLimits(o, *model));
         } catch (const Error& e2) {
           driver_lost = e2.what();
         }

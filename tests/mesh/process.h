@@ -108,6 +108,9 @@ class Process {
     return code_;
   }
   void signal(int sig) { ::kill(pid_, sig); }
+  // True once wait() has seen it exit (its pid may then belong to another process: signal no
+  // more).
+  bool exited() const { return exited_; }
   pid_t pid() const { return pid_; }
 
   std::string log() const {

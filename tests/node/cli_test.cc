@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "common/error.h"
+#include "mesh/handshake.h"
 #include "node/api/api_options.h"
 #include "node/loaded_model.h"
+#include "node/mesh_setup.h"
 #include "node/options.h"
 #include "node/split_choice.h"
 
@@ -105,6 +107,33 @@ TEST(CliTest, SplitResolvesIntoStages) {
   EXPECT_FALSE(splitChoiceNeeded(with({"--split", "auto", "--pp", "2"}).options));
   EXPECT_FALSE(splitChoiceNeeded(d.options));
   EXPECT_FALSE(splitChoiceNeeded(parse({"--split", "auto"}).options));  // one node
+}
+
+// The rule for the stages: every node is started with the same (each cuts its own layers before
+// the mesh forms), and the cluster fingerprint carries them under keys that name the flags, so
+// that a node started with other stages is refused naming the flag and both nodes' values.
+TEST(CliTest, StagesAreInTheFingerprintNamedByTheirFlags) {
+  auto node = [](int id, std::vector<std::string> extra) {
+    std::vector<std::string> a = {"--peers", "127.0.0.1:9500,127.0.0.1:9501", "--node-id",
+                                  std::to_string(id), "--insecure"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    Parsed p = parse(a);
+    EXPECT_EQ(p.result, ParseResult::kRun);
+    return makeMeshOptions(p.options, "m");
+  };
+  const mesh::MeshOptions pp0 = node(0, {"--pp", "2"});
+  const mesh::MeshOptions none1 = node(1, {});
+  EXPECT_NE(pp0.fingerprint, none1.fingerprint);
+  EXPECT_EQ(mesh::describeFingerprintMismatch(1, none1.fingerprint_text, 0, pp0.fingerprint_text),
+            "stages (--pp, --split): node 1 has '1', node 0 has '2'; "
+            "stage layers (--pp-layers): node 1 has '(none)', node 0 has 'balanced'");
+  // The same stages however they are given agree.
+  EXPECT_EQ(node(1, {"--split", "pipeline"}).fingerprint, pp0.fingerprint);
+  EXPECT_EQ(node(1, {"--split", "auto", "--pp", "2"}).fingerprint, pp0.fingerprint);
+  EXPECT_EQ(node(1, {"--split", "tensor"}).fingerprint, none1.fingerprint);
+  const mesh::MeshOptions layers1 = node(1, {"--pp", "2", "--pp-layers", "0-0,1-3"});
+  EXPECT_EQ(mesh::describeFingerprintMismatch(1, layers1.fingerprint_text, 0, pp0.fingerprint_text),
+            "stage layers (--pp-layers): node 1 has '0-0,1-3', node 0 has 'balanced'");
 }
 
 TEST(CliTest, RepeatedPeerIsRefusedNamingBothEntries) {

@@ -18,7 +18,7 @@
 #include "tests/mesh/process.h"
 #include "tests/model/reference_cases.h"
 #include "tests/model/reference_data.h"
-#include "tests/support/http_client.h"
+#include "tests/support/serving_cluster.h"
 
 namespace tpnode::node {
 namespace {
@@ -27,48 +27,31 @@ using mesh::test::Process;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-// One served cluster: `nodes` processes of `tp` local ranks; node 0 serves the API.
+// One served cluster: `nodes` processes of `tp` local ranks; node 0 serves the API. Started at
+// once; node 0 gets SIGTERM when it goes out of scope (tests/support/serving_cluster.h).
 class Cluster {
  public:
   Cluster(const std::string& model, int nodes, int tp, const std::string& tag,
-          std::vector<std::string> extra = {}) {
-    port_ = mesh::test::freePort();
-    const std::string peers = mesh::test::loopbackPeers(nodes);
-    for (int n = nodes - 1; n >= 0; --n) {
-      std::vector<std::string> a = {"--model",           model, "--tp",        std::to_string(tp),
-                                    "--connect-timeout", "30",  "--log-level", "warn"};
-      if (nodes > 1) a.insert(a.end(), {"--node-id", std::to_string(n), "--peers", peers});
-      a.insert(a.end(), extra.begin(), extra.end());
-      if (n == 0) a.insert(a.end(), {"--port", std::to_string(port_)});
-      procs_.push_back(std::make_unique<Process>(
-          a, std::vector<std::string>{mesh::test::testClusterSecretEnv()},
-          ::testing::TempDir() + "/inspect_" + tag + "_n" + std::to_string(n) + ".log"));
-    }
-    std::reverse(procs_.begin(), procs_.end());
+          std::vector<std::string> extra = {})
+      : c_({.model = model, .nodes = nodes, .args = args(tp, extra), .tag = "inspect_" + tag}) {
+    c_.startAll();
   }
-  ~Cluster() {
-    procs_[0]->signal(SIGTERM);
-    for (auto& p : procs_) p->wait(30s);
-  }
-  bool ready() {
-    auto deadline = std::chrono::steady_clock::now() + 60s;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (get("/health").status == 200) return true;
-      std::this_thread::sleep_for(50ms);
-    }
-    return false;
-  }
-  test::HttpResponse get(const std::string& path) {
-    return test::httpRequest("127.0.0.1", port_, "GET", path, "", 30);
-  }
+  bool ready() { return c_.awaitHealth(200, 60s); }
+  test::HttpResponse get(const std::string& path) { return c_.get(path, 30); }
   test::HttpResponse post(const std::string& path, const json& body) {
-    return test::httpRequest("127.0.0.1", port_, "POST", path, body.dump(), 60);
+    return c_.post(path, body, 60);
   }
-  std::string log(int node) { return procs_[static_cast<size_t>(node)]->log(); }
+  std::string log(int node) { return c_.node(node).log(); }
 
  private:
-  uint16_t port_ = 0;
-  std::vector<std::unique_ptr<Process>> procs_;
+  static std::vector<std::string> args(int tp, const std::vector<std::string>& extra) {
+    std::vector<std::string> a = {"--tp", std::to_string(tp), "--connect-timeout",
+                                  "30",   "--log-level",      "warn"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+
+  testing_support::ServingCluster c_;
 };
 
 struct Npy {

@@ -19,6 +19,7 @@
 #include "tests/model/reference_data.h"
 #include "tests/support/cluster_run.h"
 #include "tests/support/read_file.h"
+#include "tests/support/serving_cluster.h"
 #include "tools/test_model.h"
 
 namespace tpnode::node {
@@ -225,6 +226,31 @@ TEST(PipelineMultiprocessTest, WhatCannotRunIsRefusedClearly) {
     EXPECT_NE(run.node_rc[0], 0) << run.logs[0];
     EXPECT_NE(run.logs[0].find(r.message), std::string::npos) << run.logs[0];
   }
+}
+
+// Every node must be started with the same stages: --pp given to node 0 alone is refused on
+// both nodes, each log naming the flag and both nodes' values, and both exit non-zero once
+// --connect-timeout has passed (they wait for the right peer until then).
+TEST(PipelineMultiprocessTest, PpOnNodeZeroAloneIsRefusedNamingTheFlagAndTheNode) {
+  testing_support::ServingCluster c({.model = testing_support::referenceModel("llama-tiny-f32"),
+                                     .nodes = 2,
+                                     .args = {"--connect-timeout", "3"},
+                                     .node0_args = {"--pp", "2"},
+                                     .tag = "pp_node0_alone"});
+  c.startAll();
+  const std::string named = "stages (--pp, --split): node 1 has '1', node 0 has '2'";
+  for (int n = 0; n < 2; ++n) {
+    const int rc = c.node(n).wait(60s);
+    EXPECT_NE(rc, 0) << c.node(n).log();
+    EXPECT_NE(rc, -1) << "node " << n << " did not exit in time:\n" << c.node(n).log();
+    EXPECT_NE(c.node(n).log().find("cluster fingerprint differs: " + named), std::string::npos)
+        << c.node(n).log();
+  }
+  // Node 0's last word, the reason the cluster did not form, names it too.
+  const std::string log0 = c.node(0).log();
+  const size_t last = log0.find("the cluster could not form");
+  ASSERT_NE(last, std::string::npos) << log0;
+  EXPECT_NE(log0.find(named, last), std::string::npos) << log0;
 }
 
 }  // namespace

@@ -15,16 +15,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/mesh/free_ports.h"
-#include "tests/mesh/process.h"
-#include "tests/support/http_client.h"
+#include "tests/support/serving_cluster.h"
 #include "tools/test_model.h"
 
 namespace tpnode::node {
 namespace {
 
-using mesh::test::Process;
 using namespace std::chrono_literals;
+using testing_support::ServingCluster;
 
 class PipelineServingTest : public ::testing::Test {
  protected:
@@ -40,62 +38,34 @@ class PipelineServingTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove(model_); }
 
-  // Node `node` of `nodes` (1: a single node, no pipeline), serving on `port` when node 0;
-  // `pp` stages (0: one per node; -1: no --pp given).
-  std::unique_ptr<Process> start(int node, int nodes, uint16_t port, const std::string& tag,
-                                 int parallel = 2, const std::string& peers = "",
-                                 std::vector<std::string> extra = {},
-                                 std::vector<std::string> env = {}, int pp = 0) {
-    std::vector<std::string> a = {
-        "--model", model_,       "--liveness-timeout",     "2",          "--connect-timeout",
-        "60",      "--parallel", std::to_string(parallel), "--ctx-size", "512"};
-    if (nodes > 1) {
-      a.insert(a.end(),
-               {"--node-id", std::to_string(node), "--peers", peers.empty() ? peers_ : peers});
-      if (pp >= 0) a.insert(a.end(), {"--pp", std::to_string(pp > 0 ? pp : nodes)});
-    }
-    if (node == 0) a.insert(a.end(), {"--port", std::to_string(port)});
+  // `nodes` nodes (1: a single node, no pipeline) with `parallel` slots and `pp` stages (0: one
+  // per node; -1: no --pp given), `extra` on every node; none is started yet.
+  ServingCluster cluster(int nodes, const std::string& tag, int parallel = 2,
+                         std::vector<std::string> extra = {}, int pp = 0) const {
+    std::vector<std::string> a = {"--liveness-timeout", "2",
+                                  "--connect-timeout",  "60",
+                                  "--parallel",         std::to_string(parallel),
+                                  "--ctx-size",         "512"};
+    if (nodes > 1 && pp >= 0) a.insert(a.end(), {"--pp", std::to_string(pp > 0 ? pp : nodes)});
     a.insert(a.end(), extra.begin(), extra.end());
-    env.push_back(mesh::test::testClusterSecretEnv());
-    return std::make_unique<Process>(a, env,
-                                     ::testing::TempDir() + "/pipeline_serving_" + tag + ".log");
+    return ServingCluster(
+        {.model = model_, .nodes = nodes, .args = a, .tag = "pipeline_serving_" + tag});
   }
 
-  static test::HttpResponse complete(uint16_t port, const nlohmann::json& prompt, int max_tokens) {
-    nlohmann::json body = {
-        {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true}};
-    return test::httpRequest("127.0.0.1", port, "POST", "/v1/completions", body.dump(), 60);
-  }
-
-  // A counter of node 0's /metrics (-1 when it is missing).
-  static double metric(uint16_t port, const std::string& name) {
-    const auto r = test::httpRequest("127.0.0.1", port, "GET", "/metrics", "", 10);
-    for (size_t at = r.body.find(name); at != std::string::npos; at = r.body.find(name, at + 1)) {
-      if ((at == 0 || r.body[at - 1] == '\n') && r.body[at + name.size()] == ' ') {
-        return std::stod(r.body.substr(at + name.size() + 1));
-      }
-    }
-    return -1;
-  }
-
-  static bool awaitHealth(uint16_t port, int status, std::chrono::milliseconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (test::httpRequest("127.0.0.1", port, "GET", "/health", "", 5).status == status) {
-        return true;
-      }
-      std::this_thread::sleep_for(100ms);
-    }
-    return false;
+  static test::HttpResponse complete(const ServingCluster& c, const nlohmann::json& prompt,
+                                     int max_tokens) {
+    return c.complete(
+        {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true}},
+        60);
   }
 
   // A request for the logits of every prompt position (a logits tap): the rows, flattened.
-  static std::vector<float> logitsTap(uint16_t port, const std::string& prompt) {
+  static std::vector<float> logitsTap(const ServingCluster& c, const std::string& prompt) {
     nlohmann::json body = {{"prompt", prompt},
                            {"max_tokens", 2},
                            {"temperature", 0},
                            {"taps", {{{"point", "logits"}}}}};
-    auto r = test::httpRequest("127.0.0.1", port, "POST", "/v1/completions", body.dump(), 60);
+    auto r = c.complete(body, 60);
     std::vector<float> flat;
     EXPECT_EQ(r.status, 200) << r.body.substr(0, 300);
     if (r.status != 200) return flat;
@@ -113,41 +83,37 @@ class PipelineServingTest : public ::testing::Test {
   }
 
   std::string model_;
-  std::string peers_ = mesh::test::loopbackPeers(3);
 };
 
 TEST_F(PipelineServingTest, ConcurrentRequestsGetTheTextOfOneNode) {
   const std::vector<std::string> prompts = {"a b", "ab ba", "b a b", "ba ab a", "a"};
   std::vector<std::string> expected;
   {
-    const uint16_t port = mesh::test::freePort();
-    auto one = start(0, 1, port, "one");
-    ASSERT_TRUE(awaitHealth(port, 200, 60s)) << one->log();
+    ServingCluster one = cluster(1, "one");
+    one.startAll();
+    ASSERT_TRUE(one.awaitHealth(200, 60s)) << one.node(0).log();
     for (const std::string& p : prompts) {
-      auto r = complete(port, p, 12);
+      auto r = complete(one, p, 12);
       ASSERT_EQ(r.status, 200) << r.body;
       expected.push_back(text(r));
     }
-    one->signal(SIGTERM);
-    EXPECT_EQ(one->wait(30s), 0) << one->log();
+    one.expectCleanShutdown();
   }
-  const uint16_t port = mesh::test::freePort();
-  std::vector<std::unique_ptr<Process>> nodes;
-  for (int n = 0; n < 3; ++n) nodes.push_back(start(n, 3, port, "pp3_" + std::to_string(n)));
-  ASSERT_TRUE(awaitHealth(port, 200, 60s)) << nodes[0]->log();
+  ServingCluster c = cluster(3, "pp3");
+  c.startAll();
+  ASSERT_TRUE(c.awaitHealth(200, 60s)) << c.node(0).log();
   // 5 requests at once on 2 slots: batched decode steps, queued prompts joining running ones.
   std::vector<test::HttpResponse> answers(prompts.size());
   std::vector<std::thread> clients;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    clients.emplace_back([&, i] { answers[i] = complete(port, prompts[i], 12); });
+    clients.emplace_back([&, i] { answers[i] = complete(c, prompts[i], 12); });
   }
-  for (auto& c : clients) c.join();
+  for (auto& t : clients) t.join();
   for (size_t i = 0; i < prompts.size(); ++i) {
     ASSERT_EQ(answers[i].status, 200) << answers[i].body;
     EXPECT_EQ(text(answers[i]), expected[i]) << prompts[i];
   }
-  nodes[0]->signal(SIGTERM);
-  for (auto& n : nodes) EXPECT_EQ(n->wait(30s), 0) << n->log();
+  c.expectCleanShutdown();
 }
 
 // Keeping the pipeline full: 16 concurrent requests (16 slots) through 2 and 3 stages (and 2
@@ -169,46 +135,41 @@ TEST_F(PipelineServingTest, StepsInFlightKeepTheTextOfOneNode) {
   std::string expected_long;
   std::vector<float> expected_tap;
   {
-    const uint16_t port = mesh::test::freePort();
-    auto one = start(0, 1, port, "inflight_one", 16);
-    ASSERT_TRUE(awaitHealth(port, 200, 60s)) << one->log();
+    ServingCluster one = cluster(1, "inflight_one", 16);
+    one.startAll();
+    ASSERT_TRUE(one.awaitHealth(200, 60s)) << one.node(0).log();
     for (const auto& p : prompts) {
-      auto r = complete(port, p, 12);
+      auto r = complete(one, p, 12);
       ASSERT_EQ(r.status, 200) << r.body;
       expected.push_back(text(r));
     }
-    auto r = complete(port, long_prompt, 8);
+    auto r = complete(one, long_prompt, 8);
     ASSERT_EQ(r.status, 200) << r.body;
     expected_long = text(r);
-    expected_tap = logitsTap(port, "ab ba a b");
-    EXPECT_EQ(metric(port, "tpnode_pipeline_overlapped_steps_total"), 0);
-    one->signal(SIGTERM);
-    EXPECT_EQ(one->wait(30s), 0) << one->log();
+    expected_tap = logitsTap(one, "ab ba a b");
+    EXPECT_EQ(one.metric("tpnode_pipeline_overlapped_steps_total"), 0);
+    one.expectCleanShutdown();
   }
   // 2 and 3 stages of one node, and 2 stages of two nodes (node 1, of stage 0, finishes each
   // step when node 0 does: kRetire).
   for (const auto& [n_nodes, stages] : std::vector<std::pair<int, int>>{{2, 2}, {3, 3}, {4, 2}}) {
     SCOPED_TRACE(fmt::format("{} nodes, {} stages", n_nodes, stages));
-    const uint16_t port = mesh::test::freePort();
-    const std::string peers = mesh::test::loopbackPeers(n_nodes);
-    std::vector<std::unique_ptr<Process>> nodes;
-    for (int n = 0; n < n_nodes; ++n) {
-      nodes.push_back(start(n, n_nodes, port, fmt::format("inflight{}_{}_{}", n_nodes, stages, n),
-                            16, peers, {}, {}, stages));
-    }
-    ASSERT_TRUE(awaitHealth(port, 200, 60s)) << nodes[0]->log();
-    auto r = complete(port, long_prompt, 8);
+    ServingCluster c =
+        cluster(n_nodes, fmt::format("inflight{}_{}", n_nodes, stages), 16, {}, stages);
+    c.startAll();
+    ASSERT_TRUE(c.awaitHealth(200, 60s)) << c.node(0).log();
+    auto r = complete(c, long_prompt, 8);
     ASSERT_EQ(r.status, 200) << r.body;
     EXPECT_EQ(text(r), expected_long);
-    EXPECT_GE(metric(port, "tpnode_pipeline_overlapped_steps_total"), 1);
+    EXPECT_GE(c.metric("tpnode_pipeline_overlapped_steps_total"), 1);
     std::vector<test::HttpResponse> answers(prompts.size());
     std::vector<std::thread> clients;
     for (size_t i = 0; i < prompts.size(); ++i) {
-      clients.emplace_back([&, i] { answers[i] = complete(port, prompts[i], 12); });
+      clients.emplace_back([&, i] { answers[i] = complete(c, prompts[i], 12); });
     }
     std::vector<float> tap;  // a logits tap among them: its rows come from its own step
-    clients.emplace_back([&] { tap = logitsTap(port, "ab ba a b"); });
-    for (auto& c : clients) c.join();
+    clients.emplace_back([&] { tap = logitsTap(c, "ab ba a b"); });
+    for (auto& t : clients) t.join();
     for (size_t i = 0; i < prompts.size(); ++i) {
       ASSERT_EQ(answers[i].status, 200) << answers[i].body;
       EXPECT_EQ(text(answers[i]), expected[i]) << prompts[i];
@@ -222,8 +183,7 @@ TEST_F(PipelineServingTest, StepsInFlightKeepTheTextOfOneNode) {
     // One node per stage: the float operations of one node. Two: tp 2 inside each stage, whose
     // sums run in another order (tp_parity_test's tolerance for quantized weights).
     EXPECT_LE(diff, n_nodes == stages ? 1e-3 : 0.5) << "logits tap";
-    nodes[0]->signal(SIGTERM);
-    for (auto& n : nodes) EXPECT_EQ(n->wait(30s), 0) << n->log();
+    c.expectCleanShutdown();
   }
 }
 
@@ -241,43 +201,37 @@ TEST_F(PipelineServingTest, PrefixReuseWithStepsInFlightKeepsTheTextOfOneNode) {
   }
   std::vector<std::string> expected;
   {
-    const uint16_t port = mesh::test::freePort();
-    auto one = start(0, 1, port, "prefix_one", 4, "", {"--prefix-cache", "off"});
-    ASSERT_TRUE(awaitHealth(port, 200, 60s)) << one->log();
+    ServingCluster one = cluster(1, "prefix_one", 4, {"--prefix-cache", "off"});
+    one.startAll();
+    ASSERT_TRUE(one.awaitHealth(200, 60s)) << one.node(0).log();
     for (const auto& p : prompts) {
-      auto r = complete(port, p, 24);
+      auto r = complete(one, p, 24);
       ASSERT_EQ(r.status, 200) << r.body;
       expected.push_back(text(r));
     }
-    one->signal(SIGTERM);
-    EXPECT_EQ(one->wait(30s), 0) << one->log();
+    one.expectCleanShutdown();
   }
-  const uint16_t port = mesh::test::freePort();
-  const std::string peers = mesh::test::loopbackPeers(2);
   // 32 blocks of 16: one context of 512; 4 sequences of up to 152 positions need more.
   const std::vector<std::string> blocks = {"--kv-blocks", "32", "--prefix-cache", "on"};
-  std::vector<std::unique_ptr<Process>> nodes;
-  for (int n = 0; n < 2; ++n) {
-    nodes.push_back(start(n, 2, port, fmt::format("prefix_pp2_{}", n), 4, peers, blocks));
-  }
-  ASSERT_TRUE(awaitHealth(port, 200, 60s)) << nodes[0]->log();
-  auto first = complete(port, prompts[0], 24);
+  ServingCluster c = cluster(2, "prefix_pp2", 4, blocks);
+  c.startAll();
+  ASSERT_TRUE(c.awaitHealth(200, 60s)) << c.node(0).log();
+  auto first = complete(c, prompts[0], 24);
   ASSERT_EQ(first.status, 200) << first.body;
   EXPECT_EQ(text(first), expected[0]);
   std::vector<test::HttpResponse> answers(prompts.size());
   std::vector<std::thread> clients;
   for (size_t i = 1; i < prompts.size(); ++i) {
-    clients.emplace_back([&, i] { answers[i] = complete(port, prompts[i], 24); });
+    clients.emplace_back([&, i] { answers[i] = complete(c, prompts[i], 24); });
   }
-  for (auto& c : clients) c.join();
+  for (auto& t : clients) t.join();
   for (size_t i = 1; i < prompts.size(); ++i) {
     ASSERT_EQ(answers[i].status, 200) << answers[i].body;
     EXPECT_EQ(text(answers[i]), expected[i]) << "request " << i;
   }
-  EXPECT_GE(metric(port, "tpnode_prefix_cache_hits_total"), 1);  // at least the second request
-  EXPECT_GE(metric(port, "tpnode_pipeline_overlapped_steps_total"), 1);
-  nodes[0]->signal(SIGTERM);
-  for (auto& n : nodes) EXPECT_EQ(n->wait(30s), 0) << n->log();
+  EXPECT_GE(c.metric("tpnode_prefix_cache_hits_total"), 1);  // at least the second request
+  EXPECT_GE(c.metric("tpnode_pipeline_overlapped_steps_total"), 1);
+  c.expectCleanShutdown();
 }
 
 // The step watchdog with steps in flight: stage 1 (node 1) stalls at the first step while node
@@ -285,58 +239,50 @@ TEST_F(PipelineServingTest, PrefixReuseWithStepsInFlightKeepsTheTextOfOneNode) {
 // waits on node 1 for it, one command behind what node 0 sent it, but not behind what node 0
 // waits on: node 1 alone is declared lost, the request gets 503, and serving resumes.
 TEST_F(PipelineServingTest, AStalledStageIsBlamedAloneWithStepsInFlight) {
-  const uint16_t port = mesh::test::freePort();
-  const std::vector<std::string> timeout = {"--step-timeout", "3"};
-  std::vector<std::unique_ptr<Process>> nodes;
-  nodes.push_back(start(0, 3, port, "stall_0", 2, "", timeout));
-  nodes.push_back(start(1, 3, port, "stall_1", 2, "", timeout, {"TPNODE_TEST_STALL_AT_STEP=1"}));
-  nodes.push_back(start(2, 3, port, "stall_2", 2, "", timeout));
-  ASSERT_TRUE(awaitHealth(port, 200, 60s)) << nodes[0]->log();
+  ServingCluster c = cluster(3, "stall", 2, {"--step-timeout", "3"});
+  c.start(0);
+  c.start(1, {"TPNODE_TEST_STALL_AT_STEP=1"});
+  c.start(2);
+  ASSERT_TRUE(c.awaitHealth(200, 60s)) << c.node(0).log();
   std::vector<int> ids;
   for (int i = 0; i < 300; ++i) ids.push_back(3 + (i * 5) % 200);
-  auto stalled = complete(port, ids, 4);
-  EXPECT_EQ(stalled.status, 503) << stalled.body << "\n" << nodes[0]->log();
-  EXPECT_TRUE(nodes[0]->waitForLog(
+  auto stalled = complete(c, ids, 4);
+  EXPECT_EQ(stalled.status, 503) << stalled.body << "\n" << c.node(0).log();
+  EXPECT_TRUE(c.node(0).waitForLog(
       "node 1 did not answer a step within --step-timeout 3.0 s: it took up 0 of the 1 step "
       "commands node 0 waits on (2 sent, 1 received)",
       5s))
-      << nodes[0]->log();
-  ASSERT_TRUE(awaitHealth(port, 200, 90s)) << nodes[0]->log() << nodes[1]->log();
-  EXPECT_EQ(complete(port, "a b", 4).status, 200);
-  nodes[0]->signal(SIGTERM);
-  for (auto& n : nodes) EXPECT_EQ(n->wait(30s), 0) << n->log();
-  const std::string log0 = nodes[0]->log();
+      << c.node(0).log();
+  ASSERT_TRUE(c.awaitHealth(200, 90s)) << c.node(0).log() << c.node(1).log();
+  EXPECT_EQ(complete(c, "a b", 4).status, 200);
+  c.node(0).signal(SIGTERM);
+  for (int n = 0; n < 3; ++n) EXPECT_EQ(c.node(n).wait(30s), 0) << c.node(n).log();
+  const std::string log0 = c.node(0).log();
   EXPECT_EQ(log0.find("node 2 did not"), std::string::npos) << log0;
   EXPECT_EQ(log0.find("cannot tell which node"), std::string::npos) << log0;
 }
 
 TEST_F(PipelineServingTest, ALostMiddleStageFailsTheRequestAndTheClusterReforms) {
-  const uint16_t port = mesh::test::freePort();
-  std::vector<std::unique_ptr<Process>> nodes;
-  for (int n = 0; n < 3; ++n) nodes.push_back(start(n, 3, port, "fault_" + std::to_string(n)));
-  ASSERT_TRUE(awaitHealth(port, 200, 60s)) << nodes[0]->log();
-  ASSERT_EQ(complete(port, "a b", 4).status, 200);
+  ServingCluster c = cluster(3, "fault");
+  c.startAll();
+  ASSERT_TRUE(c.awaitHealth(200, 60s)) << c.node(0).log();
+  ASSERT_EQ(complete(c, "a b", 4).status, 200);
   // Stage 1 stops before the request goes out, so the request's first step waits on it; it is
   // killed inside the liveness timeout (2 s), while the request is in flight.
-  nodes[1]->signal(SIGSTOP);
+  c.node(1).signal(SIGSTOP);
   test::HttpResponse answer;
-  std::thread client([&] { answer = complete(port, "a b", 400); });
+  std::thread client([&] { answer = complete(c, "a b", 400); });
   std::this_thread::sleep_for(500ms);
-  nodes[1]->signal(SIGKILL);
+  c.node(1).signal(SIGKILL);
   client.join();
-  EXPECT_EQ(answer.status, 503) << answer.body << "\n" << nodes[0]->log();
-  ASSERT_TRUE(awaitHealth(port, 503, 10s)) << nodes[0]->log();
-  nodes[1] = start(1, 3, port, "fault_1_again");
+  EXPECT_EQ(answer.status, 503) << answer.body << "\n" << c.node(0).log();
+  ASSERT_TRUE(c.awaitHealth(503, 10s)) << c.node(0).log();
+  c.start(1, {}, "again");
   // Re-forming backs off (2 s doubling) while the node is away; a loaded machine is slow.
-  ASSERT_TRUE(awaitHealth(port, 200, 90s)) << nodes[0]->log() << "\n"
-                                           << nodes[1]->log() << "\n"
-                                           << nodes[2]->log();
-  auto after = complete(port, "a b", 4);
+  ASSERT_TRUE(c.awaitHealth(200, 90s)) << c.logs();
+  auto after = complete(c, "a b", 4);
   EXPECT_EQ(after.status, 200) << after.body;
-  nodes[0]->signal(SIGTERM);
-  EXPECT_EQ(nodes[0]->wait(30s), 0) << nodes[0]->log();
-  EXPECT_EQ(nodes[1]->wait(30s), 0) << nodes[1]->log();
-  EXPECT_EQ(nodes[2]->wait(30s), 0) << nodes[2]->log();
+  c.expectCleanShutdown();
 }
 
 // The fault path with steps in flight, 2 stages x --tp 2: four long requests keep steps of
@@ -344,72 +290,60 @@ TEST_F(PipelineServingTest, ALostMiddleStageFailsTheRequestAndTheClusterReforms)
 // killed while they run. Every one of them fails with 503, the cluster re-forms when the node
 // is restarted with the same command line, and it answers with the text it gave before.
 TEST_F(PipelineServingTest, ALostStageWithStepsInFlightFailsEveryRequest) {
-  const uint16_t port = mesh::test::freePort();
-  const std::string peers = mesh::test::loopbackPeers(2);
-  const std::vector<std::string> tp = {"--tp", "2"};
-  std::vector<std::unique_ptr<Process>> nodes;
-  for (int n = 0; n < 2; ++n) {
-    nodes.push_back(start(n, 2, port, "inflight_fault_" + std::to_string(n), 4, peers, tp));
-  }
-  ASSERT_TRUE(awaitHealth(port, 200, 60s)) << nodes[0]->log();
-  const test::HttpResponse before = complete(port, "a b", 4);
+  ServingCluster c = cluster(2, "inflight_fault", 4, {"--tp", "2"});
+  c.startAll();
+  ASSERT_TRUE(c.awaitHealth(200, 60s)) << c.node(0).log();
+  const test::HttpResponse before = complete(c, "a b", 4);
   ASSERT_EQ(before.status, 200) << before.body;
   std::vector<test::HttpResponse> answers(4);
   std::vector<std::thread> clients;
   for (size_t i = 0; i < answers.size(); ++i) {
     clients.emplace_back([&, i] {
-      answers[i] = complete(port, std::string(1, static_cast<char>('a' + i)) + " b", 400);
+      answers[i] = complete(c, std::string(1, static_cast<char>('a' + i)) + " b", 400);
     });
   }
   // Steps in flight: node 0 began a step while another was in the pipeline.
   const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (metric(port, "tpnode_pipeline_overlapped_steps_total") < 1 &&
+  while (c.metric("tpnode_pipeline_overlapped_steps_total") < 1 &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(5ms);
   }
-  nodes[1]->signal(SIGSTOP);
+  c.node(1).signal(SIGSTOP);
   std::this_thread::sleep_for(500ms);
-  nodes[1]->signal(SIGKILL);
-  for (auto& c : clients) c.join();
-  EXPECT_GE(metric(port, "tpnode_pipeline_overlapped_steps_total"), 1);
+  c.node(1).signal(SIGKILL);
+  for (auto& t : clients) t.join();
+  EXPECT_GE(c.metric("tpnode_pipeline_overlapped_steps_total"), 1);
   for (size_t i = 0; i < answers.size(); ++i) {
     EXPECT_EQ(answers[i].status, 503) << i << ": " << answers[i].body;
   }
-  nodes[1] = start(1, 2, port, "inflight_fault_1_again", 4, peers, tp);
-  ASSERT_TRUE(awaitHealth(port, 200, 90s)) << nodes[0]->log() << "\n" << nodes[1]->log();
-  const test::HttpResponse after = complete(port, "a b", 4);
+  c.start(1, {}, "again");
+  ASSERT_TRUE(c.awaitHealth(200, 90s)) << c.logs();
+  const test::HttpResponse after = complete(c, "a b", 4);
   ASSERT_EQ(after.status, 200) << after.body;
   EXPECT_EQ(text(after), text(before));
-  nodes[0]->signal(SIGTERM);
-  for (auto& n : nodes) EXPECT_EQ(n->wait(30s), 0) << n->log();
+  c.expectCleanShutdown();
 }
 
 // Rejoin under --split auto: node 0 chose the stages at startup. A worker killed and restarted
 // with its original command line (no --pp) meets node 0's re-formation in the split probe, is
 // sent the stages node 0 runs, and the cluster answers with the text it gave before.
 TEST_F(PipelineServingTest, ARestartedWorkerAdoptsTheStagesSplitAutoChose) {
-  const uint16_t port = mesh::test::freePort();
-  const std::string peers = mesh::test::loopbackPeers(2);
-  const std::vector<std::string> split = {"--split", "auto"};
-  std::vector<std::unique_ptr<Process>> nodes;
-  for (int n = 0; n < 2; ++n) {
-    nodes.push_back(start(n, 2, port, "auto_rejoin_" + std::to_string(n), 2, peers, split, {}, -1));
-  }
-  ASSERT_TRUE(awaitHealth(port, 200, 60s)) << nodes[0]->log() << "\n" << nodes[1]->log();
-  const test::HttpResponse before = complete(port, "a b", 4);
+  ServingCluster c = cluster(2, "auto_rejoin", 2, {"--split", "auto"}, -1);
+  c.startAll();
+  ASSERT_TRUE(c.awaitHealth(200, 60s)) << c.logs();
+  const test::HttpResponse before = complete(c, "a b", 4);
   ASSERT_EQ(before.status, 200) << before.body;
-  nodes[1]->signal(SIGKILL);
-  EXPECT_EQ(nodes[1]->wait(10s), 128 + SIGKILL);
-  ASSERT_TRUE(awaitHealth(port, 503, 10s)) << nodes[0]->log();
-  nodes[1] = start(1, 2, port, "auto_rejoin_1_again", 2, peers, split, {}, -1);
-  ASSERT_TRUE(awaitHealth(port, 200, 90s)) << nodes[0]->log() << "\n" << nodes[1]->log();
-  EXPECT_TRUE(nodes[0]->waitForLog("re-forming with the", 1s)) << nodes[0]->log();
-  EXPECT_TRUE(nodes[1]->waitForLog("--split auto: node 0 chose", 1s)) << nodes[1]->log();
-  const test::HttpResponse after = complete(port, "a b", 4);
+  c.node(1).signal(SIGKILL);
+  EXPECT_EQ(c.node(1).wait(10s), 128 + SIGKILL);
+  ASSERT_TRUE(c.awaitHealth(503, 10s)) << c.node(0).log();
+  c.start(1, {}, "again");
+  ASSERT_TRUE(c.awaitHealth(200, 90s)) << c.logs();
+  EXPECT_TRUE(c.node(0).waitForLog("re-forming with the", 1s)) << c.node(0).log();
+  EXPECT_TRUE(c.node(1).waitForLog("--split auto: node 0 chose", 1s)) << c.node(1).log();
+  const test::HttpResponse after = complete(c, "a b", 4);
   ASSERT_EQ(after.status, 200) << after.body;
   EXPECT_EQ(text(after), text(before));
-  nodes[0]->signal(SIGTERM);
-  for (auto& n : nodes) EXPECT_EQ(n->wait(30s), 0) << n->log();
+  c.expectCleanShutdown();
 }
 
 }  // namespace

@@ -12,16 +12,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/mesh/free_ports.h"
-#include "tests/mesh/process.h"
-#include "tests/support/http_client.h"
+#include "tests/support/serving_cluster.h"
 #include "tools/test_model.h"
 
 namespace tpnode::node {
 namespace {
 
-using mesh::test::Process;
 using namespace std::chrono_literals;
+using testing_support::ServingCluster;
 
 class PrefixCacheServingTest : public testing::TestWithParam<std::string> {
  protected:
@@ -34,48 +32,19 @@ class PrefixCacheServingTest : public testing::TestWithParam<std::string> {
   }
   void TearDown() override { std::filesystem::remove(model_); }
 
-  std::unique_ptr<Process> start(int node, uint16_t port) {
-    std::vector<std::string> a = {"--model",
-                                  model_,
-                                  "--liveness-timeout",
-                                  "2",
-                                  "--connect-timeout",
-                                  "60",
-                                  "--parallel",
-                                  "2",
-                                  "--ctx-size",
-                                  "256",
-                                  "--kv-block-size",
-                                  "4",
-                                  "--node-id",
-                                  std::to_string(node),
-                                  "--peers",
-                                  peers_};
-    if (GetParam() == "pp2") a.insert(a.end(), {"--pp", "2"});
-    if (node == 0) a.insert(a.end(), {"--port", std::to_string(port)});
-    return std::make_unique<Process>(
-        a, std::vector<std::string>{mesh::test::testClusterSecretEnv()},
-        testing::TempDir() + "/prefix_cache_serving_" + GetParam() + std::to_string(node) + ".log");
-  }
-
-  static bool awaitHealth(uint16_t port, std::chrono::milliseconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (test::httpRequest("127.0.0.1", port, "GET", "/health", "", 5).status == 200) return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return false;
-  }
-
   std::string model_;
-  std::string peers_ = mesh::test::loopbackPeers(2);
 };
 
 TEST_P(PrefixCacheServingTest, ARepeatedPromptReusesItsPrefixAndGivesTheSameAnswer) {
-  const uint16_t port = mesh::test::freePort();
-  std::vector<std::unique_ptr<Process>> nodes;
-  for (int n = 0; n < 2; ++n) nodes.push_back(start(n, port));
-  ASSERT_TRUE(awaitHealth(port, 60s)) << nodes[0]->log();
+  std::vector<std::string> args = {"--liveness-timeout", "2", "--connect-timeout", "60",
+                                   "--parallel",         "2", "--ctx-size",        "256",
+                                   "--kv-block-size",    "4"};
+  if (GetParam() == "pp2") args.insert(args.end(), {"--pp", "2"});
+  ServingCluster c(
+      {.model = model_, .nodes = 2, .args = args, .tag = "prefix_cache_serving_" + GetParam()});
+  c.start(0);
+  c.start(1);
+  ASSERT_TRUE(c.awaitHealth(200, 60s)) << c.node(0).log();
   const std::string prompt = "a b ab ba b a ab ab ba a b b a ba ab a b ab ba b a ab";
   nlohmann::json body = {{"prompt", prompt},
                          {"max_tokens", 10},
@@ -84,7 +53,7 @@ TEST_P(PrefixCacheServingTest, ARepeatedPromptReusesItsPrefixAndGivesTheSameAnsw
                          {"logprobs", 1}};
   std::vector<nlohmann::json> answers;
   for (int i = 0; i < 2; ++i) {
-    auto r = test::httpRequest("127.0.0.1", port, "POST", "/v1/completions", body.dump(), 30);
+    auto r = c.complete(body, 30);
     ASSERT_EQ(r.status, 200) << r.body;
     answers.push_back(nlohmann::json::parse(r.body));
   }
@@ -106,7 +75,7 @@ TEST_P(PrefixCacheServingTest, ARepeatedPromptReusesItsPrefixAndGivesTheSameAnsw
   nlohmann::json streamed = body;
   streamed["stream"] = true;
   streamed["stream_options"] = {{"include_usage", true}};
-  auto r = test::httpRequest("127.0.0.1", port, "POST", "/v1/completions", streamed.dump(), 30);
+  auto r = c.complete(streamed, 30);
   ASSERT_EQ(r.status, 200) << r.body;
   nlohmann::json usage;
   for (size_t at = r.body.find("data: {"); at != std::string::npos;
@@ -117,14 +86,13 @@ TEST_P(PrefixCacheServingTest, ARepeatedPromptReusesItsPrefixAndGivesTheSameAnsw
   }
   ASSERT_FALSE(usage.is_null()) << r.body;
   EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], (prompt_tokens - 1) / 4 * 4);
-  auto metrics = test::httpRequest("127.0.0.1", port, "GET", "/metrics", "", 5);
+  auto metrics = c.get("/metrics", 5);
   EXPECT_NE(metrics.body.find("tpnode_prefix_cache_hits_total 2"), std::string::npos)
       << metrics.body;
   EXPECT_NE(metrics.body.find("tpnode_kv_blocks_total 128"), std::string::npos);
-  auto props = test::httpRequest("127.0.0.1", port, "GET", "/props", "", 5);
+  auto props = c.get("/props", 5);
   EXPECT_EQ(nlohmann::json::parse(props.body)["kv_cache"]["blocks_total"], 128);
-  nodes[0]->signal(SIGTERM);
-  for (auto& n : nodes) EXPECT_EQ(n->wait(30s), 0) << n->log();
+  c.expectCleanShutdown();
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, PrefixCacheServingTest, testing::Values("tp2nodes", "pp2"),

@@ -116,6 +116,25 @@ TEST(SplitProbeTest, UnknownRatesArriveAsZero) {
   EXPECT_FALSE(seen.rates[1].known());
 }
 
+// The largest figures the flags declare (--split-rank-read 1e6 GB/s, --split-rank-macs 1e9 G/s)
+// arrive as they were sent.
+TEST(SplitProbeTest, TheLargestDeclaredRatesArrive) {
+  FormationFigures seen;
+  auto outcomes = agree(
+      2,
+      [&](const FormationFigures& f) {
+        seen = f;
+        return 1;
+      },
+      [](int i) {
+        return i == 1 ? RankRates{1e15, 1e18} : fixedRates(i);
+      });
+  for (const Outcome& o : outcomes) EXPECT_EQ(o.stages, 1) << o.error;
+  ASSERT_EQ(seen.rates.size(), 2u);
+  EXPECT_EQ(seen.rates[1].read_bytes_per_s, 1e15);
+  EXPECT_EQ(seen.rates[1].macs_per_s, 1e18);
+}
+
 // Received figures are checked: a NaN or negative rate is malformed data, and node 0 decides
 // nothing (decide is never called).
 TEST(SplitProbeTest, MalformedRatesAreRefused) {

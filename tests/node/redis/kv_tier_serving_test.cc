@@ -13,16 +13,14 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
-#include "tests/mesh/free_ports.h"
 #include "tests/mesh/process.h"
 #include "tests/node/redis/redis_server.h"
-#include "tests/support/http_client.h"
+#include "tests/support/serving_cluster.h"
 #include "tools/test_model.h"
 
 namespace tpnode::node {
@@ -34,63 +32,40 @@ using redis::test::RedisServer;
 
 constexpr int kBlock = 4;
 
-// A cluster of `nodes` processes with `tp` ranks each; its own ports and cluster secret.
+// A cluster of `nodes` processes with `tp` ranks each; its own ports and cluster secret. Node 0
+// gets SIGTERM when it goes out of scope (tests/support/serving_cluster.h).
 class Cluster {
  public:
   Cluster(const std::string& model, int nodes, int tp, const std::string& redis_url,
           const std::string& tag, int ttl_s = 3600)
-      : port_(mesh::test::freePort()) {
-    const std::string peers = mesh::test::loopbackPeers(nodes);
-    const std::string secret = "TPNODE_CLUSTER_SECRET=" + mesh::test::randomSecretHex();
-    for (int n = nodes - 1; n >= 0; --n) {
-      std::vector<std::string> a = {"--model",
-                                    model,
-                                    "--liveness-timeout",
-                                    "2",
-                                    "--connect-timeout",
-                                    "60",
-                                    "--parallel",
-                                    "2",
-                                    "--ctx-size",
-                                    "256",
-                                    "--kv-block-size",
-                                    std::to_string(kBlock),
-                                    "--tp",
-                                    std::to_string(tp),
-                                    "--threads",
-                                    "1",
-                                    "--redis-timeout",
-                                    "0.5",
-                                    "--kv-cache-redis-url",
-                                    redis_url,
-                                    "--kv-cache-redis-ttl",
-                                    std::to_string(ttl_s),
-                                    "--node-id",
-                                    std::to_string(n),
-                                    "--peers",
-                                    peers};
-      if (n == 0) a.insert(a.end(), {"--port", std::to_string(port_)});
-      nodes_.push_back(std::make_unique<Process>(
-          a, std::vector<std::string>{secret},
-          testing::TempDir() + "/kv_tier_" + tag + "_n" + std::to_string(n) + ".log"));
-    }
-  }
-  ~Cluster() {
-    if (!nodes_.empty()) nodes_.back()->signal(SIGTERM);
-    for (auto& n : nodes_) n->wait(30s);
+      : c_({.model = model,
+            .nodes = nodes,
+            .args = {"--liveness-timeout",
+                     "2",
+                     "--connect-timeout",
+                     "60",
+                     "--parallel",
+                     "2",
+                     "--ctx-size",
+                     "256",
+                     "--kv-block-size",
+                     std::to_string(kBlock),
+                     "--tp",
+                     std::to_string(tp),
+                     "--threads",
+                     "1",
+                     "--redis-timeout",
+                     "0.5",
+                     "--kv-cache-redis-url",
+                     redis_url,
+                     "--kv-cache-redis-ttl",
+                     std::to_string(ttl_s)},
+            .tag = "kv_tier_" + tag}) {
+    c_.startAll();
   }
 
-  bool awaitHealth() {
-    auto deadline = std::chrono::steady_clock::now() + 90s;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (test::httpRequest("127.0.0.1", port_, "GET", "/health", "", 5).status == 200) {
-        return true;
-      }
-      std::this_thread::sleep_for(100ms);
-    }
-    return false;
-  }
-  std::string log() const { return nodes_.back()->log(); }  // node 0 started last
+  bool awaitHealth() { return c_.awaitHealth(200, 90s); }
+  std::string log() { return c_.node(0).log(); }
 
   // A greedy completion; status and parsed body.
   std::pair<int, nlohmann::json> complete(const std::string& prompt) {
@@ -99,17 +74,12 @@ class Cluster {
                            {"temperature", 0},
                            {"ignore_eos", true},
                            {"logprobs", 1}};
-    auto r = test::httpRequest("127.0.0.1", port_, "POST", "/v1/completions", body.dump(), 60);
+    auto r = c_.complete(body, 60);
     if (r.status != 200) return {r.status, nlohmann::json{{"error", r.body}}};
     return {r.status, nlohmann::json::parse(r.body)};
   }
 
-  double metric(const std::string& name) {
-    auto r = test::httpRequest("127.0.0.1", port_, "GET", "/metrics", "", 5);
-    std::smatch m;
-    if (!std::regex_search(r.body, m, std::regex("\n" + name + " ([0-9.e+]+)"))) return -1;
-    return std::stod(m[1]);
-  }
+  double metric(const std::string& name) { return c_.metric(name); }
   // Waits until node 0's ranks stored at least `n` block shards (the writer is asynchronous).
   bool awaitStored(double n) {
     auto deadline = std::chrono::steady_clock::now() + 30s;
@@ -119,14 +89,10 @@ class Cluster {
     }
     return false;
   }
-  nlohmann::json props() {
-    return nlohmann::json::parse(
-        test::httpRequest("127.0.0.1", port_, "GET", "/props", "", 5).body);
-  }
+  nlohmann::json props() { return nlohmann::json::parse(c_.get("/props", 5).body); }
 
  private:
-  uint16_t port_;
-  std::vector<std::unique_ptr<Process>> nodes_;
+  testing_support::ServingCluster c_;
 };
 
 // 60-odd tokens of the letters vocabulary.

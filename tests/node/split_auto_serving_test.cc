@@ -1,0 +1,188 @@
+// --split auto serving the API, with real processes on loopback and a generated 4-layer model.
+// The rank figures are given (--split-rank-read / --split-rank-macs) so that the choice does not
+// depend on the machine (docs/scaling.md, "Pipeline and hybrid plans"): ranks so fast that only
+// the links count make pipeline stages win (they pay no all-reduce), ranks so slow that only
+// the compute counts make tensor parallelism win (it divides the compute by the nodes).
+// - 4 nodes choose 4 pipeline stages; a worker holding a middle stage killed while requests
+//   are in flight fails them with 503; restarted with its command line, it adopts its stage and
+//   the cluster answers with the greedy tokens of one node.
+// - Node 0 restarted with other figures chooses again (tensor, then 2 stages); the worker that
+//   stayed loads node 0's new stages instead of keeping its own, and the cluster answers with
+//   the greedy tokens of one node.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/mesh/process.h"
+#include "tests/support/serving_cluster.h"
+#include "tools/test_model.h"
+
+namespace tpnode::node {
+namespace {
+
+using namespace std::chrono_literals;
+using testing_support::ServingCluster;
+using testing_support::ServingSpec;
+
+const std::vector<std::string> kPipelineWins = {"--split-rank-read", "1e6", "--split-rank-macs",
+                                                "1e9"};
+const std::vector<std::string> kTensorWins = {"--split-rank-read", "0.001", "--split-rank-macs",
+                                              "0.001"};
+
+class SplitAutoServingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = mesh::test::makeTempDir("split_auto_serving_");
+    ASSERT_FALSE(dir_.empty());
+    tools::TestModelShape shape;
+    shape.layers = 4;
+    shape.type = model::TensorType::kQ8_0;
+    model_ = dir_ + "/model.gguf";
+    tools::writeTestModel(shape, model_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  ServingSpec spec(int nodes, const std::string& tag, std::vector<std::string> extra = {}) const {
+    std::vector<std::string> args = {"--liveness-timeout", "2",  "--connect-timeout", "60",
+                                     "--rejoin-timeout",   "90", "--parallel",        "2",
+                                     "--ctx-size",         "512"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return ServingSpec{.model = model_, .nodes = nodes, .args = args, .tag = tag, .log_dir = dir_};
+  }
+
+  static nlohmann::json request(const std::string& prompt, int max_tokens) {
+    return {{"prompt", prompt},
+            {"max_tokens", max_tokens},
+            {"temperature", 0},
+            {"ignore_eos", true},
+            {"logprobs", 1}};
+  }
+  // The greedy tokens of an answer, one by one, and its text.
+  static std::string text(const test::HttpResponse& r) {
+    const nlohmann::json choice = nlohmann::json::parse(r.body)["choices"][0];
+    return choice["logprobs"]["tokens"].dump() + " " + choice["text"].get<std::string>();
+  }
+
+  // The greedy tokens of one node for each prompt.
+  std::vector<std::string> oneNodeTexts(const std::vector<std::string>& prompts) {
+    ServingCluster one(spec(1, "one"));
+    one.startAll();
+    EXPECT_TRUE(one.awaitHealth(200, 60s)) << one.logs();
+    std::vector<std::string> out;
+    for (const std::string& p : prompts) {
+      const test::HttpResponse r = one.complete(request(p, 12));
+      EXPECT_EQ(r.status, 200) << r.body;
+      if (r.status == 200) {
+        EXPECT_EQ(nlohmann::json::parse(r.body)["choices"][0]["logprobs"]["tokens"].size(), 12u)
+            << r.body;
+      }
+      out.push_back(r.status == 200 ? text(r) : std::string());
+    }
+    one.expectCleanShutdown();
+    return out;
+  }
+
+  std::string dir_, model_;
+};
+
+const std::vector<std::string> kPrompts = {"a b", "ab ba", "b a b", "ba ab a"};
+
+TEST_F(SplitAutoServingTest, FourNodesChooseStagesAndARestartedMiddleStageAdoptsIt) {
+  const std::vector<std::string> expected = oneNodeTexts(kPrompts);
+  std::vector<std::string> extra = {"--split", "auto"};
+  extra.insert(extra.end(), kPipelineWins.begin(), kPipelineWins.end());
+  ServingCluster c(spec(4, "auto4", extra));
+  c.startAll();
+  ASSERT_TRUE(c.awaitHealth(200, 90s)) << c.logs();
+  EXPECT_TRUE(c.node(0).waitForLog(" chosen: pipeline 4 stages", 1s)) << c.node(0).log();
+  for (int n = 1; n < 4; ++n) {
+    EXPECT_TRUE(c.node(n).waitForLog("--split auto: node 0 chose 4 stages", 1s)) << c.node(n).log();
+  }
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    const test::HttpResponse r = c.complete(request(kPrompts[i], 12));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(text(r), expected[i]) << kPrompts[i];
+  }
+
+  // Node 2 (stage 2) stops before the requests go out, so that their steps wait on it, and is
+  // killed inside the liveness timeout (2 s) while they are in flight.
+  c.node(2).signal(SIGSTOP);
+  std::vector<test::HttpResponse> answers(2);
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < answers.size(); ++i) {
+    clients.emplace_back([&, i] { answers[i] = c.complete(request(kPrompts[i], 400)); });
+  }
+  std::this_thread::sleep_for(500ms);
+  c.node(2).signal(SIGKILL);
+  for (auto& t : clients) t.join();
+  for (size_t i = 0; i < answers.size(); ++i) {
+    EXPECT_EQ(answers[i].status, 503) << i << ": " << answers[i].body << "\n" << c.node(0).log();
+  }
+  ASSERT_TRUE(c.awaitHealth(503, 10s)) << c.node(0).log();
+
+  // Restarted with its original command line (--split auto, no --pp): it adopts stage 2.
+  c.start(2, {}, "again");
+  ASSERT_TRUE(c.awaitHealth(200, 120s)) << c.logs();
+  EXPECT_TRUE(c.node(0).waitForLog("re-forming with the 4 stage(s) chosen at startup", 1s))
+      << c.node(0).log();
+  EXPECT_TRUE(c.node(2).waitForLog("--split auto: node 0 chose 4 stages", 1s)) << c.node(2).log();
+  EXPECT_TRUE(c.node(2).waitForLog("pipeline plan, 4 stages", 1s)) << c.node(2).log();
+  std::vector<test::HttpResponse> after(kPrompts.size());
+  clients.clear();
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    clients.emplace_back([&, i] { after[i] = c.complete(request(kPrompts[i], 12)); });
+  }
+  for (auto& t : clients) t.join();
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    ASSERT_EQ(after[i].status, 200) << after[i].body;
+    EXPECT_EQ(text(after[i]), expected[i]) << kPrompts[i];
+  }
+  c.expectCleanShutdown();
+}
+
+TEST_F(SplitAutoServingTest, ARestartedNodeZeroChoosesAgainAndTheWorkersFollow) {
+  const std::vector<std::string> expected = oneNodeTexts(kPrompts);
+  // Node 0's figures decide (the slowest node's count; the worker measures its own at startup
+  // and reports none when it meets a restarted node 0).
+  ServingSpec s = spec(2, "restart0", {"--split", "auto"});
+  s.node0_args = kTensorWins;
+  ServingCluster c(s);
+  c.startAll();
+  ASSERT_TRUE(c.awaitHealth(200, 90s)) << c.logs();
+  EXPECT_TRUE(c.node(0).waitForLog(" chosen: tensor 2x1", 1s)) << c.node(0).log();
+  const test::HttpResponse before = c.complete(request(kPrompts[0], 12));
+  ASSERT_EQ(before.status, 200) << before.body;
+
+  c.node(0).signal(SIGKILL);
+  EXPECT_EQ(c.node(0).wait(10s), 128 + SIGKILL);
+  EXPECT_TRUE(c.node(1).waitForLog("the driver (node 0) was lost", 10s)) << c.node(1).log();
+  // The whole cluster's node 0 again, measuring other figures: it chooses 2 stages now.
+  c.setNode0Args(kPipelineWins);
+  c.start(0, {}, "again");
+  ASSERT_TRUE(c.awaitHealth(200, 120s)) << c.logs();
+  EXPECT_TRUE(c.node(0).waitForLog(" chosen: pipeline 2 stages", 1s)) << c.node(0).log();
+  EXPECT_TRUE(c.node(1).waitForLog(
+      "node 0 now runs 2 stage(s) (it was restarted and chose again); this node loaded 1: "
+      "loading node 0's stages",
+      1s))
+      << c.node(1).log();
+  EXPECT_TRUE(c.node(1).waitForLog("rejoined the driver", 1s)) << c.node(1).log();
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    const test::HttpResponse r = c.complete(request(kPrompts[i], 12));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(text(r), expected[i]) << kPrompts[i];
+  }
+  c.expectCleanShutdown();  // node 1: the same process throughout, exits 0
+}
+
+}  // namespace
+}  // namespace tpnode::node
