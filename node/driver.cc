@@ -96,11 +96,12 @@ std::string Driver::renderChat(const std::vector<ChatMessage>& messages) const {
 uint64_t Driver::submit(GenerationRequest request,
                         std::function<void(const TokenEvent&)> on_event) {
   checkRequest(request, driver_options_.scheduler.ctx_size, model_.config);
-  if (!ready_) {
-    fail(ErrorCode::kPeerLost, "the cluster is not ready: {}", notReadyReason());
-  }
-  return queue_.push(std::move(request), std::move(on_event),
-                     keep_all_logits_next_.exchange(false));
+  // The queue is closed while the cluster is not ready; a fault closes it before it fails what
+  // was posted, so a request is either failed by the loop or refused here, never left waiting.
+  const uint64_t id =
+      queue_.push(std::move(request), std::move(on_event), keep_all_logits_next_.exchange(false));
+  if (id == 0) fail(ErrorCode::kPeerLost, "the cluster is not ready: {}", notReadyReason());
+  return id;
 }
 
 void Driver::cancel(uint64_t request_id) {
@@ -165,6 +166,7 @@ void Driver::loop() {
         last_error_ = e.what();
         not_ready_reason_ = std::string("cluster fault: ") + e.what();
       }
+      queue_.setOpen(false);
       ready_ = false;
       // Shutting down: what failed is cancelled work, not a fault (the workers are told to
       // shut down below).
@@ -189,6 +191,7 @@ void Driver::loop() {
       backoff = std::min(backoff * 2, max_backoff);
     }
   }
+  queue_.setOpen(false);
   ready_ = false;
   requests_->failAll(stop_ ? "the server is shutting down" : "the cluster failed");
   teardown(/*reset_workers=*/false);
@@ -220,6 +223,7 @@ bool Driver::formCluster() {
   formed_once_ = true;
   if (session_->mesh()) watchdog_->watch(session_->mesh(), session_->ledger());
   ready_ = true;
+  queue_.setOpen(true);
   metrics_->setRanks(session_->ranks());
   {
     std::lock_guard lock(mu_);

@@ -119,8 +119,9 @@ void Driver::readTensor(const std::string& name, std::function<void(TensorReadRe
   if (index == model_.plan.shards.size()) {
     fail(ErrorCode::kInvalidArgument, "the model has no tensor named '{}'", name);
   }
-  if (!ready_) fail(ErrorCode::kPeerLost, "the cluster is not ready: {}", notReadyReason());
-  queue_.pushRead({index, std::move(done)});
+  if (!queue_.pushRead({index, std::move(done)})) {
+    fail(ErrorCode::kPeerLost, "the cluster is not ready: {}", notReadyReason());
+  }
 }
 
 void Driver::serveTensorRead() {

@@ -5,6 +5,7 @@ namespace tpnode::node {
 uint64_t RequestQueue::push(GenerationRequest request,
                             std::function<void(const TokenEvent&)> on_event, bool all_logits) {
   std::lock_guard lock(mu_);
+  if (!open_) return 0;
   uint64_t id = next_id_++;
   incoming_.push_back({id, std::move(request), std::move(on_event), all_logits});
   wake_.notify_all();
@@ -17,10 +18,17 @@ void RequestQueue::cancel(uint64_t id) {
   wake_.notify_all();
 }
 
-void RequestQueue::pushRead(PendingRead read) {
+bool RequestQueue::pushRead(PendingRead read) {
   std::lock_guard lock(mu_);
+  if (!open_) return false;
   reads_.push_back(std::move(read));
   wake_.notify_all();
+  return true;
+}
+
+void RequestQueue::setOpen(bool open) {
+  std::lock_guard lock(mu_);
+  open_ = open;
 }
 
 void RequestQueue::stop() {

@@ -8,6 +8,10 @@
 // - take(), takeRead(), drain(), waitStopped() and keep(): the loop thread only.
 // - Ids are unique and increasing from 1. A posted request always reaches the loop thread
 //   (take() or drain()), so its on_event is called exactly as the Engine contract says.
+// - The queue starts closed: push() and pushRead() refuse (return 0 / false, nothing kept)
+//   until the loop thread opens it (the cluster formed) and again once it closes it (a fault,
+//   before it drains). Closing and draining are then one step for the callers: nothing posted
+//   after the drain waits for a cluster that is not there.
 // - stop() wakes every wait at once and for good (the Driver is shutting down).
 #pragma once
 
@@ -48,10 +52,15 @@ class RequestQueue {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // The request's id, or 0 when the queue is closed (the request is dropped unanswered: the
+  // caller refuses it).
   uint64_t push(GenerationRequest request, std::function<void(const TokenEvent&)> on_event,
                 bool all_logits);
   void cancel(uint64_t id);
-  void pushRead(PendingRead read);
+  // False when the queue is closed (the read is dropped; `done` is not called).
+  bool pushRead(PendingRead read);
+  // Loop thread: open once the cluster serves, closed on a fault (before drain()).
+  void setOpen(bool open);
   // Wakes the loop thread if it is waiting in take() (e.g. a peer was lost).
   void wake() { wake_.notify_all(); }
   void stop();
@@ -76,6 +85,7 @@ class RequestQueue {
   std::mutex mu_;
   std::condition_variable wake_;
   bool stopped_ = false;                                // GUARDED_BY(mu_)
+  bool open_ = false;                                   // GUARDED_BY(mu_)
   uint64_t next_id_ = 1;                                // GUARDED_BY(mu_)
   std::deque<IncomingRequest> incoming_;                // GUARDED_BY(mu_)
   std::vector<uint64_t> cancels_;                       // GUARDED_BY(mu_)

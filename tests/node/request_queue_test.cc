@@ -13,6 +13,7 @@ using namespace std::chrono_literals;
 
 TEST(RequestQueueTest, IdsIncreaseAndTakeHandsOverRequestsAndCancelsOnce) {
   RequestQueue q;
+  q.setOpen(true);
   int events = 0;
   auto on_event = [&](const TokenEvent&) { ++events; };
   EXPECT_EQ(q.push({}, on_event, false), 1u);
@@ -34,6 +35,7 @@ TEST(RequestQueueTest, IdsIncreaseAndTakeHandsOverRequestsAndCancelsOnce) {
 
 TEST(RequestQueueTest, ReadsComeOutOldestFirstAndDrainTakesWhatIsLeft) {
   RequestQueue q;
+  q.setOpen(true);
   q.pushRead({3, [](TensorReadResult) {}});
   q.pushRead({4, [](TensorReadResult) {}});
   q.push(
@@ -48,6 +50,35 @@ TEST(RequestQueueTest, ReadsComeOutOldestFirstAndDrainTakesWhatIsLeft) {
   ASSERT_EQ(reads.size(), 1u);
   EXPECT_EQ(reads[0].index, 4u);
   EXPECT_FALSE(q.takeRead().has_value());
+}
+
+// Closed (before the cluster forms, and from a fault on): nothing is kept, so nothing posted after
+// the loop drained waits for a cluster that is not there; the caller refuses it.
+TEST(RequestQueueTest, AClosedQueueRefusesWhatIsPosted) {
+  RequestQueue q;
+  int events = 0;
+  auto on_event = [&](const TokenEvent&) { ++events; };
+  EXPECT_EQ(q.push({}, on_event, false), 0u);
+  EXPECT_FALSE(q.pushRead({1, [](TensorReadResult) {}}));
+  q.setOpen(true);
+  EXPECT_EQ(q.push({}, on_event, false), 1u);
+  EXPECT_TRUE(q.pushRead({2, [](TensorReadResult) {}}));
+  q.setOpen(false);  // a fault: closed, then drained
+  std::deque<IncomingRequest> requests;
+  std::deque<PendingRead> reads;
+  q.drain(requests, reads);
+  EXPECT_EQ(requests.size(), 1u);
+  EXPECT_EQ(reads.size(), 1u);
+  EXPECT_EQ(q.push({}, on_event, false), 0u);
+  EXPECT_FALSE(q.pushRead({3, [](TensorReadResult) {}}));
+  requests.clear();
+  reads.clear();
+  q.drain(requests, reads);
+  EXPECT_TRUE(requests.empty());
+  EXPECT_TRUE(reads.empty());
+  EXPECT_EQ(events, 0);
+  q.setOpen(true);  // re-formed: ids go on increasing
+  EXPECT_EQ(q.push({}, on_event, false), 2u);
 }
 
 TEST(RequestQueueTest, KeptResultsAreFetchedOnce) {
