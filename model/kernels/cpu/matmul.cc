@@ -16,11 +16,11 @@ namespace {
 constexpr int kRowTile = 8;  // rows per dot call (activation reuse)
 
 // Weights repacked 16 rows per group (interleave 16): each thread takes whole groups; prefill
-// runs 4 tokens per tile so a group's weights are unpacked once for 4 tokens. The tile of w's
-// type is one of two kinds: Q4_K, Q6_K and Q5_1 (whose Q8_1 blocks carry their sums) take the
-// activations only; Q8_0 / Q4_0 / Q5_0's also take the activation offsets their unsigned
-// weights' offsets come out with (`offs`, q0X16Offsets: n_tokens x q0X16OffsetsPerRow; nullptr
-// for the others).
+// runs 4 tokens per tile (Q4_K: kKQuantX16Tokens) so a group's weights are unpacked once for
+// that many tokens. The tile of w's type is one of two kinds: Q4_K, Q6_K and Q5_1 (whose Q8_1
+// blocks carry their sums) take the activations only; Q8_0 / Q4_0 / Q5_0's also take the
+// activation offsets their unsigned weights' offsets come out with (`offs`, q0X16Offsets:
+// n_tokens x q0X16OffsetsPerRow; nullptr for the others).
 void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int32_t* offs,
                     int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool,
                     const DotKernels& k) {
@@ -37,11 +37,12 @@ void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int
     });
     return;
   }
+  const int64_t tile_tokens = w.type == TensorType::kQ4_K ? kKQuantX16Tokens : 4;
   pool.parallelFor(w.rows / 16, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t r0 = g * 16;
-      for (int64_t t = 0; t < n_tokens; t += 4) {
-        const int nt = static_cast<int>(std::min<int64_t>(4, n_tokens - t));
+      for (int64_t t = 0; t < n_tokens; t += tile_tokens) {
+        const int nt = static_cast<int>(std::min<int64_t>(tile_tokens, n_tokens - t));
         const uint8_t* at = a + static_cast<size_t>(t) * a_bytes;
         float* yt = y + t * y_stride + r0;
         if (with_offs) {
