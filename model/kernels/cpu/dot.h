@@ -65,8 +65,8 @@ using Gemv16Fn = void (*)(int64_t n, const void* groups, size_t group_bytes, int
 using GemmRowsFn = void (*)(int64_t n, const void* w, size_t w_stride, int nr, const void* acts,
                             size_t act_stride, int n_tok, float* out, int64_t out_stride);
 
-// Tokens a 16-row Q4_K prefill tile (gemm16_q4_k) takes at most: each weight vector it unpacks
-// serves that many tokens.
+// Tokens a 16-row Q4_K / Q6_K prefill tile (gemm16_q4_k, gemm16_q6_k) takes at most: each weight
+// vector it unpacks serves that many tokens.
 constexpr int kKQuantX16Tokens = 8;
 
 struct DotKernels {
@@ -81,7 +81,7 @@ struct DotKernels {
   GemmTileFn gemm_q5_1 = nullptr;
   // Q4_K repacked 16 rows per group (q4k_x16.h): out[0..15] / out[t * out_stride + 0..15].
   // Same per-block arithmetic as dot / x4; nullptr where a table has none (all but AVX-512).
-  // The 16-row Q4_K tile takes n_tok 1..kKQuantX16Tokens (8), not 1..4.
+  // The 16-row Q4_K / Q6_K tiles take n_tok 1..kKQuantX16Tokens (8), not 1..4.
   Dot4Fn x16_q4_k = nullptr;
   GemmTileFn gemm16_q4_k = nullptr;
   GemmTileFn gemm16_q6_k = nullptr;  // Q6_K x16 (q6k_x16.h), as gemm16_q4_k

@@ -16,7 +16,7 @@ namespace {
 constexpr int kRowTile = 8;  // rows per dot call (activation reuse)
 
 // Weights repacked 16 rows per group (interleave 16): each thread takes whole groups; prefill
-// runs 4 tokens per tile (Q4_K: kKQuantX16Tokens) so a group's weights are unpacked once for
+// runs 4 tokens per tile (Q4_K / Q6_K: kKQuantX16Tokens) so a group's weights are unpacked once for
 // that many tokens. The tile of w's type is one of two kinds: Q4_K, Q6_K and Q5_1 (whose Q8_1
 // blocks carry their sums) take the activations only; Q8_0 / Q4_0 / Q5_0's also take the
 // activation offsets their unsigned weights' offsets come out with (`offs`, q0X16Offsets:
@@ -37,7 +37,8 @@ void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int
     });
     return;
   }
-  const int64_t tile_tokens = w.type == TensorType::kQ4_K ? kKQuantX16Tokens : 4;
+  const bool k_quant = w.type == TensorType::kQ4_K || w.type == TensorType::kQ6_K;
+  const int64_t tile_tokens = k_quant ? kKQuantX16Tokens : 4;
   pool.parallelFor(w.rows / 16, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t r0 = g * 16;
