@@ -75,7 +75,7 @@ std::vector<uint8_t> repacked(const std::vector<uint8_t>& w, int64_t rows, int64
 
 const DotKernels* x16Kernels() {
   const DotKernels* k = avx512Kernels();
-  return k && k->x16_q4_k ? k : nullptr;
+  return k && k->x16_q4_k && k->gemm16_values_q4_k ? k : nullptr;
 }
 
 void expectClose(float got, float want, const char* what, int64_t n, int64_t r) {
@@ -138,9 +138,9 @@ TEST(Q4KX16Test, ExtremeBlocksStayExact) {
   }
 }
 
-// Every tile width (1..kKQuantX16Tokens tokens) gives each of its tokens the one-token tile's
-// bits (the integer sums are exact and the float operations the same per token), on one block and
-// on several.
+// Every tile width (1..kKQuantX16Tokens tokens), on the group and on its unpacked values (what
+// prefill over more tokens runs), gives each of its tokens the one-token tile's bits (the integer
+// sums are exact and the float operations the same per token), on one block and on several.
 TEST(Q4KX16Test, PrefillTilesMatchDecodeDots) {
   const DotKernels* k = x16Kernels();
   if (!k) GTEST_SKIP() << "no AVX-512 VNNI";
@@ -154,20 +154,24 @@ TEST(Q4KX16Test, PrefillTilesMatchDecodeDots) {
       auto enc = encode(TensorType::kQ8_K, randomRow(n, 70 + t, t % 2 ? 0.3f : 3.0f));
       acts.insert(acts.end(), enc.begin(), enc.end());
     }
+    std::vector<uint8_t> values(static_cast<size_t>(kX16ValueBytesPerColumn * n));
+    k->unpack16_q4_k(n, p.data(), values.data());
     const int64_t stride = 20;  // wider than the tile: the tile writes only its 16 columns
     for (int nt = 1; nt <= kTok; ++nt) {
       std::vector<float> tile(static_cast<size_t>(kTok * stride), -7.f);
+      std::vector<float> on_values(tile);
       k->gemm16_q4_k(n, p.data(), acts.data(), ab, nt, tile.data(), stride);
+      k->gemm16_values_q4_k(n, p.data(), values.data(), acts.data(), ab, nt, on_values.data(),
+                            stride);
       for (int t = 0; t < kTok; ++t) {
         float ref[rows];
         k->x16_q4_k(n, p.data(), acts.data() + t * ab, ref);
         for (int64_t r = 0; r < stride; ++r) {
-          const float v = tile[static_cast<size_t>(t * stride + r)];
-          if (t < nt && r < rows) {
-            EXPECT_EQ(v, ref[r]) << "n=" << n << " nt=" << nt << " token " << t << " row " << r;
-          } else {
-            EXPECT_EQ(v, -7.f) << "nt=" << nt << " wrote token " << t << " column " << r;
-          }
+          const size_t i = static_cast<size_t>(t * stride + r);
+          const float want = t < nt && r < rows ? ref[r] : -7.f;
+          EXPECT_EQ(tile[i], want) << "n=" << n << " nt=" << nt << " token " << t << " col " << r;
+          EXPECT_EQ(on_values[i], want)
+              << "unpacked n=" << n << " nt=" << nt << " token " << t << " col " << r;
         }
       }
     }

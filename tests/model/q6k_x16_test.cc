@@ -1,7 +1,8 @@
 // The 16-row repacked Q6_K layout and its AVX-512 prefill tiles: the repack round-trips the file's
-// bytes; every tile width (1..kKQuantX16Tokens tokens) gives each token the one-token tile's bits
-// and the scalar Q6_K dot product, on random rows and on extreme blocks (every value 63 or 0,
-// scales -128 / 127, activations -128 / 127), for one block and several.
+// bytes; every tile width (1..kKQuantX16Tokens tokens), on the group and on its unpacked values,
+// gives each token the one-token tile's bits and the scalar Q6_K dot product, on random rows and on
+// extreme blocks (every value 63 or 0, scales -128 / 127, activations -128 / 127), for one block
+// and several.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -70,11 +71,14 @@ std::vector<uint8_t> activations(int64_t n, int v) {
   return acts;
 }
 
-// Every tile width against the one-token tile (bit for bit) and the scalar kernel (closely).
+// Every tile width against the one-token tile (bit for bit) and the scalar kernel (closely), and
+// the tiles on the group's unpacked values against the tiles on the group (bit for bit).
 void checkTiles(const DotKernels& k, const std::vector<uint8_t>& w, int64_t n,
                 const std::vector<uint8_t>& acts, const char* what) {
   std::vector<uint8_t> p(w.size());
   repackQ6Kx16(w.data(), p.data(), kRows, n);
+  std::vector<uint8_t> values(static_cast<size_t>(kX16ValueBytesPerColumn * n));
+  k.unpack16_q6_k(n, p.data(), values.data());
   const size_t ab = rowBytes(TensorType::kQ8_K, n);
   const int64_t stride = 20;  // wider than the tile: the tile writes only its 16 columns
   std::vector<float> one(static_cast<size_t>(kKQuantX16Tokens * kRows));
@@ -89,13 +93,17 @@ void checkTiles(const DotKernels& k, const std::vector<uint8_t>& w, int64_t n,
   }
   for (int nt = 1; nt <= kKQuantX16Tokens; ++nt) {
     std::vector<float> tile(static_cast<size_t>(kKQuantX16Tokens * stride), -7.f);
+    std::vector<float> on_values(tile);
     k.gemm16_q6_k(n, p.data(), acts.data(), ab, nt, tile.data(), stride);
+    k.gemm16_values_q6_k(n, p.data(), values.data(), acts.data(), ab, nt, on_values.data(), stride);
     for (int t = 0; t < kKQuantX16Tokens; ++t) {
       for (int64_t r = 0; r < stride; ++r) {
-        const float v = tile[static_cast<size_t>(t * stride + r)];
+        const size_t i = static_cast<size_t>(t * stride + r);
         const float want = t < nt && r < kRows ? one[t * kRows + r] : -7.f;
-        EXPECT_EQ(v, want) << what << " n=" << n << " nt=" << nt << " token " << t << " column "
-                           << r;
+        EXPECT_EQ(tile[i], want) << what << " n=" << n << " nt=" << nt << " token " << t
+                                 << " column " << r;
+        EXPECT_EQ(on_values[i], want)
+            << what << " (unpacked) n=" << n << " nt=" << nt << " token " << t << " column " << r;
       }
     }
   }
@@ -114,7 +122,7 @@ TEST(Q6KX16Test, UnpackRestoresTheFileBytes) {
 
 TEST(Q6KX16Test, EveryTileWidthMatchesTheOneTokenTileAndScalar) {
   const DotKernels* k = avx512Kernels();
-  if (!k || !k->gemm16_q6_k) GTEST_SKIP() << "no AVX-512 VNNI";
+  if (!k || !k->gemm16_q6_k || !k->gemm16_values_q6_k) GTEST_SKIP() << "no AVX-512 VNNI";
   for (int64_t n : {256, 768, 2816}) {
     checkTiles(*k, randomRows(n, static_cast<uint32_t>(n)), n, activations(n, 0), "random");
   }
@@ -122,7 +130,7 @@ TEST(Q6KX16Test, EveryTileWidthMatchesTheOneTokenTileAndScalar) {
 
 TEST(Q6KX16Test, ExtremeBlocksStayExact) {
   const DotKernels* k = avx512Kernels();
-  if (!k || !k->gemm16_q6_k) GTEST_SKIP() << "no AVX-512 VNNI";
+  if (!k || !k->gemm16_q6_k || !k->gemm16_values_q6_k) GTEST_SKIP() << "no AVX-512 VNNI";
   const int64_t n = 2816;
   for (int v : {-128, 127}) checkTiles(*k, extremeRows(n), n, activations(n, v), "extreme");
 }

@@ -15,6 +15,30 @@ namespace {
 
 constexpr int kRowTile = 8;  // rows per dot call (activation reuse)
 
+// Q4_K / Q6_K prefill over more tokens than one tile: each group is unpacked once to a byte per
+// weight (in a per-thread buffer that stays in the core's caches) and every tile of
+// kKQuantX16Tokens runs on the bytes, so the unpacking is paid once per group, not once per tile.
+void matmulKQuantValues(const Matrix& w, const uint8_t* a, size_t a_bytes, int64_t n_tokens,
+                        float* y, int64_t y_stride, ThreadPool& pool, const DotKernels& k) {
+  const bool q4k = w.type == TensorType::kQ4_K;
+  const Unpack16Fn unpack = q4k ? k.unpack16_q4_k : k.unpack16_q6_k;
+  const Gemm16ValuesFn tile = q4k ? k.gemm16_values_q4_k : k.gemm16_values_q6_k;
+  TP_CHECK(unpack && tile, "no unpacked 16-row kernel for {}", tensorTypeName(w.type));
+  pool.parallelFor(w.rows / 16, 1, [&](int64_t g0, int64_t g1) {
+    thread_local std::vector<uint8_t> values;
+    values.resize(static_cast<size_t>(kX16ValueBytesPerColumn * w.cols));
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t r0 = g * 16;
+      unpack(w.cols, w.row(r0), values.data());
+      for (int64_t t = 0; t < n_tokens; t += kKQuantX16Tokens) {
+        const int nt = static_cast<int>(std::min<int64_t>(kKQuantX16Tokens, n_tokens - t));
+        tile(w.cols, w.row(r0), values.data(), a + static_cast<size_t>(t) * a_bytes, a_bytes, nt,
+             y + t * y_stride + r0, y_stride);
+      }
+    }
+  });
+}
+
 // Weights repacked 16 rows per group (interleave 16): each thread takes whole groups; prefill
 // runs 4 tokens per tile (Q4_K / Q6_K: kKQuantX16Tokens) so a group's weights are unpacked once for
 // that many tokens. The tile of w's type is one of two kinds: Q4_K, Q6_K and Q5_1 (whose Q8_1
@@ -39,6 +63,10 @@ void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int
   }
   const bool k_quant = w.type == TensorType::kQ4_K || w.type == TensorType::kQ6_K;
   const int64_t tile_tokens = k_quant ? kKQuantX16Tokens : 4;
+  if (k_quant && n_tokens > tile_tokens) {
+    matmulKQuantValues(w, a, a_bytes, n_tokens, y, y_stride, pool, k);
+    return;
+  }
   pool.parallelFor(w.rows / 16, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t r0 = g * 16;
