@@ -1,11 +1,11 @@
 // matmul() against the scalar kernels, for every weight type and every layout packWeights picks:
 // row counts that fill whole 8-row tiles, that end in a partial tile (rows % 8 == 4) and that
-// stay plain (rows % 4 != 0); token counts that fill the 4-token prefill tiles and that leave a
-// tail of 1-3 tokens; row lengths of one to three blocks and of several, and for F16 / BF16 row
-// lengths that end in part of a vector. (A row length that is not a multiple of the type's block
-// cannot occur: GGUF refuses such a tensor at load.)
-// Runs on every kernel table this CPU has (scalar, avx2, avx2vnni, avx512: each packs and runs its
-// own layouts), and on the best one (which TPNODE_CPU_ISA may narrow).
+// stay plain (rows % 4 != 0); token counts that fill the 4- and 8-token prefill tiles and that
+// leave a tail of 1-7 tokens; row lengths of one to three blocks and of several, and for F16 /
+// BF16 row lengths that end in part of a vector. (A row length that is not a multiple of the type's
+// block cannot occur: GGUF refuses such a tensor at load.) Runs on every kernel table this CPU has
+// (scalar, avx2, avx2vnni, avx512: each packs and runs its own layouts), and on the best one (which
+// TPNODE_CPU_ISA may narrow).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -74,7 +74,7 @@ void checkTable(const DotKernels& k) {
         ASSERT_EQ(0, std::memcmp(read.data(), w.data() + r * row_bytes, row_bytes))
             << tensorTypeName(type) << " row " << r << " interleave " << m.interleave;
       }
-      for (int64_t n_tok : {1, 2, 4, 7}) {
+      for (int64_t n_tok : {1, 2, 4, 7, 9}) {
         std::vector<float> x(static_cast<size_t>(n_tok * s.cols));
         for (int64_t t = 0; t < n_tok; ++t) {
           auto row = randomRow(s.cols, static_cast<uint32_t>(900 + t));

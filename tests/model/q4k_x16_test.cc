@@ -75,7 +75,7 @@ std::vector<uint8_t> repacked(const std::vector<uint8_t>& w, int64_t rows, int64
 
 const DotKernels* x16Kernels() {
   const DotKernels* k = avx512Kernels();
-  return k && k->x16_q4_k ? k : nullptr;
+  return k && k->x16_q4_k && k->gemm16_values_q4_k ? k : nullptr;
 }
 
 void expectClose(float got, float want, const char* what, int64_t n, int64_t r) {
@@ -128,38 +128,50 @@ TEST(Q4KX16Test, ExtremeBlocksStayExact) {
     float got[rows];
     k->x16_q4_k(n, p.data(), act.data(), got);
     for (int64_t r = 0; r < rows; ++r) expectClose(got[r], want[r], "extreme", n, r);
-    float tile[4 * rows];
+    float tile[kKQuantX16Tokens * rows];
     std::vector<uint8_t> acts;
-    for (int t = 0; t < 4; ++t) acts.insert(acts.end(), act.begin(), act.end());
-    k->gemm16_q4_k(n, p.data(), acts.data(), act.size(), 4, tile, rows);
-    for (int64_t i = 0; i < 4 * rows; ++i) expectClose(tile[i], want[i % rows], "tile", n, i);
+    for (int t = 0; t < kKQuantX16Tokens; ++t) acts.insert(acts.end(), act.begin(), act.end());
+    k->gemm16_q4_k(n, p.data(), acts.data(), act.size(), kKQuantX16Tokens, tile, rows);
+    for (int64_t i = 0; i < kKQuantX16Tokens * rows; ++i) {
+      expectClose(tile[i], want[i % rows], "tile", n, i);
+    }
   }
 }
 
+// Every tile width (1..kKQuantX16Tokens tokens), on the group and on its unpacked values (what
+// prefill over more tokens runs), gives each of its tokens the one-token tile's bits (the integer
+// sums are exact and the float operations the same per token), on one block and on several.
 TEST(Q4KX16Test, PrefillTilesMatchDecodeDots) {
   const DotKernels* k = x16Kernels();
   if (!k) GTEST_SKIP() << "no AVX-512 VNNI";
-  const int64_t n = 768, rows = 16;
-  auto p = repacked(randomRows(rows, n, 50), rows, n);
-  const size_t ab = rowBytes(TensorType::kQ8_K, n);
-  std::vector<uint8_t> acts;
-  for (int t = 0; t < 4; ++t) {
-    auto enc = encode(TensorType::kQ8_K, randomRow(n, 70 + t));
-    acts.insert(acts.end(), enc.begin(), enc.end());
-  }
-  const int64_t stride = 20;  // wider than the tile: the tile writes only its 16 columns
-  for (int nt = 1; nt <= 4; ++nt) {
-    std::vector<float> tile(static_cast<size_t>(4 * stride), -7.f);
-    k->gemm16_q4_k(n, p.data(), acts.data(), ab, nt, tile.data(), stride);
-    for (int t = 0; t < 4; ++t) {
-      float ref[rows];
-      k->x16_q4_k(n, p.data(), acts.data() + t * ab, ref);
-      for (int64_t r = 0; r < stride; ++r) {
-        const float v = tile[static_cast<size_t>(t * stride + r)];
-        if (t < nt && r < rows) {
-          expectClose(v, ref[r], "tile", n, r);
-        } else {
-          EXPECT_EQ(v, -7.f) << "nt=" << nt << " wrote token " << t << " column " << r;
+  constexpr int kTok = kKQuantX16Tokens;
+  for (int64_t n : {256, 768, 2816}) {
+    const int64_t rows = 16;
+    auto p = repacked(randomRows(rows, n, 50), rows, n);
+    const size_t ab = rowBytes(TensorType::kQ8_K, n);
+    std::vector<uint8_t> acts;
+    for (int t = 0; t < kTok; ++t) {
+      auto enc = encode(TensorType::kQ8_K, randomRow(n, 70 + t, t % 2 ? 0.3f : 3.0f));
+      acts.insert(acts.end(), enc.begin(), enc.end());
+    }
+    std::vector<uint8_t> values(static_cast<size_t>(kX16ValueBytesPerColumn * n));
+    k->unpack16_q4_k(n, p.data(), values.data());
+    const int64_t stride = 20;  // wider than the tile: the tile writes only its 16 columns
+    for (int nt = 1; nt <= kTok; ++nt) {
+      std::vector<float> tile(static_cast<size_t>(kTok * stride), -7.f);
+      std::vector<float> on_values(tile);
+      k->gemm16_q4_k(n, p.data(), acts.data(), ab, nt, tile.data(), stride);
+      k->gemm16_values_q4_k(n, p.data(), values.data(), acts.data(), ab, nt, on_values.data(),
+                            stride);
+      for (int t = 0; t < kTok; ++t) {
+        float ref[rows];
+        k->x16_q4_k(n, p.data(), acts.data() + t * ab, ref);
+        for (int64_t r = 0; r < stride; ++r) {
+          const size_t i = static_cast<size_t>(t * stride + r);
+          const float want = t < nt && r < rows ? ref[r] : -7.f;
+          EXPECT_EQ(tile[i], want) << "n=" << n << " nt=" << nt << " token " << t << " col " << r;
+          EXPECT_EQ(on_values[i], want)
+              << "unpacked n=" << n << " nt=" << nt << " token " << t << " col " << r;
         }
       }
     }
@@ -167,7 +179,7 @@ TEST(Q4KX16Test, PrefillTilesMatchDecodeDots) {
 }
 
 // matmul through packWeights: 48 rows take the 16-row layout, 20 rows the 4-row one, 18 rows
-// stay plain; every token of a batch (tails of the 4-token tiles included) matches scalar.
+// stay plain; every token of a batch (tails of the 4- and 8-token tiles included) matches scalar.
 TEST(Q4KX16Test, MatmulMatchesScalarForEveryLayout) {
   ThreadPool pool(2);
   std::vector<uint8_t> scratch;
@@ -188,7 +200,7 @@ TEST(Q4KX16Test, MatmulMatchesScalarForEveryLayout) {
     if (rows == 18) {
       EXPECT_EQ(m.interleave, 1);
     }
-    for (int64_t n_tok : {1, 3, 6}) {
+    for (int64_t n_tok : {1, 3, 6, 8, 13, 17}) {  // tiles of 8 tokens and their tails
       std::vector<float> x(static_cast<size_t>(n_tok * n));
       for (int64_t t = 0; t < n_tok; ++t) {
         auto row = randomRow(n, static_cast<uint32_t>(200 + t));

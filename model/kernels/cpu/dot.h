@@ -65,6 +65,22 @@ using Gemv16Fn = void (*)(int64_t n, const void* groups, size_t group_bytes, int
 using GemmRowsFn = void (*)(int64_t n, const void* w, size_t w_stride, int nr, const void* acts,
                             size_t act_stride, int n_tok, float* out, int64_t out_stride);
 
+// Tokens a 16-row Q4_K / Q6_K prefill tile (gemm16_q4_k, gemm16_q6_k) takes at most: each weight
+// vector it unpacks serves that many tokens.
+constexpr int kKQuantX16Tokens = 8;
+
+// A 16-row Q4_K / Q6_K group (q4k_x16.h, q6k_x16.h) of n columns unpacked to one byte per weight,
+// in the order its tile reads them: `values` holds kX16ValueBytesPerColumn x n bytes. Prefill over
+// more tokens than one tile unpacks a group once and runs every tile on the bytes.
+constexpr int64_t kX16ValueBytesPerColumn = 16;
+using Unpack16Fn = void (*)(int64_t n, const void* group, uint8_t* values);
+
+// The 16-row Q4_K / Q6_K tile on the packed group (its scales) and its unpacked values: the same
+// results, bit for bit, as the GemmTileFn on the group alone.
+using Gemm16ValuesFn = void (*)(int64_t n, const void* group, const uint8_t* values,
+                                const void* acts, size_t act_stride, int n_tok, float* out,
+                                int64_t out_stride);
+
 struct DotKernels {
   std::string_view isa;
   DotFn f32, f16, bf16, q8_0, q4_0, q4_k, q6_k;
@@ -77,9 +93,12 @@ struct DotKernels {
   GemmTileFn gemm_q5_1 = nullptr;
   // Q4_K repacked 16 rows per group (q4k_x16.h): out[0..15] / out[t * out_stride + 0..15].
   // Same per-block arithmetic as dot / x4; nullptr where a table has none (all but AVX-512).
+  // The 16-row Q4_K / Q6_K tiles take n_tok 1..kKQuantX16Tokens (8), not 1..4.
   Dot4Fn x16_q4_k = nullptr;
   GemmTileFn gemm16_q4_k = nullptr;
   GemmTileFn gemm16_q6_k = nullptr;  // Q6_K x16 (q6k_x16.h), as gemm16_q4_k
+  Unpack16Fn unpack16_q4_k = nullptr, unpack16_q6_k = nullptr;  // set with gemm16_q4_k / _q6_k
+  Gemm16ValuesFn gemm16_values_q4_k = nullptr, gemm16_values_q6_k = nullptr;
   GemmTileFn gemm16_q5_1 = nullptr;  // Q5_1 x16 (q0_x16.h) against Q8_1 activations
   GemmTileFn gemm16ForType(TensorType weight) const;  // Q4_K / Q6_K / Q5_1 x16; nullptr when none
   Gemm16Q0Fn gemm16_q8_0 = nullptr, gemm16_q4_0 = nullptr, gemm16_q5_0 = nullptr;  // AVX-512

@@ -24,6 +24,10 @@ const DotKernels& avx512Table() {
     t.x16_q4_k = dot16Q4K;  // the 16-row Q4_K layout (q4k_x16.h) needs VNNI
     t.gemm16_q4_k = gemm16Q4K;
     t.gemm16_q6_k = gemm16Q6K;
+    t.unpack16_q4_k = unpack16Q4K;  // prefill over many tokens: groups unpacked once
+    t.unpack16_q6_k = unpack16Q6K;
+    t.gemm16_values_q4_k = gemm16ValuesQ4K;
+    t.gemm16_values_q6_k = gemm16ValuesQ6K;
     t.gemm16_q8_0 = gemm16Q0<Q0Kind::kQ8_0>;  // the 16-row Q8_0 / Q4_0 / Q5_0 layout (q0_x16.h)
     t.gemm16_q4_0 = gemm16Q0<Q0Kind::kQ4_0>;
     t.gemm16_q5_0 = gemm16Q0<Q0Kind::kQ5_0>;

@@ -15,12 +15,36 @@ namespace {
 
 constexpr int kRowTile = 8;  // rows per dot call (activation reuse)
 
+// Q4_K / Q6_K prefill over more tokens than one tile: each group is unpacked once to a byte per
+// weight (in a per-thread buffer that stays in the core's caches) and every tile of
+// kKQuantX16Tokens runs on the bytes, so the unpacking is paid once per group, not once per tile.
+void matmulKQuantValues(const Matrix& w, const uint8_t* a, size_t a_bytes, int64_t n_tokens,
+                        float* y, int64_t y_stride, ThreadPool& pool, const DotKernels& k) {
+  const bool q4k = w.type == TensorType::kQ4_K;
+  const Unpack16Fn unpack = q4k ? k.unpack16_q4_k : k.unpack16_q6_k;
+  const Gemm16ValuesFn tile = q4k ? k.gemm16_values_q4_k : k.gemm16_values_q6_k;
+  TP_CHECK(unpack && tile, "no unpacked 16-row kernel for {}", tensorTypeName(w.type));
+  pool.parallelFor(w.rows / 16, 1, [&](int64_t g0, int64_t g1) {
+    thread_local std::vector<uint8_t> values;
+    values.resize(static_cast<size_t>(kX16ValueBytesPerColumn * w.cols));
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t r0 = g * 16;
+      unpack(w.cols, w.row(r0), values.data());
+      for (int64_t t = 0; t < n_tokens; t += kKQuantX16Tokens) {
+        const int nt = static_cast<int>(std::min<int64_t>(kKQuantX16Tokens, n_tokens - t));
+        tile(w.cols, w.row(r0), values.data(), a + static_cast<size_t>(t) * a_bytes, a_bytes, nt,
+             y + t * y_stride + r0, y_stride);
+      }
+    }
+  });
+}
+
 // Weights repacked 16 rows per group (interleave 16): each thread takes whole groups; prefill
-// runs 4 tokens per tile so a group's weights are unpacked once for 4 tokens. The tile of w's
-// type is one of two kinds: Q4_K, Q6_K and Q5_1 (whose Q8_1 blocks carry their sums) take the
-// activations only; Q8_0 / Q4_0 / Q5_0's also take the activation offsets their unsigned
-// weights' offsets come out with (`offs`, q0X16Offsets: n_tokens x q0X16OffsetsPerRow; nullptr
-// for the others).
+// runs 4 tokens per tile (Q4_K / Q6_K: kKQuantX16Tokens) so a group's weights are unpacked once for
+// that many tokens. The tile of w's type is one of two kinds: Q4_K, Q6_K and Q5_1 (whose Q8_1
+// blocks carry their sums) take the activations only; Q8_0 / Q4_0 / Q5_0's also take the
+// activation offsets their unsigned weights' offsets come out with (`offs`, q0X16Offsets:
+// n_tokens x q0X16OffsetsPerRow; nullptr for the others).
 void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int32_t* offs,
                     int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool,
                     const DotKernels& k) {
@@ -37,11 +61,17 @@ void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int
     });
     return;
   }
+  const bool k_quant = w.type == TensorType::kQ4_K || w.type == TensorType::kQ6_K;
+  const int64_t tile_tokens = k_quant ? kKQuantX16Tokens : 4;
+  if (k_quant && n_tokens > tile_tokens) {
+    matmulKQuantValues(w, a, a_bytes, n_tokens, y, y_stride, pool, k);
+    return;
+  }
   pool.parallelFor(w.rows / 16, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t r0 = g * 16;
-      for (int64_t t = 0; t < n_tokens; t += 4) {
-        const int nt = static_cast<int>(std::min<int64_t>(4, n_tokens - t));
+      for (int64_t t = 0; t < n_tokens; t += tile_tokens) {
+        const int nt = static_cast<int>(std::min<int64_t>(tile_tokens, n_tokens - t));
         const uint8_t* at = a + static_cast<size_t>(t) * a_bytes;
         float* yt = y + t * y_stride + r0;
         if (with_offs) {
