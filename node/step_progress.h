@@ -15,7 +15,7 @@
 //   ProgressQuery  (16 bytes): u32 magic 'TPPQ' | u16 version | u16 kind | u32 probe | u32 node
 //   ProgressReport (32 bytes): u32 magic 'TPPR' | u16 version | u16 reserved (0) | u32 probe |
 //                              u32 node | u64 received | u64 begun
-//   TierReport (16 + 24 n):    u32 magic 'TPTR' | u16 version | u16 n_ranks | u32 probe |
+//   TierReport (16 + 24 n):    u32 magic 'TPTC' | u16 version | u16 n_ranks | u32 probe |
 //                              u32 node | n_ranks x { u32 rank | u32 reserved (0) |
 //                              u64 stored | u64 store_dropped }, ranks ascending
 // decode*() treat the bytes as hostile: size, magic, version, kind, counts and reserved fields
@@ -59,7 +59,7 @@ struct TierReport {
 
 inline constexpr uint32_t kProgressQueryMagic = 0x51505054;   // "TPPQ"
 inline constexpr uint32_t kProgressReportMagic = 0x52505054;  // "TPPR"
-inline constexpr uint32_t kTierReportMagic = 0x52545054;      // "TPTR"
+inline constexpr uint32_t kTierReportMagic = 0x43545054;      // "TPTC"
 inline constexpr uint16_t kProgressVersion = 2;
 inline constexpr size_t kProgressQueryBytes = 16;
 inline constexpr size_t kProgressReportBytes = 32;

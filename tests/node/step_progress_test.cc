@@ -115,7 +115,7 @@ TEST(StepProgressTest, TierReportRoundTripAndHostileBytes) {
   t.ranks.push_back({3, {11, 0, 0, 0}});
   std::vector<std::byte> b = encodeTierReport(t);
   ASSERT_EQ(b.size(), kTierReportHeaderBytes + 2 * kTierReportRankBytes);
-  EXPECT_EQ(loadLE32(reinterpret_cast<const uint8_t*>(b.data())), 0x52545054u);  // "TPTR"
+  EXPECT_EQ(loadLE32(reinterpret_cast<const uint8_t*>(b.data())), 0x43545054u);  // "TPTC"
   TierReport back = decodeTierReport(b);
   EXPECT_EQ(back.probe, 9u);
   EXPECT_EQ(back.node, 1u);
