@@ -10,7 +10,7 @@
 // previous_response_id in OpenAI's error shape, 503 when the cluster or the response store is
 // unavailable), reports later failures inside the stream (response.failed). Store calls run
 // off the I/O threads (ServerContext::responses, node/api/response_store_worker.h): the
-// coroutine waits for at most about twice the store's timeout (--redis-timeout) while its I/O
+// coroutine waits for at most about three store timeouts (--redis-timeout) while its I/O
 // thread serves other connections. A response that cannot be stored is still answered (the
 // failure is logged and counted).
 #pragma once
