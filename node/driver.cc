@@ -253,13 +253,20 @@ void Driver::teardown(bool reset_workers) {
   watchdog_->watch(nullptr);
   in_flight_.clear();
   tier_poll_.reset();  // its receives are on the session's mesh
+  wire_tables_ = {};   // the next session's workers start with no tables
   session_.reset();
   for (auto& s : scheduler_->drainAll()) (void)s;
 }
 
 void Driver::broadcastCommand(const StepCommand& command) {
   if (!session_->mesh()) return;
-  encodeStepCommand(command, command_bytes_);
+  if (command.kind == StepKind::kStep) {
+    StepCommand wire = command;  // the chunks' tables as appends (node/step_command.h)
+    wire_tables_.toWire(wire);
+    encodeStepCommand(wire, command_bytes_);
+  } else {
+    encodeStepCommand(command, command_bytes_);
+  }
   session_->sendToWorkers(command_bytes_);
 }
 

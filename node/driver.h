@@ -167,6 +167,7 @@ class Driver final : public Engine {
   std::vector<model::BatchToken> batch_;
   std::vector<float> logits_;
   std::vector<std::byte> command_bytes_;
+  BlockTableMirror wire_tables_;  // the block tables the workers hold (this session's)
 };
 
 }  // namespace tpnode::node
