@@ -20,9 +20,9 @@ namespace {
 
 // Between two attempts to re-form the cluster after a fault (doubling, reset once it forms).
 constexpr auto kReformBackoffMin = std::chrono::seconds(2);
+constexpr auto kReformBackoffMax = std::chrono::seconds(30);
 // How often node 0 asks the workers for their KV tier counters (node/tier_counter_poll.h).
 constexpr auto kTierPollInterval = std::chrono::milliseconds(1000);
-constexpr auto kReformBackoffMax = std::chrono::seconds(30);
 
 }  // namespace
 
