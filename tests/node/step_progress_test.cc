@@ -177,7 +177,7 @@ TEST(TierCounterPollTest, CollectsEveryWorkersTallyAndDropsForeignRanks) {
       std::chrono::milliseconds(20));
   std::map<uint32_t, TierReport> latest;
   auto pollUntil = [&](auto&& done) {
-    for (int i = 0; i < 500 && !done(); ++i) {
+    for (int i = 0; i < 2000 && !done(); ++i) {
       for (TierReport& r : poll.poll()) latest[r.node] = std::move(r);
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }

@@ -95,51 +95,62 @@ bool waitFor(Pred pred) {
   return pred();
 }
 
-TEST(ResponseStoreWorkerTest, RunsOffTheIoThreadAndBoundsItsQueue) {
-  auto owned = std::make_unique<GateStore>();
-  GateStore& store = *owned;
-  ResponseStoreWorker worker(std::move(owned), /*max_queued=*/2, /*max_wait=*/60s);
-  ASSERT_TRUE(worker.offloads());
+// A worker over a GateStore with one I/O thread; the destructor opens the gate and stops both
+// (in ApiServer::stop's order), also when an assertion ended the test early.
+struct Rig {
+  Rig(size_t max_queued, std::chrono::milliseconds max_wait) {
+    auto owned = std::make_unique<GateStore>();
+    store = owned.get();
+    worker = std::make_unique<ResponseStoreWorker>(std::move(owned), max_queued, max_wait);
+    io_thread = std::thread([this] { io.run(); });
+  }
+  ~Rig() {
+    store->release();
+    guard.reset();
+    io.stop();
+    io_thread.join();
+    worker->stop();
+  }
+  void spawnGet(Calls& calls) { net::co_spawn(io, getOne(*worker, calls), net::detached); }
+
+  GateStore* store = nullptr;  // owned by the worker
+  std::unique_ptr<ResponseStoreWorker> worker;
   net::io_context io;
-  auto guard = net::make_work_guard(io);
-  std::thread io_thread([&] { io.run(); });
+  net::executor_work_guard<net::io_context::executor_type> guard = net::make_work_guard(io);
+  std::thread io_thread;
+};
+
+TEST(ResponseStoreWorkerTest, RunsOffTheIoThreadAndBoundsItsQueue) {
   Calls calls;
+  Rig rig(/*max_queued=*/2, /*max_wait=*/60s);
+  ASSERT_TRUE(rig.worker->offloads());
   // One call at the store, two queued, the fourth and fifth refused at once.
-  net::co_spawn(io, getOne(worker, calls), net::detached);
-  ASSERT_TRUE(waitFor([&] { return store.calls() == 1; }));
-  for (int i = 0; i < 4; ++i) net::co_spawn(io, getOne(worker, calls), net::detached);
+  rig.spawnGet(calls);
+  ASSERT_TRUE(waitFor([&] { return rig.store->calls() == 1; }));
+  for (int i = 0; i < 4; ++i) rig.spawnGet(calls);
   ASSERT_TRUE(waitFor([&] { return calls.size() == 2; }));
   EXPECT_EQ(calls.count(ErrorCode::kResource), 2u);
-  EXPECT_EQ(worker.queued(), 2u);
-  EXPECT_NE(store.lastThread(), io_thread.get_id());  // the I/O thread stayed free
-  store.release();
+  EXPECT_EQ(rig.worker->queued(), 2u);
+  EXPECT_NE(rig.store->lastThread(), rig.io_thread.get_id());  // the I/O thread stayed free
+  rig.store->release();
   ASSERT_TRUE(waitFor([&] { return calls.size() == 5; }));
   EXPECT_EQ(calls.count(ErrorCode::kInternal), 3u);
-  EXPECT_EQ(store.calls(), 3);
-  guard.reset();
-  io_thread.join();
+  EXPECT_EQ(rig.store->calls(), 3);
 }
 
 TEST(ResponseStoreWorkerTest, ACallQueuedPastMaxWaitTimesOutWithoutReachingTheStore) {
-  auto owned = std::make_unique<GateStore>();
-  GateStore& store = *owned;
-  ResponseStoreWorker worker(std::move(owned), 8, /*max_wait=*/1ms);
-  net::io_context io;
-  auto guard = net::make_work_guard(io);
-  std::thread io_thread([&] { io.run(); });
   Calls calls;
-  net::co_spawn(io, getOne(worker, calls), net::detached);
-  ASSERT_TRUE(waitFor([&] { return store.calls() == 1; }));
-  net::co_spawn(io, getOne(worker, calls), net::detached);
-  ASSERT_TRUE(waitFor([&] { return worker.queued() == 1; }));
-  std::this_thread::sleep_for(20ms);  // past max_wait while the first call holds the store
-  store.release();
+  Rig rig(8, /*max_wait=*/300ms);
+  rig.spawnGet(calls);
+  ASSERT_TRUE(waitFor([&] { return rig.store->calls() == 1; }));
+  rig.spawnGet(calls);
+  ASSERT_TRUE(waitFor([&] { return rig.worker->queued() == 1; }));
+  std::this_thread::sleep_for(600ms);  // past max_wait while the first call holds the store
+  rig.store->release();
   ASSERT_TRUE(waitFor([&] { return calls.size() == 2; }));
   EXPECT_EQ(calls.count(ErrorCode::kInternal), 1u);
   EXPECT_EQ(calls.count(ErrorCode::kTimeout), 1u);
-  EXPECT_EQ(store.calls(), 1);
-  guard.reset();
-  io_thread.join();
+  EXPECT_EQ(rig.store->calls(), 1);
 }
 
 TEST(ResponseStoreWorkerTest, StopDropsTheQueueAndLaterCallsAreAborted) {
