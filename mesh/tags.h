@@ -39,8 +39,9 @@ inline constexpr TagRange kMeshInternalTags{"mesh/tcp_mesh.cc", 0, 16};
 // inter_node.cc asserts that every op, lane and slot fits.
 inline constexpr TagRange kCollectiveTags{"collectives/inter_node.h", 16, 0x10000 - 16};
 // The node layer's control channel (node/mesh_setup.h): StepCommand and its acknowledgements,
-// the step watchdog's progress probes and reports (node/step_progress.h).
-inline constexpr TagRange kNodeControlTags{"node/mesh_setup.h", 0x100000, 4};
+// the step watchdog's progress probes and reports, the workers' KV tier counter reports
+// (node/step_progress.h).
+inline constexpr TagRange kNodeControlTags{"node/mesh_setup.h", 0x100000, 5};
 // Pipeline stages (node/pipeline_wire.h): the hidden state to the next stage, and the final
 // rows from the last stage back to stage 0, a tensor read from the stage that holds it, a
 // stage's report of a step to node 0 (activation taps, expert load).

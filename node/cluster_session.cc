@@ -69,6 +69,7 @@ ClusterSession::~ClusterSession() {
 }
 
 void ClusterSession::loadRanks(const RankSetOptions& options) {
+  if (responder_ && options.kv_tier) responder_->setTierTally(options.kv_tier->tally);
   if (!model_.topology.pipelined()) {
     ranks_ = std::make_unique<RankSet>(*model_.file, model_.config, model_.plan, group_, options);
     return;

@@ -18,7 +18,8 @@
 //   group, then the mesh: each uses the next.
 // - Node 0 only: sendToWorkers(), dismissWorkers(), ledger() (the step commands sent to each
 //   worker, for the StepWatchdog). Workers only: reportLoaded(), acknowledge(), progress()
-//   (their ProgressResponder answers node 0's progress probes while a step runs).
+//   (their ProgressResponder answers node 0's progress probes while a step runs, and its KV
+//   tier counter queries with the tally that loadRanks() hands it: RankSetOptions::kv_tier).
 // - Pipeline stages (the topology has more than one): formGroup() makes a NodeGroup of this
 //   stage's ranks alone (tensor parallelism stays inside the stage; a stage of several nodes
 //   meets over a mesh::SubMesh of its nodes) and takes the mesh's event callback itself (a lost

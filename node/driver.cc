@@ -21,6 +21,8 @@ namespace {
 // Between two attempts to re-form the cluster after a fault (doubling, reset once it forms).
 constexpr auto kReformBackoffMin = std::chrono::seconds(2);
 constexpr auto kReformBackoffMax = std::chrono::seconds(30);
+// How often node 0 asks the workers for their KV tier counters (node/tier_counter_poll.h).
+constexpr auto kTierPollInterval = std::chrono::milliseconds(1000);
 
 }  // namespace
 
@@ -29,6 +31,7 @@ Driver::Driver(const Options& options, const LoadedModel& model, DriverOptions d
       model_(model),
       driver_options_(driver_options),
       metrics_(std::make_unique<DriverMetrics>(model.topology.nodes(), model.topology.nodeId())) {
+  if (driver_options_.ranks.kv_tier) metrics_->setTierTally(driver_options_.ranks.kv_tier->tally);
   std::lock_guard lock(mu_);
   not_ready_reason_ = "the cluster is forming";
 }
@@ -222,6 +225,16 @@ bool Driver::formCluster() {
   session_ = std::move(session);
   formed_once_ = true;
   if (session_->mesh()) watchdog_->watch(session_->mesh(), session_->ledger());
+  if (session_->mesh() && driver_options_.ranks.kv_tier) {
+    const collectives::Topology& topo = model_.topology;
+    tier_poll_ = std::make_unique<TierCounterPoll>(
+        *session_->mesh(),
+        [&topo](int node) {
+          return std::pair(static_cast<uint32_t>(topo.layout().firstRankOf(node)),
+                           static_cast<uint32_t>(topo.layout().ranksOf(node)));
+        },
+        kTierPollInterval);
+  }
   ready_ = true;
   queue_.setOpen(true);
   metrics_->setRanks(session_->ranks());
@@ -243,13 +256,21 @@ void Driver::teardown(bool reset_workers) {
   session_->dismissWorkers(reset_workers ? StepKind::kReset : StepKind::kShutdown, *watchdog_);
   watchdog_->watch(nullptr);
   in_flight_.clear();
+  tier_poll_.reset();  // its receives are on the session's mesh
+  wire_tables_ = {};   // the next session's workers start with no tables
   session_.reset();
   for (auto& s : scheduler_->drainAll()) (void)s;
 }
 
 void Driver::broadcastCommand(const StepCommand& command) {
   if (!session_->mesh()) return;
-  encodeStepCommand(command, command_bytes_);
+  if (command.kind == StepKind::kStep) {
+    StepCommand wire = command;  // the chunks' tables as appends (node/step_command.h)
+    wire_tables_.toWire(wire);
+    encodeStepCommand(wire, command_bytes_);
+  } else {
+    encodeStepCommand(command, command_bytes_);
+  }
   session_->sendToWorkers(command_bytes_);
 }
 
@@ -272,10 +293,8 @@ void Driver::publishBlockStats() {
   add(metrics_->kv_evictions, b.evictions, seen_evictions_);
   add(metrics_->kv_redis_fetched, p.tier_loaded, seen_.tier_loaded);
   add(metrics_->kv_redis_fetch_failures, p.tier_failed, seen_.tier_failed);
-  if (session_) {
-    const KvTierCounters t = session_->ranks().kvTierCounters();
-    add(metrics_->kv_redis_stored, t.stored, seen_tier_.stored);
-    add(metrics_->kv_redis_store_dropped, t.store_dropped, seen_tier_.store_dropped);
+  if (tier_poll_) {
+    for (const TierReport& r : tier_poll_->poll()) metrics_->setTierReport(r);
   }
 }
 

@@ -58,6 +58,7 @@
 #include "node/request_tracker.h"
 #include "node/scheduler.h"
 #include "node/step_watchdog.h"
+#include "node/tier_counter_poll.h"
 
 namespace tpnode::node {
 
@@ -144,7 +145,6 @@ class Driver final : public Engine {
   bool formed_once_ = false;                                 // loop thread only
   PrefixStats seen_;  // loop thread only: what /metrics counted so far
   uint64_t seen_evictions_ = 0;
-  KvTierCounters seen_tier_;  // loop thread only: node 0's ranks' tier counters counted so far
 
   mutable std::mutex mu_;
   std::string not_ready_reason_;  // GUARDED_BY(mu_)
@@ -159,6 +159,7 @@ class Driver final : public Engine {
 
   // Loop thread only:
   std::unique_ptr<ClusterSession> session_;
+  std::unique_ptr<TierCounterPoll> tier_poll_;    // the workers' KV tier counters; session_'s mesh
   std::unique_ptr<RedisTierLookup> tier_lookup_;  // --kv-cache-redis-url; before scheduler_
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<RequestTracker> requests_;
@@ -166,6 +167,7 @@ class Driver final : public Engine {
   std::vector<model::BatchToken> batch_;
   std::vector<float> logits_;
   std::vector<std::byte> command_bytes_;
+  BlockTableMirror wire_tables_;  // the block tables the workers hold (this session's)
 };
 
 }  // namespace tpnode::node

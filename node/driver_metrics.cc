@@ -70,11 +70,6 @@ DriverMetrics::DriverMetrics(int nodes, int self)
       kv_redis_fetch_failures(
           counter(*registry_, "tpnode_kv_redis_fetch_failures_total",
                   "KV blocks asked of the Redis tier that some rank could not load (recomputed)")),
-      kv_redis_stored(counter(*registry_, "tpnode_kv_redis_blocks_stored_total",
-                              "KV block shards node 0's ranks wrote to the Redis tier")),
-      kv_redis_store_dropped(
-          counter(*registry_, "tpnode_kv_redis_store_dropped_total",
-                  "KV block shards node 0's ranks did not write (writer queue full, Redis down)")),
       rank_weight_bytes_(BuildGauge()
                              .Name("tpnode_rank_weight_bytes")
                              .Help("Weight bytes of each local rank's shard")
@@ -163,10 +158,53 @@ std::vector<prometheus::MetricFamily> DriverMetrics::linkFamilies() const {
   return {bytes, messages, wait};
 }
 
+void DriverMetrics::setTierTally(std::shared_ptr<const KvTierTally> tally) {
+  std::lock_guard lock(tier_mu_);
+  tier_tally_ = std::move(tally);
+}
+
+void DriverMetrics::setTierReport(const TierReport& report) {
+  if (static_cast<int>(report.node) == self_) return;
+  std::lock_guard lock(tier_mu_);
+  worker_tiers_[static_cast<int>(report.node)] = report.ranks;
+}
+
+std::vector<prometheus::MetricFamily> DriverMetrics::tierFamilies() const {
+  using prometheus::MetricType;
+  std::map<int, std::vector<RankTierCounters>> by_node;
+  {
+    std::lock_guard lock(tier_mu_);
+    if (!tier_tally_ && worker_tiers_.empty()) return {};
+    by_node = worker_tiers_;
+    if (tier_tally_) by_node[self_] = tier_tally_->snapshot();
+  }
+  prometheus::MetricFamily stored{"tpnode_kv_redis_blocks_stored_total",
+                                  "KV block shards each rank wrote to the Redis tier",
+                                  MetricType::Counter,
+                                  {}};
+  prometheus::MetricFamily dropped{"tpnode_kv_redis_store_dropped_total",
+                                   "KV block shards each rank did not write to the Redis tier "
+                                   "(writer queue full, Redis down or slow)",
+                                   MetricType::Counter,
+                                   {}};
+  for (const auto& [node, ranks] : by_node) {
+    for (const RankTierCounters& rc : ranks) {
+      std::vector<prometheus::ClientMetric::Label> labels = {{"node", std::to_string(node)},
+                                                             {"rank", std::to_string(rc.rank)}};
+      stored.metric.push_back(sample(static_cast<double>(rc.counters.stored), true, labels));
+      dropped.metric.push_back(
+          sample(static_cast<double>(rc.counters.store_dropped), true, std::move(labels)));
+    }
+  }
+  return {stored, dropped};
+}
+
 std::vector<prometheus::MetricFamily> DriverMetrics::collect() const {
   std::vector<prometheus::MetricFamily> out = registry_->Collect();
   std::vector<prometheus::MetricFamily> links = linkFamilies();
   out.insert(out.end(), links.begin(), links.end());
+  std::vector<prometheus::MetricFamily> tier = tierFamilies();
+  out.insert(out.end(), tier.begin(), tier.end());
   return out;
 }
 

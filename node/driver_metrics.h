@@ -11,7 +11,9 @@
 //   tpnode_link_wait_seconds_total{peer} (peer = node id).
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,8 @@
 #include <prometheus/registry.h>
 
 #include "mesh/metered_mesh.h"
+#include "node/kv_tier_tally.h"
+#include "node/step_progress.h"
 
 namespace tpnode::node {
 
@@ -58,12 +62,9 @@ class DriverMetrics {
   prometheus::Counter& kv_preemptions;
   prometheus::Counter& kv_evictions;
   // The Redis KV tier (--kv-cache-redis-url): blocks the cluster loaded on every rank and blocks
-  // it asked for and recomputed; node 0's ranks' blocks stored and dropped (queue full, SET
-  // failed).
+  // it asked for and recomputed. Every rank's blocks stored and dropped: setTier* below.
   prometheus::Counter& kv_redis_fetched;
   prometheus::Counter& kv_redis_fetch_failures;
-  prometheus::Counter& kv_redis_stored;
-  prometheus::Counter& kv_redis_store_dropped;
 
   // Weight, KV and device bytes of each local rank (labels local_rank, backend).
   void setRanks(const RankSet& ranks);
@@ -75,11 +76,19 @@ class DriverMetrics {
   // pipeline the ranks of stage s are numbered from s x ranks per stage).
   void addExpertLoad(const std::vector<uint64_t>& load);
   mesh::LinkMeters& links() { return links_; }
+  // The Redis KV tier's block shards stored and dropped (queue full, SET failed) by every rank
+  // of the cluster, read at collect() time: tpnode_kv_redis_blocks_stored_total{node,rank} and
+  // tpnode_kv_redis_store_dropped_total{node,rank}: this node's ranks from `tally` (set once,
+  // before the loop thread starts), the workers' from their latest TierReport (loop thread;
+  // node/tier_counter_poll.h). Absent without the tier.
+  void setTierTally(std::shared_ptr<const KvTierTally> tally);
+  void setTierReport(const TierReport& report);
 
   std::vector<prometheus::MetricFamily> collect() const;
 
  private:
   std::vector<prometheus::MetricFamily> linkFamilies() const;
+  std::vector<prometheus::MetricFamily> tierFamilies() const;
 
   prometheus::Family<prometheus::Gauge>& rank_weight_bytes_;
   prometheus::Family<prometheus::Gauge>& rank_kv_bytes_;
@@ -89,6 +98,9 @@ class DriverMetrics {
   std::vector<uint64_t> expert_pairs_seen_;  // loop thread only
   mesh::LinkMeters links_;
   const int self_;  // this node's id: no link to itself
+  mutable std::mutex tier_mu_;
+  std::shared_ptr<const KvTierTally> tier_tally_;              // guarded by tier_mu_
+  std::map<int, std::vector<RankTierCounters>> worker_tiers_;  // guarded by tier_mu_; by node
 };
 
 }  // namespace tpnode::node

@@ -28,6 +28,7 @@ std::optional<KvTierOptions> kvTierOptionsFrom(const Options& o, const LoadedMod
   t.scope.pp_stages = m.topology.stages();
   t.scope.block_tokens = o.kv_block_size;
   t.scope.cache_format = kKvTierFormat;
+  t.tally = std::make_shared<KvTierTally>();  // this process's ranks, across sessions
   return t;
 }
 

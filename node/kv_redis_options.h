@@ -2,7 +2,8 @@
 // the store's options, the cluster's scope, the combinations that run it, and node 0's lookup.
 //
 // Contract: kvBlockStoreOptionsFrom() and kvTierOptionsFrom() are pure functions of the
-// options (and the loaded model): nullopt when no URL is set (no Redis tier);
+// options (and the loaded model; kvTierOptionsFrom() adds a fresh KvTierTally for the
+// process's ranks): nullopt when no URL is set (no Redis tier);
 // Error(kInvalidArgument) naming the flag for a bad URL, TTL or timeout, so that a node refuses
 // to start rather than run without the tier it was asked for. Each rank then builds its own
 // store (node/kv_tier_rank.h) with the cluster's scope and its global rank.

@@ -6,14 +6,6 @@
 
 namespace tpnode::node {
 
-KvTierCounters& KvTierCounters::operator+=(const KvTierCounters& o) {
-  stored += o.stored;
-  store_dropped += o.store_dropped;
-  fetched += o.fetched;
-  fetch_failed += o.fetch_failed;
-  return *this;
-}
-
 namespace {
 
 // Blocks read in one round trip at most (the client caps a round trip's replies).
@@ -32,6 +24,8 @@ RankKvTier::RankKvTier(const KvTierOptions& options, int global_rank, size_t blo
       queue_blocks_(std::max<size_t>(1, options.queue_blocks)),
       reader_(options.scope, global_rank, sized(options.store, block_floats, kLoadBatch)),
       writer_(options.scope, global_rank, sized(options.store, block_floats, 1)),
+      tally_(options.tally ? options.tally : std::make_shared<KvTierTally>()),
+      counts_(tally_->cell(static_cast<uint32_t>(global_rank))),
       thread_([this] { writerLoop(); }) {}
 
 RankKvTier::~RankKvTier() {
@@ -48,7 +42,7 @@ void RankKvTier::store(const model::KvCache& cache, std::span<const KvTierBlock>
     {
       std::lock_guard lock(mu_);
       if (queue_.size() >= queue_blocks_) {
-        dropped_.fetch_add(1, std::memory_order_relaxed);
+        counts_.store_dropped.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
     }
@@ -75,9 +69,9 @@ void RankKvTier::writerLoop() {
     const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(e.floats.data()),
                                          e.floats.size() * sizeof(float));
     if (writer_.put(e.hash, bytes)) {
-      stored_.fetch_add(1, std::memory_order_relaxed);
+      counts_.stored.fetch_add(1, std::memory_order_relaxed);
     } else {
-      dropped_.fetch_add(1, std::memory_order_relaxed);
+      counts_.store_dropped.fetch_add(1, std::memory_order_relaxed);
     }
   }
 }
@@ -96,24 +90,19 @@ std::vector<float> RankKvTier::load(model::KvCache& cache, std::span<const KvTie
   for (size_t i = 0; i < blocks.size(); ++i) {
     // The header matched the key (decodeKvBlock); the payload must be exactly one block here.
     if (!values[i] || values[i]->size() != block_floats_ * sizeof(float)) {
-      fetch_failed_.fetch_add(1, std::memory_order_relaxed);
+      counts_.fetch_failed.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     std::memcpy(floats.data(), values[i]->data(), values[i]->size());
     cache.importBlock(blocks[i].block, floats);
     ok[i] = 1.0f;
-    fetched_.fetch_add(1, std::memory_order_relaxed);
+    counts_.fetched.fetch_add(1, std::memory_order_relaxed);
   }
   return ok;
 }
 
 KvTierCounters RankKvTier::counters() const {
-  KvTierCounters c;
-  c.stored = stored_.load(std::memory_order_relaxed);
-  c.store_dropped = dropped_.load(std::memory_order_relaxed);
-  c.fetched = fetched_.load(std::memory_order_relaxed);
-  c.fetch_failed = fetch_failed_.load(std::memory_order_relaxed);
-  return c;
+  return counts_.read();
 }
 
 }  // namespace tpnode::node

@@ -16,6 +16,9 @@
 //   redis::decodeKvBlock checks the header, length and checksum; the payload size is checked
 //   here). It returns 1 for each block imported and 0 for each that was not; it never throws
 //   for Redis trouble. The caller (RankSet) all-reduces the flags so that every rank agrees.
+// - Its counters live in options.tally (node/kv_tier_tally.h; a tally of its own when that is
+//   null): the cell of its global rank, which outlives it, so that they keep counting across
+//   sessions.
 // - The destructor stops the writer (blocks still queued are dropped).
 #pragma once
 
@@ -23,12 +26,14 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <thread>
 #include <vector>
 
 #include "model/kv_cache.h"
+#include "node/kv_tier_tally.h"
 #include "node/redis/kv_block_store.h"
 #include "node/step_command.h"
 
@@ -41,14 +46,8 @@ struct KvTierOptions {
   redis::KvBlockStoreOptions store;
   redis::KvBlockScope scope;
   size_t queue_blocks = 64;  // blocks a rank's writer queue holds at most
-};
-
-struct KvTierCounters {
-  uint64_t stored = 0;         // blocks written to Redis
-  uint64_t store_dropped = 0;  // blocks not written: the queue was full, or the SET failed
-  uint64_t fetched = 0;        // blocks read from Redis and imported
-  uint64_t fetch_failed = 0;   // blocks asked for and not imported (missing, down, damaged)
-  KvTierCounters& operator+=(const KvTierCounters& o);
+  // The process's counters of every rank (shared by the options' copies); may be null.
+  std::shared_ptr<KvTierTally> tally;
 };
 
 class RankKvTier {
@@ -77,8 +76,9 @@ class RankKvTier {
   std::condition_variable cv_;
   std::deque<Entry> queue_;  // GUARDED_BY(mu_)
   bool stop_ = false;        // GUARDED_BY(mu_)
-  std::atomic<uint64_t> stored_{0}, dropped_{0}, fetched_{0}, fetch_failed_{0};
-  std::thread thread_;  // last: starts after everything it uses
+  const std::shared_ptr<KvTierTally> tally_;
+  KvTierTally::Cell& counts_;  // in *tally_, which this object holds
+  std::thread thread_;         // last: starts after everything it uses
 };
 
 }  // namespace tpnode::node

@@ -17,6 +17,8 @@ inline constexpr uint32_t kTagControlAck = mesh::kNodeControlTags.at(1);  // wor
 // Step progress (node/step_progress.h): node 0's probes and the workers' reports.
 inline constexpr uint32_t kTagProgress = mesh::kNodeControlTags.at(2);        // driver -> worker
 inline constexpr uint32_t kTagProgressReport = mesh::kNodeControlTags.at(3);  // worker -> driver
+// The workers' Redis KV tier counters (TierReport, node/step_progress.h), asked by kTagProgress.
+inline constexpr uint32_t kTagTierReport = mesh::kNodeControlTags.at(4);  // worker -> driver
 
 // The secret from --cluster-secret-file or TPNODE_CLUSTER_SECRET ("" when neither is given),
 // in the format of mesh/secret.h; throws for one under 128 bits, naming its length.

@@ -58,10 +58,29 @@ void ProgressResponder::loop() {
   }
 }
 
+void ProgressResponder::setTierTally(std::shared_ptr<const KvTierTally> tally) {
+  std::lock_guard lock(mu_);
+  tally_ = std::move(tally);
+}
+
 void ProgressResponder::handle(const ProgressQuery& q) {
   if (q.node != static_cast<uint32_t>(mesh_.nodeId())) {
     mesh_.failPeer(
         0, fmt::format("a progress query for node {} reached node {}", q.node, mesh_.nodeId()));
+    return;
+  }
+  if (q.kind == ProgressKind::kTierCounters) {
+    TierReport t;
+    t.probe = q.probe;
+    t.node = q.node;
+    std::shared_ptr<const KvTierTally> tally;
+    {
+      std::lock_guard lock(mu_);
+      tally = tally_;
+    }
+    if (tally) t.ranks = tally->snapshot();
+    if (t.ranks.size() > kMaxTierReportRanks) t.ranks.resize(kMaxTierReportRanks);
+    mesh_.send(0, kTagTierReport, encodeTierReport(t));
     return;
   }
   ProgressReport r;

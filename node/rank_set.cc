@@ -225,14 +225,6 @@ std::vector<bool> RankSet::runKvTier(std::span<const KvTierBlock> stores,
   return loaded;
 }
 
-KvTierCounters RankSet::kvTierCounters() const {
-  KvTierCounters c;
-  for (const auto& r : ranks_) {
-    if (r->tier) c += r->tier->counters();
-  }
-  return c;
-}
-
 void RankSet::rankTier(Rank& rank, std::vector<float>* out) {
   model::KvCache* cache = rank.model->pagedKvCache();
   std::vector<float> flags(tier_loads_.size(), 0.0f);

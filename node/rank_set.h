@@ -109,8 +109,6 @@ class RankSet {
   // The Redis KV tier (see the contract): for each of `loads`, whether every rank imported it.
   std::vector<bool> runKvTier(std::span<const KvTierBlock> stores,
                               std::span<const KvTierBlock> loads);
-  // This node's ranks' tier counters, summed (zero without a tier). Any thread.
-  KvTierCounters kvTierCounters() const;
 
   int localRanks() const { return static_cast<int>(ranks_.size()); }
   uint64_t rankWeightBytes(int local_rank) const;

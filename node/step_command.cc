@@ -64,22 +64,33 @@ void checkCount(const char* field, uint64_t value, uint64_t limit, size_t bytes_
   }
 }
 
+// Blocks of one context at most; a table (not an append) must cover the positions written.
+uint64_t maxTableBlocks(const StepLimits& limits) {
+  const uint64_t bs = std::max<uint32_t>(1, limits.kv_block_size);
+  return (uint64_t{limits.max_ctx} + bs - 1) / bs;
+}
+
+void checkCovers(const SeqChunk& s, uint64_t n_blocks, const StepLimits& limits) {
+  const uint64_t end = uint64_t{s.start_pos} + s.tokens.size();
+  const uint64_t bs = std::max<uint32_t>(1, limits.kv_block_size);
+  const uint64_t need = (end + bs - 1) / bs;
+  if (n_blocks != 0 && n_blocks < need) {
+    fail(ErrorCode::kInvalidData, "step command block table of {} blocks, positions to {} need {}",
+         n_blocks, end, need);
+  }
+}
+
 // A chunk's block table: none (the slot's blocks), or enough to cover every position the chunk
-// writes, each id inside the cache.
+// writes, each id inside the cache; with kBlocksAppend, blocks to append (checked whole by
+// BlockTableMirror::fromWire).
 void readBlocks(Reader& r, SeqChunk& s, uint32_t n_blocks, const StepLimits& limits) {
   const uint64_t end = uint64_t{s.start_pos} + s.tokens.size();
   if (end > limits.max_ctx) {
     fail(ErrorCode::kInvalidData, "step command chunk ends at position {}, beyond the context {}",
          end, limits.max_ctx);
   }
-  const uint64_t bs = std::max<uint32_t>(1, limits.kv_block_size);
-  const uint64_t need = (end + bs - 1) / bs;
-  const uint64_t most = (uint64_t{limits.max_ctx} + bs - 1) / bs;
-  checkCount("n_blocks", n_blocks, most, 4, r.remaining());
-  if (n_blocks != 0 && n_blocks < need) {
-    fail(ErrorCode::kInvalidData, "step command block table of {} blocks, positions to {} need {}",
-         n_blocks, end, need);
-  }
+  checkCount("n_blocks", n_blocks, maxTableBlocks(limits), 4, r.remaining());
+  if ((s.flags & kBlocksAppend) == 0) checkCovers(s, n_blocks, limits);
   s.blocks.resize(n_blocks);
   for (uint32_t& b : s.blocks) {
     b = r.u32("block");
@@ -210,7 +221,7 @@ StepCommand decodeStepCommand(std::span<const std::byte> bytes, const StepLimits
     s.slot = r.u32("slot");
     s.start_pos = r.u32("start_pos");
     s.flags = r.u32("flags");
-    if ((s.flags & ~(kLogitsLast | kLogitsAll)) != 0) {
+    if ((s.flags & ~(kLogitsLast | kLogitsAll | kBlocksAppend)) != 0) {
       fail(ErrorCode::kInvalidData, "step command seq flags 0x{:x} has unknown bits", s.flags);
     }
     uint32_t n_tokens = r.u32("n_tokens");
@@ -257,6 +268,55 @@ StepCommand decodeStepCommand(std::span<const std::byte> bytes, const StepLimits
     fail(ErrorCode::kInvalidData, "step command has {} trailing bytes", r.remaining());
   }
   return c;
+}
+
+void BlockTableMirror::toWire(StepCommand& c) {
+  if (c.kind != StepKind::kStep) return;
+  for (uint32_t slot : c.clear_slots) {
+    if (slot < tables_.size()) tables_[slot].clear();
+  }
+  for (SeqChunk& s : c.seqs) {
+    if (s.slot >= tables_.size()) tables_.resize(size_t{s.slot} + 1);
+    std::vector<uint32_t>& held = tables_[s.slot];
+    const bool extends = !held.empty() && held.size() <= s.blocks.size() &&
+                         std::equal(held.begin(), held.end(), s.blocks.begin());
+    if (!extends) {
+      held = s.blocks;
+      continue;
+    }
+    const size_t had = held.size();
+    held = s.blocks;
+    s.blocks.erase(s.blocks.begin(), s.blocks.begin() + static_cast<std::ptrdiff_t>(had));
+    s.flags |= kBlocksAppend;
+  }
+}
+
+void BlockTableMirror::fromWire(StepCommand& c, const StepLimits& limits) {
+  if (c.kind != StepKind::kStep) return;
+  for (uint32_t slot : c.clear_slots) {
+    if (slot < tables_.size()) tables_[slot].clear();
+  }
+  for (SeqChunk& s : c.seqs) {
+    // Slots are at most limits.max_slot (decodeStepCommand checked).
+    if (s.slot >= tables_.size()) tables_.resize(size_t{s.slot} + 1);
+    std::vector<uint32_t>& held = tables_[s.slot];
+    if ((s.flags & kBlocksAppend) != 0) {
+      if (held.empty()) {
+        fail(ErrorCode::kInvalidData,
+             "step command appends {} blocks to slot {}, which holds no block table",
+             s.blocks.size(), s.slot);
+      }
+      if (held.size() + s.blocks.size() > maxTableBlocks(limits)) {
+        fail(ErrorCode::kInvalidData,
+             "step command appends {} blocks to slot {}'s {}: more than one context ({})",
+             s.blocks.size(), s.slot, held.size(), maxTableBlocks(limits));
+      }
+      s.blocks.insert(s.blocks.begin(), held.begin(), held.end());
+      s.flags &= ~kBlocksAppend;
+    }
+    checkCovers(s, s.blocks.size(), limits);
+    held = s.blocks;
+  }
 }
 
 }  // namespace tpnode::node

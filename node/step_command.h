@@ -7,7 +7,9 @@
 //   n_seqs  x { u32 slot | u32 start_pos | u32 flags | u32 n_tokens | u32 n_blocks | u32 n_tap
 //               | n_tokens x i32 token | n_blocks x u32 block }
 //   (blocks: the sequence's KV block table, covering positions [0, start_pos + n_tokens); none:
-//   the slot's own blocks, model/kv_cache.h; n_tap: its first n_tap tokens are tapped)
+//   the slot's own blocks, model/kv_cache.h; with flag kBlocksAppend only the blocks appended
+//   to the slot's table since the last command that named the slot (BlockTableMirror);
+//   n_tap: its first n_tap tokens are tapped)
 //   kind kStep only: u32 n_taps | n_taps x { u32 layer | u32 point }  (the step's activation
 //   taps, model/taps.h: every node learns them, a pipeline's stage takes those of its layers)
 //   kind kReadTensor only: n_seqs = n_clear = 0, then u32 tensor (index in the shard plan)
@@ -48,6 +50,8 @@ struct KvTierBlock {
 // vocab-parallel head all-gathers the rows).
 inline constexpr uint32_t kLogitsLast = 1;  // a row for the last token (to sample from)
 inline constexpr uint32_t kLogitsAll = 2;   // a row for every token (--dump-logits)
+// On the wire only: `blocks` are those appended to the slot's table (BlockTableMirror).
+inline constexpr uint32_t kBlocksAppend = 4;
 
 struct SeqChunk {
   uint32_t slot = 0;       // KV cache slot of the sequence
@@ -86,10 +90,35 @@ struct StepLimits {
 };
 
 inline constexpr uint32_t kStepMagic = 0x43535054;  // "TPSC"
-inline constexpr uint16_t kStepVersion = 3;
+inline constexpr uint16_t kStepVersion = 4;
 
 void encodeStepCommand(const StepCommand& command, std::vector<std::byte>& out);
-// Throws Error(kInvalidData) naming the field and value on malformed or out-of-limit input.
+// Throws Error(kInvalidData) naming the field and value on malformed or out-of-limit input. A
+// chunk with kBlocksAppend keeps that flag and its appended blocks (BlockTableMirror::fromWire
+// makes the whole table).
 StepCommand decodeStepCommand(std::span<const std::byte> bytes, const StepLimits& limits);
+
+// BlockTableMirror: the block table each slot had in the last step command that named it, kept
+// alike by node 0 and every worker, so that a chunk carries only the blocks appended since
+// (kBlocksAppend): a decode step usually none. A chunk whose slot is new, was cleared, or holds
+// a table that the new one does not extend (another sequence, a re-admitted one) carries its
+// whole table.
+//
+// Contract: one per session on each side (node 0: the commands it sends to the workers; a
+// worker: those it receives), fed every kStep command in the order sent, which the mesh keeps
+// (other kinds carry no chunks and are ignored). clear_slots drop their slots' tables first.
+// Not thread-safe (one thread per side).
+class BlockTableMirror {
+ public:
+  // Node 0, before encoding: replaces each chunk's table by its appended blocks where it can.
+  void toWire(StepCommand& command);
+  // A worker, after decoding: makes every chunk's whole table again. Received bytes are
+  // hostile: Error(kInvalidData) for an append to a slot with no table, a table longer than one
+  // context (`limits`) or one that does not cover the positions the chunk writes.
+  void fromWire(StepCommand& command, const StepLimits& limits);
+
+ private:
+  std::vector<std::vector<uint32_t>> tables_;  // by slot; empty: none
+};
 
 }  // namespace tpnode::node

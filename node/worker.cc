@@ -77,9 +77,11 @@ Outcome serve(ClusterSession& session, const Options& o, const LoadedModel& m) {
   std::vector<std::byte> buffer(commandBufferBytes(limits));
   std::vector<model::BatchToken> batch;
   std::vector<float> logits;
+  BlockTableMirror tables;  // this session's: node 0 sends the blocks appended since
   for (;;) {
     size_t n = mesh.recv(0, kTagControl, buffer);
     StepCommand cmd = decodeStepCommand(std::span(buffer.data(), n), limits);
+    tables.fromWire(cmd, limits);
     if (cmd.kind == StepKind::kShutdown) {
       session.acknowledge();
       return Outcome::kShutdown;

@@ -34,7 +34,11 @@ ask() {  # $1 port, $2 label: prints a table row
     -H 'content-type: application/json' -d "{\"prompt\":\"$PROMPT\",\"max_tokens\":1,\"temperature\":0}")
   python3 -c "import json,sys;u=json.load(open('$DIR/out.json'))['usage'];print(f'| $2 | {u[\"prompt_tokens\"]} | {u[\"prompt_tokens_details\"][\"cached_tokens\"]} | {float(sys.argv[1]):.3f} |')" "$t"
 }
-metric() { curl -s "127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m {print $2}'; }
+# A metric's value, summed over its labeled series (tpnode_kv_redis_blocks_stored_total{node,rank}).
+metric() {
+  curl -s "127.0.0.1:$1/metrics" |
+    awk -v m="$2" '$1 == m || index($1, m "{") == 1 {s += $2; n++} END {if (n) print s}'
+}
 echo "| request | prompt tokens | cached tokens | time to first token (s) |"
 echo "|---|---|---|---|"
 REDIS=(--kv-cache-redis-url "redis://127.0.0.1:$RP")

@@ -207,6 +207,8 @@ void ApiServer::stop() {
   m.io->stop();
   for (auto& t : m.threads) t.join();
   m.threads.clear();
+  // Before the io_context goes: a store call in progress completes onto it.
+  m.ctx.responses.stop();
   boost::system::error_code ec;
   m.acceptor->close(ec);
   // Destroys every connection coroutine; their Submissions detach their event queues.

@@ -21,6 +21,7 @@ class RedisResponseStore final : public ResponseStore {
   std::optional<StoredResponse> get(const std::string& id) override;
   bool remove(const std::string& id) override;
   std::string describe() const override;
+  bool mayBlock() const override { return true; }
 
   static std::string key(const std::string& id) { return "tpnode:resp:1:" + id; }
 

@@ -8,7 +8,8 @@
 // - put/get/remove throw tpnode::Error when the backing store fails (Redis down or slow: kIo,
 //   kTimeout; a damaged entry: kInvalidData); the handler answers 503 for a lookup and logs a
 //   failed put (the answer itself is still given). They never hang longer than the store's
-//   timeout.
+//   timeout. The HTTP handlers call them through a ResponseStoreWorker
+//   (node/api/response_store_worker.h), never on an I/O thread when mayBlock().
 // - Entries are immutable once put; ids are unguessable ("resp_" + 48 random hex digits) and
 //   are the only access check beyond the API key (every key sees every stored response).
 #pragma once
@@ -47,6 +48,9 @@ class ResponseStore {
   virtual bool remove(const std::string& id) = 0;
   // "memory (64 MiB)", "redis://host:port/0": for logs.
   virtual std::string describe() const = 0;
+  // Whether a call may wait on the network (then node/api/response_store_worker.h runs it off
+  // the HTTP I/O threads).
+  virtual bool mayBlock() const { return false; }
 };
 
 // The store ApiOptions asks for (redis when responses_redis is set, else memory).

@@ -12,6 +12,7 @@
 #include "node/api/api_error.h"
 #include "node/api/generation_output.h"
 #include "node/api/openai_request.h"
+#include "node/api/response_input_items.h"
 #include "node/api/response_store.h"
 #include "node/api/responses_output.h"
 #include "node/api/responses_request.h"
@@ -34,36 +35,51 @@ bool plausibleId(std::string_view id) {
   return true;
 }
 
+ApiError responseNotFound(std::string_view id) {
+  return ApiError(
+      404, fmt::format("Response with id {} not found.", describeValue(json(std::string(id)))),
+      "invalid_request_error");
+}
+
 ApiError storeUnavailable(ServerContext& ctx, const Error& e) {
   ctx.metrics.responseStoreFailed();
   return ApiError(503,
-                  fmt::format("the response store ({}) is unavailable: {}",
-                              ctx.responses->describe(), e.what()),
+                  fmt::format("the response store ({}) is unavailable: {}. Nothing was changed "
+                              "or lost by this request; retry once the store answers again "
+                              "(check that it runs and that this server reaches it within "
+                              "--redis-timeout: --responses-store-redis-url)",
+                              ctx.responses.describe(), e.what()),
                   "service_unavailable", "", "response_store_unavailable");
 }
 
-std::optional<StoredResponse> lookup(ServerContext& ctx, std::string_view id) {
-  if (!plausibleId(id)) return std::nullopt;
+// The stored response `id` (nullopt: unknown); 503 when the store cannot tell.
+net::awaitable<std::optional<StoredResponse>> lookup(ServerContext& ctx, std::string_view id) {
+  if (!plausibleId(id)) co_return std::nullopt;
+  std::optional<StoredResponse> found;
+  std::optional<ApiError> failed;
   try {
-    return ctx.responses->get(std::string(id));
+    found = co_await ctx.responses.get(std::string(id));
   } catch (const Error& e) {
-    throw storeUnavailable(ctx, e);
+    failed = storeUnavailable(ctx, e);
   }
+  if (failed) throw *failed;
+  co_return found;
 }
 
-void store(ServerContext& ctx, const ResponseFacts& facts, const ResponseOutcome& outcome,
-           std::vector<ChatMessage> conversation) {
-  if (!facts.request.store || responseStatus(outcome) == "failed") return;
+// Keeps the response when asked to; a failure is counted and logged, the answer still goes out.
+net::awaitable<void> store(ServerContext& ctx, const ResponseFacts& facts,
+                           const ResponseOutcome& outcome, std::vector<ChatMessage> conversation) {
+  if (!facts.request.store || responseStatus(outcome) == "failed") co_return;
   conversation.push_back({"assistant", outcome.text});
   StoredResponse stored{facts.id, responseObject(facts, &outcome), std::move(conversation)};
   try {
-    ctx.responses->put(stored);
+    co_await ctx.responses.put(std::move(stored));
   } catch (const Error& e) {
     ctx.metrics.responseStoreFailed();
     static LogLimiter limiter;
     if (auto held = limiter.pass()) {
       spdlog::warn("[api] response {} answered but not stored in {}: {}{}", facts.id,
-                   ctx.responses->describe(), e.what(), heldBackNote(*held));
+                   ctx.responses.describe(), e.what(), heldBackNote(*held));
     }
   }
 }
@@ -125,7 +141,7 @@ net::awaitable<GenerationResult> wholeResponse(Turn& t) {
     bool ok = co_await t.conn.write(errorResponse(err, t.keep_alive));
     co_return GenerationResult{ok, 503};
   }
-  store(t.ctx, t.facts, outcome, std::move(t.conversation));
+  co_await store(t.ctx, t.facts, outcome, std::move(t.conversation));
   bool ok =
       co_await t.conn.write(jsonResponse(200, responseObject(t.facts, &outcome), t.keep_alive));
   co_return GenerationResult{ok, 200};
@@ -170,7 +186,7 @@ net::awaitable<GenerationResult> streamedResponse(Turn& t) {
     tail += es.event("response.content_part.done", part_done);
     tail += es.event("response.output_item.done",
                      {{"output_index", 0}, {"item", messageItem(t.facts, status, text)}});
-    store(t.ctx, t.facts, outcome, std::move(t.conversation));
+    co_await store(t.ctx, t.facts, outcome, std::move(t.conversation));
     tail += es.event(status == "completed" ? "response.completed" : "response.incomplete",
                      {{"response", responseObject(t.facts, &outcome)}});
   }
@@ -189,7 +205,7 @@ net::awaitable<GenerationResult> handleCreateResponse(ServerContext& ctx, Connec
   }
   std::vector<ChatMessage> previous;
   if (!req.previous_response_id.empty()) {
-    std::optional<StoredResponse> prev = lookup(ctx, req.previous_response_id);
+    std::optional<StoredResponse> prev = co_await lookup(ctx, req.previous_response_id);
     if (!prev) {
       throw ApiError(404,
                      fmt::format("Previous response with id {} not found.",
@@ -229,29 +245,34 @@ net::awaitable<GenerationResult> handleCreateResponse(ServerContext& ctx, Connec
   co_return co_await wholeResponse(turn);
 }
 
-Response storedResponseAnswer(ServerContext& ctx, http::verb method, std::string_view id,
-                              bool keep_alive) {
-  const auto notFound = [&] {
-    return ApiError(
-        404, fmt::format("Response with id {} not found.", describeValue(json(std::string(id)))),
-        "invalid_request_error");
-  };
+net::awaitable<Response> storedResponseAnswer(ServerContext& ctx, http::verb method,
+                                              std::string_view id, bool keep_alive) {
   if (method == http::verb::delete_) {
     bool existed = false;
     if (plausibleId(id)) {
+      std::optional<ApiError> failed;
       try {
-        existed = ctx.responses->remove(std::string(id));
+        existed = co_await ctx.responses.remove(std::string(id));
       } catch (const Error& e) {
-        throw storeUnavailable(ctx, e);
+        failed = storeUnavailable(ctx, e);
       }
+      if (failed) throw *failed;
     }
-    if (!existed) throw notFound();
-    return jsonResponse(200, {{"id", std::string(id)}, {"object", "response"}, {"deleted", true}},
-                        keep_alive);
+    if (!existed) throw responseNotFound(id);
+    co_return jsonResponse(
+        200, {{"id", std::string(id)}, {"object", "response"}, {"deleted", true}}, keep_alive);
   }
-  std::optional<StoredResponse> stored = lookup(ctx, id);
-  if (!stored) throw notFound();
-  return jsonResponse(200, stored->response, keep_alive);
+  std::optional<StoredResponse> stored = co_await lookup(ctx, id);
+  if (!stored) throw responseNotFound(id);
+  co_return jsonResponse(200, stored->response, keep_alive);
+}
+
+net::awaitable<Response> inputItemsAnswer(ServerContext& ctx, std::string_view id,
+                                          std::string_view query, bool keep_alive) {
+  const InputItemsPage page = parseInputItemsPage(query);  // 400 before asking the store
+  std::optional<StoredResponse> stored = co_await lookup(ctx, id);
+  if (!stored) throw responseNotFound(id);
+  co_return jsonResponse(200, inputItemsList(*stored, page), keep_alive);
 }
 
 }  // namespace tpnode::node::api

@@ -74,11 +74,18 @@ constexpr Route kRoutes[] = {
     {"/props", http::verb::get, true},
     {"/v1/responses", http::verb::post, true},
     {"/v1/responses/{id}", http::verb::get, true, http::verb::delete_},
+    {"/v1/responses/{id}/input_items", http::verb::get, true},
     {"/v1/tensors", http::verb::get, true},
     {"/v1/tensors/{name}", http::verb::get, true},
 };
 
 constexpr std::string_view kResponsePrefix = "/v1/responses/";
+constexpr std::string_view kInputItemsSuffix = "/input_items";
+
+bool isInputItems(std::string_view path) {
+  return path.size() > kResponsePrefix.size() + kInputItemsSuffix.size() &&
+         path.substr(path.size() - kInputItemsSuffix.size()) == kInputItemsSuffix;
+}
 
 const Route* routeNamed(std::string_view name) {
   for (const Route& r : kRoutes) {
@@ -90,7 +97,9 @@ const Route* routeNamed(std::string_view name) {
 const Route* findRoute(std::string_view path) {
   for (std::string_view prefix : {std::string_view("/v1/tensors/"), kResponsePrefix}) {
     if (path.size() > prefix.size() && path.substr(0, prefix.size()) == prefix) {
-      return routeNamed(prefix == kResponsePrefix ? "/v1/responses/{id}" : "/v1/tensors/{name}");
+      if (prefix != kResponsePrefix) return routeNamed("/v1/tensors/{name}");
+      return routeNamed(isInputItems(path) ? "/v1/responses/{id}/input_items"
+                                           : "/v1/responses/{id}");
     }
   }
   return routeNamed(path);
@@ -134,6 +143,8 @@ net::awaitable<bool> handleRequest(ServerContext& ctx, Connection& conn, const R
   const bool keep_alive = request.keep_alive();
   std::string_view target = sv(request.target());
   std::string_view path = target.substr(0, target.find('?'));
+  const std::string_view query =
+      target.size() > path.size() ? target.substr(path.size() + 1) : std::string_view{};
   const Route* route = findRoute(path);
   std::string route_label = route ? route->path : "other";
 
@@ -163,13 +174,17 @@ net::awaitable<bool> handleRequest(ServerContext& ctx, Connection& conn, const R
     } else if (path == "/v1/responses") {
       result = co_await handleCreateResponse(ctx, conn, request);
     } else if (route_label == "/v1/responses/{id}") {
-      Response res = storedResponseAnswer(ctx, request.method(),
-                                          path.substr(kResponsePrefix.size()), keep_alive);
+      Response res = co_await storedResponseAnswer(ctx, request.method(),
+                                                   path.substr(kResponsePrefix.size()), keep_alive);
+      result.status = res.result_int();
+      result.keep_open = co_await conn.write(std::move(res));
+    } else if (route_label == "/v1/responses/{id}/input_items") {
+      std::string_view id = path.substr(kResponsePrefix.size());
+      id.remove_suffix(kInputItemsSuffix.size());
+      Response res = co_await inputItemsAnswer(ctx, id, query, keep_alive);
       result.status = res.result_int();
       result.keep_open = co_await conn.write(std::move(res));
     } else if (route_label.rfind("/v1/tensors", 0) == 0) {
-      std::string_view query =
-          target.size() > path.size() ? target.substr(path.size() + 1) : std::string_view{};
       result = co_await handleTensors(ctx, conn, request, path, query);
     } else {
       Response res = simpleAnswer(ctx, path, request, keep_alive);

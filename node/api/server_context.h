@@ -11,6 +11,7 @@
 #include "node/api/api_options.h"
 #include "node/api/connection_limit.h"
 #include "node/api/response_store.h"
+#include "node/api/response_store_worker.h"
 #include "node/api/tap_budget.h"
 #include "node/engine.h"
 
@@ -37,9 +38,15 @@ class InFlight {
   std::set<uint64_t> ids_;  // guarded by mu_
 };
 
+// Calls to the Responses store queued at most (node/api/response_store_worker.h).
+inline constexpr size_t kMaxQueuedStoreCalls = 64;
+
 struct ServerContext {
   ServerContext(Engine& e, ApiOptions o)
-      : engine(e), options(std::move(o)), responses(makeResponseStore(options)) {}
+      : engine(e),
+        options(std::move(o)),
+        // A queued call waits at most one store timeout (then fails as the store would).
+        responses(makeResponseStore(options), kMaxQueuedStoreCalls, options.redis_timeout) {}
 
   Engine& engine;  // outlives the server (the caller's)
   const ApiOptions options;
@@ -47,7 +54,7 @@ struct ServerContext {
   InFlight in_flight;
   ConnectionLimit connections{options.max_connections};
   TapBudget taps{options.max_tap_requests, options.max_tap_bytes};
-  const std::unique_ptr<ResponseStore> responses;  // the Responses API's store
+  ResponseStoreWorker responses;  // the Responses API's store, off the I/O threads
 };
 
 }  // namespace tpnode::node::api

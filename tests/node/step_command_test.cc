@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -142,6 +143,153 @@ TEST(StepCommandTest, HostileBlockTablesAreRefused) {
       EXPECT_NE(got.find(c.needle), std::string::npos) << got;
     }
   }
+}
+
+// Node 0 sends each slot's table once, then only the blocks appended since (kBlocksAppend); a
+// worker's mirror gives every chunk its whole table again, step after step: a new sequence, its
+// decode steps (no new block, then one), a cleared and reused slot, another sequence in the
+// slot, one that extends the old table (a reused prefix), a GPU chunk with no table.
+TEST(StepCommandTest, BlockTablesTravelAsAppendsAndComeBackWhole) {
+  StepLimits lim;
+  lim.kv_block_size = 4;
+  lim.kv_blocks = 64;
+  lim.max_ctx = 64;
+  BlockTableMirror node0, worker;
+  // (clear slots, chunks) per step; a chunk's table is what node 0 planned.
+  struct Step {
+    std::vector<uint32_t> clear;
+    std::vector<SeqChunk> seqs;
+    std::vector<size_t> wire_blocks;  // blocks each chunk carries on the wire
+  };
+  const std::vector<Step> steps = {
+      {{}, {{0, 0, kLogitsLast, {1, 2, 3, 4, 5}, {9, 3}}, {1, 0, kLogitsLast, {1}, {5}}}, {2, 1}},
+      {{}, {{0, 5, kLogitsLast, {6}, {9, 3}}, {1, 1, kLogitsLast, {2}, {5}}}, {0, 0}},
+      {{}, {{0, 8, kLogitsLast, {6}, {9, 3, 11}}}, {1}},
+      {{1}, {{1, 0, kLogitsLast, {7, 7}, {5}}}, {1}},                  // cleared: whole
+      {{}, {{0, 0, kLogitsLast, {1, 2}, {4}}}, {1}},                   // another sequence
+      {{}, {{0, 4, kLogitsLast, {1, 2, 3, 4, 5}, {4, 12, 13}}}, {2}},  // extends it
+      {{}, {{0, 0, kLogitsLast, {1}, {}}}, {0}},                       // no table
+      {{}, {{0, 1, kLogitsLast, {1}, {20}}}, {1}},
+  };
+  for (size_t i = 0; i < steps.size(); ++i) {
+    SCOPED_TRACE(i);
+    StepCommand planned;
+    planned.step_id = i;
+    planned.clear_slots = steps[i].clear;
+    planned.seqs = steps[i].seqs;
+    StepCommand wire = planned;
+    node0.toWire(wire);
+    for (size_t c = 0; c < wire.seqs.size(); ++c) {
+      EXPECT_EQ(wire.seqs[c].blocks.size(), steps[i].wire_blocks[c]) << "chunk " << c;
+    }
+    std::vector<std::byte> bytes;
+    encodeStepCommand(wire, bytes);
+    StepCommand got = decodeStepCommand(bytes, lim);
+    worker.fromWire(got, lim);
+    ASSERT_EQ(got.seqs.size(), planned.seqs.size());
+    for (size_t c = 0; c < got.seqs.size(); ++c) {
+      EXPECT_EQ(got.seqs[c].blocks, planned.seqs[c].blocks) << "chunk " << c;
+      EXPECT_EQ(got.seqs[c].flags, planned.seqs[c].flags) << "chunk " << c;
+    }
+  }
+}
+
+// Appends are hostile too: to a slot that holds no table (never named, cleared), past one
+// context, or leaving the chunk's positions uncovered; refused by name.
+TEST(StepCommandTest, HostileAppendsAreRefused) {
+  StepLimits lim;
+  lim.kv_block_size = 4;
+  lim.kv_blocks = 64;
+  lim.max_ctx = 16;  // 4 blocks
+  auto refused = [&](BlockTableMirror& mirror, std::vector<uint32_t> clear, SeqChunk chunk,
+                     const std::string& needle) {
+    StepCommand c;
+    c.clear_slots = std::move(clear);
+    c.seqs.push_back(std::move(chunk));
+    std::vector<std::byte> bytes;
+    encodeStepCommand(c, bytes);
+    try {
+      StepCommand d = decodeStepCommand(bytes, lim);
+      mirror.fromWire(d, lim);
+      ADD_FAILURE() << "accepted, expected " << needle;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidData);
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  auto holding = [&](std::vector<uint32_t> table) {
+    BlockTableMirror m;
+    StepCommand c;
+    c.seqs.push_back({0, 0, kLogitsLast, {1}, std::move(table)});
+    m.fromWire(c, lim);
+    return m;
+  };
+  const uint32_t append = kLogitsLast | kBlocksAppend;
+  BlockTableMirror empty;
+  refused(empty, {}, {0, 0, append, {1}, {3}}, "holds no block table");
+  BlockTableMirror cleared = holding({1});
+  refused(cleared, {0}, {0, 4, append, {1}, {3}}, "holds no block table");
+  BlockTableMirror full = holding({1, 2, 3});
+  refused(full, {}, {0, 12, append, {1}, {4, 5}}, "more than one context");
+  BlockTableMirror short_table = holding({1});
+  refused(short_table, {}, {0, 4, append, {1, 2, 3, 4, 5}, {2}}, "need 3");
+  StepCommand unknown;
+  unknown.seqs.push_back({0, 0, 8, {1}, {}});
+  EXPECT_NE(message(unknown, lim).find("unknown bits"), std::string::npos);
+}
+
+// Random damage to valid commands (appends among them) through decode and the worker's mirror:
+// every result is a command or a tpnode::Error, never a crash or another exception, and a
+// whole table that comes back always covers its chunk inside the cache.
+TEST(StepCommandTest, DamagedCommandsAreRefusedOrSafe) {
+  StepLimits lim;
+  lim.kv_block_size = 4;
+  lim.kv_blocks = 16;
+  lim.max_ctx = 32;
+  lim.max_slot = 3;
+  lim.n_vocab = 100;
+  BlockTableMirror node0;
+  std::vector<std::vector<std::byte>> valid;
+  for (uint32_t i = 0; i < 4; ++i) {
+    StepCommand c;
+    c.step_id = i;
+    c.seqs.push_back({1, 4 * i, kLogitsLast, {1, 2, 3, 4}, {}});
+    for (uint32_t b = 0; b <= i + 1; ++b) c.seqs[0].blocks.push_back(b);
+    c.seqs.push_back({2, 0, kLogitsAll, {5}, {7}});
+    node0.toWire(c);
+    valid.emplace_back();
+    encodeStepCommand(c, valid.back());
+  }
+  std::mt19937 rng(1234);
+  int accepted = 0;
+  for (int iter = 0; iter < 20000; ++iter) {
+    BlockTableMirror worker;
+    for (size_t k = 0; k < valid.size(); ++k) {
+      std::vector<std::byte> b = valid[k];
+      if (rng() % 2 == 0) {
+        const int flips = 1 + static_cast<int>(rng() % 4);
+        for (int f = 0; f < flips; ++f) {
+          b[rng() % b.size()] = static_cast<std::byte>(rng() & 0xff);
+        }
+      }
+      if (rng() % 8 == 0) b.resize(rng() % (b.size() + 1));
+      try {
+        StepCommand d = decodeStepCommand(b, lim);
+        worker.fromWire(d, lim);
+        ++accepted;
+        for (const SeqChunk& s : d.seqs) {
+          EXPECT_EQ(s.flags & kBlocksAppend, 0u);
+          EXPECT_LE(s.start_pos + s.tokens.size(), lim.max_ctx);
+          if (s.blocks.empty()) continue;
+          EXPECT_GE(s.blocks.size() * lim.kv_block_size, s.start_pos + s.tokens.size());
+          for (uint32_t id : s.blocks) EXPECT_LT(id, lim.kv_blocks);
+        }
+      } catch (const Error&) {
+        // refused by name: fine
+      }
+    }
+  }
+  EXPECT_GT(accepted, 0);
 }
 
 TEST(StepCommandTest, ReadTensorRoundTripsAndIsChecked) {

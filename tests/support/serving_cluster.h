@@ -17,9 +17,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <memory>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -118,6 +120,18 @@ class ServingCluster {
       }
     }
     return -1;
+  }
+  // The sum of a labeled family's series on node 0's /metrics whose labels contain `labels`
+  // (every series when empty); -1 when there is none.
+  double metricSum(const std::string& name, const std::string& labels = "") const {
+    const std::string body = get("/metrics").body;
+    const std::regex series("\n" + name + R"(\{([^}]*)\} ([0-9.e+]+))");
+    double sum = -1;
+    for (std::sregex_iterator it(body.begin(), body.end(), series), end; it != end; ++it) {
+      if ((*it)[1].str().find(labels) == std::string::npos) continue;
+      sum = std::max(sum, 0.0) + std::stod((*it)[2]);
+    }
+    return sum;
   }
   // Every running node's log, each under a header line.
   std::string logs() const {

@@ -1,9 +1,14 @@
-// POST /v1/responses, GET/DELETE /v1/responses/{id} over real loopback connections in front of
-// the FakeEngine: create, continue with previous_response_id, stream, read back and delete,
-// with the store in memory and in a real redis-server shared by two servers (a conversation
-// started on one continues on the other). Label redis: the Redis cases skip with the reason
+// POST /v1/responses, GET/DELETE /v1/responses/{id} and GET /v1/responses/{id}/input_items over
+// real loopback connections in front of the FakeEngine: create, continue with
+// previous_response_id, stream, list the input items, read back and delete, with the store in
+// memory and in a real redis-server shared by two servers (a conversation started on one
+// continues on the other); a Redis that is down or stalled answers lookups with 503 and holds
+// no I/O thread. Label redis: the Redis cases skip with the reason
 // when redis-server is not installed.
 #include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
 
 #include "node/api/api_server.h"
 #include "tests/node/api/fake_engine.h"
@@ -67,6 +72,67 @@ std::string outputText(const json& response) {
   return text;
 }
 
+// GET /v1/responses/{id}/input_items of the second turn (`id`) after `one`: the first turn's
+// input and output, then the second input; pages, orders, cursors and refusals.
+void expectInputItems(Server& s, const std::string& id, const json& one) {
+  auto items = [&](const std::string& query) { return s.call("GET", id + "/input_items" + query); };
+  HttpReply all = items("?order=asc");
+  ASSERT_EQ(all.status, 200) << all.body;
+  json list = all.json();
+  EXPECT_EQ(list["object"], "list");
+  ASSERT_EQ(list["data"].size(), 3u) << all.body;
+  const json& d = list["data"];
+  EXPECT_EQ(d[0]["type"], "message");
+  EXPECT_EQ(d[0]["role"], "user");
+  EXPECT_EQ(d[0]["status"], "completed");
+  EXPECT_EQ(d[0]["content"],
+            json::array({{{"type", "input_text"}, {"text", "What is the capital of France?"}}}));
+  EXPECT_EQ(d[1]["role"], "assistant");
+  EXPECT_EQ(d[1]["content"][0]["type"], "output_text");
+  EXPECT_EQ(d[1]["content"][0]["text"], outputText(one));
+  EXPECT_EQ(d[1]["content"][0]["annotations"], json::array());
+  EXPECT_EQ(d[2]["content"][0]["text"], "And its population?");
+  EXPECT_EQ(list["first_id"], d[0]["id"]);
+  EXPECT_EQ(list["last_id"], d[2]["id"]);
+  EXPECT_EQ(list["has_more"], false);
+  EXPECT_NE(d[0]["id"], d[1]["id"]);
+  EXPECT_EQ(d[0]["id"].get<std::string>().rfind("msg_", 0), 0u);
+
+  // Newest first by default; pages of one, each after the last.
+  HttpReply newest = items("?limit=1");
+  ASSERT_EQ(newest.status, 200) << newest.body;
+  EXPECT_EQ(newest.json()["data"], json::array({d[2]}));
+  EXPECT_EQ(newest.json()["has_more"], true);
+  HttpReply next = items("?limit=1&after=" + newest.json()["last_id"].get<std::string>());
+  ASSERT_EQ(next.status, 200) << next.body;
+  EXPECT_EQ(next.json()["data"], json::array({d[1]}));
+  HttpReply rest = items("?order=asc&limit=5&after=" + d[0]["id"].get<std::string>());
+  ASSERT_EQ(rest.status, 200) << rest.body;
+  EXPECT_EQ(rest.json()["data"], json::array({d[1], d[2]}));
+  EXPECT_EQ(rest.json()["has_more"], false);
+  HttpReply none = items("?order=asc&after=" + d[2]["id"].get<std::string>());
+  ASSERT_EQ(none.status, 200) << none.body;
+  EXPECT_EQ(none.json()["data"], json::array());
+  EXPECT_EQ(none.json()["first_id"], nullptr);
+  EXPECT_EQ(none.json()["has_more"], false);
+
+  // The first turn's own list: its input only.
+  HttpReply own = s.call("GET", one["id"].get<std::string>() + "/input_items");
+  ASSERT_EQ(own.status, 200) << own.body;
+  ASSERT_EQ(own.json()["data"].size(), 1u);
+  EXPECT_EQ(own.json()["data"][0]["content"][0]["text"], "What is the capital of France?");
+
+  for (const char* bad : {"?limit=0", "?limit=101", "?limit=x", "?limit=2x"}) {
+    expectError(items(bad), 400, "limit");
+  }
+  expectError(items("?order=up"), 400, "order");
+  expectError(items("?after=msg_nope"), 400, "after");
+  expectError(items("?after=%zz"), 400, "after");
+  expectError(s.call("GET", "resp_unknown/input_items"), 404);
+  expectError(s.call("GET", "..%2f/input_items"), 404);
+  expectError(s.call("DELETE", id + "/input_items"), 405);
+}
+
 // Creates, continues on `second` (may be `first`), reads back and deletes.
 void conversationAcross(Server& first, Server& second) {
   first.engine.setScript({"Paris", " is", " the capital."});
@@ -101,6 +167,7 @@ void conversationAcross(Server& first, Server& second) {
   HttpReply g = first.call("GET", two["id"]);
   ASSERT_EQ(g.status, 200) << g.body;
   EXPECT_EQ(g.json(), two);
+  expectInputItems(first, two["id"], one);
   HttpReply d = second.call("DELETE", id1);
   ASSERT_EQ(d.status, 200) << d.body;
   EXPECT_EQ(d.json(), json({{"id", id1}, {"object", "response"}, {"deleted", true}}));
@@ -234,6 +301,38 @@ TEST_F(ResponsesRedisTest, RedisDownIsServedWithout503OnlyForLookups) {
   HttpReply m = testing::httpRequest(s.port, "GET", "/metrics");
   EXPECT_NE(m.body.find("tpnode_api_response_store_errors_total 3"), std::string::npos)
       << m.body.substr(0, 2000);
+  EXPECT_TRUE(s.engine.waitIdle(5s));
+}
+
+// A Redis that stops answering (SIGSTOP) holds only the requests that need it: with one I/O
+// thread, /health is answered while a GET of a stored response waits for the store, which
+// then fails with 503 (not a hang), and a new response is still answered.
+TEST_F(ResponsesRedisTest, AStalledRedisDoesNotHoldTheIoThread) {
+  ApiOptions o = redisOptions();
+  o.io_threads = 1;
+  o.redis_timeout = 3000ms;
+  Server s(o);
+  HttpReply r = s.post({{"input", "hi"}, {"max_output_tokens", 2}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string id = r.json()["id"];
+  redis_->pause();
+  std::atomic<bool> got_done{false};
+  HttpReply got;
+  std::thread getter([&] {
+    got = s.call("GET", id);
+    got_done = true;
+  });
+  std::this_thread::sleep_for(300ms);  // the GET is waiting on the store by now
+  HttpReply health = testing::httpRequest(s.port, "GET", "/health");
+  const bool get_still_waiting = !got_done.load();
+  EXPECT_EQ(health.status, 200) << health.body;
+  EXPECT_TRUE(get_still_waiting) << "/health waited for the store call";
+  getter.join();
+  expectError(got, 503, "", "response_store_unavailable");
+  EXPECT_NE(got.body.find("retry"), std::string::npos) << got.body;
+  HttpReply again = s.post({{"input", "hi"}, {"max_output_tokens", 2}});
+  EXPECT_EQ(again.status, 200) << again.body;  // answered; not stored (logged)
+  redis_->resume();
   EXPECT_TRUE(s.engine.waitIdle(5s));
 }
 

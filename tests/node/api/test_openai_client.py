@@ -186,6 +186,20 @@ class OpenAiClientTest(unittest.TestCase):
         self.assertGreater(second.usage.input_tokens, first.usage.input_tokens)
         got = self.responses().retrieve(second.id)
         self.assertEqual(got.output_text, second.output_text)
+        # The input items the second response was generated from: the first turn, then its own.
+        items = self.responses().input_items.list(second.id, order="asc")
+        self.assertEqual([i.role for i in items.data], ["user", "assistant", "user"])
+        self.assertEqual([i.content[0].text for i in items.data],
+                         ["Name a colour.", first.output_text, "Another one."])
+        self.assertFalse(items.has_more)
+        newest = self.responses().input_items.list(second.id, limit=1)  # desc by default
+        self.assertEqual(newest.data[0].content[0].text, "Another one.")
+        self.assertTrue(newest.has_more)
+        # The SDK's auto-pagination follows `after` page by page.
+        ids = [i.id for i in self.responses().input_items.list(second.id, limit=1)]
+        self.assertEqual(ids, [i.id for i in reversed(items.data)])
+        with self.assertRaises(openai.NotFoundError):
+            self.responses().input_items.list("resp_unknown")
         self.responses().delete(first.id)
         with self.assertRaises(openai.NotFoundError):
             self.responses().retrieve(first.id)

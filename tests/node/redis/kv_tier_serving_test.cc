@@ -1,6 +1,7 @@
 // The Redis KV tier end to end (label redis): tpnode clusters of real processes on loopback and
 // a real redis-server started by the test. Two separate clusters (their own ports and secrets)
-// share one Redis: the second answers a long prompt that the first computed without prefilling
+// share one Redis (node 0's /metrics counts the blocks every rank stored, the worker's too): the
+// second answers a long prompt that the first computed without prefilling
 // its prefix (usage cached_tokens, the blocks fetched in /metrics) and with the same greedy
 // tokens and logprobs; Redis killed mid-run turns into recomputation with every request
 // answered; entries expire after --kv-cache-redis-ttl; a cluster with another layout or
@@ -8,6 +9,7 @@
 // recompute those blocks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -80,11 +82,15 @@ class Cluster {
   }
 
   double metric(const std::string& name) { return c_.metric(name); }
-  // Waits until node 0's ranks stored at least `n` block shards (the writer is asynchronous).
-  bool awaitStored(double n) {
+  double metricSum(const std::string& name, const std::string& labels = "") {
+    return c_.metricSum(name, labels);
+  }
+  // Waits until the cluster's ranks (those with `labels`) stored at least `n` block shards
+  // (the writers are asynchronous; the workers' counts reach node 0 about once a second).
+  bool awaitStored(double n, const std::string& labels = "") {
     auto deadline = std::chrono::steady_clock::now() + 30s;
     while (std::chrono::steady_clock::now() < deadline) {
-      if (metric("tpnode_kv_redis_blocks_stored_total") >= n) return true;
+      if (metricSum("tpnode_kv_redis_blocks_stored_total", labels) >= n) return true;
       std::this_thread::sleep_for(100ms);
     }
     return false;
@@ -173,9 +179,13 @@ TEST_F(KvTierServingTest, ASecondClusterLoadsThePrefixAndRedisDyingDegradesToRec
     EXPECT_EQ(cachedTokens(cold), 0);
     const int prompt_tokens = cold["usage"]["prompt_tokens"];
     ASSERT_GT(prompt_tokens, 40);
-    // Every full block of the prompt, on each of node 0's 2 ranks.
-    ASSERT_TRUE(a.awaitStored(2.0 * (prompt_tokens / kBlock))) << a.log();
-    EXPECT_EQ(a.metric("tpnode_kv_redis_store_dropped_total"), 0);
+    // Every full block of the prompt, on each of the 4 ranks: node 0's /metrics counts the
+    // worker's ranks too (global ranks 2 and 3 on node 1).
+    const int blocks = prompt_tokens / kBlock;
+    ASSERT_TRUE(a.awaitStored(2.0 * blocks, "node=\"0\"")) << a.log();
+    ASSERT_TRUE(a.awaitStored(2.0 * blocks, "node=\"1\"")) << a.log();
+    EXPECT_GE(a.metricSum("tpnode_kv_redis_blocks_stored_total", "node=\"1\",rank=\"3\""), blocks);
+    EXPECT_EQ(a.metricSum("tpnode_kv_redis_store_dropped_total"), 0);
   }
   const int prompt_tokens = cold["usage"]["prompt_tokens"];
   const int reusable = (prompt_tokens - 1) / kBlock * kBlock;  // the last token is computed

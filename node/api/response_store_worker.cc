@@ -1,0 +1,132 @@
+#include "node/api/response_store_worker.h"
+
+// GCC 12's -Wmismatched-new-delete false positive in Asio's coroutine frames (see
+// generation_handler.cc).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+
+namespace tpnode::node::api {
+
+ResponseStoreWorker::ResponseStoreWorker(std::unique_ptr<ResponseStore> store, size_t max_queued,
+                                         std::chrono::milliseconds max_wait)
+    : store_(std::move(store)),
+      offload_(store_->mayBlock()),
+      max_queued_(std::max<size_t>(1, max_queued)),
+      max_wait_(max_wait) {
+  if (offload_) thread_ = std::thread([this] { loop(); });
+}
+
+ResponseStoreWorker::~ResponseStoreWorker() {
+  stop();
+}
+
+void ResponseStoreWorker::stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::deque<Job> dropped;
+  {
+    std::lock_guard lock(mu_);
+    dropped.swap(queue_);
+  }
+  // Destroyed without running: their waiters go with the io_context.
+}
+
+size_t ResponseStoreWorker::queued() const {
+  std::lock_guard lock(mu_);
+  return queue_.size();
+}
+
+void ResponseStoreWorker::enqueue(Job job) {
+  std::unique_lock lock(mu_);
+  if (stop_) {
+    lock.unlock();
+    job.done(std::make_exception_ptr(Error(ErrorCode::kAborted, "the server is stopping")));
+    return;
+  }
+  if (queue_.size() >= max_queued_) {
+    lock.unlock();
+    job.done(std::make_exception_ptr(Error(
+        ErrorCode::kResource,
+        fmt::format("{} calls to the store are already waiting (it answers slowly or not at all)",
+                    max_queued_))));
+    return;
+  }
+  queue_.push_back(std::move(job));
+  lock.unlock();
+  cv_.notify_one();
+}
+
+void ResponseStoreWorker::loop() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    std::exception_ptr error;
+    const auto waited = std::chrono::steady_clock::now() - job.queued_at;
+    if (waited > max_wait_) {
+      error = std::make_exception_ptr(Error(
+          ErrorCode::kTimeout,
+          fmt::format("the call waited {} ms behind slower calls to the store (at most {} ms)",
+                      std::chrono::duration_cast<std::chrono::milliseconds>(waited).count(),
+                      max_wait_.count())));
+    } else {
+      try {
+        job.op(*store_);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    job.done(error);
+  }
+}
+
+net::awaitable<void> ResponseStoreWorker::run(std::function<void(ResponseStore&)> op) {
+  if (!offload_) {
+    op(*store_);
+    co_return;
+  }
+  co_await net::async_initiate<const net::use_awaitable_t<>&, void(std::exception_ptr)>(
+      [this, &op](auto handler) {
+        // The waiter resumes on its own executor (its strand), whichever thread completes it.
+        auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+        Done done = [shared](std::exception_ptr e) {
+          auto executor = net::get_associated_executor(*shared);
+          net::post(executor, [shared, e]() mutable { std::move (*shared)(e); });
+        };
+        enqueue(Job{std::move(op), std::move(done), std::chrono::steady_clock::now()});
+      },
+      net::use_awaitable);
+}
+
+net::awaitable<void> ResponseStoreWorker::put(StoredResponse response) {
+  co_await run([&response](ResponseStore& s) { s.put(response); });
+}
+
+net::awaitable<std::optional<StoredResponse>> ResponseStoreWorker::get(std::string id) {
+  std::optional<StoredResponse> out;
+  co_await run([&out, &id](ResponseStore& s) { out = s.get(id); });
+  co_return out;
+}
+
+net::awaitable<bool> ResponseStoreWorker::remove(std::string id) {
+  bool existed = false;
+  co_await run([&existed, &id](ResponseStore& s) { existed = s.remove(id); });
+  co_return existed;
+}
+
+}  // namespace tpnode::node::api
