@@ -73,13 +73,17 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
   const size_t need =
       with_offs ? sums_at + static_cast<size_t>(n_tokens * q0X16OffsetsPerRow(w.type, w.cols)) * 4
                 : a_bytes * static_cast<size_t>(n_tokens);
+  int32_t* offs = nullptr;
   if (at != TensorType::kF32 || widened) {
     if (scratch.size() < need) scratch.resize(need);
     uint8_t* q = scratch.data();
+    if (with_offs) offs = reinterpret_cast<int32_t*>(scratch.data() + sums_at);
+    const int64_t per_row = with_offs ? q0X16OffsetsPerRow(w.type, w.cols) : 0;
     const QuantizeFn quant = at == TensorType::kQ8_K   ? k.quantize_q8_k
                              : at == TensorType::kQ8_0 ? k.quantize_q8_0
                              : widened                 ? k.round_f16
                                                        : nullptr;
+    // Each token's row and (x16 Q8_0 / Q4_0 / Q5_0) its offsets, on the thread that quantized it.
     pool.parallelFor(n_tokens, 4, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         if (quant) {
@@ -88,16 +92,15 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
           quantizeRow(at, x + t * w.cols, q + static_cast<size_t>(t) * a_bytes, w.cols);
         }
       }
+      if (offs) {
+        q0X16Offsets(w.type, q + static_cast<size_t>(t0) * a_bytes, a_bytes, t1 - t0, w.cols,
+                     offs + t0 * per_row);
+      }
     });
     acts = q;
   }
   const uint8_t* a = static_cast<const uint8_t*>(acts);
   if (w.interleave == 16) {
-    int32_t* offs = nullptr;
-    if (with_offs) {
-      offs = reinterpret_cast<int32_t*>(scratch.data() + sums_at);
-      q0X16Offsets(w.type, a, a_bytes, n_tokens, w.cols, offs);
-    }
     matmulGroups16(w, a, a_bytes, offs, n_tokens, y, y_stride, pool, k);
     return;
   }
