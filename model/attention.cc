@@ -18,7 +18,7 @@ void LlamaRank::attentionBlock(int64_t l, std::span<const BatchToken> batch) {
   const int64_t dim = config_.n_embd, hd = config_.head_dim;
   const int64_t nq = weights_.n_head * hd, nkv = weights_.n_head_kv * hd;
   h_.resize(static_cast<size_t>(n * dim));
-  kernels::rmsNormRows(x_.data(), w.attn_norm.data(), h_.data(), dim, n, config_.rms_eps);
+  normRows(x_.data(), w.attn_norm, h_.data(), dim, n);
   q_.resize(static_cast<size_t>(n * nq));
   k_.resize(static_cast<size_t>(n * nkv));
   v_.resize(static_cast<size_t>(n * nkv));
@@ -67,10 +67,7 @@ void LlamaRank::attentionBlock(int64_t l, std::span<const BatchToken> batch) {
   o_.resize(static_cast<size_t>(n * dim));
   matmul(w.wo, attn_.data(), n, o_.data());
   allReduce(o_.data(), o_.size());
-  if (!w.attn_post_norm.empty()) {  // gemma3: norm the attention output before the residual
-    kernels::rmsNormRows(o_.data(), w.attn_post_norm.data(), o_.data(), dim, n, config_.rms_eps);
-  }
-  for (size_t i = 0; i < o_.size(); ++i) x_[i] += o_[i];
+  residual(w.attn_post_norm, n);  // gemma3: norm the attention output before the residual
 }
 
 namespace {
@@ -103,7 +100,7 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
       config_.attn_scale > 0 ? config_.attn_scale : 1.0f / std::sqrt(static_cast<float>(hd));
   // Sliding-window layers: position p sees (p - n_swa, p], as llama.cpp's is_masked_swa.
   const int64_t window = config_.isSwa(l) ? config_.n_swa : 0;
-  attn_.assign(static_cast<size_t>(n * nq), 0.f);
+  attn_.resize(static_cast<size_t>(n * nq));  // every value is written below
   const size_t kv_row_bytes = static_cast<size_t>(kv_.rowFloats()) * sizeof(float);
   // llama.cpp sums V with a different order for one token than for a batch (ggml_math.h).
   const auto order =

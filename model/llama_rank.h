@@ -59,7 +59,13 @@ class LlamaRank final : public RankModel {
   }
 
  private:
+  // Token embeddings (gemma3: scaled) of the batch into x_.
+  void embed(std::span<const BatchToken> batch);
   void attentionBlock(int64_t layer, std::span<const BatchToken> batch);
+  // rows x n values: y = rmsNorm(x) * w, the rows split over the pool (y may be x).
+  void normRows(const float* x, const std::vector<float>& w, float* y, int64_t n, int64_t rows);
+  // The end of a block: o_ = post_norm(o_) (when post_norm is not empty), then x_ += o_.
+  void residual(const std::vector<float>& post_norm, int64_t n_tokens);
   void ffnBlock(int64_t layer, int64_t n_tokens);
   void denseFfn(const LayerWeights& w, int64_t n_tokens);  // into o_
   void attend(int64_t layer, std::span<const BatchToken> batch);
@@ -80,7 +86,7 @@ class LlamaRank final : public RankModel {
   }
   void checkKvTables(std::span<const BatchToken> batch) const;
   void head(std::span<const BatchToken> batch, std::vector<float>& logits);
-  void softcap(std::vector<float>& logits) const;
+  void softcap(std::vector<float>& logits);
   void matmul(const Matrix& w, const float* x, int64_t n, float* y);
   void allReduce(float* data, size_t count);
   void tap(TapSink* sink, int64_t layer, TapPoint point, const std::vector<float>& rows,
@@ -95,6 +101,7 @@ class LlamaRank final : public RankModel {
   std::unique_ptr<MoeFfn> moe_;  // mixture-of-experts FFN (null for a dense model)
   // Scratch, sized for the largest batch so far: [tokens][width].
   std::vector<float> x_, h_, q_, k_, v_, attn_, o_, gate_, up_, logits_local_, gathered_;
+  std::vector<int64_t> out_rows_;  // head(): the batch rows that get logits
   std::vector<uint8_t> quant_scratch_;
 };
 
