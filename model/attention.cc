@@ -25,49 +25,58 @@ void LlamaRank::attentionBlock(int64_t l, std::span<const BatchToken> batch) {
   matmul(w.wq, h_.data(), n, q_.data());
   matmul(w.wk, h_.data(), n, k_.data());
   matmul(w.wv, h_.data(), n, v_.data());
-  const float* ff = weights_.rope_freqs.empty() ? nullptr : weights_.rope_freqs.data();
-  if (!w.bq.empty()) {
-    for (int64_t i = 0; i < n; ++i) {
-      float* q = q_.data() + i * nq;
-      float* k = k_.data() + i * nkv;
-      float* v = v_.data() + i * nkv;
-      for (int64_t j = 0; j < nq; ++j) q[j] += w.bq[static_cast<size_t>(j)];
-      for (int64_t j = 0; j < nkv; ++j) k[j] += w.bk[static_cast<size_t>(j)];
-      for (int64_t j = 0; j < nkv; ++j) v[j] += w.bv[static_cast<size_t>(j)];
-    }
-  }
-  // Per-head norms over every token's heads at once (rows of hd values).
-  if (!w.q_norm.empty()) {
-    kernels::rmsNormRows(q_.data(), w.q_norm.data(), q_.data(), hd, n * weights_.n_head,
-                         config_.rms_eps);
-  }
-  if (!w.k_norm.empty()) {
-    kernels::rmsNormRows(k_.data(), w.k_norm.data(), k_.data(), hd, n * weights_.n_head_kv,
-                         config_.rms_eps);
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    float* q = q_.data() + i * nq;
-    float* k = k_.data() + i * nkv;
-    float* v = v_.data() + i * nkv;
-    const int64_t pos = batch[static_cast<size_t>(i)].pos;
-    for (int64_t h = 0; h < weights_.n_head; ++h) {
-      kernels::rope(q + h * hd, config_.n_rot, pos, config_.ropeBase(l), config_.ropeFreqScale(l),
-                    config_.rope_style, ff);
-    }
-    for (int64_t h = 0; h < weights_.n_head_kv; ++h) {
-      kernels::rope(k + h * hd, config_.n_rot, pos, config_.ropeBase(l), config_.ropeFreqScale(l),
-                    config_.rope_style, ff);
-    }
-    const BatchToken& t = batch[static_cast<size_t>(i)];
-    const int64_t block = kvBlock(t, t.pos), offset = t.pos % kv_.blockSize();
-    std::copy_n(k, nkv, kv_.k(l, block, offset));
-    std::copy_n(v, nkv, kv_.v(l, block, offset));
-  }
+  prepareQkv(l, batch);
   attend(l, batch);
   o_.resize(static_cast<size_t>(n * dim));
   matmul(w.wo, attn_.data(), n, o_.data());
   allReduce(o_.data(), o_.size());
   residual(w.attn_post_norm, n);  // gemma3: norm the attention output before the residual
+}
+
+void LlamaRank::prepareQkv(int64_t l, std::span<const BatchToken> batch) {
+  const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
+  const int64_t hd = config_.head_dim;
+  const int64_t nq = weights_.n_head * hd, nkv = weights_.n_head_kv * hd;
+  const float* ff = weights_.rope_freqs.empty() ? nullptr : weights_.rope_freqs.data();
+  pool_.parallelFor(static_cast<int64_t>(batch.size()), 1, [&](int64_t b, int64_t e) {
+    if (!w.bq.empty()) {
+      for (int64_t i = b; i < e; ++i) {
+        float* q = q_.data() + i * nq;
+        float* k = k_.data() + i * nkv;
+        float* v = v_.data() + i * nkv;
+        for (int64_t j = 0; j < nq; ++j) q[j] += w.bq[static_cast<size_t>(j)];
+        for (int64_t j = 0; j < nkv; ++j) k[j] += w.bk[static_cast<size_t>(j)];
+        for (int64_t j = 0; j < nkv; ++j) v[j] += w.bv[static_cast<size_t>(j)];
+      }
+    }
+    // Per-head norms over the tokens' heads at once (rows of hd values).
+    if (!w.q_norm.empty()) {
+      kernels::rmsNormRows(q_.data() + b * nq, w.q_norm.data(), q_.data() + b * nq, hd,
+                           (e - b) * weights_.n_head, config_.rms_eps);
+    }
+    if (!w.k_norm.empty()) {
+      kernels::rmsNormRows(k_.data() + b * nkv, w.k_norm.data(), k_.data() + b * nkv, hd,
+                           (e - b) * weights_.n_head_kv, config_.rms_eps);
+    }
+    thread_local std::vector<float> cs;  // one position's rotations, shared by its heads
+    cs.resize(static_cast<size_t>(config_.n_rot));
+    for (int64_t i = b; i < e; ++i) {
+      float* q = q_.data() + i * nq;
+      float* k = k_.data() + i * nkv;
+      const BatchToken& t = batch[static_cast<size_t>(i)];
+      kernels::ropeAngles(config_.n_rot, t.pos, config_.ropeBase(l), config_.ropeFreqScale(l), ff,
+                          cs.data());
+      for (int64_t h = 0; h < weights_.n_head; ++h) {
+        kernels::ropeRotate(q + h * hd, config_.n_rot, config_.rope_style, cs.data());
+      }
+      for (int64_t h = 0; h < weights_.n_head_kv; ++h) {
+        kernels::ropeRotate(k + h * hd, config_.n_rot, config_.rope_style, cs.data());
+      }
+      const int64_t block = kvBlock(t, t.pos), offset = t.pos % kv_.blockSize();
+      std::copy_n(k, nkv, kv_.k(l, block, offset));
+      std::copy_n(v_.data() + i * nkv, nkv, kv_.v(l, block, offset));
+    }
+  });
 }
 
 namespace {

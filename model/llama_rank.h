@@ -62,6 +62,9 @@ class LlamaRank final : public RankModel {
   // Token embeddings (gemma3: scaled) of the batch into x_.
   void embed(std::span<const BatchToken> batch);
   void attentionBlock(int64_t layer, std::span<const BatchToken> batch);
+  // After the Q/K/V projections, per token: biases, per-head norms, RoPE, the K and V rows
+  // written to the cache.
+  void prepareQkv(int64_t layer, std::span<const BatchToken> batch);
   // rows x n values: y = rmsNorm(x) * w, the rows split over the pool (y may be x).
   void normRows(const float* x, const std::vector<float>& w, float* y, int64_t n, int64_t rows);
   // The end of a block: o_ = post_norm(o_) (when post_norm is not empty), then x_ += o_.
