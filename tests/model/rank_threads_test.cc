@@ -3,8 +3,10 @@
 // attention, GeGLU / SwiGLU, the post norms and residuals, the output norm of every logits row,
 // gemma's softcap, the activation quantization and offsets of each matmul) computes each row
 // as one thread would. Prefill of a prompt longer than the pool's chunks, then decode steps;
-// llama (Q8_0 and Q4_K weights), qwen2 (biases, Q4_0), qwen3 (QK norm) and gemma3 (embedding
-// scale, QK norm, post norms, GeGLU, sliding window, tied head, logit softcap).
+// llama (Q8_0 and Q4_K weights), qwen2 (biases, Q4_0), qwen3 (QK norm), gemma3 (embedding
+// scale, QK norm, post norms, GeGLU, sliding window, tied head, logit softcap) and the mixtures
+// of experts qwen3moe and qwen2moe (its shared expert): the gather of each expert's rows, their
+// SwiGLU, the weighted outputs and their sum split too.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -33,6 +35,13 @@ TEST_P(RankThreadsTest, PoolSizeChangesNoBits) {
   shape.arch = param.substr(0, colon);
   shape.type = tools::parseTensorType(param.substr(colon + 1));
   shape.vocab = 300;
+  if (shape.arch == "qwen3moe" || shape.arch == "qwen2moe") {
+    shape.experts = 4;
+    shape.experts_used = 2;
+    shape.expert_ffn = 256;
+    shape.heads = 4;
+    shape.kv_heads = 2;
+  }
   if (shape.arch == "gemma3") {
     shape.layers = 3;
     shape.tied = true;
@@ -77,7 +86,7 @@ TEST_P(RankThreadsTest, PoolSizeChangesNoBits) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, RankThreadsTest,
                          testing::Values("llama:q8_0", "llama:q4_k", "qwen2:q4_0", "qwen3:q8_0",
-                                         "gemma3:q4_k"),
+                                         "gemma3:q4_k", "qwen3moe:q8_0", "qwen2moe:q4_k"),
                          [](const testing::TestParamInfo<std::string>& p) {
                            std::string name = p.param;
                            name[name.find(':')] = '_';
