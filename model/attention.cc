@@ -118,15 +118,25 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
   const std::vector<QueryBlock> blocks = queryBlocks(batch, window);
   // One job: a query block and one kv head, i.e. the block's tokens times the kv head's group
   // of query heads. Each query's arithmetic is the one-query order of ggml_math.h, so blocking
-  // changes no bits; it only reads the block's K and V rows from the cache once.
-  pool_.parallelFor(static_cast<int64_t>(blocks.size()) * kv_heads, 1, [&](int64_t b, int64_t e) {
+  // changes no bits; it only reads the block's K and V rows from the cache once. With fewer
+  // jobs than kJobsPerThread per thread (decode, short prompts, models with one or two kv
+  // heads) each group is cut into `parts` runs of its heads, each job reading the rows itself
+  // (per head the same bits: ggml_math.h's *Heads functions compute each head alone).
+  const int64_t kv_jobs = static_cast<int64_t>(blocks.size()) * kv_heads;
+  const int64_t want = kJobsPerThread * pool_.size();
+  const int64_t parts =
+      pool_.size() > 1 && kv_jobs < want ? std::min(group, (want + kv_jobs - 1) / kv_jobs) : 1;
+  pool_.parallelFor(kv_jobs * parts, 1, [&](int64_t b, int64_t e) {
     // Per-thread scratch kept across calls (a long prompt's gathered rows are large; allocating
     // them per call would fault their pages in every layer).
     thread_local std::vector<float> scores, lanes, krows, vrows;
     lanes.resize(kernels::ggml::kWeightedRowSumHeadsScratch);
     for (int64_t job = b; job < e; ++job) {
-      const QueryBlock& qb = blocks[static_cast<size_t>(job / kv_heads)];
-      const int64_t kvh = job % kv_heads;
+      const QueryBlock& qb = blocks[static_cast<size_t>(job / parts / kv_heads)];
+      const int64_t kvh = job / parts % kv_heads, part = job % parts;
+      // Query heads [h0, h0 + nh) of the kv head's group.
+      const int64_t h0 = part * group / parts, nh = (part + 1) * group / parts - h0;
+      const int64_t head0 = kvh * group + h0;
       // The block's last token has the largest position, so its table covers every cell read.
       const BatchToken& tmax = batch[static_cast<size_t>(qb.end - 1)];
       auto block_of = [&](int64_t p) { return kvBlock(tmax, p); };
@@ -167,14 +177,14 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
         const auto* v0 =
             reinterpret_cast<const float*>(reinterpret_cast<const unsigned char*>(vrow0) +
                                            static_cast<size_t>(first - qb.lo) * stride);
-        // The group's heads share the cells: their scores in one pass over the K rows.
-        scores.assign(static_cast<size_t>(group * len), -INFINITY);
-        kernels::ggml::scoresHeads(hd, q_.data() + i * nq + kvh * group * hd, group, k0, stride,
-                                   cells, scale, scores.data() + (first - start), len);
-        for (int64_t g = 0; g < group; ++g) kernels::softmax(scores.data() + g * len, len);
-        kernels::ggml::weightedRowSumHeads(order, scores.data() + (first - start), len, group, v0,
+        // The job's heads share the cells: their scores in one pass over the K rows.
+        scores.assign(static_cast<size_t>(nh * len), -INFINITY);
+        kernels::ggml::scoresHeads(hd, q_.data() + i * nq + head0 * hd, nh, k0, stride, cells,
+                                   scale, scores.data() + (first - start), len);
+        for (int64_t g = 0; g < nh; ++g) kernels::softmax(scores.data() + g * len, len);
+        kernels::ggml::weightedRowSumHeads(order, scores.data() + (first - start), len, nh, v0,
                                            stride, cells, hd, lanes.data(),
-                                           attn_.data() + i * nq + kvh * group * hd);
+                                           attn_.data() + i * nq + head0 * hd);
       }
     }
   });

@@ -75,6 +75,9 @@ class LlamaRank final : public RankModel {
   // attend's unit of work: batch tokens [begin, end) of one sequence at consecutive positions
   // (at most kQueryBlock), which read cells [lo, hi] together.
   static constexpr int64_t kQueryBlock = 16;
+  // attend() cuts kv heads' groups of query heads into parts until each thread has this many
+  // jobs (or each part is one head).
+  static constexpr int64_t kJobsPerThread = 4;
   struct QueryBlock {
     int64_t begin, end, lo, hi;
   };
