@@ -23,8 +23,8 @@ void LlamaRank::attentionBlock(int64_t l, std::span<const BatchToken> batch) {
   k_.resize(static_cast<size_t>(n * nkv));
   v_.resize(static_cast<size_t>(n * nkv));
   matmul(w.wq, h_.data(), n, q_.data());
-  matmul(w.wk, h_.data(), n, k_.data());
-  matmul(w.wv, h_.data(), n, v_.data());
+  matmul(w.wk, h_.data(), n, k_.data(), /*same_x=*/true);
+  matmul(w.wv, h_.data(), n, v_.data(), /*same_x=*/true);
   prepareQkv(l, batch);
   attend(l, batch);
   o_.resize(static_cast<size_t>(n * dim));

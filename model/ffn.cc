@@ -26,7 +26,7 @@ void LlamaRank::denseFfn(const LayerWeights& w, int64_t n) {
   gate_.resize(static_cast<size_t>(n * ff));
   up_.resize(static_cast<size_t>(n * ff));
   matmul(w.w_gate, h_.data(), n, gate_.data());
-  matmul(w.w_up, h_.data(), n, up_.data());
+  matmul(w.w_up, h_.data(), n, up_.data(), /*same_x=*/true);
   pool_.parallelFor(n, 1, [&](int64_t b, int64_t e) {
     if (config_.ffn_act == FfnAct::kGeluTanh) {
       kernels::geglu(gate_.data() + b * ff, up_.data() + b * ff, (e - b) * ff);

@@ -31,8 +31,8 @@ LlamaRank::LlamaRank(const ModelConfig& config, RankWeights weights,
   }
 }
 
-void LlamaRank::matmul(const Matrix& w, const float* x, int64_t n, float* y) {
-  kernels::matmul(w, x, n, y, w.rows, pool_, quant_scratch_);
+void LlamaRank::matmul(const Matrix& w, const float* x, int64_t n, float* y, bool same_x) {
+  kernels::matmul(w, x, n, y, w.rows, pool_, quant_scratch_, same_x);
 }
 
 void LlamaRank::allReduce(float* data, size_t count) {
@@ -144,13 +144,14 @@ void LlamaRank::head(std::span<const BatchToken> batch, std::vector<float>& logi
   const Matrix& w = weights_.head();
   if (local == vocab) {  // replicated head, on rank 0
     logits.resize(static_cast<size_t>(n_out * vocab));
-    kernels::matmul(w, h_.data(), n_out, logits.data(), vocab, pool_, quant_scratch_);
+    kernels::matmul(w, h_.data(), n_out, logits.data(), vocab, pool_, quant_scratch_, false);
     return;
   }
   // Vocab-parallel: this rank's rows of the head (of token_embd when tied), gathered to rank 0.
   const Matrix* part = head_slice_.empty() ? &w : &head_slice_;
   logits_local_.resize(static_cast<size_t>(n_out * local));
-  kernels::matmul(*part, h_.data(), n_out, logits_local_.data(), local, pool_, quant_scratch_);
+  kernels::matmul(*part, h_.data(), n_out, logits_local_.data(), local, pool_, quant_scratch_,
+                  false);
   gathered_.resize(static_cast<size_t>(n_out * vocab));
   comm_.gather(logits_local_.data(), gathered_.data(), logits_local_.size(),
                collectives::DType::kF32, 0);

@@ -17,6 +17,7 @@
 
 #include "collectives/communicator.h"
 #include "model/config.h"
+#include "model/kernels/cpu/matmul.h"
 #include "model/kernels/cpu/thread_pool.h"
 #include "model/kv_cache.h"
 #include "model/moe_ffn.h"
@@ -93,7 +94,8 @@ class LlamaRank final : public RankModel {
   void checkKvTables(std::span<const BatchToken> batch) const;
   void head(std::span<const BatchToken> batch, std::vector<float>& logits);
   void softcap(std::vector<float>& logits);
-  void matmul(const Matrix& w, const float* x, int64_t n, float* y);
+  // same_x: x is the previous matmul's input, unchanged (its converted activations are reused).
+  void matmul(const Matrix& w, const float* x, int64_t n, float* y, bool same_x = false);
   void allReduce(float* data, size_t count);
   void tap(TapSink* sink, int64_t layer, TapPoint point, const std::vector<float>& rows,
            std::span<const BatchToken> batch) const;
@@ -108,7 +110,7 @@ class LlamaRank final : public RankModel {
   // Scratch, sized for the largest batch so far: [tokens][width].
   std::vector<float> x_, h_, q_, k_, v_, attn_, o_, gate_, up_, logits_local_, gathered_;
   std::vector<int64_t> out_rows_;  // head(): the batch rows that get logits
-  std::vector<uint8_t> quant_scratch_;
+  kernels::MatmulScratch quant_scratch_;
 };
 
 }  // namespace tpnode::model

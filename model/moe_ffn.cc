@@ -27,8 +27,8 @@ std::vector<uint64_t> MoeFfn::expertPairs() const {
   return out;
 }
 
-void MoeFfn::matmul(const Matrix& w, const float* x, int64_t n, float* y) {
-  kernels::matmul(w, x, n, y, w.rows, pool_, quant_scratch_);
+void MoeFfn::matmul(const Matrix& w, const float* x, int64_t n, float* y, bool same_x) {
+  kernels::matmul(w, x, n, y, w.rows, pool_, quant_scratch_, same_x);
 }
 
 void MoeFfn::expertFfn(const Matrix& gate, const Matrix& up, const Matrix& down, const float* x,
@@ -37,7 +37,7 @@ void MoeFfn::expertFfn(const Matrix& gate, const Matrix& up, const Matrix& down,
   gate_.resize(static_cast<size_t>(m * ff));
   up_.resize(static_cast<size_t>(m * ff));
   matmul(gate, x, m, gate_.data());
-  matmul(up, x, m, up_.data());
+  matmul(up, x, m, up_.data(), /*same_x=*/true);
   pool_.parallelFor(m, 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {  // per row, as ggml_swiglu on [ff, tokens]
       kernels::swiglu(gate_.data() + i * ff, up_.data() + i * ff, ff);
