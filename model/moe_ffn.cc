@@ -52,7 +52,10 @@ void MoeFfn::forward(const MoeLayerWeights& w, const float* h, int64_t n, float*
   matmul(w.router, h, n, logits_.data());
   selected_.resize(static_cast<size_t>(pairs));
   weights_.resize(static_cast<size_t>(pairs));
-  routeTokens(logits_.data(), n, n_expert_, k_, normalize_, selected_.data(), weights_.data());
+  pool_.parallelFor(n, 1, [&](int64_t b, int64_t e) {  // each token's routing alone
+    routeTokens(logits_.data() + b * n_expert_, e - b, n_expert_, k_, normalize_,
+                selected_.data() + b * k_, weights_.data() + b * k_);
+  });
 
   // Group the (token, j) pairs by expert (counting sort: pairs of one expert in token order).
   count_.assign(static_cast<size_t>(n_expert_ + 1), 0);
