@@ -18,59 +18,65 @@ void LlamaRank::attentionBlock(int64_t l, std::span<const BatchToken> batch) {
   const int64_t dim = config_.n_embd, hd = config_.head_dim;
   const int64_t nq = weights_.n_head * hd, nkv = weights_.n_head_kv * hd;
   h_.resize(static_cast<size_t>(n * dim));
-  kernels::rmsNormRows(x_.data(), w.attn_norm.data(), h_.data(), dim, n, config_.rms_eps);
+  normRows(x_.data(), w.attn_norm, h_.data(), dim, n);
   q_.resize(static_cast<size_t>(n * nq));
   k_.resize(static_cast<size_t>(n * nkv));
   v_.resize(static_cast<size_t>(n * nkv));
   matmul(w.wq, h_.data(), n, q_.data());
-  matmul(w.wk, h_.data(), n, k_.data());
-  matmul(w.wv, h_.data(), n, v_.data());
-  const float* ff = weights_.rope_freqs.empty() ? nullptr : weights_.rope_freqs.data();
-  if (!w.bq.empty()) {
-    for (int64_t i = 0; i < n; ++i) {
-      float* q = q_.data() + i * nq;
-      float* k = k_.data() + i * nkv;
-      float* v = v_.data() + i * nkv;
-      for (int64_t j = 0; j < nq; ++j) q[j] += w.bq[static_cast<size_t>(j)];
-      for (int64_t j = 0; j < nkv; ++j) k[j] += w.bk[static_cast<size_t>(j)];
-      for (int64_t j = 0; j < nkv; ++j) v[j] += w.bv[static_cast<size_t>(j)];
-    }
-  }
-  // Per-head norms over every token's heads at once (rows of hd values).
-  if (!w.q_norm.empty()) {
-    kernels::rmsNormRows(q_.data(), w.q_norm.data(), q_.data(), hd, n * weights_.n_head,
-                         config_.rms_eps);
-  }
-  if (!w.k_norm.empty()) {
-    kernels::rmsNormRows(k_.data(), w.k_norm.data(), k_.data(), hd, n * weights_.n_head_kv,
-                         config_.rms_eps);
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    float* q = q_.data() + i * nq;
-    float* k = k_.data() + i * nkv;
-    float* v = v_.data() + i * nkv;
-    const int64_t pos = batch[static_cast<size_t>(i)].pos;
-    for (int64_t h = 0; h < weights_.n_head; ++h) {
-      kernels::rope(q + h * hd, config_.n_rot, pos, config_.ropeBase(l), config_.ropeFreqScale(l),
-                    config_.rope_style, ff);
-    }
-    for (int64_t h = 0; h < weights_.n_head_kv; ++h) {
-      kernels::rope(k + h * hd, config_.n_rot, pos, config_.ropeBase(l), config_.ropeFreqScale(l),
-                    config_.rope_style, ff);
-    }
-    const BatchToken& t = batch[static_cast<size_t>(i)];
-    const int64_t block = kvBlock(t, t.pos), offset = t.pos % kv_.blockSize();
-    std::copy_n(k, nkv, kv_.k(l, block, offset));
-    std::copy_n(v, nkv, kv_.v(l, block, offset));
-  }
+  matmul(w.wk, h_.data(), n, k_.data(), /*same_x=*/true);
+  matmul(w.wv, h_.data(), n, v_.data(), /*same_x=*/true);
+  prepareQkv(l, batch);
   attend(l, batch);
   o_.resize(static_cast<size_t>(n * dim));
   matmul(w.wo, attn_.data(), n, o_.data());
   allReduce(o_.data(), o_.size());
-  if (!w.attn_post_norm.empty()) {  // gemma3: norm the attention output before the residual
-    kernels::rmsNormRows(o_.data(), w.attn_post_norm.data(), o_.data(), dim, n, config_.rms_eps);
-  }
-  for (size_t i = 0; i < o_.size(); ++i) x_[i] += o_[i];
+  residual(w.attn_post_norm, n);  // gemma3: norm the attention output before the residual
+}
+
+void LlamaRank::prepareQkv(int64_t l, std::span<const BatchToken> batch) {
+  const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
+  const int64_t hd = config_.head_dim;
+  const int64_t nq = weights_.n_head * hd, nkv = weights_.n_head_kv * hd;
+  const float* ff = weights_.rope_freqs.empty() ? nullptr : weights_.rope_freqs.data();
+  pool_.parallelFor(static_cast<int64_t>(batch.size()), 1, [&](int64_t b, int64_t e) {
+    if (!w.bq.empty()) {
+      for (int64_t i = b; i < e; ++i) {
+        float* q = q_.data() + i * nq;
+        float* k = k_.data() + i * nkv;
+        float* v = v_.data() + i * nkv;
+        for (int64_t j = 0; j < nq; ++j) q[j] += w.bq[static_cast<size_t>(j)];
+        for (int64_t j = 0; j < nkv; ++j) k[j] += w.bk[static_cast<size_t>(j)];
+        for (int64_t j = 0; j < nkv; ++j) v[j] += w.bv[static_cast<size_t>(j)];
+      }
+    }
+    // Per-head norms over the tokens' heads at once (rows of hd values).
+    if (!w.q_norm.empty()) {
+      kernels::rmsNormRows(q_.data() + b * nq, w.q_norm.data(), q_.data() + b * nq, hd,
+                           (e - b) * weights_.n_head, config_.rms_eps);
+    }
+    if (!w.k_norm.empty()) {
+      kernels::rmsNormRows(k_.data() + b * nkv, w.k_norm.data(), k_.data() + b * nkv, hd,
+                           (e - b) * weights_.n_head_kv, config_.rms_eps);
+    }
+    thread_local std::vector<float> cs;  // one position's rotations, shared by its heads
+    cs.resize(static_cast<size_t>(config_.n_rot));
+    for (int64_t i = b; i < e; ++i) {
+      float* q = q_.data() + i * nq;
+      float* k = k_.data() + i * nkv;
+      const BatchToken& t = batch[static_cast<size_t>(i)];
+      kernels::ropeAngles(config_.n_rot, t.pos, config_.ropeBase(l), config_.ropeFreqScale(l), ff,
+                          cs.data());
+      for (int64_t h = 0; h < weights_.n_head; ++h) {
+        kernels::ropeRotate(q + h * hd, config_.n_rot, config_.rope_style, cs.data());
+      }
+      for (int64_t h = 0; h < weights_.n_head_kv; ++h) {
+        kernels::ropeRotate(k + h * hd, config_.n_rot, config_.rope_style, cs.data());
+      }
+      const int64_t block = kvBlock(t, t.pos), offset = t.pos % kv_.blockSize();
+      std::copy_n(k, nkv, kv_.k(l, block, offset));
+      std::copy_n(v_.data() + i * nkv, nkv, kv_.v(l, block, offset));
+    }
+  });
 }
 
 namespace {
@@ -103,7 +109,7 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
       config_.attn_scale > 0 ? config_.attn_scale : 1.0f / std::sqrt(static_cast<float>(hd));
   // Sliding-window layers: position p sees (p - n_swa, p], as llama.cpp's is_masked_swa.
   const int64_t window = config_.isSwa(l) ? config_.n_swa : 0;
-  attn_.assign(static_cast<size_t>(n * nq), 0.f);
+  attn_.resize(static_cast<size_t>(n * nq));  // every value is written below
   const size_t kv_row_bytes = static_cast<size_t>(kv_.rowFloats()) * sizeof(float);
   // llama.cpp sums V with a different order for one token than for a batch (ggml_math.h).
   const auto order =
@@ -112,15 +118,25 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
   const std::vector<QueryBlock> blocks = queryBlocks(batch, window);
   // One job: a query block and one kv head, i.e. the block's tokens times the kv head's group
   // of query heads. Each query's arithmetic is the one-query order of ggml_math.h, so blocking
-  // changes no bits; it only reads the block's K and V rows from the cache once.
-  pool_.parallelFor(static_cast<int64_t>(blocks.size()) * kv_heads, 1, [&](int64_t b, int64_t e) {
+  // changes no bits; it only reads the block's K and V rows from the cache once. With fewer
+  // jobs than kJobsPerThread per thread (decode, short prompts, models with one or two kv
+  // heads) each group is cut into `parts` runs of its heads, each job reading the rows itself
+  // (per head the same bits: ggml_math.h's *Heads functions compute each head alone).
+  const int64_t kv_jobs = static_cast<int64_t>(blocks.size()) * kv_heads;
+  const int64_t want = kJobsPerThread * pool_.size();
+  const int64_t parts =
+      pool_.size() > 1 && kv_jobs < want ? std::min(group, (want + kv_jobs - 1) / kv_jobs) : 1;
+  pool_.parallelFor(kv_jobs * parts, 1, [&](int64_t b, int64_t e) {
     // Per-thread scratch kept across calls (a long prompt's gathered rows are large; allocating
     // them per call would fault their pages in every layer).
     thread_local std::vector<float> scores, lanes, krows, vrows;
     lanes.resize(kernels::ggml::kWeightedRowSumHeadsScratch);
     for (int64_t job = b; job < e; ++job) {
-      const QueryBlock& qb = blocks[static_cast<size_t>(job / kv_heads)];
-      const int64_t kvh = job % kv_heads;
+      const QueryBlock& qb = blocks[static_cast<size_t>(job / parts / kv_heads)];
+      const int64_t kvh = job / parts % kv_heads, part = job % parts;
+      // Query heads [h0, h0 + nh) of the kv head's group.
+      const int64_t h0 = part * group / parts, nh = (part + 1) * group / parts - h0;
+      const int64_t head0 = kvh * group + h0;
       // The block's last token has the largest position, so its table covers every cell read.
       const BatchToken& tmax = batch[static_cast<size_t>(qb.end - 1)];
       auto block_of = [&](int64_t p) { return kvBlock(tmax, p); };
@@ -161,14 +177,14 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
         const auto* v0 =
             reinterpret_cast<const float*>(reinterpret_cast<const unsigned char*>(vrow0) +
                                            static_cast<size_t>(first - qb.lo) * stride);
-        // The group's heads share the cells: their scores in one pass over the K rows.
-        scores.assign(static_cast<size_t>(group * len), -INFINITY);
-        kernels::ggml::scoresHeads(hd, q_.data() + i * nq + kvh * group * hd, group, k0, stride,
-                                   cells, scale, scores.data() + (first - start), len);
-        for (int64_t g = 0; g < group; ++g) kernels::softmax(scores.data() + g * len, len);
-        kernels::ggml::weightedRowSumHeads(order, scores.data() + (first - start), len, group, v0,
+        // The job's heads share the cells: their scores in one pass over the K rows.
+        scores.assign(static_cast<size_t>(nh * len), -INFINITY);
+        kernels::ggml::scoresHeads(hd, q_.data() + i * nq + head0 * hd, nh, k0, stride, cells,
+                                   scale, scores.data() + (first - start), len);
+        for (int64_t g = 0; g < nh; ++g) kernels::softmax(scores.data() + g * len, len);
+        kernels::ggml::weightedRowSumHeads(order, scores.data() + (first - start), len, nh, v0,
                                            stride, cells, hd, lanes.data(),
-                                           attn_.data() + i * nq + kvh * group * hd);
+                                           attn_.data() + i * nq + head0 * hd);
       }
     }
   });

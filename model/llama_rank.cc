@@ -31,8 +31,8 @@ LlamaRank::LlamaRank(const ModelConfig& config, RankWeights weights,
   }
 }
 
-void LlamaRank::matmul(const Matrix& w, const float* x, int64_t n, float* y) {
-  kernels::matmul(w, x, n, y, w.rows, pool_, quant_scratch_);
+void LlamaRank::matmul(const Matrix& w, const float* x, int64_t n, float* y, bool same_x) {
+  kernels::matmul(w, x, n, y, w.rows, pool_, quant_scratch_, same_x);
 }
 
 void LlamaRank::allReduce(float* data, size_t count) {
@@ -56,19 +56,12 @@ void LlamaRank::tap(TapSink* sink, int64_t layer, TapPoint point, const std::vec
 void LlamaRank::forward(std::span<const BatchToken> batch, std::vector<float>& logits,
                         TapSink* taps) {
   const int64_t n = static_cast<int64_t>(batch.size());
-  const int64_t dim = config_.n_embd;
   TP_CHECK(
       weights_.embeddings && weights_.layer_begin == 0 && weights_.layer_end == config_.n_layer,
       "forward() needs the whole model; a pipeline stage runs forwardLayers()");
   checkBatch(batch, config_.n_vocab, kv_.slots(), kv_.ctx());
   checkKvTables(batch);
-  x_.resize(static_cast<size_t>(n * dim));
-  for (int64_t i = 0; i < n; ++i) {
-    kernels::dequantizeMatrixRow(weights_.token_embd, batch[i].token, x_.data() + i * dim);
-  }
-  if (config_.embd_scale > 0) {  // gemma3: embeddings * sqrt(n_embd)
-    for (float& v : x_) v *= config_.embd_scale;
-  }
+  embed(batch);
   if (taps != nullptr) {
     taps->rows.assign(taps->specs.size(), {});
   }
@@ -83,10 +76,48 @@ void LlamaRank::forward(std::span<const BatchToken> batch, std::vector<float>& l
   softcap(logits);
 }
 
-void LlamaRank::softcap(std::vector<float>& logits) const {
+void LlamaRank::embed(std::span<const BatchToken> batch) {
+  const int64_t dim = config_.n_embd;
+  x_.resize(batch.size() * static_cast<size_t>(dim));
+  pool_.parallelFor(static_cast<int64_t>(batch.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      float* row = x_.data() + i * dim;
+      kernels::dequantizeMatrixRow(weights_.token_embd, batch[static_cast<size_t>(i)].token, row);
+      if (config_.embd_scale > 0) {  // gemma3: embeddings * sqrt(n_embd)
+        for (int64_t j = 0; j < dim; ++j) row[j] *= config_.embd_scale;
+      }
+    }
+  });
+}
+
+void LlamaRank::normRows(const float* x, const std::vector<float>& w, float* y, int64_t n,
+                         int64_t rows) {
+  pool_.parallelFor(rows, 1, [&](int64_t b, int64_t e) {
+    kernels::rmsNormRows(x + b * n, w.data(), y + b * n, n, e - b, config_.rms_eps);
+  });
+}
+
+void LlamaRank::residual(const std::vector<float>& post_norm, int64_t n_tokens) {
+  const int64_t dim = config_.n_embd;
+  pool_.parallelFor(n_tokens, 1, [&](int64_t b, int64_t e) {
+    float* o = o_.data() + b * dim;
+    if (!post_norm.empty()) {
+      kernels::rmsNormRows(o, post_norm.data(), o, dim, e - b, config_.rms_eps);
+    }
+    float* x = x_.data() + b * dim;
+    for (int64_t i = 0; i < (e - b) * dim; ++i) x[i] += o[i];
+  });
+}
+
+void LlamaRank::softcap(std::vector<float>& logits) {
   if (config_.logit_softcap > 0) {  // final logit softcapping (gemma)
     const float c = config_.logit_softcap;
-    for (float& v : logits) v = c * std::tanh(v / c);
+    pool_.parallelFor(static_cast<int64_t>(logits.size()), 4096, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        float& v = logits[static_cast<size_t>(i)];
+        v = c * std::tanh(v / c);
+      }
+    });
   }
 }
 
@@ -97,25 +128,30 @@ void LlamaRank::head(std::span<const BatchToken> batch, std::vector<float>& logi
   const bool root = comm_.rank() == 0;  // only global rank 0 (the driver's sampler) gets logits
   logits.clear();
   if (local == vocab && !root) return;  // replicated head: rank 0 alone computes logits
-  int64_t n_out = 0;
-  h_.resize(x_.size());
+  out_rows_.clear();                    // batch positions of the rows that get logits
   for (size_t i = 0; i < batch.size(); ++i) {
-    if (!batch[i].logits) continue;
-    kernels::rmsNorm(x_.data() + static_cast<int64_t>(i) * dim, weights_.output_norm.data(),
-                     h_.data() + n_out * dim, dim, config_.rms_eps);
-    ++n_out;
+    if (batch[i].logits) out_rows_.push_back(static_cast<int64_t>(i));
   }
+  const auto n_out = static_cast<int64_t>(out_rows_.size());
   if (n_out == 0) return;
+  h_.resize(x_.size());
+  pool_.parallelFor(n_out, 1, [&](int64_t b, int64_t e) {
+    for (int64_t j = b; j < e; ++j) {
+      kernels::rmsNorm(x_.data() + out_rows_[static_cast<size_t>(j)] * dim,
+                       weights_.output_norm.data(), h_.data() + j * dim, dim, config_.rms_eps);
+    }
+  });
   const Matrix& w = weights_.head();
   if (local == vocab) {  // replicated head, on rank 0
     logits.resize(static_cast<size_t>(n_out * vocab));
-    kernels::matmul(w, h_.data(), n_out, logits.data(), vocab, pool_, quant_scratch_);
+    kernels::matmul(w, h_.data(), n_out, logits.data(), vocab, pool_, quant_scratch_, false);
     return;
   }
   // Vocab-parallel: this rank's rows of the head (of token_embd when tied), gathered to rank 0.
   const Matrix* part = head_slice_.empty() ? &w : &head_slice_;
   logits_local_.resize(static_cast<size_t>(n_out * local));
-  kernels::matmul(*part, h_.data(), n_out, logits_local_.data(), local, pool_, quant_scratch_);
+  kernels::matmul(*part, h_.data(), n_out, logits_local_.data(), local, pool_, quant_scratch_,
+                  false);
   gathered_.resize(static_cast<size_t>(n_out * vocab));
   comm_.gather(logits_local_.data(), gathered_.data(), logits_local_.size(),
                collectives::DType::kF32, 0);

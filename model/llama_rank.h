@@ -17,6 +17,7 @@
 
 #include "collectives/communicator.h"
 #include "model/config.h"
+#include "model/kernels/cpu/matmul.h"
 #include "model/kernels/cpu/thread_pool.h"
 #include "model/kv_cache.h"
 #include "model/moe_ffn.h"
@@ -59,13 +60,25 @@ class LlamaRank final : public RankModel {
   }
 
  private:
+  // Token embeddings (gemma3: scaled) of the batch into x_.
+  void embed(std::span<const BatchToken> batch);
   void attentionBlock(int64_t layer, std::span<const BatchToken> batch);
+  // After the Q/K/V projections, per token: biases, per-head norms, RoPE, the K and V rows
+  // written to the cache.
+  void prepareQkv(int64_t layer, std::span<const BatchToken> batch);
+  // rows x n values: y = rmsNorm(x) * w, the rows split over the pool (y may be x).
+  void normRows(const float* x, const std::vector<float>& w, float* y, int64_t n, int64_t rows);
+  // The end of a block: o_ = post_norm(o_) (when post_norm is not empty), then x_ += o_.
+  void residual(const std::vector<float>& post_norm, int64_t n_tokens);
   void ffnBlock(int64_t layer, int64_t n_tokens);
   void denseFfn(const LayerWeights& w, int64_t n_tokens);  // into o_
   void attend(int64_t layer, std::span<const BatchToken> batch);
   // attend's unit of work: batch tokens [begin, end) of one sequence at consecutive positions
   // (at most kQueryBlock), which read cells [lo, hi] together.
   static constexpr int64_t kQueryBlock = 16;
+  // attend() cuts kv heads' groups of query heads into parts until each thread has this many
+  // jobs (or each part is one head).
+  static constexpr int64_t kJobsPerThread = 4;
   struct QueryBlock {
     int64_t begin, end, lo, hi;
   };
@@ -80,8 +93,9 @@ class LlamaRank final : public RankModel {
   }
   void checkKvTables(std::span<const BatchToken> batch) const;
   void head(std::span<const BatchToken> batch, std::vector<float>& logits);
-  void softcap(std::vector<float>& logits) const;
-  void matmul(const Matrix& w, const float* x, int64_t n, float* y);
+  void softcap(std::vector<float>& logits);
+  // same_x: x is the previous matmul's input, unchanged (its converted activations are reused).
+  void matmul(const Matrix& w, const float* x, int64_t n, float* y, bool same_x = false);
   void allReduce(float* data, size_t count);
   void tap(TapSink* sink, int64_t layer, TapPoint point, const std::vector<float>& rows,
            std::span<const BatchToken> batch) const;
@@ -95,7 +109,8 @@ class LlamaRank final : public RankModel {
   std::unique_ptr<MoeFfn> moe_;  // mixture-of-experts FFN (null for a dense model)
   // Scratch, sized for the largest batch so far: [tokens][width].
   std::vector<float> x_, h_, q_, k_, v_, attn_, o_, gate_, up_, logits_local_, gathered_;
-  std::vector<uint8_t> quant_scratch_;
+  std::vector<int64_t> out_rows_;  // head(): the batch rows that get logits
+  kernels::MatmulScratch quant_scratch_;
 };
 
 }  // namespace tpnode::model

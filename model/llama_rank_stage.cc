@@ -33,12 +33,7 @@ void LlamaRank::forwardLayers(std::span<const BatchToken> batch, const float* hi
     std::copy_n(hidden_in, x_.size(), x_.data());
   } else {
     TP_CHECK(weights_.embeddings, "the first stage's ranks hold the token embeddings");
-    for (int64_t i = 0; i < n; ++i) {
-      kernels::dequantizeMatrixRow(weights_.token_embd, batch[i].token, x_.data() + i * dim);
-    }
-    if (config_.embd_scale > 0) {  // gemma3: embeddings * sqrt(n_embd)
-      for (float& v : x_) v *= config_.embd_scale;
-    }
+    embed(batch);
   }
   TP_CHECK(taps == nullptr || taps->rows.size() == taps->specs.size(),
            "a tap sink of {} specs holds {} row sets", taps->specs.size(), taps->rows.size());

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/kernels/cpu/matmul.h"
 #include "model/kernels/cpu/thread_pool.h"
 #include "model/weights.h"
 
@@ -40,7 +41,8 @@ class MoeFfn {
   std::vector<uint64_t> expertPairs() const;
 
  private:
-  void matmul(const Matrix& w, const float* x, int64_t n, float* y);
+  // same_x: x is the previous matmul's input, unchanged (its converted activations are reused).
+  void matmul(const Matrix& w, const float* x, int64_t n, float* y, bool same_x = false);
   // y[m][dim] = down(swiglu(gate . x, up . x)) for m rows of x.
   void expertFfn(const Matrix& gate, const Matrix& up, const Matrix& down, const float* x,
                  int64_t m, float* y);
@@ -54,7 +56,7 @@ class MoeFfn {
   std::vector<float> logits_, weights_, x_, gate_, up_, y_, slots_;
   std::vector<int32_t> selected_;
   std::vector<int64_t> count_, order_;
-  std::vector<uint8_t> quant_scratch_;
+  kernels::MatmulScratch quant_scratch_;
 };
 
 }  // namespace tpnode::model

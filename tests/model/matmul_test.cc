@@ -102,6 +102,65 @@ void checkTable(const DotKernels& k) {
   }
 }
 
+Matrix randomMatrix(TensorType type, int64_t rows, int64_t cols, uint32_t seed) {
+  std::vector<uint8_t> w;
+  for (int64_t r = 0; r < rows; ++r) {
+    auto enc = encode(type, randomRow(cols, seed + static_cast<uint32_t>(r), 0.1f));
+    w.insert(w.end(), enc.begin(), enc.end());
+  }
+  Matrix m;
+  m.type = type;
+  m.rows = rows;
+  m.cols = cols;
+  m.row_bytes = rowBytes(type, static_cast<uint64_t>(cols));
+  m.data = HostBuffer(w.size());
+  std::memcpy(m.data.data(), w.data(), w.size());
+  return packWeights(std::move(m));
+}
+
+// A MatmulScratch reuses the converted activations (and the x16 offsets) of the previous call
+// only when told the input is the same and the weights take the same ones: every call of a
+// sequence that mixes activation types, offset types and a new input gives the bits of a matmul
+// with a fresh scratch. A call that converts nothing (F32 weights) on a new input still forgets
+// the old input's activations.
+TEST(MatmulTest, ScratchReusesActivationsOnlyWhereTheyFit) {
+  ThreadPool pool(2);
+  const int64_t n_tok = 7, cols = 256;
+  const Matrix q5a = randomMatrix(TensorType::kQ5_0, 32, cols, 10);
+  const Matrix q5b = randomMatrix(TensorType::kQ5_0, 16, cols, 60);
+  const Matrix q8 = randomMatrix(TensorType::kQ8_0, 16, cols, 90);
+  const Matrix q4k = randomMatrix(TensorType::kQ4_K, 16, cols, 120);
+  const Matrix f32 = randomMatrix(TensorType::kF32, 16, cols, 150);
+  std::vector<float> x(static_cast<size_t>(n_tok * cols));
+  auto fill = [&](uint32_t seed) {
+    for (int64_t t = 0; t < n_tok; ++t) {
+      auto row = randomRow(cols, seed + static_cast<uint32_t>(t));
+      std::copy(row.begin(), row.end(), x.begin() + t * cols);
+    }
+  };
+  MatmulScratch shared;
+  int step = 0;
+  auto check = [&](const Matrix& m, bool same_x) {
+    std::vector<float> got(static_cast<size_t>(n_tok * m.rows)), want(got.size());
+    matmul(m, x.data(), n_tok, got.data(), m.rows, pool, shared, same_x);
+    std::vector<uint8_t> fresh;
+    matmul(m, x.data(), n_tok, want.data(), m.rows, pool, fresh);
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+        << "step " << step << ": " << tensorTypeName(m.type);
+    ++step;
+  };
+  fill(1);
+  check(q5a, false);
+  check(q5b, true);  // activations and Q5_0 offsets reused
+  check(q8, true);   // activations reused, Q8_0 offsets computed
+  check(q4k, true);  // Q8_K activations
+  check(q5a, true);  // Q8_0 activations again
+  fill(2);
+  check(f32, false);  // nothing converted, but the input is new
+  check(q5b, true);
+  check(q8, true);
+}
+
 // llama.cpp's x86 Q8_0 dot product (ggml_vec_dot_q8_0_q8_0, tinyBLAS_Q0_AVX), written out: 8 float
 // lanes, lane k = fma(d_w * d_a, float(integer sum of columns 4k..4k+3 of the block), lane k) in
 // block order, folded as ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)).

@@ -88,7 +88,16 @@ void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int
 
 void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride,
             ThreadPool& pool, std::vector<uint8_t>& scratch, const DotKernels& k) {
+  MatmulScratch s;
+  s.bytes.swap(scratch);
+  matmul(w, x, n_tokens, y, y_stride, pool, s, false, k);
+  scratch.swap(s.bytes);
+}
+
+void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride,
+            ThreadPool& pool, MatmulScratch& scratch, bool same_x, const DotKernels& k) {
   TP_CHECK(!w.empty());
+  if (!same_x) scratch.acts_valid = false;  // a new x: what the scratch holds is stale
   // Prefill on plain F16 / BF16 rows runs in tiles of rows x tokens; the F16 tile takes its
   // activations widened back to F32 (the same values as F16 activations).
   const GemmRowsFn rows_tile =
@@ -103,31 +112,53 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
   const size_t need =
       with_offs ? sums_at + static_cast<size_t>(n_tokens * q0X16OffsetsPerRow(w.type, w.cols)) * 4
                 : a_bytes * static_cast<size_t>(n_tokens);
+  int32_t* offs = nullptr;
   if (at != TensorType::kF32 || widened) {
-    if (scratch.size() < need) scratch.resize(need);
-    uint8_t* q = scratch.data();
+    MatmulScratch& s = scratch;
+    const bool acts_ok = same_x && s.acts_valid && s.acts_type == at && s.acts_widened == widened &&
+                         s.acts_cols == w.cols && s.acts_tokens == n_tokens && s.acts_table == &k;
+    const bool offs_ok = acts_ok && s.offs_valid && s.offs_type == w.type;
+    if (s.bytes.size() < need) s.bytes.resize(need);  // keeps what it holds
+    uint8_t* q = s.bytes.data();
+    if (with_offs) offs = reinterpret_cast<int32_t*>(q + sums_at);
+    const int64_t per_row = with_offs ? q0X16OffsetsPerRow(w.type, w.cols) : 0;
     const QuantizeFn quant = at == TensorType::kQ8_K   ? k.quantize_q8_k
                              : at == TensorType::kQ8_0 ? k.quantize_q8_0
                              : widened                 ? k.round_f16
                                                        : nullptr;
-    pool.parallelFor(n_tokens, 4, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) {
-        if (quant) {
-          quant(x + t * w.cols, q + static_cast<size_t>(t) * a_bytes, w.cols);
-        } else {
-          quantizeRow(at, x + t * w.cols, q + static_cast<size_t>(t) * a_bytes, w.cols);
+    // Each token's row and (x16 Q8_0 / Q4_0 / Q5_0) its offsets, on the thread that quantized it.
+    if (!acts_ok || (with_offs && !offs_ok)) {
+      pool.parallelFor(n_tokens, 4, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1 && !acts_ok; ++t) {
+          if (quant) {
+            quant(x + t * w.cols, q + static_cast<size_t>(t) * a_bytes, w.cols);
+          } else {
+            quantizeRow(at, x + t * w.cols, q + static_cast<size_t>(t) * a_bytes, w.cols);
+          }
         }
-      }
-    });
+        if (offs && !offs_ok) {
+          q0X16Offsets(w.type, q + static_cast<size_t>(t0) * a_bytes, a_bytes, t1 - t0, w.cols,
+                       offs + t0 * per_row);
+        }
+      });
+    }
+    if (!acts_ok) {
+      s.acts_valid = true;
+      s.acts_type = at;
+      s.acts_widened = widened;
+      s.acts_cols = w.cols;
+      s.acts_tokens = n_tokens;
+      s.acts_table = &k;
+      s.offs_valid = false;
+    }
+    if (with_offs) {
+      s.offs_valid = true;
+      s.offs_type = w.type;
+    }
     acts = q;
   }
   const uint8_t* a = static_cast<const uint8_t*>(acts);
   if (w.interleave == 16) {
-    int32_t* offs = nullptr;
-    if (with_offs) {
-      offs = reinterpret_cast<int32_t*>(scratch.data() + sums_at);
-      q0X16Offsets(w.type, a, a_bytes, n_tokens, w.cols, offs);
-    }
     matmulGroups16(w, a, a_bytes, offs, n_tokens, y, y_stride, pool, k);
     return;
   }

@@ -19,6 +19,27 @@ namespace tpnode::model::kernels {
 void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride,
             ThreadPool& pool, std::vector<uint8_t>& scratch, const DotKernels& k = bestKernels());
 
+// A matmul's converted activations, kept for the next matmul of the same input (a layer's
+// Q/K/V or gate/up projections): it skips the conversion when its weights take the same
+// activations (type, width, tokens, kernel table) and offsets (x16 Q8_0 / Q4_0 / Q5_0 weight
+// type). The holder owns one per thread that calls matmul.
+struct MatmulScratch {
+  std::vector<uint8_t> bytes;
+  bool acts_valid = false;  // bytes start with the activations of the last call's x:
+  TensorType acts_type = TensorType::kF32;
+  bool acts_widened = false;
+  int64_t acts_cols = 0, acts_tokens = 0;
+  const DotKernels* acts_table = nullptr;
+  bool offs_valid = false;  // and, after them, the offsets for weights of offs_type
+  TensorType offs_type = TensorType::kF32;
+};
+
+// matmul with a MatmulScratch. same_x: x holds the values (and n_tokens the count) of the
+// previous call with this scratch, so activations it converted then are reused where they fit.
+void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride,
+            ThreadPool& pool, MatmulScratch& scratch, bool same_x,
+            const DotKernels& k = bestKernels());
+
 // Weight layouts the kernels read, chosen once at load time.
 //   kPlain   rows as in the file
 //   kRows4   groups of 4 rows block-interleaved (interleaveRows4), for the 4-row kernels

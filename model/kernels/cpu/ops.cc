@@ -1,6 +1,7 @@
 #include "model/kernels/cpu/ops.h"
 
 #include <cmath>
+#include <vector>
 
 #include "model/kernels/cpu/ggml_math.h"
 
@@ -44,22 +45,36 @@ void rmsNormRows(const float* x, const float* w, float* y, int64_t n, int64_t ro
   for (; r0 < rows; ++r0) rmsNorm(x + r0 * n, w, y + r0 * n, n, eps);
 }
 
-void rope(float* v, int64_t n_rot, int64_t pos, float base, float freq_scale, RopeStyle style,
-          const float* freq_factors) {
+void ropeAngles(int64_t n_rot, int64_t pos, float base, float freq_scale, const float* freq_factors,
+                float* cs) {
   const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
   float theta = static_cast<float>(pos);
   for (int64_t i0 = 0; i0 < n_rot; i0 += 2) {
     const float ff = freq_factors ? freq_factors[i0 / 2] : 1.0f;
     const float t = freq_scale * (theta / ff);
-    const float c = std::cos(t), s = std::sin(t);
+    cs[i0] = std::cos(t);
+    cs[i0 + 1] = std::sin(t);
+    theta *= theta_scale;
+  }
+}
+
+void ropeRotate(float* v, int64_t n_rot, RopeStyle style, const float* cs) {
+  for (int64_t i0 = 0; i0 < n_rot; i0 += 2) {
+    const float c = cs[i0], s = cs[i0 + 1];
     const int64_t a = style == RopeStyle::kNormal ? i0 : i0 / 2;
     const int64_t b = style == RopeStyle::kNormal ? i0 + 1 : i0 / 2 + n_rot / 2;
     const float x0 = v[a], x1 = v[b];
     // ggml's rotate_pairs as GCC -O3 -mfma contracts it (measured: Q and K bit-identical).
     v[a] = std::fma(x0, c, -(x1 * s));
     v[b] = std::fma(x0, s, x1 * c);
-    theta *= theta_scale;
   }
+}
+
+void rope(float* v, int64_t n_rot, int64_t pos, float base, float freq_scale, RopeStyle style,
+          const float* freq_factors) {
+  std::vector<float> cs(static_cast<size_t>(n_rot));
+  ropeAngles(n_rot, pos, base, freq_scale, freq_factors, cs.data());
+  ropeRotate(v, n_rot, style, cs.data());
 }
 
 void softmax(float* x, int64_t n) {

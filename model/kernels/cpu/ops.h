@@ -22,6 +22,13 @@ void rmsNormRows(const float* x, const float* w, float* y, int64_t n, int64_t ro
 void rope(float* v, int64_t n_rot, int64_t pos, float base, float freq_scale, RopeStyle style,
           const float* freq_factors);
 
+// rope() in two steps, for the heads of one position: ropeAngles writes the cos and sin of
+// rotation j (j < n_rot / 2) to cs[2j] and cs[2j + 1]; ropeRotate turns one head vector by them.
+// ropeAngles once and ropeRotate per head give rope()'s bits.
+void ropeAngles(int64_t n_rot, int64_t pos, float base, float freq_scale, const float* freq_factors,
+                float* cs);
+void ropeRotate(float* v, int64_t n_rot, RopeStyle style, const float* cs);
+
 // In place: x = softmax(x) over n values, as ggml::softmax (x[0] starts a chunk of 16: pass
 // attention rows from a multiple of 16 cells, masked cells as -inf).
 void softmax(float* x, int64_t n);
