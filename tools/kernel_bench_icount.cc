@@ -8,10 +8,12 @@
 //                       [--isas best|avx512,...]
 //
 // Prints per type and table: instructions of one call over `rows` rows (rows / 16 groups, read
-// as the kernel's streams), the plain weight bytes it reads and their ratio.
+// as the kernel's streams), the plain weight bytes it reads and their ratio, and the bytes per
+// CPU second of repeated calls on those cache-resident weights (best of 7; a rough compute rate).
 #include <CLI/CLI.hpp>
 
 #include <signal.h>
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
@@ -55,6 +57,12 @@ uint64_t countInstructions(F&& f) {
   return g_steps;
 }
 #endif
+
+double cpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 std::vector<std::string> splitList(const std::string& s) {
   std::vector<std::string> out;
@@ -164,13 +172,23 @@ int main(int argc, char** argv) {
             }
           }) -
           empty;
+      // Speed on cache-resident weights (the kernel's compute rate): CPU seconds of repeated calls.
+      double best = 1e30;
+      for (int rep = 0; rep < 7; ++rep) {
+        const double c0 = cpuSeconds();
+        for (int i = 0; i < 200; ++i) {
+          gemv(cols, m.row(0), m.row_bytes * 16, rows / 16, act.data(),
+               offs.empty() ? nullptr : offs.data(), out.data());
+        }
+        best = std::min(best, (cpuSeconds() - c0) / 200);
+      }
       std::printf(
           "%-5s %-12s %lld x %lld, %zu weight bytes: gemv16 %llu instructions (%.4f per "
-          "byte), one-token tile %llu (%.4f per byte)\n",
+          "byte, %.1f GB/s in cache), one-token tile %llu (%.4f per byte)\n",
           tn.c_str(), std::string(k->isa).c_str(), static_cast<long long>(rows),
           static_cast<long long>(cols), plain, static_cast<unsigned long long>(n_gemv),
           static_cast<double>(n_gemv) / static_cast<double>(plain),
-          static_cast<unsigned long long>(n_tile),
+          static_cast<double>(plain) / best / 1e9, static_cast<unsigned long long>(n_tile),
           static_cast<double>(n_tile) / static_cast<double>(plain));
     }
   }
