@@ -58,13 +58,13 @@ uint64_t countInstructions(F&& f) {
 }
 #endif
 
-double cpuSeconds() {
+[[maybe_unused]] double cpuSeconds() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-std::vector<std::string> splitList(const std::string& s) {
+[[maybe_unused]] std::vector<std::string> splitList(const std::string& s) {
   std::vector<std::string> out;
   for (size_t i = 0; i <= s.size();) {
     size_t j = s.find(',', i);
@@ -75,7 +75,7 @@ std::vector<std::string> splitList(const std::string& s) {
   return out;
 }
 
-TensorType parseType(const std::string& s) {
+[[maybe_unused]] TensorType parseType(const std::string& s) {
   for (TensorType tt : {TensorType::kQ4_K, TensorType::kQ6_K, TensorType::kQ8_0, TensorType::kQ4_0,
                         TensorType::kQ5_0}) {
     std::string name(tensorTypeName(tt));
@@ -85,7 +85,7 @@ TensorType parseType(const std::string& s) {
   throw CLI::ValidationError("--types", "one of q4_k, q6_k, q8_0, q4_0, q5_0, not " + s);
 }
 
-const DotKernels* parseIsa(const std::string& s) {
+[[maybe_unused]] const DotKernels* parseIsa(const std::string& s) {
   if (s == "best") return &bestKernels();
   if (s == "avx512") return avx512Kernels();
   throw CLI::ValidationError("--isas", "best or avx512, not " + s);
