@@ -296,6 +296,56 @@ TEST(MatmulTest, Gemv16MatchesTheOneTokenTileBitForBit) {
   if (checked == 0) GTEST_SKIP() << "no decode kernel on this CPU";
 }
 
+// Decode (one token) through matmul on one thread, so that the decode kernel (gemv16 where the
+// table has one) gets a whole matrix per call: group counts 1-7 (two streams and an odd last
+// group), row lengths of an odd number of blocks (Q4_0 takes two blocks per step), and a row
+// longer than 32k columns; every row against the scalar reference. Row counts that are not a
+// multiple of 16 (no 16-row layout: the 4-row and plain kernels) ride along.
+TEST(MatmulTest, DecodeOnOneThreadMatchesScalarRowsForEveryGroupCount) {
+  ThreadPool pool(1);
+  std::vector<uint8_t> scratch;
+  for (const DotKernels* k :
+       {&scalarKernels(), avx2Kernels(), avx2VnniKernels(), avx512Kernels()}) {
+    if (!k) continue;
+    for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ5_0,
+                            TensorType::kQ4_K, TensorType::kQ6_K}) {
+      const bool k_quant = type == TensorType::kQ4_K || type == TensorType::kQ6_K;
+      const Shape shapes[] = {{16, 32},  {32, 96},  {48, 256},  {64, 768},  {80, 1024},
+                              {96, 512}, {112, 96}, {40, 1024}, {48, 33024}};
+      for (const Shape& s : shapes) {
+        if (k_quant && s.cols % 256 != 0) continue;
+        if (s.cols > 4096 && !k->gemv16ForType(type)) continue;  // the long row is for gemv16
+        std::vector<uint8_t> w;
+        for (int64_t r = 0; r < s.rows; ++r) {
+          auto enc = encode(type, randomRow(s.cols, static_cast<uint32_t>(70 + r), 0.2f));
+          w.insert(w.end(), enc.begin(), enc.end());
+        }
+        const size_t row_bytes = rowBytes(type, static_cast<uint64_t>(s.cols));
+        Matrix m;
+        m.type = type;
+        m.rows = s.rows;
+        m.cols = s.cols;
+        m.row_bytes = row_bytes;
+        m.data = HostBuffer(w.size());
+        std::memcpy(m.data.data(), w.data(), w.size());
+        m = packWeights(std::move(m), WeightLayout::kAuto, *k);
+        const std::vector<float> x = randomRow(s.cols, 77, 2.0f);
+        std::vector<float> y(static_cast<size_t>(s.rows), -7.f);
+        matmul(m, x.data(), 1, y.data(), s.rows, pool, scratch, *k);
+        const std::vector<uint8_t> act = encode(activationType(type), x);
+        std::vector<float> want(static_cast<size_t>(s.rows));
+        scalarKernels().forType(type)(s.cols, w.data(), row_bytes, static_cast<int>(s.rows),
+                                      act.data(), want.data());
+        for (int64_t r = 0; r < s.rows; ++r) {
+          ASSERT_NEAR(y[r], want[r], 1e-4 * (std::fabs(want[r]) + 1))
+              << tensorTypeName(type) << " " << s.rows << "x" << s.cols << " row " << r
+              << " interleave " << m.interleave << " on " << k->isa;
+        }
+      }
+    }
+  }
+}
+
 TEST(MatmulTest, EveryTypeLayoutAndTailMatchesScalarRows) {
   std::vector<const DotKernels*> tables = {&bestKernels()};
   for (const DotKernels* k :
