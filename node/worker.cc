@@ -167,7 +167,13 @@ int runWorker(const Options& given, const LoadedModel& loaded, const Placement& 
         if (stages != o.pp) {
           o.pp = stages;
           restaged.reset();
-          restaged = loadModel(o);
+          try {
+            restaged = loadModel(o);
+          } catch (const Error& e) {
+            spdlog::error("[worker] could not load the {} stage(s) node 0 chose: {}; exiting",
+                          stages, e.what());
+            return 3;
+          }
           model = restaged.get();
           ro.kv_tier = kvTierOptionsFrom(o, *model);
         }
