@@ -29,6 +29,30 @@ struct Shape {
   int64_t rows, cols;
 };
 
+// `rows` rows of random values (row r from seed + r, times `scale`) in `type`'s file encoding.
+std::vector<uint8_t> randomRows(TensorType type, int64_t rows, int64_t cols, uint32_t seed,
+                                float scale) {
+  std::vector<uint8_t> w;
+  for (int64_t r = 0; r < rows; ++r) {
+    auto enc = encode(type, randomRow(cols, seed + static_cast<uint32_t>(r), scale));
+    w.insert(w.end(), enc.begin(), enc.end());
+  }
+  return w;
+}
+
+// A matrix of those bytes, packed as kernel table `k` runs it.
+Matrix packedMatrix(TensorType type, int64_t rows, int64_t cols, const std::vector<uint8_t>& w,
+                    const DotKernels& k = bestKernels()) {
+  Matrix m;
+  m.type = type;
+  m.rows = rows;
+  m.cols = cols;
+  m.row_bytes = rowBytes(type, static_cast<uint64_t>(cols));
+  m.data = HostBuffer(w.size());
+  std::memcpy(m.data.data(), w.data(), w.size());
+  return packWeights(std::move(m), WeightLayout::kAuto, k);
+}
+
 void checkTable(const DotKernels& k) {
   SCOPED_TRACE(std::string(k.isa));
   ThreadPool pool(2);
@@ -41,20 +65,9 @@ void checkTable(const DotKernels& k) {
   for (TensorType type : types) {
     for (const Shape& s : shapes) {
       if (s.cols % static_cast<int64_t>(tensorTypeInfo(type).block_size) != 0) continue;
-      std::vector<uint8_t> w;
-      for (int64_t r = 0; r < s.rows; ++r) {
-        auto enc = encode(type, randomRow(s.cols, static_cast<uint32_t>(500 + r), 0.1f));
-        w.insert(w.end(), enc.begin(), enc.end());
-      }
+      const std::vector<uint8_t> w = randomRows(type, s.rows, s.cols, 500, 0.1f);
       const size_t row_bytes = rowBytes(type, static_cast<uint64_t>(s.cols));
-      Matrix m;
-      m.type = type;
-      m.rows = s.rows;
-      m.cols = s.cols;
-      m.row_bytes = row_bytes;
-      m.data = HostBuffer(w.size());
-      std::memcpy(m.data.data(), w.data(), w.size());
-      m = packWeights(std::move(m), WeightLayout::kAuto, k);
+      Matrix m = packedMatrix(type, s.rows, s.cols, w, k);
       if (s.rows % 4 != 0) {
         EXPECT_EQ(m.interleave, 1);
       }
@@ -103,19 +116,7 @@ void checkTable(const DotKernels& k) {
 }
 
 Matrix randomMatrix(TensorType type, int64_t rows, int64_t cols, uint32_t seed) {
-  std::vector<uint8_t> w;
-  for (int64_t r = 0; r < rows; ++r) {
-    auto enc = encode(type, randomRow(cols, seed + static_cast<uint32_t>(r), 0.1f));
-    w.insert(w.end(), enc.begin(), enc.end());
-  }
-  Matrix m;
-  m.type = type;
-  m.rows = rows;
-  m.cols = cols;
-  m.row_bytes = rowBytes(type, static_cast<uint64_t>(cols));
-  m.data = HostBuffer(w.size());
-  std::memcpy(m.data.data(), w.data(), w.size());
-  return packWeights(std::move(m));
+  return packedMatrix(type, rows, cols, randomRows(type, rows, cols, seed, 0.1f));
 }
 
 // A MatmulScratch reuses the converted activations (and the x16 offsets) of the previous call
@@ -192,20 +193,9 @@ TEST(MatmulTest, Q8_0SumsInLlamaCppOrderOnX86) {
   const Shape shapes[] = {{48, 256}, {16, 1024}, {12, 512}, {18, 256}, {80, 256}};
   for (const DotKernels* k : tables) {
     for (const Shape& s : shapes) {
-      std::vector<uint8_t> w;
-      for (int64_t r = 0; r < s.rows; ++r) {
-        auto enc = encode(TensorType::kQ8_0, randomRow(s.cols, static_cast<uint32_t>(700 + r)));
-        w.insert(w.end(), enc.begin(), enc.end());
-      }
+      const std::vector<uint8_t> w = randomRows(TensorType::kQ8_0, s.rows, s.cols, 700, 1.0f);
       const size_t row_bytes = rowBytes(TensorType::kQ8_0, static_cast<uint64_t>(s.cols));
-      Matrix m;
-      m.type = TensorType::kQ8_0;
-      m.rows = s.rows;
-      m.cols = s.cols;
-      m.row_bytes = row_bytes;
-      m.data = HostBuffer(w.size());
-      std::memcpy(m.data.data(), w.data(), w.size());
-      m = packWeights(std::move(m), WeightLayout::kAuto, *k);
+      Matrix m = packedMatrix(TensorType::kQ8_0, s.rows, s.cols, w, *k);
       for (int64_t n_tok : {1, 2, 3, 4, 7}) {
         std::vector<float> x(static_cast<size_t>(n_tok * s.cols));
         for (int64_t t = 0; t < n_tok; ++t) {
@@ -250,19 +240,8 @@ TEST(MatmulTest, Gemv16MatchesTheOneTokenTileBitForBit) {
       for (int64_t cols : {32, 96, 256, 512, 768, 1024}) {
         if (k_quant && cols % 256 != 0) continue;
         const int64_t rows = 7 * 16;
-        std::vector<uint8_t> w;
-        for (int64_t r = 0; r < rows; ++r) {
-          auto enc = encode(type, randomRow(cols, static_cast<uint32_t>(40 + r), 0.2f));
-          w.insert(w.end(), enc.begin(), enc.end());
-        }
-        Matrix m;
-        m.type = type;
-        m.rows = rows;
-        m.cols = cols;
-        m.row_bytes = rowBytes(type, static_cast<uint64_t>(cols));
-        m.data = HostBuffer(w.size());
-        std::memcpy(m.data.data(), w.data(), w.size());
-        m = packWeights(std::move(m), WeightLayout::kAuto, *k);
+        const std::vector<uint8_t> w = randomRows(type, rows, cols, 40, 0.2f);
+        Matrix m = packedMatrix(type, rows, cols, w, *k);
         ASSERT_EQ(m.interleave, 16) << tensorTypeName(type) << " on " << k->isa;
         const std::vector<uint8_t> act =
             encode(activationType(type), randomRow(cols, static_cast<uint32_t>(11), 2.0f));
@@ -315,20 +294,9 @@ TEST(MatmulTest, DecodeOnOneThreadMatchesScalarRowsForEveryGroupCount) {
       for (const Shape& s : shapes) {
         if (k_quant && s.cols % 256 != 0) continue;
         if (s.cols > 4096 && !k->gemv16ForType(type)) continue;  // the long row is for gemv16
-        std::vector<uint8_t> w;
-        for (int64_t r = 0; r < s.rows; ++r) {
-          auto enc = encode(type, randomRow(s.cols, static_cast<uint32_t>(70 + r), 0.2f));
-          w.insert(w.end(), enc.begin(), enc.end());
-        }
+        const std::vector<uint8_t> w = randomRows(type, s.rows, s.cols, 70, 0.2f);
         const size_t row_bytes = rowBytes(type, static_cast<uint64_t>(s.cols));
-        Matrix m;
-        m.type = type;
-        m.rows = s.rows;
-        m.cols = s.cols;
-        m.row_bytes = row_bytes;
-        m.data = HostBuffer(w.size());
-        std::memcpy(m.data.data(), w.data(), w.size());
-        m = packWeights(std::move(m), WeightLayout::kAuto, *k);
+        Matrix m = packedMatrix(type, s.rows, s.cols, w, *k);
         const std::vector<float> x = randomRow(s.cols, 77, 2.0f);
         std::vector<float> y(static_cast<size_t>(s.rows), -7.f);
         matmul(m, x.data(), 1, y.data(), s.rows, pool, scratch, *k);
