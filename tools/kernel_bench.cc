@@ -34,9 +34,13 @@
 #include "common/log.h"
 #include "model/kernels/cpu/matmul.h"
 #include "model/kernels/cpu/quantize.h"
+#include "tools/kernel_bench_args.h"
 
 using namespace tpnode::model;
 using tpnode::model::kernels::WeightLayout;
+using tpnode::tools::cpuSeconds;
+using tpnode::tools::parseIsa;
+using tpnode::tools::splitList;
 
 namespace {
 
@@ -74,33 +78,6 @@ WeightLayout parseLayout(const std::string& s) {
   if (s == "rows4") return WeightLayout::kRows4;
   if (s == "auto" || s == "tile" || s == "pairs") return WeightLayout::kAuto;
   throw CLI::ValidationError("--layouts", "unknown layout " + s);
-}
-
-double cpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-// The kernel table named `s`; nullptr when this CPU lacks it.
-const kernels::DotKernels* parseIsa(const std::string& s) {
-  if (s == "best") return &kernels::bestKernels();
-  if (s == "scalar") return &kernels::scalarKernels();
-  if (s == "avx2") return kernels::avx2Kernels();
-  if (s == "avx2vnni") return kernels::avx2VnniKernels();
-  if (s == "avx512") return kernels::avx512Kernels();
-  throw CLI::ValidationError("--isas", "unknown kernel table " + s);
-}
-
-std::vector<std::string> splitList(const std::string& s) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i <= s.size();) {
-    size_t j = s.find(',', i);
-    if (j == std::string::npos) j = s.size();
-    out.push_back(s.substr(i, j - i));
-    i = j + 1;
-  }
-  return out;
 }
 
 // Layout `pairs`: the table's decode kernel (pairsInner, one per process: one weight type per

@@ -26,9 +26,13 @@
 #include "model/kernels/cpu/matmul.h"
 #include "model/kernels/cpu/q0_x16.h"
 #include "model/kernels/cpu/quantize.h"
+#include "tools/kernel_bench_args.h"
 
 using namespace tpnode::model;
 using namespace tpnode::model::kernels;
+using tpnode::tools::cpuSeconds;
+using tpnode::tools::parseIsa;
+using tpnode::tools::splitList;
 
 namespace {
 
@@ -58,23 +62,6 @@ uint64_t countInstructions(F&& f) {
 }
 #endif
 
-[[maybe_unused]] double cpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-[[maybe_unused]] std::vector<std::string> splitList(const std::string& s) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i <= s.size();) {
-    size_t j = s.find(',', i);
-    if (j == std::string::npos) j = s.size();
-    out.push_back(s.substr(i, j - i));
-    i = j + 1;
-  }
-  return out;
-}
-
 [[maybe_unused]] TensorType parseType(const std::string& s) {
   for (TensorType tt : {TensorType::kQ4_K, TensorType::kQ6_K, TensorType::kQ8_0, TensorType::kQ4_0,
                         TensorType::kQ5_0}) {
@@ -83,12 +70,6 @@ uint64_t countInstructions(F&& f) {
     if (name == s) return tt;
   }
   throw CLI::ValidationError("--types", "one of q4_k, q6_k, q8_0, q4_0, q5_0, not " + s);
-}
-
-[[maybe_unused]] const DotKernels* parseIsa(const std::string& s) {
-  if (s == "best") return &bestKernels();
-  if (s == "avx512") return avx512Kernels();
-  throw CLI::ValidationError("--isas", "best or avx512, not " + s);
 }
 
 }  // namespace
