@@ -270,52 +270,57 @@ StepCommand decodeStepCommand(std::span<const std::byte> bytes, const StepLimits
   return c;
 }
 
-void BlockTableMirror::toWire(StepCommand& c) {
-  if (c.kind != StepKind::kStep) return;
+void BlockTableMirror::clearSlots(const StepCommand& c) {
   for (uint32_t slot : c.clear_slots) {
     if (slot < tables_.size()) tables_[slot].clear();
   }
+}
+
+std::vector<uint32_t>& BlockTableMirror::held(uint32_t slot) {
+  if (slot >= tables_.size()) tables_.resize(size_t{slot} + 1);
+  return tables_[slot];
+}
+
+void BlockTableMirror::toWire(StepCommand& c) {
+  if (c.kind != StepKind::kStep) return;
+  clearSlots(c);
   for (SeqChunk& s : c.seqs) {
-    if (s.slot >= tables_.size()) tables_.resize(size_t{s.slot} + 1);
-    std::vector<uint32_t>& held = tables_[s.slot];
-    const bool extends = !held.empty() && held.size() <= s.blocks.size() &&
-                         std::equal(held.begin(), held.end(), s.blocks.begin());
+    std::vector<uint32_t>& table = held(s.slot);
+    const bool extends = !table.empty() && table.size() <= s.blocks.size() &&
+                         std::equal(table.begin(), table.end(), s.blocks.begin());
     if (!extends) {
-      held = s.blocks;
+      table = s.blocks;
       continue;
     }
-    const size_t had = held.size();
-    held = s.blocks;
-    s.blocks.erase(s.blocks.begin(), s.blocks.begin() + static_cast<std::ptrdiff_t>(had));
+    const auto had = static_cast<std::ptrdiff_t>(table.size());
+    table.insert(table.end(), s.blocks.begin() + had, s.blocks.end());
+    s.blocks.erase(s.blocks.begin(), s.blocks.begin() + had);
     s.flags |= kBlocksAppend;
   }
 }
 
 void BlockTableMirror::fromWire(StepCommand& c, const StepLimits& limits) {
   if (c.kind != StepKind::kStep) return;
-  for (uint32_t slot : c.clear_slots) {
-    if (slot < tables_.size()) tables_[slot].clear();
-  }
+  clearSlots(c);
   for (SeqChunk& s : c.seqs) {
     // Slots are at most limits.max_slot (decodeStepCommand checked).
-    if (s.slot >= tables_.size()) tables_.resize(size_t{s.slot} + 1);
-    std::vector<uint32_t>& held = tables_[s.slot];
+    std::vector<uint32_t>& table = held(s.slot);
     if ((s.flags & kBlocksAppend) != 0) {
-      if (held.empty()) {
+      if (table.empty()) {
         fail(ErrorCode::kInvalidData,
              "step command appends {} blocks to slot {}, which holds no block table",
              s.blocks.size(), s.slot);
       }
-      if (held.size() + s.blocks.size() > maxTableBlocks(limits)) {
+      if (table.size() + s.blocks.size() > maxTableBlocks(limits)) {
         fail(ErrorCode::kInvalidData,
              "step command appends {} blocks to slot {}'s {}: more than one context ({})",
-             s.blocks.size(), s.slot, held.size(), maxTableBlocks(limits));
+             s.blocks.size(), s.slot, table.size(), maxTableBlocks(limits));
       }
-      s.blocks.insert(s.blocks.begin(), held.begin(), held.end());
+      s.blocks.insert(s.blocks.begin(), table.begin(), table.end());
       s.flags &= ~kBlocksAppend;
     }
     checkCovers(s, s.blocks.size(), limits);
-    held = s.blocks;
+    table = s.blocks;
   }
 }
 

@@ -118,7 +118,9 @@ class BlockTableMirror {
   void fromWire(StepCommand& command, const StepLimits& limits);
 
  private:
-  std::vector<std::vector<uint32_t>> tables_;  // by slot; empty: none
+  void clearSlots(const StepCommand& command);  // the command's cleared slots hold no table
+  std::vector<uint32_t>& held(uint32_t slot);   // slot's table (grows tables_ to it)
+  std::vector<std::vector<uint32_t>> tables_;   // by slot; empty: none
 };
 
 }  // namespace tpnode::node
