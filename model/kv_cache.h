@@ -27,7 +27,19 @@ inline int64_t kvBlocksFor(int64_t positions, int64_t block_size) {
   return (positions + block_size - 1) / block_size;
 }
 
-class KvCache {
+// A rank's KV cache seen block by block by a second tier (node/kv_tier_rank.h): one block's
+// shard out and in, n_layer x (K then V) x block_size x row floats, the same layout on CPU
+// (KvCache) and GPU (model/cuda/cuda_rank.h) ranks. The rank's thread only, between steps.
+class KvBlockIo {
+ public:
+  virtual ~KvBlockIo() = default;
+  virtual size_t blockFloats() const = 0;
+  // `out`/`in` hold blockFloats() floats; Error(kInvalidArgument) for a bad block or size.
+  virtual void exportBlock(int64_t block, std::span<float> out) const = 0;
+  virtual void importBlock(int64_t block, std::span<const float> in) = 0;
+};
+
+class KvCache final : public KvBlockIo {
  public:
   // n_blocks 0: n_slots * kvBlocksFor(n_ctx, block_size) (the memory of n_slots full contexts).
   KvCache(int64_t n_layer, int64_t n_slots, int64_t n_ctx, int64_t n_kv_heads, int64_t head_dim,
@@ -48,10 +60,11 @@ class KvCache {
   uint64_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
 
   // One block's shard: n_layer x (K then V) x block_size x rowFloats() floats.
-  size_t blockFloats() const { return static_cast<size_t>(n_layer_ * 2 * block_size_ * row_); }
-  // `out`/`in` hold blockFloats() floats; Error(kInvalidArgument) for a bad block or size.
-  void exportBlock(int64_t block, std::span<float> out) const;
-  void importBlock(int64_t block, std::span<const float> in);
+  size_t blockFloats() const override {
+    return static_cast<size_t>(n_layer_ * 2 * block_size_ * row_);
+  }
+  void exportBlock(int64_t block, std::span<float> out) const override;
+  void importBlock(int64_t block, std::span<const float> in) override;
 
  private:
   size_t index(int64_t layer, int64_t block, int64_t offset) const {

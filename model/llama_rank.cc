@@ -167,24 +167,29 @@ void LlamaRank::head(std::span<const BatchToken> batch, std::vector<float>& logi
 }
 
 void LlamaRank::checkKvTables(std::span<const BatchToken> batch) const {
+  model::checkKvTables(batch, kv_.blockSize(), kv_.blocks(), kv_.slotBlocks());
+}
+
+void checkKvTables(std::span<const BatchToken> batch, int64_t block_size, int64_t n_blocks,
+                   int64_t slot_blocks) {
   for (const BatchToken& t : batch) {
     if (t.blocks.empty()) {  // the slot's own blocks (checkBatch checked the slot)
-      if (kvBlock(t, t.pos) >= kv_.blocks()) {
+      if (t.slot * slot_blocks + t.pos / block_size >= n_blocks) {
         fail(ErrorCode::kInvalidArgument,
              "slot {} has no blocks of its own in a cache of {} KV blocks (send a block table)",
-             t.slot, kv_.blocks());
+             t.slot, n_blocks);
       }
       continue;
     }
-    const int64_t need = t.pos / kv_.blockSize() + 1;
+    const int64_t need = t.pos / block_size + 1;
     if (static_cast<int64_t>(t.blocks.size()) < need) {
       fail(ErrorCode::kInvalidArgument, "position {} needs {} KV blocks, its table has {}", t.pos,
            need, t.blocks.size());
     }
     for (int64_t i = 0; i < need; ++i) {
-      if (t.blocks[static_cast<size_t>(i)] >= static_cast<uint64_t>(kv_.blocks())) {
+      if (t.blocks[static_cast<size_t>(i)] >= static_cast<uint64_t>(n_blocks)) {
         fail(ErrorCode::kInvalidArgument, "KV block {} is outside [0, {})",
-             t.blocks[static_cast<size_t>(i)], kv_.blocks());
+             t.blocks[static_cast<size_t>(i)], n_blocks);
       }
     }
   }

@@ -27,7 +27,7 @@
 
 namespace tpnode::model {
 
-class KvCache;
+class KvBlockIo;
 
 struct BatchToken {
   int32_t token = 0;
@@ -72,9 +72,9 @@ class RankModel {
   virtual const ModelConfig& config() const = 0;
   virtual const RankWeights& weights() const = 0;
   virtual uint64_t kvBytes() const = 0;
-  // The paged KV cache (model/kv_cache.h) for a second tier's block export/import, or null for
-  // ranks without one (GPU ranks). The rank's thread only, between steps.
-  virtual KvCache* pagedKvCache() { return nullptr; }
+  // The paged KV cache (model/kv_cache.h KvBlockIo) for a second tier's block export/import,
+  // or null for ranks without one. The rank's thread only, between steps.
+  virtual KvBlockIo* pagedKvCache() { return nullptr; }
   // Bytes this rank holds on its device (weights, KV cache, scratch); 0 for CPU ranks.
   virtual uint64_t deviceBytes() const { return 0; }
   // "cpu" or "cuda:<device>".
@@ -87,5 +87,11 @@ class RankModel {
 
 // Checks a batch against the rank's limits (the message names the token, slot or position).
 void checkBatch(std::span<const BatchToken> batch, int64_t n_vocab, int64_t n_slots, int64_t n_ctx);
+// Checks the batch's block tables against a paged cache of `n_blocks` blocks of `block_size`
+// positions where slot s owns blocks [s * slot_blocks, (s + 1) * slot_blocks) for tokens
+// without a table: a table covers the token's position, every block of it is in the cache
+// (Error(kInvalidArgument) naming the position or block otherwise).
+void checkKvTables(std::span<const BatchToken> batch, int64_t block_size, int64_t n_blocks,
+                   int64_t slot_blocks);
 
 }  // namespace tpnode::model

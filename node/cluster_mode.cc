@@ -40,13 +40,8 @@ DriverOptions driverOptions(const Options& o, const Placement& placement, const 
   d.scheduler.kv_block_size = o.kv_block_size;
   d.scheduler.kv_blocks = o.kvBlocks();
   d.scheduler.prefix_cache = o.prefixCacheOn();
-  if (d.scheduler.prefix_cache && !placement.gpu_of_rank.empty()) {
-    // GPU ranks keep one contiguous KV slot per sequence: blocks cannot be shared there.
-    spdlog::warn("[driver] --prefix-cache is off: GPU ranks keep a contiguous KV cache per slot");
-    d.scheduler.prefix_cache = false;
-  }
   d.ranks = rankSetOptions(o, placement);
-  d.ranks.kv_tier = kvTierOptionsFrom(o, m);
+  d.ranks.kv_tier = kvTierOptionsFrom(o, m, placement.gpu);
   return d;
 }
 

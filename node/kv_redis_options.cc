@@ -18,7 +18,7 @@ std::optional<redis::KvBlockStoreOptions> kvBlockStoreOptionsFrom(const Options&
   return k;
 }
 
-std::optional<KvTierOptions> kvTierOptionsFrom(const Options& o, const LoadedModel& m) {
+std::optional<KvTierOptions> kvTierOptionsFrom(const Options& o, const LoadedModel& m, bool gpu) {
   std::optional<redis::KvBlockStoreOptions> store = kvBlockStoreOptionsFrom(o);
   if (!store) return std::nullopt;
   KvTierOptions t;
@@ -27,7 +27,7 @@ std::optional<KvTierOptions> kvTierOptionsFrom(const Options& o, const LoadedMod
   t.scope.layout = m.topology.layout();
   t.scope.pp_stages = m.topology.stages();
   t.scope.block_tokens = o.kv_block_size;
-  t.scope.cache_format = kKvTierFormat;
+  t.scope.cache_format = gpu ? kKvTierFormatGpu : kKvTierFormat;
   t.tally = std::make_shared<KvTierTally>();  // this process's ranks, across sessions
   return t;
 }
@@ -40,9 +40,6 @@ void refuseKvRedisTier(const Options& o) {
   };
   if (o.pp > 1 || o.split == SplitFlag::kAuto) {
     refuse("does not run with pipeline stages (--pp, --split pipeline/auto): use --split tensor");
-  }
-  if (o.backend == Backend::kCuda) {
-    refuse("runs on CPU ranks only (GPU ranks keep no paged KV cache): use --backend cpu");
   }
   if (!o.prefixCacheOn()) refuse("stores and reuses prefix blocks: it needs --prefix-cache on");
 }

@@ -21,13 +21,14 @@ namespace tpnode::node {
 
 std::optional<redis::KvBlockStoreOptions> kvBlockStoreOptionsFrom(const Options& options);
 
-// The scope (model identity, layout, stages, block size, "f32") with the store's options.
-std::optional<KvTierOptions> kvTierOptionsFrom(const Options& options, const LoadedModel& model);
+// The scope (model identity, layout, stages, block size, the ranks' cache format: GPU ranks'
+// blocks are kept apart from CPU ranks') with the store's options.
+std::optional<KvTierOptions> kvTierOptionsFrom(const Options& options, const LoadedModel& model,
+                                               bool gpu);
 
 // The combinations the tier does not run, refused at startup with Error(kUnsupported) naming
 // the flags (after the URL, TTL and timeout are checked as above): pipeline stages (--pp > 1,
-// --split auto), --backend cuda (GPU ranks keep no paged cache; --backend auto that places GPU
-// ranks is refused when the ranks load), --prefix-cache off. A no-op without the flag.
+// --split auto), --prefix-cache off. A no-op without the flag.
 void refuseKvRedisTier(const Options& options);
 
 // Node 0's lookup (node/scheduler.h): EXISTS of global rank 0's keys, one round trip bounded

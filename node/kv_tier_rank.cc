@@ -37,7 +37,7 @@ RankKvTier::~RankKvTier() {
   thread_.join();
 }
 
-void RankKvTier::store(const model::KvCache& cache, std::span<const KvTierBlock> blocks) {
+void RankKvTier::store(const model::KvBlockIo& cache, std::span<const KvTierBlock> blocks) {
   for (const KvTierBlock& b : blocks) {
     {
       std::lock_guard lock(mu_);
@@ -76,7 +76,7 @@ void RankKvTier::writerLoop() {
   }
 }
 
-std::vector<float> RankKvTier::load(model::KvCache& cache, std::span<const KvTierBlock> blocks) {
+std::vector<float> RankKvTier::load(model::KvBlockIo& cache, std::span<const KvTierBlock> blocks) {
   std::vector<std::optional<std::vector<uint8_t>>> values;
   for (size_t at = 0; at < blocks.size(); at += kLoadBatch) {
     std::vector<uint64_t> hashes;

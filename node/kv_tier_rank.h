@@ -5,7 +5,7 @@
 //
 // Contract
 // - Owned by one rank (RankSet); store() and load() are called on the rank's thread between
-//   steps, with the rank's KvCache.
+//   steps, with the rank's paged cache (model::KvBlockIo: CPU or GPU).
 // - store() copies each block's shard out of the cache at once (the block may be reused by the
 //   next step) and queues it for the rank's writer thread, which SETs it with the TTL. The queue
 //   holds at most `queue_blocks` blocks: a block that finds it full is dropped and counted
@@ -41,6 +41,9 @@ namespace tpnode::node {
 
 // Payload bytes format of the tier: the rank's KvCache::exportBlock floats (f32, host order).
 inline constexpr const char* kKvTierFormat = "f32";
+// GPU ranks' blocks (the same layout): their rows differ from the CPU ranks' by the CPU's Q8
+// activation rounding, so the two kinds of cluster never share entries.
+inline constexpr const char* kKvTierFormatGpu = "f32-cuda";
 
 struct KvTierOptions {
   redis::KvBlockStoreOptions store;
@@ -57,8 +60,8 @@ class RankKvTier {
   RankKvTier(const RankKvTier&) = delete;
   RankKvTier& operator=(const RankKvTier&) = delete;
 
-  void store(const model::KvCache& cache, std::span<const KvTierBlock> blocks);
-  std::vector<float> load(model::KvCache& cache, std::span<const KvTierBlock> blocks);
+  void store(const model::KvBlockIo& cache, std::span<const KvTierBlock> blocks);
+  std::vector<float> load(model::KvBlockIo& cache, std::span<const KvTierBlock> blocks);
   KvTierCounters counters() const;
 
  private:

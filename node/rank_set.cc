@@ -50,14 +50,10 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
          "--backend cpu",
          config.arch, config.n_expert);
   }
-  if (gpu && options.stage) {
+  if (options.kv_tier && options.stage) {
     fail(ErrorCode::kUnsupported,
-         "pipeline stages (--pp) run on CPU ranks only for now; use --backend cpu");
-  }
-  if (options.kv_tier && (gpu || options.stage)) {
-    fail(ErrorCode::kUnsupported,
-         "--kv-cache-redis-url: the Redis KV tier runs on CPU ranks without pipeline stages "
-         "(--pp 1) only; use --backend cpu, or remove the flag");
+         "--kv-cache-redis-url: the Redis KV tier runs without pipeline stages (--pp 1) only; "
+         "remove the flag or the stages");
   }
   const model::StagePart* part = options.stage ? &*options.stage : nullptr;
   spdlog::info("[model] loading {} local rank shards (global ranks {}..{} of {}) for {} ranks", tp,
@@ -105,7 +101,8 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
     Rank* rank = ranks_[static_cast<size_t>(r)].get();
     model::RankWeights& w = weights[static_cast<size_t>(r)];
     if (gpu) {
-      rank->model = gpu_->makeRank(r, config, std::move(w), options.slots, options.ctx);
+      rank->model = gpu_->makeRank(r, config, std::move(w), options.slots, options.ctx,
+                                   options.kv_block_size, options.kv_blocks);
     } else {
       rank->pool = std::make_unique<model::kernels::ThreadPool>(std::max(1, options.threads));
       rank->model = std::make_unique<model::LlamaRank>(config, std::move(w), *rank->comm,
@@ -117,8 +114,7 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
         "({}){}",
         topo.globalRank(r), r, rank->model->backend(), rank->weight_bytes / 1048576.0,
         rank->model->kvBytes() / 1048576.0,
-        gpu ? fmt::format("{} slots x {} positions", options.slots, options.ctx)
-            : fmt::format("{} blocks of {} positions", options.kv_blocks, options.kv_block_size),
+        fmt::format("{} blocks of {} positions", options.kv_blocks, options.kv_block_size),
         gpu ? "" : fmt::format(", {} threads", options.threads));
     if (options.kv_tier && rank->model->pagedKvCache() != nullptr) {
       rank->tier = std::make_unique<RankKvTier>(*options.kv_tier, topo.globalRank(r),
@@ -226,7 +222,7 @@ std::vector<bool> RankSet::runKvTier(std::span<const KvTierBlock> stores,
 }
 
 void RankSet::rankTier(Rank& rank, std::vector<float>* out) {
-  model::KvCache* cache = rank.model->pagedKvCache();
+  model::KvBlockIo* cache = rank.model->pagedKvCache();
   std::vector<float> flags(tier_loads_.size(), 0.0f);
   if (rank.tier && cache != nullptr) {
     rank.tier->store(*cache, tier_stores_);

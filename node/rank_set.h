@@ -57,8 +57,8 @@ struct RankSetOptions {
   int threads = 1;               // compute threads per rank
   int slots = 1;                 // KV slots (sequences) per rank
   int ctx = 2048;                // positions per slot
-  int kv_block_size = 16;        // CPU ranks: positions per KV block (model/kv_cache.h)
-  int kv_blocks = 0;             // CPU ranks: KV blocks (0: slots x ctx positions)
+  int kv_block_size = 16;        // positions per KV block (model/kv_cache.h)
+  int kv_blocks = 0;             // KV blocks per rank (0: slots x ctx positions)
   std::vector<int> cpu_of_rank;  // pin local rank r's thread to this CPU (empty: no pinning)
   // GPU ranks (model/cuda/gpu_node.h) when not empty: CUDA device of each local rank.
   std::vector<int> gpu_of_rank;
@@ -72,7 +72,7 @@ struct RankSetOptions {
   // no message exceeds the mesh's frame limit (1 GiB) for any local tp. Must be the same on
   // every node (it fixes the number of collectives per read); tests lower it.
   size_t read_chunk_bytes = size_t{64} << 20;
-  // A pipeline stage's part of the model (CPU ranks only); unset: the whole model.
+  // A pipeline stage's part of the model (CPU or GPU ranks); unset: the whole model.
   std::optional<model::StagePart> stage;
   // The Redis KV tier (--kv-cache-redis-url); unset: none. CPU ranks without stages only.
   std::optional<KvTierOptions> kv_tier;

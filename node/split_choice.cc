@@ -212,11 +212,6 @@ int chooseStagesAtFormation(const Options& o, bool gpu) {
         c.link_bytes_per_s = f.link_bytes_per_s;
         applyRankRates(c, f.rates);
         std::vector<SplitPrediction> plans = predictPlans(o, config, meta, c, f.memory);
-        for (SplitPrediction& p : plans) {
-          if (gpu && p.stages > 1 && p.runnable()) {
-            p.refused = "pipeline stages run on CPU ranks only (--backend cpu)";  // node/rank_set.h
-          }
-        }
         const int chosen = chooseSplit(plans);
         spdlog::info("[driver] {}\n links measured at formation: {}\n rank figures (per rank): {}",
                      describeSplits(plans, chosen, c), f.detail, describeRankRates(f.rates));

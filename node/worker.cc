@@ -149,7 +149,7 @@ int runWorker(const Options& given, const LoadedModel& loaded, const Placement& 
   std::unique_ptr<LoadedModel> restaged;  // node 0's stages, when they changed (below)
   const LoadedModel* model = &loaded;
   RankSetOptions ro = rankSetOptions(o, placement);
-  ro.kv_tier = kvTierOptionsFrom(o, *model);
+  ro.kv_tier = kvTierOptionsFrom(o, *model, placement.gpu);
   bool rejoining = false;  // the driver was lost: connect() waits --rejoin-timeout for it
   bool first = true;       // this process's first formation
   for (;;) {
@@ -175,7 +175,7 @@ int runWorker(const Options& given, const LoadedModel& loaded, const Placement& 
             return 3;
           }
           model = restaged.get();
-          ro.kv_tier = kvTierOptionsFrom(o, *model);
+          ro.kv_tier = kvTierOptionsFrom(o, *model, placement.gpu);
         }
       }
       first = false;

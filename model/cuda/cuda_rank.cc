@@ -157,27 +157,100 @@ void CudaRank::tap(TapSink* sink, int64_t layer, TapPoint point, const float* ro
   }
 }
 
+int64_t CudaRank::uploadBatch(std::span<const BatchToken> batch) {
+  checkKvTables(batch, options_.kv_block_size, kv_blocks_, slot_blocks_);
+  // The batch's tables, one per sequence: tokens of one sequence carry the same table (a span
+  // into the step's command) or none (their slot's own blocks).
+  struct Table {
+    const uint32_t* data;  // null: the slot's own blocks
+    size_t size;
+    int32_t slot;
+    int32_t offset;
+  };
+  std::vector<Table> tables;
+  std::vector<int32_t> offsets(batch.size());
+  size_t entries = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const BatchToken& t = batch[i];
+    const bool own = t.blocks.empty();
+    const uint32_t* data = own ? nullptr : t.blocks.data();
+    const size_t size = own ? static_cast<size_t>(slot_blocks_) : t.blocks.size();
+    auto same = [&](const Table& x) {
+      return x.data == data && x.size == size && (!own || x.slot == t.slot);
+    };
+    auto found = std::find_if(tables.begin(), tables.end(), same);
+    if (found == tables.end()) {
+      tables.push_back({data, size, t.slot, static_cast<int32_t>(entries)});
+      entries += size;
+      found = tables.end() - 1;
+    }
+    offsets[i] = found->offset;
+  }
+  if (entries > tables_.size()) {  // the graphs hold the old array's address
+    TP_CUDA(cudaStreamSynchronize(stream_));
+    graphs_.clear();
+    tables_.resize(entries);
+    tables_host_.resize(entries);
+  }
+  int32_t* th = tables_host_.get();
+  for (const Table& x : tables) {
+    for (size_t j = 0; j < x.size; ++j) {
+      th[static_cast<size_t>(x.offset) + j] =
+          x.data != nullptr ? static_cast<int32_t>(x.data[j])
+                            : static_cast<int32_t>(x.slot * slot_blocks_ + static_cast<int64_t>(j));
+    }
+  }
+  if (entries > 0) {
+    TP_CUDA(cudaMemcpyAsync(tables_.get(), th, entries * sizeof(int32_t), cudaMemcpyHostToDevice,
+                            stream_));
+  }
+  // Batch metadata: [tokens][positions][table offsets][rows with logits], one copy per step.
+  // The graphs read these arrays, so a replay sees this step's values.
+  int32_t* m = meta_host_.get();
+  const size_t cap = static_cast<size_t>(capacity_);
+  int64_t n_out = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const BatchToken& t = batch[i];
+    m[i] = t.token;
+    m[cap + i] = t.pos;
+    m[2 * cap + i] = offsets[i];
+    if (t.logits) m[3 * cap + static_cast<size_t>(n_out++)] = static_cast<int32_t>(i);
+  }
+  TP_CUDA(cudaMemcpyAsync(meta_.get(), m, meta_.bytes(), cudaMemcpyHostToDevice, stream_));
+  return n_out;
+}
+
+// The graph of a batch of n tokens under `key` (forward(): its logits rows; forwardLayers():
+// -1), or null when the batch runs direct (graphs off, taps, a long batch, a profiled step).
+CudaRank::Graph* CudaRank::graphFor(int64_t n, int64_t key, const TapSink* taps) {
+  if (prof_ != nullptr || !options_.graphs || taps != nullptr || n > kMaxGraphTokens) {
+    return nullptr;
+  }
+  std::unique_ptr<Graph>& g = graphs_[{n, key}];
+  if (!g) g = std::make_unique<Graph>();
+  if (!g->complete) ++graphs_captured_;
+  return g.get();
+}
+
+void CudaRank::layers(Runner& run, int64_t n, TapSink* taps, std::span<const BatchToken> batch) {
+  for (int64_t l = weights_.layer_begin; l < weights_.layer_end; ++l) {
+    attentionBlock(run, l, n, taps, batch);
+    ffnBlock(run, l, n, taps, batch);
+  }
+}
+
 void CudaRank::forward(std::span<const BatchToken> batch, std::vector<float>& logits,
                        TapSink* taps) {
+  TP_CHECK(
+      weights_.embeddings && weights_.layer_begin == 0 && weights_.layer_end == config_.n_layer,
+      "forward() needs the whole model; a pipeline stage runs forwardLayers()");
   checkBatch(batch, config_.n_vocab, options_.n_slots, options_.n_ctx);
   const int64_t n = static_cast<int64_t>(batch.size());
   logits.clear();
   if (n == 0) return;
   TP_CUDA(cudaSetDevice(options_.device));
   ensureCapacity(n);
-  // Batch metadata: [tokens][positions][slots][rows with logits], one copy per step. The
-  // graphs read these arrays, so a replay sees this step's values.
-  int32_t* m = meta_host_.get();
-  const size_t cap = static_cast<size_t>(capacity_);
-  int64_t n_out = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const BatchToken& t = batch[static_cast<size_t>(i)];
-    m[i] = t.token;
-    m[cap + i] = t.pos;
-    m[2 * cap + i] = t.slot;
-    if (t.logits) m[3 * cap + n_out++] = static_cast<int32_t>(i);
-  }
-  TP_CUDA(cudaMemcpyAsync(meta_.get(), m, meta_.bytes(), cudaMemcpyHostToDevice, stream_));
+  const int64_t n_out = uploadBatch(batch);
   if (taps != nullptr) taps->rows.assign(taps->specs.size(), {});
 
   static const bool profiling = [] {
@@ -189,24 +262,14 @@ void CudaRank::forward(std::span<const BatchToken> batch, std::vector<float>& lo
     prof_ = profile_.get();
     prof_->begin(stream_);
   }
-  Graph* graph = nullptr;
-  if (prof_ == nullptr && options_.graphs && taps == nullptr && n <= kMaxGraphTokens) {
-    std::unique_ptr<Graph>& g = graphs_[{n, n_out}];
-    if (!g) g = std::make_unique<Graph>();
-    graph = g.get();
-    if (!graph->complete) ++graphs_captured_;
-  }
-  Runner run(*this, graph);
+  Runner run(*this, graphFor(n, n_out, taps));
   const int32_t* tokens = meta_.get();
   run.step([&] {
     embed(token_embd_, tokens, n, config_.embd_scale > 0 ? config_.embd_scale : 1.f, x_.get(),
           stream_);
     mark("embed");
   });
-  for (int64_t l = 0; l < config_.n_layer; ++l) {
-    attentionBlock(run, l, n, taps, batch);
-    ffnBlock(run, l, n, taps, batch);
-  }
+  layers(run, n, taps, batch);
   head(run, n_out);
   run.finish();
   collectLogits(n_out, logits);
@@ -217,6 +280,58 @@ void CudaRank::forward(std::span<const BatchToken> batch, std::vector<float>& lo
   }
 }
 
+void CudaRank::forwardLayers(std::span<const BatchToken> batch, const float* hidden_in,
+                             std::vector<float>& hidden_out, TapSink* taps) {
+  checkBatch(batch, config_.n_vocab, options_.n_slots, options_.n_ctx);
+  TP_CHECK(taps == nullptr || taps->rows.size() == taps->specs.size(),
+           "a tap sink of {} specs holds {} row sets", taps->specs.size(), taps->rows.size());
+  TP_CHECK(hidden_in != nullptr || weights_.embeddings,
+           "the first stage's ranks hold the token embeddings");
+  const int64_t n = static_cast<int64_t>(batch.size());
+  const int64_t dim = config_.n_embd;
+  hidden_out.clear();
+  if (n == 0) return;
+  TP_CUDA(cudaSetDevice(options_.device));
+  ensureCapacity(n);
+  uploadBatch(batch);
+  const size_t bytes = static_cast<size_t>(n * dim) * sizeof(float);
+  // The previous stage's rows go in before the pass (outside a graph: x_ keeps its address).
+  if (hidden_in != nullptr) {
+    TP_CUDA(cudaMemcpyAsync(x_.get(), hidden_in, bytes, cudaMemcpyHostToDevice, stream_));
+  }
+  Runner run(*this, graphFor(n, -1, taps));
+  if (hidden_in == nullptr) {
+    const int32_t* tokens = meta_.get();
+    run.step([&] {
+      embed(token_embd_, tokens, n, config_.embd_scale > 0 ? config_.embd_scale : 1.f, x_.get(),
+            stream_);
+    });
+  }
+  layers(run, n, taps, batch);
+  run.finish();
+  hidden_out.resize(static_cast<size_t>(n * dim));
+  TP_CUDA(cudaMemcpyAsync(hidden_out.data(), x_.get(), bytes, cudaMemcpyDeviceToHost, stream_));
+  TP_CUDA(cudaStreamSynchronize(stream_));
+}
+
+void CudaRank::forwardHead(std::span<const BatchToken> batch, const float* rows,
+                           std::vector<float>& logits) {
+  TP_CHECK(weights_.embeddings, "the first stage's ranks hold the output head");
+  logits.clear();
+  int64_t n_out = 0;
+  for (const BatchToken& t : batch) n_out += t.logits ? 1 : 0;
+  if (n_out == 0) return;
+  TP_CUDA(cudaSetDevice(options_.device));
+  ensureCapacity(n_out);
+  TP_CUDA(cudaMemcpyAsync(hx_.get(), rows,
+                          static_cast<size_t>(n_out * config_.n_embd) * sizeof(float),
+                          cudaMemcpyHostToDevice, stream_));
+  Runner run(*this, nullptr);
+  head(run, n_out, /*rows_in_hx=*/true);
+  run.finish();
+  collectLogits(n_out, logits);
+}
+
 void CudaRank::attentionBlock(Runner& run, int64_t l, int64_t n, TapSink* taps,
                               std::span<const BatchToken> batch) {
   const DeviceLayer& w = layers_[static_cast<size_t>(l)];
@@ -225,7 +340,7 @@ void CudaRank::attentionBlock(Runner& run, int64_t l, int64_t n, TapSink* taps,
   const int64_t nq = heads * hd, nkv = kv_heads * hd;
   const size_t cap = static_cast<size_t>(capacity_);
   const int32_t* positions = meta_.get() + cap;
-  const int32_t* slots = meta_.get() + 2 * cap;
+  const int32_t* tables = meta_.get() + 2 * cap;  // each token's table offset
   run.step([&] {
     rmsNorm(x_.get(), w.attn_norm.get(), h_.get(), n, dim, config_.rms_eps, stream_);
     mark("norms");
@@ -249,13 +364,13 @@ void CudaRank::attentionBlock(Runner& run, int64_t l, int64_t n, TapSink* taps,
          config_.ropeFreqScale(l), config_.rope_style, ff, stream_);
     rope(k_.get(), n, kv_heads, hd, config_.n_rot, positions, config_.ropeBase(l),
          config_.ropeFreqScale(l), config_.rope_style, ff, stream_);
-    kvWrite(kvView(), l, k_.get(), v_.get(), n, slots, positions, stream_);
+    kvWrite(kvView(), l - weights_.layer_begin, k_.get(), v_.get(), n, tables, positions, stream_);
     mark("bias, qk norm, rope, kv write");
     const float scale =
         config_.attn_scale > 0 ? config_.attn_scale : 1.0f / std::sqrt(static_cast<float>(hd));
     const int64_t window = config_.isSwa(l) ? config_.n_swa : 0;
-    attention(kvView(), l, q_.get(), attn_.get(), n, heads, kv_heads, hd, scale, window, slots,
-              positions, options_.n_ctx, stream_);
+    attention(kvView(), l - weights_.layer_begin, q_.get(), attn_.get(), n, heads, kv_heads, hd,
+              scale, window, tables, positions, options_.n_ctx, stream_);
     mark("attention");
     matmul(w.wo, attn_.get(), n, o_.get());
     mark("matmul");
@@ -302,14 +417,14 @@ void CudaRank::ffnBlock(Runner& run, int64_t l, int64_t n, TapSink* taps,
   }
 }
 
-void CudaRank::head(Runner& run, int64_t n_out) {
+void CudaRank::head(Runner& run, int64_t n_out, bool rows_in_hx) {
   const int64_t local = weights_.vocab_end - weights_.vocab_begin;
   const bool root = host_comm_.rank() == 0;
   if (n_out == 0 || (local == config_.n_vocab && !root)) return;
   const int64_t dim = config_.n_embd;
   const int32_t* rows = meta_.get() + 3 * static_cast<size_t>(capacity_);
   run.step([&] {
-    gatherRows(x_.get(), rows, n_out, dim, hx_.get(), stream_);
+    if (!rows_in_hx) gatherRows(x_.get(), rows, n_out, dim, hx_.get(), stream_);
     rmsNorm(hx_.get(), output_norm_.get(), hx_.get(), n_out, dim, config_.rms_eps, stream_);
     mark("norms");
     matmul(head_, hx_.get(), n_out, logits_local_.get());

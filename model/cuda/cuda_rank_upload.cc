@@ -1,6 +1,7 @@
 // CudaRank construction: the rank's stream, its weights on the device, the KV cache.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/error.h"
@@ -64,7 +65,7 @@ uint64_t CudaRank::deviceBytes() const {
        {&x_, &h_, &q_, &k_, &v_, &attn_, &o_, &gate_, &up_, &hx_, &logits_local_}) {
     b += a->bytes();
   }
-  return b + meta_.bytes() + workspace_.bytes();
+  return b + meta_.bytes() + tables_.bytes() + workspace_.bytes();
 }
 
 void CudaRank::upload() {
@@ -73,18 +74,22 @@ void CudaRank::upload() {
     matrices_.push_back(uploadMatrix(m));
     return matrices_.back();
   };
-  token_embd_ = put(weights_.token_embd, "token_embd.weight");
-  if (!weights_.output.empty()) {
-    head_ = put(weights_.output, "output.weight");
-  } else if (weights_.needsTiedHeadSlice()) {
-    head_ = put(tiedHeadSlice(weights_), "token_embd.weight (head slice)");
-  } else {
-    head_ = token_embd_;  // tied and replicated: the same device matrix
+  if (weights_.embeddings) {  // the first stage (or the whole model)
+    token_embd_ = put(weights_.token_embd, "token_embd.weight");
+    if (!weights_.output.empty()) {
+      head_ = put(weights_.output, "output.weight");
+    } else if (weights_.needsTiedHeadSlice()) {
+      head_ = put(tiedHeadSlice(weights_), "token_embd.weight (head slice)");
+    } else {
+      head_ = token_embd_;  // tied and replicated: the same device matrix
+    }
   }
   output_norm_ = toDevice<float>(weights_.output_norm);
   rope_freqs_ = toDevice<float>(weights_.rope_freqs);
   layers_.resize(weights_.layers.size());
-  for (size_t l = 0; l < layers_.size(); ++l) {
+  // layers_ is indexed by layer, as weights_.layers; a stage uploads only its own.
+  for (size_t l = static_cast<size_t>(weights_.layer_begin);
+       l < static_cast<size_t>(weights_.layer_end); ++l) {
     const LayerWeights& hw = weights_.layers[l];
     DeviceLayer& d = layers_[l];
     const std::string p = "blk." + std::to_string(l) + ".";
@@ -105,8 +110,16 @@ void CudaRank::upload() {
     d.bk = toDevice<float>(hw.bk);
     d.bv = toDevice<float>(hw.bv);
   }
-  const size_t kv = static_cast<size_t>(config_.n_layer * options_.n_slots * options_.n_ctx *
+  // The KV cache holds the rank's layers only (cache layer = layer - layer_begin), in blocks.
+  const int64_t kv_layers = weights_.layer_end - weights_.layer_begin;
+  options_.kv_block_size = std::max<int64_t>(1, options_.kv_block_size);
+  slot_blocks_ = kvBlocksFor(options_.n_ctx, options_.kv_block_size);
+  kv_blocks_ = options_.kv_blocks > 0 ? options_.kv_blocks : options_.n_slots * slot_blocks_;
+  const size_t kv = static_cast<size_t>(kv_layers * kv_blocks_ * options_.kv_block_size *
                                         weights_.n_head_kv * config_.head_dim);
+  // Room for every slot's full table; uploadBatch() grows it if a step needs more.
+  tables_.resize(static_cast<size_t>(options_.n_slots * slot_blocks_));
+  tables_host_.resize(tables_.size());
   k_cache_.resize(kv);
   v_cache_.resize(kv);
   TP_CUDA(cudaMemsetAsync(k_cache_.get(), 0, k_cache_.bytes(), stream_));
@@ -118,13 +131,59 @@ void CudaRank::upload() {
 }
 
 KvView CudaRank::kvView() const {
-  KvView v;
-  v.k = k_cache_.get();
-  v.v = v_cache_.get();
-  v.n_slots = options_.n_slots;
-  v.n_ctx = options_.n_ctx;
-  v.row = weights_.n_head_kv * config_.head_dim;
-  return v;
+  return cuda::kvView(k_cache_.get(), v_cache_.get(), kv_blocks_, options_.kv_block_size,
+                      weights_.n_head_kv * config_.head_dim, tables_.get());
+}
+
+size_t CudaRank::blockFloats() const {
+  return static_cast<size_t>((weights_.layer_end - weights_.layer_begin) * 2 *
+                             options_.kv_block_size * weights_.n_head_kv * config_.head_dim);
+}
+
+void CudaRank::checkBlock(int64_t block, size_t floats) const {
+  if (block < 0 || block >= kv_blocks_) {
+    fail(ErrorCode::kInvalidArgument, "KV block {} is outside [0, {})", block, kv_blocks_);
+  }
+  if (floats != blockFloats()) {
+    fail(ErrorCode::kInvalidArgument, "KV block shard of {} floats, expected {}", floats,
+         blockFloats());
+  }
+}
+
+// One block's shard as the CPU ranks' KvCache lays it out: for each of the rank's layers, the
+// block's K rows, then its V rows.
+void CudaRank::exportBlock(int64_t block, std::span<float> out) const {
+  checkBlock(block, out.size());
+  TP_CUDA(cudaSetDevice(options_.device));
+  const size_t run =
+      static_cast<size_t>(options_.kv_block_size * weights_.n_head_kv * config_.head_dim);
+  float* dst = out.data();
+  for (int64_t l = 0; l < weights_.layer_end - weights_.layer_begin; ++l) {
+    const size_t at = static_cast<size_t>(l * kv_blocks_ + block) * run;
+    TP_CUDA(cudaMemcpyAsync(dst, k_cache_.get() + at, run * sizeof(float), cudaMemcpyDeviceToHost,
+                            stream_));
+    TP_CUDA(cudaMemcpyAsync(dst + run, v_cache_.get() + at, run * sizeof(float),
+                            cudaMemcpyDeviceToHost, stream_));
+    dst += 2 * run;
+  }
+  TP_CUDA(cudaStreamSynchronize(stream_));
+}
+
+void CudaRank::importBlock(int64_t block, std::span<const float> in) {
+  checkBlock(block, in.size());
+  TP_CUDA(cudaSetDevice(options_.device));
+  const size_t run =
+      static_cast<size_t>(options_.kv_block_size * weights_.n_head_kv * config_.head_dim);
+  const float* src = in.data();
+  for (int64_t l = 0; l < weights_.layer_end - weights_.layer_begin; ++l) {
+    const size_t at = static_cast<size_t>(l * kv_blocks_ + block) * run;
+    TP_CUDA(cudaMemcpyAsync(k_cache_.get() + at, src, run * sizeof(float), cudaMemcpyHostToDevice,
+                            stream_));
+    TP_CUDA(cudaMemcpyAsync(v_cache_.get() + at, src + run, run * sizeof(float),
+                            cudaMemcpyHostToDevice, stream_));
+    src += 2 * run;
+  }
+  TP_CUDA(cudaStreamSynchronize(stream_));
 }
 
 }  // namespace tpnode::model::cuda

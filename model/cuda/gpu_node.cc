@@ -56,7 +56,8 @@ class CudaGpuNode final : public GpuNode {
   }
 
   std::unique_ptr<RankModel> makeRank(int r, const ModelConfig& config, RankWeights weights,
-                                      int64_t n_slots, int64_t n_ctx) override {
+                                      int64_t n_slots, int64_t n_ctx, int64_t kv_block_size,
+                                      int64_t kv_blocks) override {
     std::lock_guard lock(mu_);
     const int device = options_.devices.at(static_cast<size_t>(r));
     TP_CUDA(cudaSetDevice(device));
@@ -66,6 +67,8 @@ class CudaGpuNode final : public GpuNode {
     o.device = device;
     o.n_slots = n_slots;
     o.n_ctx = n_ctx;
+    o.kv_block_size = kv_block_size;
+    o.kv_blocks = kv_blocks;
     o.graphs = options_.graphs;
     o.max_allreduce_floats = options_.max_allreduce_floats;
     collectives::cuda::DeviceComm* dc = comms_.at(static_cast<size_t>(r)).get();

@@ -20,6 +20,7 @@
 
 #include "collectives/communicator.h"
 #include "model/config.h"
+#include "model/kv_cache.h"
 #include "model/rank_model.h"
 #include "model/weights.h"
 
@@ -46,9 +47,11 @@ class GpuNode {
   static std::unique_ptr<GpuNode> create(std::vector<collectives::Communicator*> host_comms,
                                          const GpuNodeOptions& options);
   virtual ~GpuNode() = default;
+  // The KV cache: kv_blocks blocks of kv_block_size positions (0: n_slots full contexts).
   virtual std::unique_ptr<RankModel> makeRank(int local_rank, const ModelConfig& config,
-                                              RankWeights weights, int64_t n_slots,
-                                              int64_t n_ctx) = 0;
+                                              RankWeights weights, int64_t n_slots, int64_t n_ctx,
+                                              int64_t kv_block_size = kDefaultKvBlockSize,
+                                              int64_t kv_blocks = 0) = 0;
   // "nccl (measured fastest: ...); inter-node: mesh (...)" for the startup log and /metrics.
   virtual std::string transportSummary() const = 0;
   virtual std::string transportName() const = 0;

@@ -1,4 +1,5 @@
-// Real tpnode processes with GPU ranks (label gpu): every nodes x local-ranks layout, all ranks
+// Real tpnode processes with GPU ranks (label gpu): every nodes x local-ranks layout (and
+// pipeline stages of GPU ranks, --pp 2), all ranks
 // on CUDA device 0 (--devices 0,0 puts two local ranks on one GPU; two processes share it too),
 // must produce llama.cpp's greedy tokens on the F32 reference models (GPU ranks match
 // llama.cpp within 5e-5 per logits row there, so the greedy ids are equal). This exercises the
@@ -35,13 +36,15 @@ struct Case {
   std::string model, prompt;
   int nodes, tp;
   std::string transport;  // --local-transport
+  int pp = 1;             // --pp: pipeline stages (nodes / pp nodes per stage)
 };
 
 // The environment of every tpnode process here: NCCL bootstraps over loopback only.
 const std::vector<std::string> kEnv = {"NCCL_SOCKET_IFNAME=lo", mesh::test::testClusterSecretEnv()};
 
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.model << "/" << c.prompt << " " << c.nodes << "x" << c.tp << " " << c.transport;
+  *os << c.model << "/" << c.prompt << " " << c.nodes << "x" << c.tp << " " << c.transport << " pp"
+      << c.pp;
 }
 
 class GpuClusterTest : public ::testing::TestWithParam<Case> {};
@@ -75,6 +78,10 @@ TEST_P(GpuClusterTest, GreedyTokensMatchLlamaCpp) {
                                   "30",
                                   "--log-level",
                                   "info"};
+    if (c.pp > 1) {
+      a.push_back("--pp");
+      a.push_back(std::to_string(c.pp));
+    }
     if (n == 0) {
       for (const std::string& s :
            {std::string("--prompt"), readFile(ref + "prompts/" + c.prompt + ".txt"),
@@ -82,10 +89,11 @@ TEST_P(GpuClusterTest, GreedyTokensMatchLlamaCpp) {
         a.push_back(s);
       }
     }
-    procs.push_back(std::make_unique<Process>(
-        a, kEnv,
-        ::testing::TempDir() + "/gpu_cluster_" + std::to_string(c.nodes) + "x" +
-            std::to_string(c.tp) + "_" + c.transport + "_n" + std::to_string(n) + ".log"));
+    procs.push_back(
+        std::make_unique<Process>(a, kEnv,
+                                  ::testing::TempDir() + "/gpu_cluster_" + std::to_string(c.nodes) +
+                                      "x" + std::to_string(c.tp) + "_" + c.transport + "_pp" +
+                                      std::to_string(c.pp) + "_n" + std::to_string(n) + ".log"));
   }
   std::reverse(procs.begin(), procs.end());
   std::vector<int> rc;
@@ -96,8 +104,8 @@ TEST_P(GpuClusterTest, GreedyTokensMatchLlamaCpp) {
   const std::string log0 = procs[0]->log();
   EXPECT_NE(log0.find("on cuda:0"), std::string::npos) << "the ranks did not run on the GPU:\n"
                                                        << log0;
-  if (c.nodes > 1) {
-    // Both processes are on device 0: NCCL across nodes is refused, the mesh is used.
+  if (c.nodes / c.pp > 1) {
+    // The nodes of a stage are on device 0: NCCL across nodes is refused, the mesh is used.
     EXPECT_NE(log0.find("inter-node: nccl not used: "), std::string::npos) << log0;
     EXPECT_NE(log0.find("inter-node: mesh"), std::string::npos) << log0;
   }
@@ -160,11 +168,17 @@ INSTANTIATE_TEST_SUITE_P(Layouts, GpuClusterTest,
                                            Case{"llama-tiny-f32", "en_sentence", 1, 2, "host"},
                                            Case{"llama-tiny-f32", "paragraph", 2, 1, "auto"},
                                            Case{"qwen2-tiny-f32", "en_sentence", 2, 2, "p2p"},
-                                           Case{"llama-tiny-kv1-f32", "paragraph", 2, 2, "host"}),
+                                           Case{"llama-tiny-kv1-f32", "paragraph", 2, 2, "host"},
+                                           // Pipeline stages of GPU ranks: 2 stages of one
+                                           // node, and 2 stages x 2 nodes x 2 ranks.
+                                           Case{"llama-tiny-f32", "paragraph", 2, 1, "auto", 2},
+                                           Case{"qwen2-tiny-f32", "en_sentence", 4, 2, "p2p", 2}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            std::string s = i.param.model + "_" + i.param.prompt + "_" +
                                            std::to_string(i.param.nodes) + "x" +
-                                           std::to_string(i.param.tp) + "_" + i.param.transport;
+                                           std::to_string(i.param.tp) + "_" + i.param.transport +
+                                           (i.param.pp > 1 ? "_pp" + std::to_string(i.param.pp)
+                                                           : std::string());
                            for (char& ch : s) {
                              if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            }

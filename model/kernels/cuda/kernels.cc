@@ -101,19 +101,20 @@ void addBias(float* y, const float* b, int64_t n_tokens, int64_t width, cudaStre
 }
 
 void kvWrite(const KvView& kv, int64_t layer, const float* k, const float* v, int64_t n_tokens,
-             const int32_t* slots, const int32_t* positions, cudaStream_t stream) {
+             const int32_t* table_offsets, const int32_t* positions, cudaStream_t stream) {
   if (n_tokens <= 0) return;
   TP_CHECK(n_tokens <= kMaxGridX, "kvWrite: {} tokens", n_tokens);
-  TP_CHECK(kv.k && kv.v && kv.row > 0, "kvWrite: empty KV view");
-  launch::kvWrite(kv, layer, k, v, n_tokens, slots, positions, stream);
+  TP_CHECK(kv.k && kv.v && kv.tables && kv.row > 0 && kv.block_size > 0, "kvWrite: empty KV view");
+  launch::kvWrite(kv, layer, k, v, n_tokens, table_offsets, positions, stream);
   TP_CUDA(cudaGetLastError());
 }
 
 void attention(const KvView& kv, int64_t layer, const float* q, float* out, int64_t n_tokens,
                int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, int64_t window,
-               const int32_t* slots, const int32_t* positions, int64_t max_len,
+               const int32_t* table_offsets, const int32_t* positions, int64_t max_len,
                cudaStream_t stream) {
   if (n_tokens <= 0 || n_heads <= 0) return;
+  TP_CHECK(kv.k && kv.v && kv.tables && kv.block_size > 0, "attention: empty KV view");
   TP_CHECK(n_kv_heads > 0 && n_heads % n_kv_heads == 0, "attention: {} heads, {} kv heads", n_heads,
            n_kv_heads);
   TP_CHECK(head_dim > 0 && n_kv_heads * head_dim <= kv.row, "attention: kv row {} < {} x {}",
@@ -126,7 +127,7 @@ void attention(const KvView& kv, int64_t layer, const float* q, float* out, int6
   constexpr size_t kStaticShared = 32 * sizeof(float);  // the kernel's reduction scratch
   if (shared + kStaticShared > kDefaultSharedLimit) allowAttentionShared(shared + kStaticShared);
   launch::attention(kv, layer, q, out, n_tokens, n_heads, n_kv_heads, head_dim, scale, window,
-                    slots, positions, span, stream);
+                    table_offsets, positions, span, stream);
   TP_CUDA(cudaGetLastError());
 }
 

@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "model/config.h"
+#include "model/kernels/cuda/fast_div.h"
 #include "model/tensor_type.h"
 #include "model/weights.h"
 
@@ -83,19 +84,33 @@ void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t
 void addBias(float* y, const float* b, int64_t n_tokens, int64_t width, cudaStream_t stream);
 
 // KV cache of one rank: f32 [layer][slot][pos][kv_heads * head_dim] for K and V separately.
+// The KV cache of one rank in blocks of `block_size` positions, laid out
+// [layer][block][offset][row] for K and V separately (as the CPU ranks' KvCache). A token's
+// sequence keeps its positions in the blocks of its table: position p in block
+// tables[table_offsets[t] + p / block_size] at offset p % block_size. `tables` holds the
+// step's tables back to back (device memory); a cache of one block per slot (block_size =
+// context, table of slot s = {s}) is the contiguous per-slot layout.
 struct KvView {
   float* k = nullptr;
   float* v = nullptr;
-  int64_t n_slots = 0, n_ctx = 0, row = 0;  // row = kv_heads * head_dim floats
+  int64_t n_blocks = 0, block_size = 0, row = 0;  // row = kv_heads * head_dim floats
+  const int32_t* tables = nullptr;
+  FastDiv per_block;  // FastDiv::of(block_size): set by kvView() below
 };
 
-// Writes k[t], v[t] (rows of `kv.row` floats) at (layer, slots[t], positions[t]).
+// A KvView with its divisor set. Positions must stay below 2^31.
+inline KvView kvView(float* k, float* v, int64_t n_blocks, int64_t block_size, int64_t row,
+                     const int32_t* tables) {
+  return {k, v, n_blocks, block_size, row, tables, FastDiv::of(static_cast<uint32_t>(block_size))};
+}
+
+// Writes k[t], v[t] (rows of `kv.row` floats) at (layer, positions[t]) of token t's table.
 void kvWrite(const KvView& kv, int64_t layer, const float* k, const float* v, int64_t n_tokens,
-             const int32_t* slots, const int32_t* positions, cudaStream_t stream);
+             const int32_t* table_offsets, const int32_t* positions, cudaStream_t stream);
 
 // Causal grouped-query attention over the cache: for token t and local query head h,
-// out[t][h] = softmax(scale * q[t][h] . K[p]) V[p] over p in [first, positions[t]] of slot
-// slots[t] with kv head h / (n_heads / n_kv_heads); first = 0, or positions[t] + 1 - window
+// out[t][h] = softmax(scale * q[t][h] . K[p]) V[p] over p in [first, positions[t]] of token
+// t's table with kv head h / (n_heads / n_kv_heads); first = 0, or positions[t] + 1 - window
 // when window > 0 (gemma3's sliding layers). Positions must already be in the cache (kvWrite
 // of the same batch first). q: [n_tokens][n_heads * head_dim]; out likewise.
 // `max_len` bounds positions[t] + 1 for the whole batch (host value, sizes shared memory; a
@@ -104,7 +119,7 @@ void kvWrite(const KvView& kv, int64_t layer, const float* k, const float* v, in
 // device): make it eagerly before capturing a graph (a warm-up step does).
 void attention(const KvView& kv, int64_t layer, const float* q, float* out, int64_t n_tokens,
                int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, int64_t window,
-               const int32_t* slots, const int32_t* positions, int64_t max_len,
+               const int32_t* table_offsets, const int32_t* positions, int64_t max_len,
                cudaStream_t stream);
 
 // g[i] = act(g[i]) * u[i] for i < n: SwiGLU (silu) or GeGLU (gelu, tanh approximation, as the

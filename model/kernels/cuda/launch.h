@@ -30,14 +30,14 @@ void gatherRows(const float* src, const int32_t* rows, int64_t n_rows, int64_t w
                 cudaStream_t stream);
 void softcap(float* x, int64_t n, float c, cudaStream_t stream);
 void kvWrite(const KvView& kv, int64_t layer, const float* k, const float* v, int64_t n_tokens,
-             const int32_t* slots, const int32_t* positions, cudaStream_t stream);
+             const int32_t* table_offsets, const int32_t* positions, cudaStream_t stream);
 // Dynamic shared memory bytes the attention kernel needs, and the setup for more than 48 KiB
 // (cudaFuncSetAttribute; returns its error).
 size_t attentionSharedBytes(int64_t head_dim, int64_t max_len);
 cudaError_t attentionAllowShared(size_t bytes);
 void attention(const KvView& kv, int64_t layer, const float* q, float* out, int64_t n_tokens,
                int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, int64_t window,
-               const int32_t* slots, const int32_t* positions, int64_t max_len,
+               const int32_t* table_offsets, const int32_t* positions, int64_t max_len,
                cudaStream_t stream);
 
 }  // namespace tpnode::model::cuda::launch

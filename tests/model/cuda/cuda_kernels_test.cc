@@ -61,6 +61,14 @@ class CudaKernelsTest : public ::testing::Test {
   cudaStream_t stream_ = nullptr;
 };
 
+// Block ids 0..n-1: a cache of one block per slot (block size = context) is the contiguous
+// per-slot layout, and a slot number is then its table's offset.
+std::vector<int32_t> slotTables(int64_t n) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) t[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  return t;
+}
+
 std::vector<float> randomFloats(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> d(0, scale);
@@ -311,7 +319,8 @@ void checkAttention(int64_t n_ctx, int64_t max_len, int64_t window,
   const std::vector<float> q = randomFloats(static_cast<size_t>(n * n_heads * hd), 13, 0.5f);
   DeviceArray<float> dk(kc), dv(vc), dq(q), dout(q.size());
   DeviceArray<int32_t> ds(slots), dp(positions);
-  KvView kv{dk.get(), dv.get(), n_slots, n_ctx, row};
+  DeviceArray<int32_t> tables(slotTables(n_slots));
+  const KvView kv = kvView(dk.get(), dv.get(), n_slots, n_ctx, row, tables.get());
   const float scale = 0.125f;
   attention(kv, layer, dq.get(), dout.get(), n, n_heads, n_kv_heads, hd, scale, window, ds.get(),
             dp.get(), max_len, stream);
@@ -356,7 +365,8 @@ TEST_F(CudaKernelsTest, GraphCaptureReplaysWithNewPositions) {
   const Uploaded dw(w.m);
   const std::vector<float> x = randomFloats(256, 54);
   DeviceArray<float> dx(x), dy(67);
-  KvView kv{dk.get(), dv.get(), n_slots, n_ctx, row};
+  DeviceArray<int32_t> tables(slotTables(n_slots));
+  const KvView kv = kvView(dk.get(), dv.get(), n_slots, n_ctx, row, tables.get());
   auto step = [&] {
     matmul(dw.m, dx.get(), 1, dy.get(), 67, nullptr, 0, stream_);
     attention(kv, layer, dq.get(), dout.get(), n, n_heads, n_kv, hd, 0.125f, 0, ds.get(), dp.get(),
@@ -402,7 +412,7 @@ TEST_F(CudaKernelsTest, GraphCaptureReplaysWithNewPositions) {
   TP_CUDA(cudaGraphDestroy(graph));
 }
 
-TEST_F(CudaKernelsTest, KvWriteStoresRowsAtSlotAndPosition) {
+TEST_F(CudaKernelsTest, KvWriteStoresRowsAtSlotAndPosition) {  // one block per slot
   const int64_t n_layers = 2, n_slots = 3, n_ctx = 8, row = 24;
   const size_t cache = static_cast<size_t>(n_layers * n_slots * n_ctx * row);
   const std::vector<float> k0 = randomFloats(cache, 21), v0 = randomFloats(cache, 22);
@@ -411,7 +421,8 @@ TEST_F(CudaKernelsTest, KvWriteStoresRowsAtSlotAndPosition) {
   const std::vector<float> k = randomFloats(3 * row, 23), v = randomFloats(3 * row, 24);
   DeviceArray<float> dkn(k), dvn(v);
   DeviceArray<int32_t> ds(slots), dp(positions);
-  KvView kv{dk.get(), dv.get(), n_slots, n_ctx, row};
+  DeviceArray<int32_t> tables(slotTables(n_slots));
+  const KvView kv = kvView(dk.get(), dv.get(), n_slots, n_ctx, row, tables.get());
   kvWrite(kv, 1, dkn.get(), dvn.get(), 3, ds.get(), dp.get(), stream_);
   std::vector<float> wk = k0, wv = v0;
   for (size_t t = 0; t < 3; ++t) {
@@ -423,6 +434,76 @@ TEST_F(CudaKernelsTest, KvWriteStoresRowsAtSlotAndPosition) {
   }
   EXPECT_EQ(dk.read(), wk);
   EXPECT_EQ(dv.read(), wv);
+}
+
+// A paged cache (blocks of 4 positions, each slot's blocks scattered over the cache by its
+// table) holds the same rows as the contiguous per-slot layout: kvWrite puts each token's row in
+// its table's block, and attention over the tables gives the slot layout's reference, with and
+// without a sliding window, for positions inside and at the edges of blocks.
+TEST_F(CudaKernelsTest, PagedAttentionFollowsTheBlockTables) {
+  const int64_t n_layers = 2, n_slots = 3, n_ctx = 32, bs = 4, n_heads = 4, n_kv = 2, hd = 64;
+  const int64_t row = n_kv * hd, layer = 1, per_slot = n_ctx / bs,
+                n_blocks = n_slots * per_slot + 5;
+  const size_t flat = static_cast<size_t>(n_layers * n_slots * n_ctx * row);
+  const std::vector<float> kc = randomFloats(flat, 61), vc = randomFloats(flat, 62);
+  // Every slot's table: distinct blocks of the cache in a shuffled order.
+  std::vector<int32_t> ids(static_cast<size_t>(n_blocks));
+  for (int64_t b = 0; b < n_blocks; ++b) ids[static_cast<size_t>(b)] = static_cast<int32_t>(b);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(63));
+  std::vector<int32_t> tables(ids.begin(), ids.begin() + n_slots * per_slot);
+  // The slot layout's rows copied into the paged layout through the tables.
+  const size_t paged = static_cast<size_t>(n_layers * n_blocks * bs * row);
+  std::vector<float> kp(paged, 0.f), vp(paged, 0.f);
+  auto pagedAt = [&](int64_t l, int64_t slot, int64_t pos) {
+    const int64_t block = tables[static_cast<size_t>(slot * per_slot + pos / bs)];
+    return static_cast<size_t>(((l * n_blocks + block) * bs + pos % bs) * row);
+  };
+  for (int64_t l = 0; l < n_layers; ++l) {
+    for (int64_t s = 0; s < n_slots; ++s) {
+      for (int64_t p = 0; p < n_ctx; ++p) {
+        const size_t from = static_cast<size_t>(((l * n_slots + s) * n_ctx + p) * row);
+        std::copy_n(kc.begin() + static_cast<int64_t>(from), row,
+                    kp.begin() + static_cast<int64_t>(pagedAt(l, s, p)));
+        std::copy_n(vc.begin() + static_cast<int64_t>(from), row,
+                    vp.begin() + static_cast<int64_t>(pagedAt(l, s, p)));
+      }
+    }
+  }
+  DeviceArray<float> dk(kp), dv(vp);
+  DeviceArray<int32_t> dt(tables);
+  const KvView kv = kvView(dk.get(), dv.get(), n_blocks, bs, row, dt.get());
+  const std::vector<int32_t> slots = {0, 2, 1, 2, 0, 1};
+  const std::vector<int32_t> positions = {0, 5, 31, 8, 3, 4};
+  std::vector<int32_t> offsets;  // slot s's table starts at s * per_slot
+  for (int32_t s : slots) offsets.push_back(static_cast<int32_t>(s * per_slot));
+  const int64_t n = static_cast<int64_t>(slots.size());
+  const std::vector<float> q = randomFloats(static_cast<size_t>(n * n_heads * hd), 64, 0.5f);
+  DeviceArray<float> dq(q), dout(q.size());
+  DeviceArray<int32_t> doff(offsets), dp(positions);
+  for (int64_t window : {0, 3, 6}) {
+    attention(kv, layer, dq.get(), dout.get(), n, n_heads, n_kv, hd, 0.125f, window, doff.get(),
+              dp.get(), n_ctx, stream_);
+    const std::vector<float> got = dout.read();
+    const std::vector<float> want = attentionReference(
+        kc, vc, layer, n_slots, n_ctx, row, q, n_heads, n_kv, hd, 0.125f, window, slots, positions);
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 2e-5 * (std::fabs(want[i]) + 1))
+          << "window " << window << " index " << i;
+    }
+  }
+  // kvWrite: new rows land in the blocks the tables name, nothing else changes.
+  const std::vector<float> k = randomFloats(static_cast<size_t>(n * row), 65);
+  const std::vector<float> v = randomFloats(static_cast<size_t>(n * row), 66);
+  DeviceArray<float> dkn(k), dvn(v);
+  kvWrite(kv, layer, dkn.get(), dvn.get(), n, doff.get(), dp.get(), stream_);
+  for (int64_t t = 0; t < n; ++t) {
+    const size_t at =
+        pagedAt(layer, slots[static_cast<size_t>(t)], positions[static_cast<size_t>(t)]);
+    std::copy_n(k.begin() + t * row, row, kp.begin() + static_cast<int64_t>(at));
+    std::copy_n(v.begin() + t * row, row, vp.begin() + static_cast<int64_t>(at));
+  }
+  EXPECT_EQ(dk.read(), kp);
+  EXPECT_EQ(dv.read(), vp);
 }
 
 TEST_F(CudaKernelsTest, GatedActMatchesTheCpu) {

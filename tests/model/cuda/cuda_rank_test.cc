@@ -28,6 +28,7 @@
 #include "collectives/communicator.h"
 #include "collectives/local_group.h"
 #include "model/cuda/gpu_node.h"
+#include "model/kv_cache.h"
 #include "model/weights.h"
 #include "tests/model/reference_cases.h"
 #include "tests/support/cuda_device.h"
@@ -348,6 +349,162 @@ TEST_P(GpuBatch, SlotsAreIndependentAndGraphsReplayNewTokens) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, GpuBatch, testing::Values("f32", "q8_0", "q4_k"));
+
+// Pipeline stages of GPU ranks (model/rank_model.h forwardLayers / forwardHead): a 4-layer model
+// cut into stages [0, 1), [1, 3), [3, 4), run as a pipeline step would be (the first stage
+// embeds, each stage's rows go to the next through host memory, the first stage runs the head
+// on the rows marked `logits`), gives the whole rank's logits bit for bit: the same kernels in
+// the same order, on f32 rows copied exactly; decode steps go through CUDA graphs in both.
+class GpuStages : public testing::TestWithParam<std::string> {};
+
+TEST_P(GpuStages, StagesChainedGiveTheWholeRanksLogits) {
+  SKIP_WITHOUT_GPU();
+  tools::TestModelShape shape;
+  shape.type = tools::parseTensorType(GetParam());
+  shape.layers = 4;
+  shape.vocab = 300;
+  const std::string path = ::testing::TempDir() + "gpu_stages_" + GetParam() + ".gguf";
+  tools::writeTestModel(shape, path);
+  auto file = model::GgufFile::open(path);
+  model::ModelConfig cfg = model::readModelConfig(file->metadata());
+  model::ShardPlan plan = model::planShards(cfg, model::tensorDescs(file->metadata()), 1);
+  collectives::SoloCommunicator comm;
+  model::GpuNodeOptions o;
+  o.devices = {0};
+  auto gpu = model::GpuNode::create({&comm}, o);
+  auto whole = gpu->makeRank(0, cfg, model::loadRankWeights(*file, cfg, plan, 0, false), 2, 64);
+  const std::vector<model::StagePart> parts = {
+      {{0, 1}, true, false}, {{1, 3}, false, false}, {{3, 4}, false, true}};
+  std::vector<std::unique_ptr<model::RankModel>> stages;
+  for (const model::StagePart& part : parts) {
+    stages.push_back(
+        gpu->makeRank(0, cfg, model::loadRankWeights(*file, cfg, plan, 0, false, &part), 2, 64));
+  }
+  EXPECT_LT(stages[1]->kvBytes(), whole->kvBytes());  // a stage caches its own layers only
+  EXPECT_LT(stages[1]->deviceBytes(), whole->deviceBytes());
+  auto chained = [&](std::span<const model::BatchToken> batch) {
+    std::vector<float> hidden, next, logits;
+    stages[0]->forwardLayers(batch, nullptr, hidden);
+    for (size_t s = 1; s < stages.size(); ++s) {
+      stages[s]->forwardLayers(batch, hidden.data(), next);
+      hidden.swap(next);
+    }
+    std::vector<float> rows;  // the rows of the tokens marked `logits`, in batch order
+    const size_t dim = static_cast<size_t>(cfg.n_embd);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (batch[i].logits)
+        rows.insert(rows.end(), hidden.begin() + i * dim, hidden.begin() + (i + 1) * dim);
+    }
+    stages[0]->forwardHead(batch, rows.data(), logits);
+    return logits;
+  };
+  // A prompt of two sequences (slot 1 without logits on one row), then decode steps.
+  std::vector<std::vector<model::BatchToken>> steps = {
+      {{1, 0, 0, true}, {270, 1, 0, false}, {280, 2, 0, true}, {1, 0, 1, true}, {299, 1, 1, true}},
+      {{290, 3, 0, true}},
+      {{265, 2, 1, true}, {260, 4, 0, true}},
+      {{261, 5, 0, true}},
+      {{262, 6, 0, true}}};
+  for (size_t k = 0; k < steps.size(); ++k) {
+    std::vector<float> ref;
+    whole->forward(steps[k], ref);
+    const std::vector<float> got = chained(steps[k]);
+    ASSERT_EQ(got.size(), ref.size()) << "step " << k;
+    EXPECT_EQ(got, ref) << "step " << k << ": the stages' logits differ from the whole rank's";
+  }
+  std::vector<float> unused;
+  EXPECT_THROW(stages[1]->forward(steps[1], unused), Error);  // forward() needs the whole model
+  std::filesystem::remove(path);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, GpuStages, testing::Values("f32", "q8_0", "q4_k"));
+
+// The paged KV cache of a GPU rank (model/kv_cache.h layout, blocks of 4 positions): a sequence
+// whose block table scatters it over the cache gives the logits it gets in its slot's own
+// blocks, bit for bit; and blocks exported from one rank and imported into another at other
+// block ids (a second tier's round trip) let the second continue the sequence without its
+// prompt, with the first rank's logits.
+class GpuPaged : public testing::TestWithParam<std::string> {};
+
+TEST_P(GpuPaged, BlockTablesAndBlockExportGiveTheSlotsLogits) {
+  SKIP_WITHOUT_GPU();
+  tools::TestModelShape shape;
+  shape.type = tools::parseTensorType(GetParam());
+  shape.vocab = 300;
+  const std::string path = ::testing::TempDir() + "gpu_paged_" + GetParam() + ".gguf";
+  tools::writeTestModel(shape, path);
+  auto file = model::GgufFile::open(path);
+  model::ModelConfig cfg = model::readModelConfig(file->metadata());
+  model::ShardPlan plan = model::planShards(cfg, model::tensorDescs(file->metadata()), 1);
+  collectives::SoloCommunicator comm;
+  model::GpuNodeOptions o;
+  o.devices = {0};
+  auto gpu = model::GpuNode::create({&comm}, o);
+  // 2 slots x 64 positions in blocks of 4 (32 blocks) and 8 more.
+  auto make = [&] {
+    return gpu->makeRank(0, cfg, model::loadRankWeights(*file, cfg, plan, 0, false), 2, 64, 4, 40);
+  };
+  const std::vector<int32_t> ids = {1, 270, 280, 290, 260, 261, 262, 263, 264, 265, 266};
+  const size_t prompt = 8;  // two whole blocks
+  const std::vector<uint32_t> table = {37, 3, 20, 11, 39, 0};
+  // One call for the prompt, then one token per step (the decode graphs).
+  auto run = [&](model::RankModel& m, std::span<const uint32_t> blocks, size_t from) {
+    std::vector<float> all;
+    std::vector<model::BatchToken> batch;
+    for (size_t i = from; i < prompt; ++i) {
+      batch.push_back({ids[i], static_cast<int32_t>(i), 1, i + 1 == prompt, false, blocks});
+    }
+    std::vector<float> logits;
+    if (!batch.empty()) {
+      m.forward(batch, logits);
+      all = logits;
+    }
+    for (size_t i = prompt; i < ids.size(); ++i) {
+      std::vector<model::BatchToken> one = {
+          {ids[i], static_cast<int32_t>(i), 1, true, false, blocks}};
+      m.forward(one, logits);
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    return all;
+  };
+  auto slot = make();
+  const std::vector<float> want = run(*slot, {}, 0);
+  auto paged = make();
+  EXPECT_EQ(run(*paged, table, 0), want) << "a scattered block table changed the logits";
+  // The prompt's two blocks out of `paged` (they hold positions 0..7 before the decode steps
+  // wrote later blocks), into a fresh rank at blocks 5 and 6.
+  auto source = make();
+  {
+    std::vector<model::BatchToken> batch;
+    for (size_t i = 0; i < prompt; ++i) {
+      batch.push_back({ids[i], static_cast<int32_t>(i), 1, false, false, table});
+    }
+    std::vector<float> unused;
+    source->forward(batch, unused);
+  }
+  model::KvBlockIo* out = source->pagedKvCache();
+  ASSERT_NE(out, nullptr);
+  auto target = make();
+  model::KvBlockIo* in = target->pagedKvCache();
+  ASSERT_NE(in, nullptr);
+  const std::vector<uint32_t> moved = {5, 6, 30, 31, 32, 33};
+  std::vector<float> shard(out->blockFloats());
+  for (size_t b = 0; b < 2; ++b) {
+    out->exportBlock(table[b], shard);
+    in->importBlock(moved[b], shard);
+  }
+  const std::vector<float> tail = run(*target, moved, prompt);
+  const size_t v = static_cast<size_t>(cfg.n_vocab);
+  ASSERT_EQ(tail.size() + v, want.size());
+  EXPECT_TRUE(std::equal(tail.begin(), tail.end(), want.begin() + static_cast<int64_t>(v)))
+      << "imported blocks did not restore the prompt's attention";
+  std::vector<float> wrong(out->blockFloats() + 1);
+  EXPECT_THROW(out->exportBlock(0, wrong), Error);
+  EXPECT_THROW(out->exportBlock(40, shard), Error);
+  std::filesystem::remove(path);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, GpuPaged, testing::Values("f32", "q8_0"));
 
 // Without a device the backend reports why, and GpuNode refuses with the fix.
 TEST(GpuNodeTest, ReportsWhyThereIsNoDevice) {

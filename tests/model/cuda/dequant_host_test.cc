@@ -13,6 +13,7 @@
 #include "model/kernels/cpu/blocks.h"
 #include "model/kernels/cpu/quantize.h"
 #include "model/kernels/cuda/dequant.cuh"
+#include "model/kernels/cuda/fast_div.h"
 #include "model/kernels/cuda/q8_split.h"
 #include "model/tensor_type.h"
 
@@ -286,6 +287,29 @@ TEST(DequantHostTest, Q8SplitLayoutHoldsTheBlocks) {
               << ")";
         }
       }
+    }
+  }
+}
+
+// The KV cache's block division (fast_div.h): quotient and remainder equal n / d and n % d for
+// every divisor a cache may use (1..4096, powers of two up to 2^30, odd large ones) on the
+// smallest and largest numerators and a random sample in between.
+TEST(FastDivTest, MatchesIntegerDivision) {
+  std::vector<uint32_t> divisors;
+  for (uint32_t d = 1; d <= 4096; ++d) divisors.push_back(d);
+  for (int s = 13; s <= 30; ++s) divisors.push_back(uint32_t{1} << s);
+  for (uint32_t d : {12289u, 32767u, 65537u, 1000003u, 2147483647u}) divisors.push_back(d);
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<uint32_t> any(0, 0x7fffffffu);
+  for (uint32_t d : divisors) {
+    const FastDiv f = FastDiv::of(d);
+    std::vector<uint32_t> ns = {0, 1, d - 1, d, d + 1, 2 * d - 1, 0x7fffffffu, 0x7ffffffeu};
+    for (int i = 0; i < 200; ++i) ns.push_back(any(rng));
+    for (uint32_t n : ns) {
+      if (n > 0x7fffffffu) continue;
+      const uint32_t q = f.div(n);
+      ASSERT_EQ(q, n / d) << n << " / " << d;
+      ASSERT_EQ(f.mod(n, q), n % d) << n << " % " << d;
     }
   }
 }

@@ -95,13 +95,15 @@ TEST(ApiOptionsTest, RedisFlags) {
       parseCommandLine(static_cast<int>(std::size(argv)), const_cast<char**>(argv), o, exit_code),
       ParseResult::kRun);
   ApiOptions a = apiOptionsFrom(o);
-  // The KV tier runs with tensor parallel CPU ranks and the prefix cache; other combinations
-  // are refused, naming the flag.
+  // The KV tier runs with tensor parallel ranks (CPU or GPU) and the prefix cache; other
+  // combinations are refused, naming the flag.
   o.kv_cache_redis_url = "redis://:pw@10.0.0.5:6380/2";
   EXPECT_NO_THROW(refuseKvRedisTier(o));
+  Options on_gpu = o;
+  on_gpu.backend = Backend::kCuda;
+  EXPECT_NO_THROW(refuseKvRedisTier(on_gpu));
   for (auto change : std::vector<std::function<void(Options&)>>{
            [](Options& x) { x.pp = 2; }, [](Options& x) { x.split = SplitFlag::kAuto; },
-           [](Options& x) { x.backend = Backend::kCuda; },
            [](Options& x) { x.prefix_cache = "off"; }}) {
     Options refused = o;
     change(refused);
