@@ -16,10 +16,10 @@
 #                                 kernels.log   cuda_kernels_test (every kernel vs the CPU)
 #                                 comm.log      device_comm_test (host, p2p, nccl transports)
 #                                               and placement_test (--tp vs visible devices)
-#                                 rank.log      cuda_rank_test (tp=1/tp=2 GPU ranks vs
+#                                 rank.log      cuda_rank_test (tp=1/tp=2 GPU ranks, stages, paged KV, vs
 #                                               llama.cpp, CPU ranks, graphs on/off) and
 #                                               gpu_cluster_test (tpnode processes, GPU ranks,
-#                                               1x1 .. 2x2 layouts)
+#                                               1x1 .. 2x2 layouts, pipeline stages)
 #                                 bench.log     cuda_gemv_bench, device_allreduce_bench, tpnode
 #                                               decode on a generated ~1B Q8_0 model (tp=1 with
 #                                               and without CUDA graphs, tp=2 on GPU 0)
