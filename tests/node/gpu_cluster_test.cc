@@ -8,6 +8,7 @@
 // nodes refuses (duplicate GPUs) and every node falls back to the mesh and says so; forced
 // nccl must then fail at startup naming the flag. NCCL's bootstrap sockets stay on loopback
 // (NCCL_SOCKET_IFNAME=lo).
+// Also prefix reuse through the API on GPU ranks (GpuServingTest).
 // Skipped with "skipped: no CUDA device" where there is none.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -23,6 +24,7 @@
 #include "tests/model/reference_data.h"
 #include "tests/support/cuda_device.h"
 #include "tests/support/read_file.h"
+#include "tests/support/serving_cluster.h"
 
 namespace tpnode::node {
 namespace {
@@ -160,6 +162,47 @@ TEST(GpuClusterInterTest, ForcedNcclFailsAtStartupNamingTheFlag) {
   EXPECT_TRUE(rc1 > 0 && rc1 < 128) << rc1 << "\n" << procs[1]->log();
   EXPECT_NE(log0.find("--inter-transport nccl"), std::string::npos) << log0;
   EXPECT_NE(log0.find("--inter-transport mesh"), std::string::npos) << log0;
+}
+
+// Prefix reuse with GPU ranks (their paged KV cache): a 2-node cluster of GPU ranks serving
+// llama-tiny-f32 answers a prompt, then the same prompt again; the second answer reuses whole
+// blocks of the prompt (usage.prompt_tokens_details.cached_tokens) and gives the same greedy
+// text and token logprobs (F32 model: the same f32 rows either way, within 1e-4).
+TEST(GpuServingTest, ARepeatedPromptReusesItsPrefixOnGpuRanks) {
+  TP_SKIP_WITHOUT_CUDA_DEVICE();
+  testing_support::ServingCluster c(
+      {.model = testing_support::referenceModel("llama-tiny-f32"),
+       .nodes = 2,
+       .args = {"--backend", "cuda", "--devices", "0", "--parallel", "2", "--ctx-size", "256",
+                "--kv-block-size", "4", "--connect-timeout", "60"},
+       .tag = "gpu_prefix_serving"});
+  for (int n = 1; n >= 0; --n) c.start(n, kEnv);
+  ASSERT_TRUE(c.awaitHealth(200, 120s)) << c.node(0).log();
+  const nlohmann::json body = {
+      {"prompt", "The quick brown fox jumps over the lazy dog while the cat sleeps on the mat"},
+      {"max_tokens", 8},
+      {"temperature", 0},
+      {"ignore_eos", true},
+      {"logprobs", 1}};
+  std::vector<nlohmann::json> answers;
+  for (int i = 0; i < 2; ++i) {
+    auto r = c.complete(body, 60);
+    ASSERT_EQ(r.status, 200) << r.body;
+    answers.push_back(nlohmann::json::parse(r.body));
+  }
+  const int prompt_tokens = answers[0]["usage"]["prompt_tokens"];
+  ASSERT_GT(prompt_tokens, 8);
+  EXPECT_EQ(answers[0]["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(answers[1]["usage"]["prompt_tokens_details"]["cached_tokens"],
+            (prompt_tokens - 1) / 4 * 4);
+  EXPECT_EQ(answers[1]["choices"][0]["text"], answers[0]["choices"][0]["text"]);
+  const auto& a = answers[0]["choices"][0]["logprobs"]["token_logprobs"];
+  const auto& b = answers[1]["choices"][0]["logprobs"]["token_logprobs"];
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(a[i].get<double>(), b[i].get<double>(), 1e-4) << "token " << i;
+  }
+  c.expectCleanShutdown();
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, GpuClusterTest,
