@@ -54,10 +54,10 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
     fail(ErrorCode::kUnsupported,
          "pipeline stages (--pp) run on CPU ranks only for now; use --backend cpu");
   }
-  if (options.kv_tier && (gpu || options.stage)) {
+  if (options.kv_tier && gpu) {
     fail(ErrorCode::kUnsupported,
-         "--kv-cache-redis-url: the Redis KV tier runs on CPU ranks without pipeline stages "
-         "(--pp 1) only; use --backend cpu, or remove the flag");
+         "--kv-cache-redis-url: the Redis KV tier runs on CPU ranks only (GPU ranks keep no "
+         "paged KV cache); use --backend cpu, or remove the flag");
   }
   const model::StagePart* part = options.stage ? &*options.stage : nullptr;
   spdlog::info("[model] loading {} local rank shards (global ranks {}..{} of {}) for {} ranks", tp,
@@ -121,7 +121,8 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
             : fmt::format("{} blocks of {} positions", options.kv_blocks, options.kv_block_size),
         gpu ? "" : fmt::format(", {} threads", options.threads));
     if (options.kv_tier && rank->model->pagedKvCache() != nullptr) {
-      rank->tier = std::make_unique<RankKvTier>(*options.kv_tier, topo.globalRank(r),
+      rank->tier = std::make_unique<RankKvTier>(*options.kv_tier,
+                                                options.stage_first_rank + topo.globalRank(r),
                                                 rank->model->pagedKvCache()->blockFloats());
     }
   }
@@ -218,7 +219,7 @@ std::vector<bool> RankSet::runKvTier(std::span<const KvTierBlock> stores,
   dispatchLocked(lock);
   tier_stores_ = {};
   tier_loads_ = {};
-  // Every rank of the cluster added 1 for each block it imported.
+  // Every rank of the group added 1 for each block it imported.
   const float world = static_cast<float>(group_->topology().worldSize());
   std::vector<bool> loaded(loads.size(), false);
   for (size_t i = 0; i < loads.size() && i < sums.size(); ++i) loaded[i] = sums[i] == world;
