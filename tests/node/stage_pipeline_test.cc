@@ -599,52 +599,55 @@ TEST(PipelineWireTest, TierLoadsAreCheckedAgainstTheRound) {
 // blocks), and the steps' logits are those of the same steps without the rounds.
 TEST(StagePipelineTest, TierRoundsRunBetweenStepsInFlightOnEveryStage) {
   const ModelFile model(fourLayerLlama("f32", 11), "tier_rounds");
-  ThreadPipeline pipe(model.path, 3, 1);
-  ThreadPipeline plain(model.path, 3, 1);
   const std::vector<model::BatchToken> a = {{1, 0, 0, true}, {2, 1, 0, true}};
   const std::vector<model::BatchToken> b = {{3, 0, 1, true}};
   const std::vector<KvTierBlock> stores = {{0x11, 0}}, loads = {{0x22, 5}, {0x33, 6}};
-  std::vector<std::vector<float>> logits(2);
-  std::vector<std::vector<bool>> loaded(3);
-  std::vector<std::future<void>> done;
-  for (int n = 0; n < 3; ++n) {
-    done.push_back(std::async(std::launch::async, [&, n] {
-      StagePipeline& p = pipe.pipeline(n);
-      std::vector<float> out;
-      for (int round = 0; round < 2; ++round) {  // one that stores and loads, one that stores
-        const std::span<const KvTierBlock> l =
-            round == 0 ? std::span<const KvTierBlock>(loads) : std::span<const KvTierBlock>();
-        if (n > 0) {
-          p.run(a, out);
-          p.run(b, out);
-          const std::vector<bool> got = p.runKvTier(stores, l);
+  // 3 stages of one node; 2 stages of 2 nodes (their ranks agree across the stage's nodes, and
+  // only the first node of stage 1 reports).
+  for (const auto& [stages, per_stage] : {std::pair{3, 1}, std::pair{2, 2}}) {
+    SCOPED_TRACE(testing::Message() << stages << " stages of " << per_stage << " node(s)");
+    ThreadPipeline pipe(model.path, stages, 1, "", per_stage);
+    ThreadPipeline plain(model.path, stages, 1, "", per_stage);
+    const int nodes = stages * per_stage;
+    std::vector<std::vector<float>> logits(2);
+    std::vector<std::vector<bool>> loaded(static_cast<size_t>(nodes));
+    std::vector<std::future<void>> done;
+    for (int n = 0; n < nodes; ++n) {
+      done.push_back(std::async(std::launch::async, [&, n] {
+        StagePipeline& p = pipe.pipeline(n);
+        std::vector<float> out;
+        for (int round = 0; round < 2; ++round) {  // one that stores and loads, one that stores
+          const std::span<const KvTierBlock> l =
+              round == 0 ? std::span<const KvTierBlock>(loads) : std::span<const KvTierBlock>();
+          std::vector<bool> got;
+          if (n >= per_stage) {  // a later stage: the steps, then the round
+            p.run(a, out);
+            p.run(b, out);
+            got = p.runKvTier(stores, l);
+          } else {  // stage 0: the round between the steps begun and their finish
+            p.begin(a);
+            p.begin(b);
+            got = p.runKvTier(stores, l);
+            p.finish(out);
+            if (round == 0 && n == 0) logits[0] = out;
+            p.finish(out);
+            if (round == 0 && n == 0) logits[1] = out;
+          }
           if (round == 0) loaded[static_cast<size_t>(n)] = got;
           if (round == 1) {
-            EXPECT_TRUE(got.empty());
+            EXPECT_TRUE(got.empty()) << "node " << n;
           }
-          continue;
         }
-        p.begin(a);
-        p.begin(b);
-        const std::vector<bool> got = p.runKvTier(stores, l);
-        if (round == 0) loaded[0] = got;
-        if (round == 1) {
-          EXPECT_TRUE(got.empty());
-        }
-        p.finish(out);
-        if (round == 0) logits[0] = out;
-        p.finish(out);
-        if (round == 0) logits[1] = out;
-      }
-    }));
+      }));
+    }
+    for (auto& d : done) d.get();
+    for (int n = 0; n < nodes; ++n) {
+      EXPECT_EQ(pipe.pipeline(n).steps(), 4u);
+      EXPECT_EQ(loaded[static_cast<size_t>(n)], std::vector<bool>(loads.size(), false)) << n;
+    }
+    const std::vector<std::vector<float>> want = plain.inFlight({a, b});
+    EXPECT_EQ(logits, want);
   }
-  for (auto& d : done) d.get();
-  for (int n = 0; n < 3; ++n) {
-    EXPECT_EQ(pipe.pipeline(n).steps(), 4u);
-    EXPECT_EQ(loaded[static_cast<size_t>(n)], std::vector<bool>(loads.size(), false)) << n;
-  }
-  const std::vector<std::vector<float>> want = plain.inFlight({a, b});
-  EXPECT_EQ(logits, want);
 }
 
 // Node 0 refuses a later stage's malformed or foreign tier report (Error, not a crash), and

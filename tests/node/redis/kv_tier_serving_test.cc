@@ -335,9 +335,10 @@ TEST_F(KvTierServingTest, ARankMissingItsShardsMakesTheWholeClusterRecompute) {
 
 // Pipeline stages (--pp 2 on 2 nodes of 1 rank: global rank 0 on node 0 holds layers 0-1,
 // rank 1 on node 1 layers 2-3; each stores its own shard): a second cluster with the same split
-// loads the prefix with the same answer, also while another request's steps are in flight;
-// clusters with other stage layers or without stages never use the entries; a stage whose rank
-// misses its shards makes every stage recompute.
+// loads the prefix with the same answer, also while another request's steps are in flight, and
+// so does one whose --split auto chose those stages; clusters with other stage layers or without
+// stages never use the entries; a stage whose rank misses its shards makes every stage
+// recompute.
 TEST_F(KvTierServingTest, PipelineStagesShareTheTierWithTheSameSplitOnly) {
   RedisServer server;
   ASSERT_TRUE(server.ok()) << server.why();
@@ -388,6 +389,19 @@ TEST_F(KvTierServingTest, PipelineStagesShareTheTierWithTheSameSplitOnly) {
     expectSameAnswer(other_cold, other);
     EXPECT_EQ(busy.get().first, 200);
     EXPECT_EQ(b.metric("tpnode_kv_redis_fetch_failures_total"), 0);
+  }
+  // --split auto choosing the same stages (rank figures that make stages win, as in
+  // split_auto_serving_test; the balanced plan of 4 like layers is 0-1,2-3): its worker learns
+  // the stages from node 0 and uses the same keys, so the cluster loads the prefix.
+  {
+    Cluster s(model, 2, 1, server.url(), "pp_auto", 3600,
+              {"--split", "auto", "--split-rank-read", "1e6", "--split-rank-macs", "1e9"});
+    ASSERT_TRUE(s.awaitHealth()) << s.log();
+    auto [status, answer] = s.complete(kPrompt);
+    ASSERT_EQ(status, 200) << answer.dump();
+    EXPECT_EQ(cachedTokens(answer), reusable) << s.log();
+    expectSameAnswer(cold, answer);
+    EXPECT_EQ(s.metric("tpnode_kv_redis_blocks_fetched_total"), reusable / kBlock);
   }
   // Other stage layers, and the same nodes without stages (tensor parallel over both).
   for (const auto& [tag, args] : std::vector<std::pair<std::string, std::vector<std::string>>>{
