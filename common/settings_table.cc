@@ -380,7 +380,7 @@ constexpr Setting kTable[] = {
      kN, Type::kString, "",
      "Share KV blocks of prompt prefixes between clusters in this Redis: "
      "redis://[[user]:password@]host[:port][/db] or unix:///path (each rank stores and loads its "
-     "own shard; Redis down or slow: recompute). Tensor parallel CPU ranks only"},
+     "own shard; Redis down or slow: recompute)"},
     {"kv-cache-redis-ttl",
      "",
      "TPNODE_KV_CACHE_REDIS_TTL",

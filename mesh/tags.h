@@ -44,8 +44,9 @@ inline constexpr TagRange kCollectiveTags{"collectives/inter_node.h", 16, 0x1000
 inline constexpr TagRange kNodeControlTags{"node/mesh_setup.h", 0x100000, 5};
 // Pipeline stages (node/pipeline_wire.h): the hidden state to the next stage, and the final
 // rows from the last stage back to stage 0, a tensor read from the stage that holds it, a
-// stage's report of a step to node 0 (activation taps, expert load).
-inline constexpr TagRange kPipelineTags{"node/pipeline_wire.h", 0x100080, 4};
+// stage's report of a step to node 0 (activation taps, expert load), a stage's Redis KV tier
+// loads to node 0.
+inline constexpr TagRange kPipelineTags{"node/pipeline_wire.h", 0x100080, 5};
 // The mesh smoke test (node/mesh_mode.cc): link table rows, done, bye.
 inline constexpr TagRange kMeshModeTags{"node/mesh_mode.cc", 0x100100, 3};
 // --split auto at formation (node/split_probe.h): link bandwidth and its acknowledgement, every

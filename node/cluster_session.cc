@@ -76,6 +76,7 @@ void ClusterSession::loadRanks(const RankSetOptions& options) {
   }
   RankSetOptions staged = options;
   staged.stage = model_.stages.part(model_.topology.stage());
+  staged.stage_first_rank = model_.topology.firstRankOf(model_.topology.stage());
   ranks_ = std::make_unique<RankSet>(*model_.file, model_.config, model_.plan, group_, staged);
   mesh::Mesh* over = hooks_.meters != nullptr ? metered_.get() : mesh_.get();
   pipeline_ = std::make_unique<StagePipeline>(*over, model_.topology, *ranks_, model_.config.n_embd,
@@ -121,6 +122,11 @@ void ClusterSession::finishStep(std::vector<float>& logits, uint64_t retire, mod
          retire, pipeline_->oldestInFlight());
   }
   pipeline_->finish(logits, out);
+}
+
+std::vector<bool> ClusterSession::runKvTier(std::span<const KvTierBlock> stores,
+                                            std::span<const KvTierBlock> loads) {
+  return pipeline_ ? pipeline_->runKvTier(stores, loads) : ranks_->runKvTier(stores, loads);
 }
 
 std::vector<uint64_t> ClusterSession::expertLoad() const {

@@ -91,6 +91,12 @@ class ClusterSession {
   void beginStep(std::span<const model::BatchToken> batch,
                  std::span<const model::TapSpec> taps = {});
   void finishStep(std::vector<float>& logits, uint64_t retire = 0, model::TapSink* out = nullptr);
+  // The Redis KV tier's command (StepKind::kKvTier), on every node in command order: stores,
+  // then loads, the blocks on this node's ranks (RankSet::runKvTier; in a pipeline split every
+  // stage's, StagePipeline::runKvTier). Node 0 gets, for each of `loads`, whether every rank of
+  // the cluster imported it; a worker's result is its own (or its stage's) and may be dropped.
+  std::vector<bool> runKvTier(std::span<const KvTierBlock> stores,
+                              std::span<const KvTierBlock> loads);
   // Node 0, a mixture of experts: the token-expert pairs routed to each rank's experts
   // (RankSet::expertLoadByRank; in a pipeline every stage's ranks, stage after stage,
   // StagePipeline::expertLoad). Empty for dense models. Between steps.

@@ -299,7 +299,11 @@ void Driver::publishBlockStats() {
 }
 
 // Every rank stores, then loads, its shard of the step's tier blocks (node/rank_set.h); the
-// loads' agreed result goes back to the scheduler before the next plan.
+// loads' agreed result goes back to the scheduler before the next plan. In a pipeline split the
+// command goes out after the steps in flight and before the step planned with it, and every
+// node runs its commands in order: the stores copy blocks that committed steps wrote, before
+// the planned step may reuse them; the loads fill blocks before the step that reads them. Only
+// loads wait: for every stage's flags (node/stage_pipeline.h), so for the steps in flight.
 void Driver::runTier(const PlannedStep& step) {
   if (step.stores.empty() && step.loads.empty()) return;
   StepCommand cmd;
@@ -309,8 +313,11 @@ void Driver::runTier(const PlannedStep& step) {
   std::vector<bool> loaded;
   {
     StepWatchdog::Scope watched(*watchdog_);
+    // Every node takes part (stage 0's in its all-reduce, a later stage's first node with its
+    // flags) once it has run every command sent before.
+    if (CommandLedger* ledger = session_->ledger(); ledger != nullptr) ledger->awaitAll();
     broadcastCommand(cmd);
-    loaded = session_->ranks().runKvTier(cmd.stores, cmd.loads);
+    loaded = session_->runKvTier(cmd.stores, cmd.loads);
   }
   scheduler_->finishLoads(step, loaded);
 }
@@ -354,6 +361,7 @@ void Driver::pumpPipeline() {
   const size_t limit = static_cast<size_t>(session_->stepsInFlightLimit());
   while (in_flight_.size() < limit) {
     PlannedStep step = planStep();
+    runTier(step);  // as runStep(): before the step, also when the plan holds none
     if (step.command.seqs.empty()) break;
     beginStep(std::move(step));
   }

@@ -27,6 +27,10 @@
 //   (model/taps.h), or in a pipeline split the stage holding the layer, which sends them to
 //   node 0 (node/stage_pipeline.h); a "logits" tap asks for every prompt row (kLogitsAll).
 //   They are returned on the final event.
+// - The Redis KV tier (--kv-cache-redis-url): before the step it plans them with, node 0 sends
+//   every worker a kKvTier command with the blocks to store and to load (runTier), also in a
+//   pipeline split (after the steps in flight); only a load waits for the answer, from every
+//   rank of every stage (node/stage_pipeline.h).
 // - shutdown() stops the loop: workers receive kShutdown and exit 0.
 //
 // Parts (each in its own file): node/request_checks.h (what submit() refuses),

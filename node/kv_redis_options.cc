@@ -1,5 +1,7 @@
 #include "node/kv_redis_options.h"
 
+#include <fmt/format.h>
+
 #include "common/error.h"
 #include "node/api/api_options.h"
 
@@ -26,6 +28,13 @@ std::optional<KvTierOptions> kvTierOptionsFrom(const Options& o, const LoadedMod
   t.scope.model_identity = m.identity;
   t.scope.layout = m.topology.layout();
   t.scope.pp_stages = m.topology.stages();
+  if (m.topology.pipelined()) {  // the layers of every stage, as --pp-layers spells them
+    std::string layers;
+    for (const model::LayerRange& r : m.stages.ranges) {
+      layers += fmt::format("{}{}-{}", layers.empty() ? "" : ",", r.begin, r.end - 1);
+    }
+    t.scope.stage_layers = layers;
+  }
   t.scope.block_tokens = o.kv_block_size;
   t.scope.cache_format = gpu ? kKvTierFormatGpu : kKvTierFormat;
   t.tally = std::make_shared<KvTierTally>();  // this process's ranks, across sessions
@@ -38,9 +47,6 @@ void refuseKvRedisTier(const Options& o) {
     fail(ErrorCode::kUnsupported, "--kv-cache-redis-url: the Redis KV tier {}; remove the flag",
          why);
   };
-  if (o.pp > 1 || o.split == SplitFlag::kAuto) {
-    refuse("does not run with pipeline stages (--pp, --split pipeline/auto): use --split tensor");
-  }
   if (!o.prefixCacheOn()) refuse("stores and reuses prefix blocks: it needs --prefix-cache on");
 }
 

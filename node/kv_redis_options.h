@@ -21,19 +21,22 @@ namespace tpnode::node {
 
 std::optional<redis::KvBlockStoreOptions> kvBlockStoreOptionsFrom(const Options& options);
 
-// The scope (model identity, layout, stages, block size, the ranks' cache format: GPU ranks'
-// blocks are kept apart from CPU ranks') with the store's options.
+// The scope (model identity, layout, stages and the layers of each, block size, the ranks'
+// cache format: GPU ranks' blocks are kept apart from CPU ranks') with the store's options.
+// `model` holds the stages this node runs (under --split auto, those node 0 chose: a worker
+// that loads other stages makes its options again).
 std::optional<KvTierOptions> kvTierOptionsFrom(const Options& options, const LoadedModel& model,
                                                bool gpu);
 
 // The combinations the tier does not run, refused at startup with Error(kUnsupported) naming
-// the flags (after the URL, TTL and timeout are checked as above): pipeline stages (--pp > 1,
-// --split auto), --prefix-cache off. A no-op without the flag.
+// the flags (after the URL, TTL and timeout are checked as above): --prefix-cache off. CPU and
+// GPU ranks, pipeline stages (--pp, --split pipeline/auto) run it. A no-op without the flag.
 void refuseKvRedisTier(const Options& options);
 
 // Node 0's lookup (node/scheduler.h): EXISTS of global rank 0's keys, one round trip bounded
 // by the timeout, on a connection of its own. Every rank stores its shard of the same blocks,
-// so rank 0's keys stand for the cluster's; a rank that misses one is found at load time.
+// so rank 0's keys (stage 0's first rank in a pipeline split) stand for the cluster's; a rank
+// that misses one is found at load time.
 class RedisTierLookup final : public KvTierLookup {
  public:
   explicit RedisTierLookup(const KvTierOptions& options)

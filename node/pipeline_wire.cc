@@ -85,4 +85,27 @@ std::vector<uint64_t> decodeExpertLoad(std::span<const std::byte> bytes, uint64_
   return pairs;
 }
 
+void encodeTierLoads(uint64_t round, const std::vector<bool>& loaded, std::vector<std::byte>& out) {
+  std::vector<float> flags(loaded.size());
+  for (size_t i = 0; i < loaded.size(); ++i) flags[i] = loaded[i] ? 1.0f : 0.0f;
+  const HiddenHeader h{
+      HiddenKind::kTierLoads, round, 0, 1, static_cast<uint32_t>(loaded.size()), 1};
+  encodeHidden(h, flags.data(), out);
+}
+
+std::vector<bool> decodeTierLoads(std::span<const std::byte> bytes, uint64_t round,
+                                  uint32_t loads) {
+  std::vector<float> flags;
+  decodeHidden(bytes, HiddenHeader{HiddenKind::kTierLoads, round, 0, 1, loads, 1}, flags);
+  std::vector<bool> loaded(flags.size());
+  for (size_t i = 0; i < flags.size(); ++i) {
+    if (flags[i] != 0.0f && flags[i] != 1.0f) {
+      fail(ErrorCode::kInvalidData, "pipeline message: tier load flag {} is {}, expected 0 or 1", i,
+           flags[i]);
+    }
+    loaded[i] = flags[i] == 1.0f;
+  }
+  return loaded;
+}
+
 }  // namespace tpnode::node

@@ -7,15 +7,20 @@
 // token-expert pairs routed to its experts since it loaded, u64; rows = ranks, cols = 2 words,
 // encodeExpertLoad()). A stage whose step fails
 // sends kAbort (no rows) where its output would have gone, so that the stages after it, and
-// stage 0, stop waiting at once. Defined once here and in docs/wire-protocol.md ("Pipeline
-// stages").
+// stage 0, stop waiting at once. The Redis KV tier (node/kv_tier_rank.h): after a kKvTier
+// command that loads blocks, the first node of every later stage sends node 0 its stage's
+// result on kTagPipelineTier (kTierLoads: step = the session's KV tier round, from 1; rows =
+// the command's loads, cols = 1; per load f32 1 when every rank of the stage imported the
+// block, else 0; encodeTierLoads()); a stage whose tier round fails sends kAbort there.
+// Defined once here and in docs/wire-protocol.md ("Pipeline stages").
 //
 // Layout (little-endian, field by field; 32-byte header, then rows x cols f32):
 //   0 u32 magic 0x53485054 ("TPHS")   4 u16 version (1)     6 u16 kind (1 forward, 2 return,
 //                                                                     3 abort, 4 taps,
-//                                                                     5 experts)
-//   8 u64 step (the session's step number, from 1)         16 u32 micro-batch index
-//  20 u32 micro-batch count          24 u32 rows            28 u32 cols (n_embd)
+//                                                                     5 experts, 6 tier loads)
+//   8 u64 step (the session's step number, from 1; kTierLoads: its tier round)
+//  16 u32 micro-batch index          20 u32 micro-batch count
+//  24 u32 rows                       28 u32 cols (n_embd)
 //  32 rows * cols f32
 //
 // Received bytes are hostile: decodeHidden() checks every header field against what the
@@ -38,12 +43,20 @@ inline constexpr uint32_t kTagPipelineReturn = mesh::kPipelineTags.at(1);   // l
 inline constexpr uint32_t kTagPipelineTensor =
     mesh::kPipelineTags.at(2);  // node/stage_tensor_read.h
 inline constexpr uint32_t kTagPipelineReport = mesh::kPipelineTags.at(3);  // stage -> node 0
+inline constexpr uint32_t kTagPipelineTier = mesh::kPipelineTags.at(4);    // stage -> node 0
 
 inline constexpr uint32_t kHiddenMagic = 0x53485054;
 inline constexpr uint16_t kHiddenVersion = 1;
 inline constexpr size_t kHiddenHeaderBytes = 32;
 
-enum class HiddenKind : uint16_t { kForward = 1, kReturn = 2, kAbort = 3, kTaps = 4, kExperts = 5 };
+enum class HiddenKind : uint16_t {
+  kForward = 1,
+  kReturn = 2,
+  kAbort = 3,
+  kTaps = 4,
+  kExperts = 5,
+  kTierLoads = 6,
+};
 
 struct HiddenHeader {
   HiddenKind kind = HiddenKind::kForward;
@@ -68,5 +81,10 @@ void decodeHidden(std::span<const std::byte> bytes, const HiddenHeader& expected
 void encodeExpertLoad(uint64_t step, std::span<const uint64_t> pairs, std::vector<std::byte>& out);
 std::vector<uint64_t> decodeExpertLoad(std::span<const std::byte> bytes, uint64_t step,
                                        uint32_t ranks);
+
+// kTierLoads: a stage's result of tier round `round` (one flag per load), and back; the decoder
+// checks the header as decodeHidden() does (`loads` rows) and that every flag is 0 or 1.
+void encodeTierLoads(uint64_t round, const std::vector<bool>& loaded, std::vector<std::byte>& out);
+std::vector<bool> decodeTierLoads(std::span<const std::byte> bytes, uint64_t round, uint32_t loads);
 
 }  // namespace tpnode::node

@@ -50,11 +50,6 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
          "--backend cpu",
          config.arch, config.n_expert);
   }
-  if (options.kv_tier && options.stage) {
-    fail(ErrorCode::kUnsupported,
-         "--kv-cache-redis-url: the Redis KV tier runs without pipeline stages (--pp 1) only; "
-         "remove the flag or the stages");
-  }
   const model::StagePart* part = options.stage ? &*options.stage : nullptr;
   spdlog::info("[model] loading {} local rank shards (global ranks {}..{} of {}) for {} ranks", tp,
                topo.firstRank(), topo.globalRank(tp - 1), plan.tp, gpu ? "GPU" : "CPU");
@@ -117,7 +112,8 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
         fmt::format("{} blocks of {} positions", options.kv_blocks, options.kv_block_size),
         gpu ? "" : fmt::format(", {} threads", options.threads));
     if (options.kv_tier && rank->model->pagedKvCache() != nullptr) {
-      rank->tier = std::make_unique<RankKvTier>(*options.kv_tier, topo.globalRank(r),
+      rank->tier = std::make_unique<RankKvTier>(*options.kv_tier,
+                                                options.stage_first_rank + topo.globalRank(r),
                                                 rank->model->pagedKvCache()->blockFloats());
     }
   }
@@ -214,7 +210,7 @@ std::vector<bool> RankSet::runKvTier(std::span<const KvTierBlock> stores,
   dispatchLocked(lock);
   tier_stores_ = {};
   tier_loads_ = {};
-  // Every rank of the cluster added 1 for each block it imported.
+  // Every rank of the group added 1 for each block it imported.
   const float world = static_cast<float>(group_->topology().worldSize());
   std::vector<bool> loaded(loads.size(), false);
   for (size_t i = 0; i < loads.size() && i < sums.size(); ++i) loaded[i] = sums[i] == world;

@@ -25,12 +25,14 @@
 //   rank its slice and a chunk buffer. A replicated tensor passes through: local rank 0's
 //   copy, no collective (the caller reads it between steps, on its own thread; the weights are
 //   immutable).
-// - The Redis KV tier (options.kv_tier, CPU ranks; node/kv_tier_rank.h): runKvTier() is a
-//   collective like a step: every rank of every node calls it with the same blocks between the
-//   same steps. Each rank stores, then loads, its shard; then all ranks all-reduce the loads'
-//   results, so every node gets the same answer: a block counts as loaded only if every rank
-//   of the cluster imported it. A node without the tier (or ranks without a paged cache)
-//   takes part and answers "not loaded".
+// - The Redis KV tier (options.kv_tier; node/kv_tier_rank.h): runKvTier() is a
+//   collective like a step: every rank of the group (every node; a pipeline stage's nodes)
+//   calls it with the same blocks between the same steps. Each rank stores, then loads, its
+//   shard under its global rank (options.stage_first_rank + its rank in the group); then the
+//   group's ranks all-reduce the loads' results, so each of its nodes gets the same answer: a
+//   block counts as loaded only if every rank of the group imported it (StagePipeline combines
+//   the stages' answers). A node without the tier (or ranks without a paged cache) takes part
+//   and answers "not loaded".
 #pragma once
 
 #include <condition_variable>
@@ -74,7 +76,10 @@ struct RankSetOptions {
   size_t read_chunk_bytes = size_t{64} << 20;
   // A pipeline stage's part of the model (CPU or GPU ranks); unset: the whole model.
   std::optional<model::StagePart> stage;
-  // The Redis KV tier (--kv-cache-redis-url); unset: none. CPU ranks without stages only.
+  // A pipeline stage: the cluster's global rank of the stage's first rank (the group numbers
+  // the stage's ranks from 0); names the KV tier's keys and counters. 0 without stages.
+  int stage_first_rank = 0;
+  // The Redis KV tier (--kv-cache-redis-url); unset: none.
   std::optional<KvTierOptions> kv_tier;
 };
 
@@ -106,7 +111,8 @@ class RankSet {
   // call it before asking the other nodes to take part.
   std::string readRefusal(const model::TensorShard& shard) const;
 
-  // The Redis KV tier (see the contract): for each of `loads`, whether every rank imported it.
+  // The Redis KV tier (see the contract): for each of `loads`, whether every rank of the group
+  // imported it.
   std::vector<bool> runKvTier(std::span<const KvTierBlock> stores,
                               std::span<const KvTierBlock> loads);
 

@@ -137,6 +137,42 @@ void StagePipeline::finish(std::vector<float>& logits, model::TapSink* out) {
   }
 }
 
+std::vector<bool> StagePipeline::runKvTier(std::span<const KvTierBlock> stores,
+                                           std::span<const KvTierBlock> loads) {
+  const uint64_t round = ++tier_round_;
+  const int stage = topology_.stage();
+  const bool reports =
+      stage > 0 && !loads.empty() && topology_.nodeId() == topology_.firstNodeOf(stage);
+  std::vector<bool> loaded;
+  try {
+    loaded = ranks_.runKvTier(stores, loads);  // this stage's ranks agree
+  } catch (const Error&) {
+    // Node 0 waits for this stage's flags: an abort fails the round there at once.
+    try {
+      if (reports && mesh_.peerAlive(0)) {
+        send(0, kTagPipelineTier, HiddenHeader{HiddenKind::kAbort, round, 0, 1, 0, 0}, nullptr);
+      }
+    } catch (const Error&) {
+      // Node 0 is gone as well: nothing waits for this message.
+    }
+    throw;
+  }
+  if (reports) {
+    encodeTierLoads(round, loaded, bytes_);
+    mesh_.send(0, kTagPipelineTier, bytes_);
+  }
+  if (topology_.nodeId() != 0 || loads.empty()) return loaded;
+  const uint32_t n = static_cast<uint32_t>(loads.size());
+  for (int s = 1; s < topology_.stages(); ++s) {
+    // Exactly the expected size: a longer message is refused by the mesh, a shorter one here.
+    bytes_.resize(hiddenMessageBytes(n, 1));
+    const size_t got = mesh_.recv(topology_.firstNodeOf(s), kTagPipelineTier, bytes_);
+    const std::vector<bool> theirs = decodeTierLoads(std::span(bytes_.data(), got), round, n);
+    for (size_t i = 0; i < loaded.size(); ++i) loaded[i] = loaded[i] && theirs[i];
+  }
+  return loaded;
+}
+
 void StagePipeline::sendAbort(uint64_t step) noexcept {
   const int stage = topology_.stage();
   const bool last = stage == topology_.stages() - 1;

@@ -20,6 +20,15 @@
 // token-expert pairs to node 0 after each step (kExperts, after the taps); expertLoad() on
 // node 0 gives every stage's ranks, stage after stage.
 //
+// The Redis KV tier (node/kv_tier_rank.h): every node runs runKvTier() for every kKvTier
+// command, in command order among its steps; each stage's ranks agree inside the stage
+// (RankSet::runKvTier). When the command loads blocks, the first node of every later stage
+// sends its stage's flags to node 0 (kTierLoads on kTagPipelineTier, after the steps it ran
+// before the command), and node 0 ANDs them with stage 0's: a block counts as loaded only if
+// every rank of every stage imported it. A command that only stores sends nothing and waits for
+// nobody. The other nodes do not learn node 0's result: a block it counts as not loaded is
+// prefilled again by every stage in a later step, overwriting what was imported.
+//
 // Steps in flight (keeping the pipeline full): on stage 0 a step is two calls, begin() (its
 // layers, the forward messages) and finish() (the last stage's rows, the head, the logits), so
 // that node 0 can begin the steps of other sequences while the later stages still run earlier
@@ -88,6 +97,13 @@ class StagePipeline {
   // them; a later stage's as of the last step finished. Empty for dense models. Between steps.
   std::vector<uint64_t> expertLoad() const;
 
+  // The Redis KV tier's command (see above): stores, then loads, the named blocks on this
+  // node's ranks. Node 0: for each of `loads`, whether every rank of every stage imported it;
+  // another node: whether every rank of its stage did. Error(kInvalidData) on node 0 for a
+  // malformed or foreign stage report, Error(kPeerLost) for a stage that failed the round.
+  std::vector<bool> runKvTier(std::span<const KvTierBlock> stores,
+                              std::span<const KvTierBlock> loads);
+
   uint64_t steps() const { return step_; }
   // Micro-batches of a step of `tokens` tokens: one per kMinMicroBatchTokens, at most one per
   // stage, at least one. Small decode steps stay whole (each micro-batch reads the stage's
@@ -124,6 +140,7 @@ class StagePipeline {
   const uint32_t stage_ranks_;                     // ranks of a stage (the load's entries)
   std::vector<std::vector<uint64_t>> stage_load_;  // node 0: each later stage's last report
   uint64_t step_ = 0;
+  uint64_t tier_round_ = 0;  // runKvTier() calls this session (every node counts them alike)
   uint64_t overlapped_ = 0;
   std::deque<InFlight> flight_;  // stage 0: begun, not finished, oldest first
   std::vector<float> hidden_in_, hidden_out_, rows_;

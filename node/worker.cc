@@ -98,7 +98,7 @@ Outcome serve(ClusterSession& session, const Options& o, const LoadedModel& m) {
     }
     if (cmd.kind == StepKind::kKvTier) {  // the Redis KV tier: store, load, agree
       session.progress().noteBegun();
-      ranks.runKvTier(cmd.stores, cmd.loads);
+      session.runKvTier(cmd.stores, cmd.loads);
       continue;
     }
     if (cmd.kind == StepKind::kReadTensor) {

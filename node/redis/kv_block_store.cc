@@ -41,8 +41,10 @@ uint64_t fnv1a64(std::span<const uint8_t> bytes) {
 }  // namespace
 
 std::string KvBlockScope::canonical() const {
-  return fmt::format("model={};layout={};pp={};block={};format={}", model_identity, layout.text(),
-                     pp_stages, block_tokens, cache_format);
+  // No layers field without stages.
+  const std::string layers = stage_layers.empty() ? "" : ";layers=" + stage_layers;
+  return fmt::format("model={};layout={};pp={}{};block={};format={}", model_identity, layout.text(),
+                     pp_stages, layers, block_tokens, cache_format);
 }
 
 std::string scopeDigestHex(const KvBlockScope& scope) {

@@ -5,8 +5,9 @@
 //
 // Keys (kvBlockKey): "tpnode:kv:1:<scope>:r<rank>:<block hash>", where <scope> is 16 hex digits
 // of the SHA-256 of everything that decides a shard's bytes (KvBlockScope: the model identity,
-// the layout, the pipeline stages, tokens per block, the cache format) and the block hash is
-// 16 hex digits. A cluster with another model, layout or block format computes other keys and
+// the layout, the pipeline stages and the layers of each, tokens per block, the cache format),
+// <rank> is the global rank (unique across pipeline stages) and the block hash is 16 hex
+// digits. A cluster with another model, layout, split or block format computes other keys and
 // never reads these entries.
 //
 // Value (defined here and in docs/cluster.md, "KV blocks in Redis"): a 48-byte header, then the
@@ -51,10 +52,14 @@ struct KvBlockScope {
   std::string model_identity;  // model::modelIdentity(file)
   collectives::Layout layout;  // ranks of every node (--tp / --tp-layout)
   int pp_stages = 1;           // --pp
-  int block_tokens = 0;        // tokens per block
-  std::string cache_format;    // e.g. "f16": the element type and order of the stored bytes
+  // The layers of every pipeline stage, first-last as --pp-layers spells them ("0-11,12-23");
+  // empty without stages.
+  std::string stage_layers;
+  int block_tokens = 0;      // tokens per block
+  std::string cache_format;  // e.g. "f16": the element type and order of the stored bytes
 
-  // "model=...;layout=2,2;pp=1;block=16;format=f16": the text the scope digest hashes.
+  // "model=...;layout=2,2;pp=1;block=16;format=f16": the text the scope digest hashes; with
+  // stage layers "...;pp=2;layers=0-11,12-23;block=...".
   std::string canonical() const;
 };
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <future>
 #include <optional>
@@ -161,6 +162,8 @@ class ThreadPipeline {
 
   const model::StagePlan& stages() const { return stages_; }
   collectives::testing::FakeNetwork& network() { return *net_; }
+  StagePipeline& pipeline(int node) { return *nodes_.at(static_cast<size_t>(node)).pipeline; }
+  mesh::Mesh& mesh(int node) { return *nodes_.at(static_cast<size_t>(node)).mesh; }
 
  private:
   struct Node {
@@ -536,6 +539,163 @@ TEST(PipelineWireTest, EveryFieldIsChecked) {
   bytes = whole;
   bytes[4] = std::byte{9};
   expectRefused(h, "version");
+}
+
+TEST(PipelineWireTest, TierLoadsAreCheckedAgainstTheRound) {
+  const std::vector<bool> loaded = {true, false, true, true};
+  std::vector<std::byte> bytes;
+  encodeTierLoads(3, loaded, bytes);
+  ASSERT_EQ(bytes.size(), hiddenMessageBytes(4, 1));
+  EXPECT_EQ(decodeTierLoads(bytes, 3, 4), loaded);
+  auto expectRefused = [&](uint64_t round, uint32_t loads, const char* what) {
+    try {
+      decodeTierLoads(bytes, round, loads);
+      ADD_FAILURE() << what << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidData) << e.what();
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  expectRefused(4, 4, "step is 3, expected 4");  // another round's report
+  expectRefused(3, 5, "rows is 4, expected 5");  // another count of loads
+  const std::vector<std::byte> whole = bytes;
+  bytes.resize(bytes.size() - 1);
+  expectRefused(3, 4, "size");
+  bytes.resize(12);
+  expectRefused(3, 4, "header");
+  bytes = whole;
+  bytes.push_back(std::byte{0});
+  expectRefused(3, 4, "size");
+  // A flag that is neither 0 nor 1 (here 0.5, then NaN).
+  bytes = whole;
+  for (const float bad : {0.5f, std::nanf("")}) {
+    std::memcpy(bytes.data() + kHiddenHeaderBytes + 4, &bad, 4);
+    expectRefused(3, 4, "flag 1");
+  }
+  // Another kind on the tag (a step's taps), and a report of 2 columns.
+  std::vector<float> rows(4);
+  encodeHidden(HiddenHeader{HiddenKind::kTaps, 3, 0, 1, 4, 1}, rows.data(), bytes);
+  expectRefused(3, 4, "kind");
+  rows.resize(8);
+  encodeHidden(HiddenHeader{HiddenKind::kTierLoads, 3, 0, 1, 4, 2}, rows.data(), bytes);
+  expectRefused(3, 4, "cols");
+  // No loads: a header alone.
+  encodeTierLoads(9, {}, bytes);
+  EXPECT_TRUE(decodeTierLoads(bytes, 9, 0).empty());
+  // A stage that failed the round.
+  encodeHidden(HiddenHeader{HiddenKind::kAbort, 3, 0, 1, 0, 0}, nullptr, bytes);
+  try {
+    decodeTierLoads(bytes, 3, 4);
+    ADD_FAILURE() << "an abort accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kPeerLost) << e.what();
+  }
+}
+
+// The KV tier's rounds between steps in flight, as the driver and the workers run them: stage 0
+// begins two steps, runs a round that stores and loads, then finishes the steps; the later
+// stages run the steps, then the round, and their first node reports to node 0. Ranks without a
+// tier import nothing, so every block comes back "not loaded" (tests/node/redis load real
+// blocks), and the steps' logits are those of the same steps without the rounds.
+TEST(StagePipelineTest, TierRoundsRunBetweenStepsInFlightOnEveryStage) {
+  const ModelFile model(fourLayerLlama("f32", 11), "tier_rounds");
+  const std::vector<model::BatchToken> a = {{1, 0, 0, true}, {2, 1, 0, true}};
+  const std::vector<model::BatchToken> b = {{3, 0, 1, true}};
+  const std::vector<KvTierBlock> stores = {{0x11, 0}}, loads = {{0x22, 5}, {0x33, 6}};
+  // 3 stages of one node; 2 stages of 2 nodes (their ranks agree across the stage's nodes, and
+  // only the first node of stage 1 reports).
+  for (const auto& [stages, per_stage] : {std::pair{3, 1}, std::pair{2, 2}}) {
+    SCOPED_TRACE(testing::Message() << stages << " stages of " << per_stage << " node(s)");
+    ThreadPipeline pipe(model.path, stages, 1, "", per_stage);
+    ThreadPipeline plain(model.path, stages, 1, "", per_stage);
+    const int nodes = stages * per_stage;
+    std::vector<std::vector<float>> logits(2);
+    std::vector<std::vector<bool>> loaded(static_cast<size_t>(nodes));
+    std::vector<std::future<void>> done;
+    for (int n = 0; n < nodes; ++n) {
+      done.push_back(std::async(std::launch::async, [&, n] {
+        StagePipeline& p = pipe.pipeline(n);
+        std::vector<float> out;
+        for (int round = 0; round < 2; ++round) {  // one that stores and loads, one that stores
+          const std::span<const KvTierBlock> l =
+              round == 0 ? std::span<const KvTierBlock>(loads) : std::span<const KvTierBlock>();
+          std::vector<bool> got;
+          if (n >= per_stage) {  // a later stage: the steps, then the round
+            p.run(a, out);
+            p.run(b, out);
+            got = p.runKvTier(stores, l);
+          } else {  // stage 0: the round between the steps begun and their finish
+            p.begin(a);
+            p.begin(b);
+            got = p.runKvTier(stores, l);
+            p.finish(out);
+            if (round == 0 && n == 0) logits[0] = out;
+            p.finish(out);
+            if (round == 0 && n == 0) logits[1] = out;
+          }
+          if (round == 0) loaded[static_cast<size_t>(n)] = got;
+          if (round == 1) {
+            EXPECT_TRUE(got.empty()) << "node " << n;
+          }
+        }
+      }));
+    }
+    for (auto& d : done) d.get();
+    for (int n = 0; n < nodes; ++n) {
+      EXPECT_EQ(pipe.pipeline(n).steps(), 4u);
+      EXPECT_EQ(loaded[static_cast<size_t>(n)], std::vector<bool>(loads.size(), false)) << n;
+    }
+    const std::vector<std::vector<float>> want = plain.inFlight({a, b});
+    EXPECT_EQ(logits, want);
+  }
+}
+
+// Node 0 refuses a later stage's malformed or foreign tier report (Error, not a crash), and
+// fails the round at once when the stage aborts it.
+TEST(StagePipelineTest, NodeZeroChecksEveryTierReport) {
+  const ModelFile model(fourLayerLlama("f32", 12), "tier_reports");
+  ThreadPipeline pipe(model.path, 2, 1);
+  const std::vector<KvTierBlock> loads = {{0x22, 1}, {0x33, 2}, {0x44, 3}};
+  StagePipeline& node0 = pipe.pipeline(0);
+  mesh::Mesh& stage1 = pipe.mesh(1);
+  std::vector<std::byte> bytes;
+  // Round 1: a well-formed report (stage 0's ranks import nothing, so nothing is loaded).
+  encodeTierLoads(1, {true, true, false}, bytes);
+  stage1.send(0, kTagPipelineTier, bytes);
+  EXPECT_EQ(node0.runKvTier({}, loads), std::vector<bool>(3, false));
+  struct Bad {
+    std::vector<std::byte> bytes;
+    ErrorCode code;
+    const char* what;
+  };
+  std::vector<Bad> bad;
+  encodeTierLoads(1, {true, true, true}, bytes);  // round 2 expects 2
+  bad.push_back({bytes, ErrorCode::kInvalidData, "step is 1, expected 2"});
+  encodeTierLoads(3, {true, true}, bytes);
+  bad.push_back({bytes, ErrorCode::kInvalidData, "rows"});
+  encodeTierLoads(4, {true, true, true}, bytes);
+  bytes.resize(bytes.size() - 2);
+  bad.push_back({bytes, ErrorCode::kInvalidData, "size"});
+  encodeTierLoads(5, {true, true, true, true}, bytes);  // longer than the receive
+  bad.push_back({bytes, ErrorCode::kInvalidData, ""});
+  encodeTierLoads(6, {true, true, true}, bytes);
+  const float two = 2.0f;
+  std::memcpy(bytes.data() + kHiddenHeaderBytes + 8, &two, 4);
+  bad.push_back({bytes, ErrorCode::kInvalidData, "flag 2"});
+  encodeHidden(HiddenHeader{HiddenKind::kAbort, 7, 0, 1, 0, 0}, nullptr, bytes);
+  bad.push_back({bytes, ErrorCode::kPeerLost, "failed"});
+  for (const Bad& b : bad) {
+    stage1.send(0, kTagPipelineTier, b.bytes);
+    try {
+      node0.runKvTier({}, loads);
+      ADD_FAILURE() << b.what << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), b.code) << e.what();
+      EXPECT_NE(std::string(e.what()).find(b.what), std::string::npos) << e.what();
+    }
+  }
+  // A round that only stores waits for no report.
+  EXPECT_TRUE(node0.runKvTier(std::vector<KvTierBlock>{{0x55, 4}}, {}).empty());
 }
 
 // A stage that dies: the other nodes' step throws Error(kPeerLost) instead of waiting.

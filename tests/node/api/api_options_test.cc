@@ -95,16 +95,24 @@ TEST(ApiOptionsTest, RedisFlags) {
       parseCommandLine(static_cast<int>(std::size(argv)), const_cast<char**>(argv), o, exit_code),
       ParseResult::kRun);
   ApiOptions a = apiOptionsFrom(o);
-  // The KV tier runs with tensor parallel ranks (CPU or GPU) and the prefix cache; other
-  // combinations are refused, naming the flag.
+  // The KV tier runs with CPU or GPU ranks (tensor parallel, pipeline stages, both) and the
+  // prefix cache; --prefix-cache off is refused, naming the flag.
   o.kv_cache_redis_url = "redis://:pw@10.0.0.5:6380/2";
   EXPECT_NO_THROW(refuseKvRedisTier(o));
-  Options on_gpu = o;
-  on_gpu.backend = Backend::kCuda;
-  EXPECT_NO_THROW(refuseKvRedisTier(on_gpu));
   for (auto change : std::vector<std::function<void(Options&)>>{
            [](Options& x) { x.pp = 2; }, [](Options& x) { x.split = SplitFlag::kAuto; },
-           [](Options& x) { x.prefix_cache = "off"; }}) {
+           [](Options& x) { x.split = SplitFlag::kPipeline; },
+           [](Options& x) { x.backend = Backend::kCuda; },
+           [](Options& x) {
+             x.backend = Backend::kCuda;
+             x.pp = 2;
+           }}) {
+    Options accepted = o;
+    change(accepted);
+    EXPECT_NO_THROW(refuseKvRedisTier(accepted));
+  }
+  for (auto change :
+       std::vector<std::function<void(Options&)>>{[](Options& x) { x.prefix_cache = "off"; }}) {
     Options refused = o;
     change(refused);
     try {
@@ -116,17 +124,21 @@ TEST(ApiOptionsTest, RedisFlags) {
     }
   }
   {
-    const char* kv_argv[] = {
-        "tpnode",  "--kv-cache-redis-url",   "redis://127.0.0.1:6379", "--pp", "2",
-        "--peers", "127.0.0.1:1,127.0.0.1:2"};
+    const char* kv_argv[] = {"tpnode", "--kv-cache-redis-url", "redis://127.0.0.1:6379",
+                             "--prefix-cache", "off"};
     Options refused;
     int code = 0;
-    EXPECT_EQ(parseCommandLine(7, const_cast<char**>(kv_argv), refused, code),
+    EXPECT_EQ(parseCommandLine(5, const_cast<char**>(kv_argv), refused, code),
               ParseResult::kExitError);
     EXPECT_EQ(code, 2);
     const char* ok_argv[] = {"tpnode", "--kv-cache-redis-url", "redis://127.0.0.1:6379"};
     Options accepted;
     EXPECT_EQ(parseCommandLine(3, const_cast<char**>(ok_argv), accepted, code), ParseResult::kRun);
+    const char* pp_argv[] = {
+        "tpnode",  "--kv-cache-redis-url",   "redis://127.0.0.1:6379", "--pp", "2",
+        "--peers", "127.0.0.1:1,127.0.0.1:2"};
+    Options staged;
+    EXPECT_EQ(parseCommandLine(7, const_cast<char**>(pp_argv), staged, code), ParseResult::kRun);
   }
   ASSERT_TRUE(a.responses_redis);
   EXPECT_TRUE(a.responses_redis->unix_socket);

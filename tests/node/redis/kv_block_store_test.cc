@@ -42,12 +42,24 @@ TEST(KvBlockKeyTest, KeysSeparateEveryPartOfTheScope) {
   EXPECT_NE(kvBlockKey(scope(), 1, 0xabcdee), base);
   for (auto change : std::vector<std::function<void(KvBlockScope&)>>{
            [](KvBlockScope& s) { s.model_identity += "x"; },
-           [](KvBlockScope& s) { s.pp_stages = 2; }, [](KvBlockScope& s) { s.block_tokens = 32; },
+           [](KvBlockScope& s) { s.pp_stages = 2; },
+           [](KvBlockScope& s) { s.stage_layers = "0-11,12-23"; },
+           [](KvBlockScope& s) { s.block_tokens = 32; },
            [](KvBlockScope& s) { s.cache_format = "f32"; }}) {
     KvBlockScope s = scope();
     change(s);
     EXPECT_NE(kvBlockKey(s, 1, 0xabcdef), base) << s.canonical();
   }
+  // Other layers of the stages, and a scope without stages names none.
+  KvBlockScope staged = scope();
+  staged.pp_stages = 2;
+  staged.stage_layers = "0-11,12-23";
+  KvBlockScope moved = staged;
+  moved.stage_layers = "0-10,11-23";
+  EXPECT_NE(kvBlockKey(staged, 1, 0xabcdef), kvBlockKey(moved, 1, 0xabcdef));
+  EXPECT_NE(staged.canonical().find(";layers=0-11,12-23;"), std::string::npos)
+      << staged.canonical();
+  EXPECT_EQ(scope().canonical().find("layers"), std::string::npos) << scope().canonical();
 }
 
 TEST(KvBlockKeyTest, ValuesAreCheckedAgainstTheirKey) {

@@ -6,13 +6,15 @@
 // tokens and logprobs; Redis killed mid-run turns into recomputation with every request
 // answered; entries expire after --kv-cache-redis-ttl; a cluster with another layout or
 // another model never uses the entries; a rank that misses its shards makes every rank
-// recompute those blocks.
+// recompute those blocks. The same under pipeline stages (--pp 2): every stage's rank stores and
+// loads its own shard, and only a cluster with the same stage layers uses the entries.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -38,36 +40,38 @@ constexpr int kBlock = 4;
 // gets SIGTERM when it goes out of scope (tests/support/serving_cluster.h).
 class Cluster {
  public:
+  // `extra`: more arguments for every node (the split).
   Cluster(const std::string& model, int nodes, int tp, const std::string& redis_url,
-          const std::string& tag, int ttl_s = 3600)
+          const std::string& tag, int ttl_s = 3600, const std::vector<std::string>& extra = {})
       : c_({.model = model,
             .nodes = nodes,
-            .args = {"--liveness-timeout",
-                     "2",
-                     "--connect-timeout",
-                     "60",
-                     "--parallel",
-                     "2",
-                     "--ctx-size",
-                     "256",
-                     "--kv-block-size",
-                     std::to_string(kBlock),
-                     "--tp",
-                     std::to_string(tp),
-                     "--threads",
-                     "1",
-                     "--redis-timeout",
-                     "0.5",
-                     "--kv-cache-redis-url",
-                     redis_url,
-                     "--kv-cache-redis-ttl",
-                     std::to_string(ttl_s)},
+            .args = withExtra({"--liveness-timeout",
+                               "2",
+                               "--connect-timeout",
+                               "60",
+                               "--parallel",
+                               "2",
+                               "--ctx-size",
+                               "256",
+                               "--kv-block-size",
+                               std::to_string(kBlock),
+                               "--tp",
+                               std::to_string(tp),
+                               "--threads",
+                               "1",
+                               "--redis-timeout",
+                               "0.5",
+                               "--kv-cache-redis-url",
+                               redis_url,
+                               "--kv-cache-redis-ttl",
+                               std::to_string(ttl_s)},
+                              extra),
             .tag = "kv_tier_" + tag}) {
     c_.startAll();
   }
 
   bool awaitHealth() { return c_.awaitHealth(200, 90s); }
-  std::string log() { return c_.node(0).log(); }
+  std::string log() { return c_.logs(); }
 
   // A greedy completion; status and parsed body.
   std::pair<int, nlohmann::json> complete(const std::string& prompt) {
@@ -98,6 +102,12 @@ class Cluster {
   nlohmann::json props() { return nlohmann::json::parse(c_.get("/props", 5).body); }
 
  private:
+  static std::vector<std::string> withExtra(std::vector<std::string> args,
+                                            const std::vector<std::string>& extra) {
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+
   testing_support::ServingCluster c_;
 };
 
@@ -105,6 +115,11 @@ class Cluster {
 const std::string kPrompt =
     "a b ab ba b a ab ab ba a b b a ba ab a b ab ba b a ab ba ab a b b a ab ba a b ab a ba b ab "
     "a b ba ab ab b a";
+
+// Another prompt of about the same length, with no block in common with kPrompt.
+const std::string kOtherPrompt =
+    "ab ab b a ba ba a b ab b a ab ba a b ab a b ba ab b a ab ba b a ab a b ab ba a b a ab b ba "
+    "a b ab a b ba";
 
 int cachedTokens(const nlohmann::json& answer) {
   return answer["usage"]["prompt_tokens_details"]["cached_tokens"];
@@ -316,6 +331,104 @@ TEST_F(KvTierServingTest, ARankMissingItsShardsMakesTheWholeClusterRecompute) {
   EXPECT_EQ(b.metric("tpnode_kv_redis_blocks_fetched_total"), 0);
   const int asked = (cold["usage"]["prompt_tokens"].get<int>() - 1) / kBlock;
   EXPECT_EQ(b.metric("tpnode_kv_redis_fetch_failures_total"), asked);
+}
+
+// Pipeline stages (--pp 2 on 2 nodes of 1 rank: global rank 0 on node 0 holds layers 0-1,
+// rank 1 on node 1 layers 2-3; each stores its own shard): a second cluster with the same split
+// loads the prefix with the same answer, also while another request's steps are in flight, and
+// so does one whose --split auto chose those stages; clusters with other stage layers or without
+// stages never use the entries; a stage whose rank misses its shards makes every stage
+// recompute.
+TEST_F(KvTierServingTest, PipelineStagesShareTheTierWithTheSameSplitOnly) {
+  RedisServer server;
+  ASSERT_TRUE(server.ok()) << server.why();
+  tools::TestModelShape shape;
+  shape.layers = 4;
+  shape.type = model::TensorType::kQ8_0;
+  const std::string model = dir_ + "/four_layers.gguf";
+  tools::writeTestModel(shape, model);
+  const std::vector<std::string> split = {"--pp", "2", "--pp-layers", "0-1,2-3"};
+  nlohmann::json cold, other_cold;
+  int prompt_tokens = 0;
+  {
+    Cluster a(model, 2, 1, server.url(), "pp_first", 3600, split);
+    ASSERT_TRUE(a.awaitHealth()) << a.log();
+    auto [status, answer] = a.complete(kPrompt);
+    ASSERT_EQ(status, 200) << answer.dump();
+    cold = answer;
+    EXPECT_EQ(cachedTokens(cold), 0);
+    prompt_tokens = cold["usage"]["prompt_tokens"];
+    ASSERT_GT(prompt_tokens, 40);
+    auto [other_status, other] = a.complete(kOtherPrompt);
+    ASSERT_EQ(other_status, 200) << other.dump();
+    other_cold = other;
+    // Every full block of both prompts, by each stage's rank, counted on node 0's /metrics.
+    const int blocks = prompt_tokens / kBlock + other["usage"]["prompt_tokens"].get<int>() / kBlock;
+    ASSERT_TRUE(a.awaitStored(blocks, "node=\"0\",rank=\"0\"")) << a.log();
+    ASSERT_TRUE(a.awaitStored(blocks, "node=\"1\",rank=\"1\"")) << a.log();
+    EXPECT_EQ(a.metricSum("tpnode_kv_redis_store_dropped_total"), 0);
+  }
+  const int reusable = (prompt_tokens - 1) / kBlock * kBlock;
+  {
+    Cluster b(model, 2, 1, server.url(), "pp_second", 3600, split);
+    ASSERT_TRUE(b.awaitHealth()) << b.log();
+    auto [status, warm] = b.complete(kPrompt);
+    ASSERT_EQ(status, 200) << warm.dump();
+    EXPECT_EQ(cachedTokens(warm), reusable) << b.log();
+    expectSameAnswer(cold, warm);
+    EXPECT_EQ(b.metric("tpnode_kv_redis_blocks_fetched_total"), reusable / kBlock);
+    EXPECT_EQ(b.metric("tpnode_kv_redis_fetch_failures_total"), 0);
+    EXPECT_EQ(b.metric("tpnode_engine_prompt_tokens_total"), prompt_tokens - reusable);
+    // The other prompt loads while a request that nothing cached runs beside it: the answers
+    // do not depend on how their steps interleave.
+    auto busy = std::async(std::launch::async, [&] { return b.complete("b a b " + kPrompt); });
+    auto [other_status, other] = b.complete(kOtherPrompt);
+    ASSERT_EQ(other_status, 200) << other.dump();
+    const int other_tokens = other_cold["usage"]["prompt_tokens"];
+    EXPECT_EQ(cachedTokens(other), (other_tokens - 1) / kBlock * kBlock) << b.log();
+    expectSameAnswer(other_cold, other);
+    EXPECT_EQ(busy.get().first, 200);
+    EXPECT_EQ(b.metric("tpnode_kv_redis_fetch_failures_total"), 0);
+  }
+  // --split auto choosing the same stages (rank figures that make stages win, as in
+  // split_auto_serving_test; the balanced plan of 4 like layers is 0-1,2-3): its worker learns
+  // the stages from node 0 and uses the same keys, so the cluster loads the prefix.
+  {
+    Cluster s(model, 2, 1, server.url(), "pp_auto", 3600,
+              {"--split", "auto", "--split-rank-read", "1e6", "--split-rank-macs", "1e9"});
+    ASSERT_TRUE(s.awaitHealth()) << s.log();
+    auto [status, answer] = s.complete(kPrompt);
+    ASSERT_EQ(status, 200) << answer.dump();
+    EXPECT_EQ(cachedTokens(answer), reusable) << s.log();
+    expectSameAnswer(cold, answer);
+    EXPECT_EQ(s.metric("tpnode_kv_redis_blocks_fetched_total"), reusable / kBlock);
+  }
+  // Other stage layers, and the same nodes without stages (tensor parallel over both).
+  for (const auto& [tag, args] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"pp_other_layers", {"--pp", "2", "--pp-layers", "0-0,1-3"}}, {"pp_none", {}}}) {
+    Cluster c(model, 2, 1, server.url(), tag, 3600, args);
+    ASSERT_TRUE(c.awaitHealth()) << c.log();
+    auto [status, answer] = c.complete(kPrompt);
+    ASSERT_EQ(status, 200) << answer.dump();
+    EXPECT_EQ(cachedTokens(answer), 0) << tag;
+    EXPECT_EQ(c.metric("tpnode_kv_redis_blocks_fetched_total"), 0) << tag;
+    // Not even asked for: its lookup finds none of its own keys.
+    EXPECT_EQ(c.metric("tpnode_kv_redis_fetch_failures_total"), 0) << tag;
+  }
+  // Stage 1's rank loses its shards: stage 0's rank still finds its own, and recomputes too.
+  std::optional<std::vector<std::string>> keys = rankKeys(server, 1);
+  if (!keys) GTEST_SKIP() << "redis-cli is not installed beside redis-server";
+  ASSERT_GE(static_cast<int>(keys->size()), prompt_tokens / kBlock);
+  redis::RedisClient client({server.endpoint()});
+  for (const std::string& k : *keys) client.del(k);
+  Cluster e(model, 2, 1, server.url(), "pp_stage_missing", 3600, split);
+  ASSERT_TRUE(e.awaitHealth()) << e.log();
+  auto [status, answer] = e.complete(kPrompt);
+  ASSERT_EQ(status, 200) << answer.dump() << e.log();
+  EXPECT_EQ(cachedTokens(answer), 0);
+  expectSameAnswer(cold, answer);
+  EXPECT_EQ(e.metric("tpnode_kv_redis_blocks_fetched_total"), 0);
+  EXPECT_EQ(e.metric("tpnode_kv_redis_fetch_failures_total"), (prompt_tokens - 1) / kBlock);
 }
 
 }  // namespace
