@@ -165,6 +165,7 @@ int generateOnce(Driver& driver, const Options& o, const LoadedModel& m) {
     j["ids"] = ids;
     j["text"] = text;
     j["prefill_tps"] = prefill_tps;
+    j["prefill_cpu_seconds"] = t.prefill_cpu_seconds;
     j["decode_tps"] = decode_tps;
     j["decode_weight_bytes"] = decodeWeightBytes(m);
     j["prefill_macs_per_token"] = prefillMacsPerToken(m);

@@ -32,7 +32,10 @@ namespace tpnode::node {
 // Timing of one finished request, for the CLI's tokens/s.
 struct RequestTiming {
   double prefill_seconds = 0;  // from its first step to its first sampled token
-  double decode_seconds = 0;   // from its first to its last sampled token
+  // The process's CPU seconds (all threads, idle spinning of a pool's workers included) from
+  // its admission to its first sampled token.
+  double prefill_cpu_seconds = 0;
+  double decode_seconds = 0;  // from its first to its last sampled token
   int64_t decode_steps = 0;
 };
 

@@ -1,5 +1,7 @@
 #include "node/request_tracker.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <deque>
 
@@ -9,6 +11,16 @@
 namespace tpnode::node {
 
 using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double processCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+}  // namespace
 
 RequestTracker::RequestTracker(const LoadedModel& model, Scheduler& scheduler,
                                DriverMetrics& metrics, RequestQueue& queue, bool record_timings,
@@ -35,6 +47,7 @@ void RequestTracker::admitPosted() {
 
 void RequestTracker::admit(IncomingRequest& in) {
   auto a = std::make_unique<ActiveRequest>();
+  a->admit_cpu = processCpuSeconds();
   a->id = in.id;
   a->on_event = std::move(in.on_event);
   a->all_logits = in.all_logits;
@@ -118,6 +131,8 @@ void RequestTracker::finish(ActiveRequest& a, const std::string& reason) {
     const Clock::time_point prefill_end = a.sampled > 0 ? a.first_token : Clock::now();
     t.prefill_seconds =
         a.started ? std::chrono::duration<double>(prefill_end - a.first_step).count() : 0.0;
+    t.prefill_cpu_seconds =
+        a.started ? (a.sampled > 0 ? a.first_token_cpu : processCpuSeconds()) - a.admit_cpu : 0.0;
     t.decode_seconds =
         a.sampled > 0 ? std::chrono::duration<double>(a.last_token - a.first_token).count() : 0.0;
     t.decode_steps = std::max<int64_t>(0, a.sampled - 1);
@@ -132,7 +147,10 @@ void RequestTracker::sample(ActiveRequest& a, const float* row) {
   const int64_t vocab = model_.config.n_vocab;
   const model::TokenId id = a.sampler->sample(std::span<const float>(row, vocab));
   a.last_token = Clock::now();
-  if (a.sampled == 0) a.first_token = a.last_token;
+  if (a.sampled == 0) {
+    a.first_token = a.last_token;
+    a.first_token_cpu = processCpuSeconds();
+  }
   ++a.sampled;
   metrics_.generated_tokens.Increment();
   const bool eog = model_.tokenizer->isEog(id) && !a.request.ignore_eos;

@@ -87,7 +87,7 @@ void checkTable(const DotKernels& k) {
         ASSERT_EQ(0, std::memcmp(read.data(), w.data() + r * row_bytes, row_bytes))
             << tensorTypeName(type) << " row " << r << " interleave " << m.interleave;
       }
-      for (int64_t n_tok : {1, 2, 4, 7, 9}) {
+      for (int64_t n_tok : {1, 2, 4, 7, 9, 13}) {
         std::vector<float> x(static_cast<size_t>(n_tok * s.cols));
         for (int64_t t = 0; t < n_tok; ++t) {
           auto row = randomRow(s.cols, static_cast<uint32_t>(900 + t));
@@ -273,6 +273,48 @@ TEST(MatmulTest, Gemv16MatchesTheOneTokenTileBitForBit) {
     }
   }
   if (checked == 0) GTEST_SKIP() << "no decode kernel on this CPU";
+}
+
+// Q8_0 / Q4_0 / Q5_0 prefill on the 16-row layout: every token of a matmul over n tokens (whole
+// tiles of kQ0X16Tokens and every tail width 1-7 after them) gets, bit for bit, what a matmul of
+// that token alone gives (the decode kernel, itself bit-identical to the one-token tile): a tile's
+// width changes no token's arithmetic. Row lengths of one block, of an odd number of blocks and of
+// several; one and several groups.
+TEST(MatmulTest, Q0PrefillTileWidthChangesNoBits) {
+  ThreadPool pool(1);
+  std::vector<uint8_t> scratch;
+  int checked = 0;
+  for (const DotKernels* k :
+       {&scalarKernels(), avx2Kernels(), avx2VnniKernels(), avx512Kernels()}) {
+    if (!k) continue;
+    for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ5_0}) {
+      if (!k->gemm16Q0ForType(type)) continue;
+      const Shape shapes[] = {{16, 32}, {48, 96}, {32, 1056}};
+      for (const Shape& s : shapes) {
+        const std::vector<uint8_t> w = randomRows(type, s.rows, s.cols, 90, 0.2f);
+        Matrix m = packedMatrix(type, s.rows, s.cols, w, *k);
+        ASSERT_EQ(m.interleave, 16) << tensorTypeName(type) << " on " << k->isa;
+        for (int64_t n_tok : {2, 3, 5, 6, 7, 8, 9, 13, 16, 23}) {
+          std::vector<float> x(static_cast<size_t>(n_tok * s.cols));
+          for (int64_t t = 0; t < n_tok; ++t) {
+            const std::vector<float> row = randomRow(s.cols, static_cast<uint32_t>(300 + t), 2.0f);
+            std::copy(row.begin(), row.end(), x.begin() + t * s.cols);
+          }
+          std::vector<float> y(static_cast<size_t>(n_tok * s.rows), -7.f);
+          matmul(m, x.data(), n_tok, y.data(), s.rows, pool, scratch, *k);
+          for (int64_t t = 0; t < n_tok; ++t) {
+            std::vector<float> one(static_cast<size_t>(s.rows), -7.f);
+            matmul(m, x.data() + t * s.cols, 1, one.data(), s.rows, pool, scratch, *k);
+            ASSERT_EQ(0, std::memcmp(one.data(), y.data() + t * s.rows, one.size() * sizeof(float)))
+                << tensorTypeName(type) << " " << s.rows << "x" << s.cols << " tokens " << n_tok
+                << " token " << t << " on " << k->isa;
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no 16-row Q8_0 / Q4_0 / Q5_0 tile on this CPU";
 }
 
 // Decode (one token) through matmul on one thread, so that the decode kernel (gemv16 where the

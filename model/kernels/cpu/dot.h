@@ -39,12 +39,15 @@ using QuantizeFn = void (*)(const float* x, void* y, int64_t n);
 using GemmTileFn = void (*)(int64_t n, const void* group, const void* acts, size_t act_stride,
                             int n_tok, float* out, int64_t out_stride);
 
-// Q8_0 / Q4_0 / Q5_0 repacked 16 rows per group (q0_x16.h): 16 rows x n_tok (1..4) activation rows
-// `act_stride` bytes apart; out[t * out_stride + 0..15]. act_offsets: q0X16Offsets of the n_tok
-// rows (q0X16OffsetsPerRow values each). Q8_0 sums in llama.cpp's x86 order: per row 8 float
-// lanes, lane k = fma(d_w * d_a, float(integer sum of columns 4k..4k+3 of the block), lane k)
-// in block order, folded as ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)) (ggml_vec_dot_q8_0_q8_0's
-// hsum_float_8); Q4_0 / Q5_0 as one float per row, fma(float(block sum), d_w * d_a, acc).
+// Q8_0 / Q4_0 / Q5_0 repacked 16 rows per group (q0_x16.h): 16 rows x n_tok (1..kQ0X16Tokens)
+// activation rows `act_stride` bytes apart; out[t * out_stride + 0..15]. act_offsets: q0X16Offsets
+// of the n_tok rows (q0X16OffsetsPerRow values each). Q4_0 / Q5_0 unpack each weight vector once
+// for all n_tok tokens; Q8_0 runs them two at a time (8 float accumulators per token). Q8_0 sums in
+// llama.cpp's x86 order: per row 8 float lanes, lane k = fma(d_w * d_a, float(integer sum of
+// columns 4k..4k+3 of the block), lane k) in block order, folded as
+// ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)) (ggml_vec_dot_q8_0_q8_0's hsum_float_8); Q4_0 / Q5_0 as one
+// float per row, fma(float(block sum), d_w * d_a, acc).
+constexpr int kQ0X16Tokens = 8;
 using Gemm16Q0Fn = void (*)(int64_t n, const void* group, const void* acts, size_t act_stride,
                             const int32_t* act_offsets, int n_tok, float* out, int64_t out_stride);
 

@@ -40,11 +40,11 @@ void matmulKQuantValues(const Matrix& w, const uint8_t* a, size_t a_bytes, int64
 }
 
 // Weights repacked 16 rows per group (interleave 16): each thread takes whole groups; prefill
-// runs 4 tokens per tile (Q4_K / Q6_K: kKQuantX16Tokens) so a group's weights are unpacked once for
-// that many tokens. The tile of w's type is one of two kinds: Q4_K, Q6_K and Q5_1 (whose Q8_1
-// blocks carry their sums) take the activations only; Q8_0 / Q4_0 / Q5_0's also take the
-// activation offsets their unsigned weights' offsets come out with (`offs`, q0X16Offsets:
-// n_tokens x q0X16OffsetsPerRow; nullptr for the others).
+// runs 4 tokens per tile (Q4_K / Q6_K: kKQuantX16Tokens; Q8_0 / Q4_0 / Q5_0: kQ0X16Tokens) so a
+// group's weights are unpacked once for that many tokens. The tile of w's type is one of two kinds:
+// Q4_K, Q6_K and Q5_1 (whose Q8_1 blocks carry their sums) take the activations only; Q8_0 / Q4_0 /
+// Q5_0's also take the activation offsets their unsigned weights' offsets come out with (`offs`,
+// q0X16Offsets: n_tokens x q0X16OffsetsPerRow; nullptr for the others).
 void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int32_t* offs,
                     int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool,
                     const DotKernels& k) {
@@ -62,7 +62,7 @@ void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int
     return;
   }
   const bool k_quant = w.type == TensorType::kQ4_K || w.type == TensorType::kQ6_K;
-  const int64_t tile_tokens = k_quant ? kKQuantX16Tokens : 4;
+  const int64_t tile_tokens = k_quant ? kKQuantX16Tokens : with_offs ? kQ0X16Tokens : 4;
   if (k_quant && n_tokens > tile_tokens) {
     matmulKQuantValues(w, a, a_bytes, n_tokens, y, y_stride, pool, k);
     return;

@@ -121,22 +121,35 @@ int64_t q0X16OffsetsPerRow(TensorType type, int64_t cols) {
   return type == TensorType::kQ8_0 ? cols / 4 : cols / kQK8_0;
 }
 
+namespace {
+
+// -offset x the sums of kSpan consecutive quants, over n_tok rows of nb Q8_0 blocks: the span a
+// compile-time constant, so that the compiler unrolls and vectorizes the sums.
+template <int kSpan>
+void offsetSums(const uint8_t* acts, size_t stride, int64_t n_tok, int64_t nb, int offset,
+                int32_t* out) {
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const auto* y = reinterpret_cast<const BlockQ8_0*>(acts + static_cast<size_t>(t) * stride);
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int i = 0; i < kQK8_0; i += kSpan) {
+        int s = 0;
+        for (int k = 0; k < kSpan; ++k) s += y[b].qs[i + k];
+        *out++ = -offset * s;
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void q0X16Offsets(TensorType type, const uint8_t* acts, size_t stride, int64_t n_tok, int64_t cols,
                   int32_t* out) {
   TP_CHECK(q0X16Type(type));
   const int64_t nb = cols / kQK8_0;
-  const bool chunks = type == TensorType::kQ8_0;
-  const int offset = chunks ? 128 : type == TensorType::kQ4_0 ? 8 : 16;
-  const int span = chunks ? 4 : kQK8_0;  // quants per value
-  for (int64_t t = 0; t < n_tok; ++t) {
-    const auto* y = reinterpret_cast<const BlockQ8_0*>(acts + static_cast<size_t>(t) * stride);
-    for (int64_t b = 0; b < nb; ++b) {
-      for (int i = 0; i < kQK8_0; i += span) {
-        int s = 0;
-        for (int k = 0; k < span; ++k) s += y[b].qs[i + k];
-        *out++ = -offset * s;
-      }
-    }
+  if (type == TensorType::kQ8_0) {  // per 4-column chunk
+    offsetSums<4>(acts, stride, n_tok, nb, 128, out);
+  } else {  // per block
+    offsetSums<kQK8_0>(acts, stride, n_tok, nb, type == TensorType::kQ4_0 ? 8 : 16, out);
   }
 }
 
