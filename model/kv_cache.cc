@@ -30,18 +30,18 @@ KvCache::KvCache(int64_t n_layer, int64_t n_slots, int64_t n_ctx, int64_t n_kv_h
   v_.assign(n, 0.f);
 }
 
-void KvCache::checkBlock(int64_t block, size_t floats) const {
-  if (block < 0 || block >= n_blocks_) {
-    fail(ErrorCode::kInvalidArgument, "KV block {} is outside [0, {})", block, n_blocks_);
+void checkKvBlockShard(int64_t block, int64_t n_blocks, size_t floats, size_t block_floats) {
+  if (block < 0 || block >= n_blocks) {
+    fail(ErrorCode::kInvalidArgument, "KV block {} is outside [0, {})", block, n_blocks);
   }
-  if (floats != blockFloats()) {
+  if (floats != block_floats) {
     fail(ErrorCode::kInvalidArgument, "KV block shard of {} floats, expected {}", floats,
-         blockFloats());
+         block_floats);
   }
 }
 
 void KvCache::exportBlock(int64_t block, std::span<float> out) const {
-  checkBlock(block, out.size());
+  checkKvBlockShard(block, n_blocks_, out.size(), blockFloats());
   const size_t run = static_cast<size_t>(block_size_ * row_);
   float* dst = out.data();
   for (int64_t l = 0; l < n_layer_; ++l) {
@@ -52,7 +52,7 @@ void KvCache::exportBlock(int64_t block, std::span<float> out) const {
 }
 
 void KvCache::importBlock(int64_t block, std::span<const float> in) {
-  checkBlock(block, in.size());
+  checkKvBlockShard(block, n_blocks_, in.size(), blockFloats());
   const size_t run = static_cast<size_t>(block_size_ * row_);
   const float* src = in.data();
   for (int64_t l = 0; l < n_layer_; ++l) {

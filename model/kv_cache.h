@@ -39,6 +39,10 @@ class KvBlockIo {
   virtual void importBlock(int64_t block, std::span<const float> in) = 0;
 };
 
+// For KvBlockIo implementations: Error(kInvalidArgument) unless `block` is in [0, n_blocks) and
+// `floats` is one block's shard (`block_floats`).
+void checkKvBlockShard(int64_t block, int64_t n_blocks, size_t floats, size_t block_floats);
+
 class KvCache final : public KvBlockIo {
  public:
   // n_blocks 0: n_slots * kvBlocksFor(n_ctx, block_size) (the memory of n_slots full contexts).
@@ -71,7 +75,6 @@ class KvCache final : public KvBlockIo {
     return static_cast<size_t>(
         (((layer - first_layer_) * n_blocks_ + block) * block_size_ + offset) * row_);
   }
-  void checkBlock(int64_t block, size_t floats) const;
   int64_t n_layer_, n_slots_, n_ctx_, row_, first_layer_, block_size_, n_blocks_;
   std::vector<float> k_, v_;
 };

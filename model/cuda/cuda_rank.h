@@ -116,7 +116,6 @@ class CudaRank final : public RankModel, private KvBlockIo {
   size_t blockFloats() const override;
   void exportBlock(int64_t block, std::span<float> out) const override;
   void importBlock(int64_t block, std::span<const float> in) override;
-  void checkBlock(int64_t block, size_t floats) const;
 
   void upload();
   void ensureCapacity(int64_t n_tokens);

@@ -140,20 +140,10 @@ size_t CudaRank::blockFloats() const {
                              options_.kv_block_size * weights_.n_head_kv * config_.head_dim);
 }
 
-void CudaRank::checkBlock(int64_t block, size_t floats) const {
-  if (block < 0 || block >= kv_blocks_) {
-    fail(ErrorCode::kInvalidArgument, "KV block {} is outside [0, {})", block, kv_blocks_);
-  }
-  if (floats != blockFloats()) {
-    fail(ErrorCode::kInvalidArgument, "KV block shard of {} floats, expected {}", floats,
-         blockFloats());
-  }
-}
-
 // One block's shard as the CPU ranks' KvCache lays it out: for each of the rank's layers, the
 // block's K rows, then its V rows.
 void CudaRank::exportBlock(int64_t block, std::span<float> out) const {
-  checkBlock(block, out.size());
+  checkKvBlockShard(block, kv_blocks_, out.size(), blockFloats());
   TP_CUDA(cudaSetDevice(options_.device));
   const size_t run =
       static_cast<size_t>(options_.kv_block_size * weights_.n_head_kv * config_.head_dim);
@@ -170,7 +160,7 @@ void CudaRank::exportBlock(int64_t block, std::span<float> out) const {
 }
 
 void CudaRank::importBlock(int64_t block, std::span<const float> in) {
-  checkBlock(block, in.size());
+  checkKvBlockShard(block, kv_blocks_, in.size(), blockFloats());
   TP_CUDA(cudaSetDevice(options_.device));
   const size_t run =
       static_cast<size_t>(options_.kv_block_size * weights_.n_head_kv * config_.head_dim);

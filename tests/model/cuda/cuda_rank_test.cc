@@ -281,6 +281,39 @@ std::vector<GenCase> generatedCases() {
 INSTANTIATE_TEST_SUITE_P(Generated, GpuGenerated, testing::ValuesIn(generatedCases()),
                          [](const testing::TestParamInfo<GenCase>& i) { return i.param.name; });
 
+// A generated model (vocabulary 300) on device 0, loaded as a group of one rank: the GpuBatch,
+// GpuStages and GpuPaged tests make their ranks from it. The file is removed at the end.
+struct OneGpu {
+  OneGpu(tools::TestModelShape shape, const std::string& name)
+      : path(::testing::TempDir() + "gpu_" + name + ".gguf") {
+    shape.vocab = 300;
+    tools::writeTestModel(shape, path);
+    file = model::GgufFile::open(path);
+    cfg = model::readModelConfig(file->metadata());
+    plan = model::planShards(cfg, model::tensorDescs(file->metadata()), 1);
+    model::GpuNodeOptions o;
+    o.devices = {0};
+    gpu = model::GpuNode::create({&comm}, o);
+  }
+  ~OneGpu() { std::filesystem::remove(path); }
+  // A rank of `slots` x `ctx` positions in blocks of `block_size` (`blocks` of them; 0: slots x
+  // ctx), holding the whole model or the stage `part`.
+  std::unique_ptr<model::RankModel> rank(int64_t slots, int64_t ctx,
+                                         const model::StagePart* part = nullptr,
+                                         int64_t block_size = model::kDefaultKvBlockSize,
+                                         int64_t blocks = 0) {
+    return gpu->makeRank(0, cfg, model::loadRankWeights(*file, cfg, plan, 0, false, part), slots,
+                         ctx, block_size, blocks);
+  }
+
+  std::string path;
+  std::unique_ptr<model::GgufFile> file;
+  model::ModelConfig cfg;
+  model::ShardPlan plan;
+  collectives::SoloCommunicator comm;  // before gpu: it outlives the node
+  std::unique_ptr<model::GpuNode> gpu;
+};
+
 // Several sequences in one GPU rank: a batch mixing slots, decode steps of two sequences in one
 // batch, rows without logits, and the same batch shapes replayed (CUDA graphs) with other
 // tokens give every sequence the logits it gets alone.
@@ -290,19 +323,9 @@ TEST_P(GpuBatch, SlotsAreIndependentAndGraphsReplayNewTokens) {
   SKIP_WITHOUT_GPU();
   tools::TestModelShape shape;
   shape.type = tools::parseTensorType(GetParam());
-  shape.vocab = 300;
-  const std::string path = ::testing::TempDir() + "gpu_batch_" + GetParam() + ".gguf";
-  tools::writeTestModel(shape, path);
-  auto file = model::GgufFile::open(path);
-  model::ModelConfig cfg = model::readModelConfig(file->metadata());
-  model::ShardPlan plan = model::planShards(cfg, model::tensorDescs(file->metadata()), 1);
-  collectives::SoloCommunicator comm;
-  model::GpuNodeOptions o;
-  o.devices = {0};
-  auto gpu = model::GpuNode::create({&comm}, o);
-  auto make = [&] {
-    return gpu->makeRank(0, cfg, model::loadRankWeights(*file, cfg, plan, 0, false), 3, 64);
-  };
+  OneGpu g(shape, "batch_" + GetParam());
+  const model::ModelConfig& cfg = g.cfg;
+  auto make = [&] { return g.rank(3, 64); };
   const int64_t v = cfg.n_vocab;
   auto alone = [&](const std::vector<int32_t>& ids) {
     auto m = make();
@@ -345,7 +368,6 @@ TEST_P(GpuBatch, SlotsAreIndependentAndGraphsReplayNewTokens) {
     expectRow(l2.data() + 1 * v, la, 3, "a");
     expectRow(l3.data(), la, 4, "a");
   }
-  std::filesystem::remove(path);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, GpuBatch, testing::Values("f32", "q8_0", "q4_k"));
@@ -362,24 +384,13 @@ TEST_P(GpuStages, StagesChainedGiveTheWholeRanksLogits) {
   tools::TestModelShape shape;
   shape.type = tools::parseTensorType(GetParam());
   shape.layers = 4;
-  shape.vocab = 300;
-  const std::string path = ::testing::TempDir() + "gpu_stages_" + GetParam() + ".gguf";
-  tools::writeTestModel(shape, path);
-  auto file = model::GgufFile::open(path);
-  model::ModelConfig cfg = model::readModelConfig(file->metadata());
-  model::ShardPlan plan = model::planShards(cfg, model::tensorDescs(file->metadata()), 1);
-  collectives::SoloCommunicator comm;
-  model::GpuNodeOptions o;
-  o.devices = {0};
-  auto gpu = model::GpuNode::create({&comm}, o);
-  auto whole = gpu->makeRank(0, cfg, model::loadRankWeights(*file, cfg, plan, 0, false), 2, 64);
+  OneGpu g(shape, "stages_" + GetParam());
+  const model::ModelConfig& cfg = g.cfg;
+  auto whole = g.rank(2, 64);
   const std::vector<model::StagePart> parts = {
       {{0, 1}, true, false}, {{1, 3}, false, false}, {{3, 4}, false, true}};
   std::vector<std::unique_ptr<model::RankModel>> stages;
-  for (const model::StagePart& part : parts) {
-    stages.push_back(
-        gpu->makeRank(0, cfg, model::loadRankWeights(*file, cfg, plan, 0, false, &part), 2, 64));
-  }
+  for (const model::StagePart& part : parts) stages.push_back(g.rank(2, 64, &part));
   EXPECT_LT(stages[1]->kvBytes(), whole->kvBytes());  // a stage caches its own layers only
   EXPECT_LT(stages[1]->deviceBytes(), whole->deviceBytes());
   auto chained = [&](std::span<const model::BatchToken> batch) {
@@ -414,7 +425,6 @@ TEST_P(GpuStages, StagesChainedGiveTheWholeRanksLogits) {
   }
   std::vector<float> unused;
   EXPECT_THROW(stages[1]->forward(steps[1], unused), Error);  // forward() needs the whole model
-  std::filesystem::remove(path);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, GpuStages, testing::Values("f32", "q8_0", "q4_k"));
@@ -430,20 +440,10 @@ TEST_P(GpuPaged, BlockTablesAndBlockExportGiveTheSlotsLogits) {
   SKIP_WITHOUT_GPU();
   tools::TestModelShape shape;
   shape.type = tools::parseTensorType(GetParam());
-  shape.vocab = 300;
-  const std::string path = ::testing::TempDir() + "gpu_paged_" + GetParam() + ".gguf";
-  tools::writeTestModel(shape, path);
-  auto file = model::GgufFile::open(path);
-  model::ModelConfig cfg = model::readModelConfig(file->metadata());
-  model::ShardPlan plan = model::planShards(cfg, model::tensorDescs(file->metadata()), 1);
-  collectives::SoloCommunicator comm;
-  model::GpuNodeOptions o;
-  o.devices = {0};
-  auto gpu = model::GpuNode::create({&comm}, o);
+  OneGpu g(shape, "paged_" + GetParam());
+  const model::ModelConfig& cfg = g.cfg;
   // 2 slots x 64 positions in blocks of 4 (32 blocks) and 8 more.
-  auto make = [&] {
-    return gpu->makeRank(0, cfg, model::loadRankWeights(*file, cfg, plan, 0, false), 2, 64, 4, 40);
-  };
+  auto make = [&] { return g.rank(2, 64, nullptr, 4, 40); };
   const std::vector<int32_t> ids = {1, 270, 280, 290, 260, 261, 262, 263, 264, 265, 266};
   const size_t prompt = 8;  // two whole blocks
   const std::vector<uint32_t> table = {37, 3, 20, 11, 39, 0};
@@ -501,7 +501,6 @@ TEST_P(GpuPaged, BlockTablesAndBlockExportGiveTheSlotsLogits) {
   std::vector<float> wrong(out->blockFloats() + 1);
   EXPECT_THROW(out->exportBlock(0, wrong), Error);
   EXPECT_THROW(out->exportBlock(40, shard), Error);
-  std::filesystem::remove(path);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, GpuPaged, testing::Values("f32", "q8_0"));
