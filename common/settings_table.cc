@@ -314,8 +314,7 @@ constexpr Setting kTable[] = {
      1,
      4096},
     {"prefix-cache", "", "TPNODE_PREFIX_CACHE", "api.prefix_cache", "Serving", kN, Type::kChoice,
-     "on",
-     "on or off (also 1 or 0): reuse the KV blocks of a cached prompt prefix (node 0)",
+     "on", "on or off (also 1 or 0): reuse the KV blocks of a cached prompt prefix (node 0)",
      kOnOff},
     {"api-key", "", "TPNODE_API_KEY", "", "Serving", kN, Type::kStringList, "",
      "An accepted API key (repeatable; visible to other local users in ps: prefer "

@@ -11,8 +11,7 @@ constexpr int kAttnThreads = 256;
 
 // The first float of position `pos` in `table` (KvView), or -1 for a block outside the cache
 // (the host checks the tables; a bad one must not reach outside the cache).
-__device__ inline int64_t kvAt(const KvView& kv, int64_t layer, const int32_t* table,
-                               int64_t pos) {
+__device__ inline int64_t kvAt(const KvView& kv, int64_t layer, const int32_t* table, int64_t pos) {
   const uint32_t p = static_cast<uint32_t>(pos);
   const uint32_t i = kv.per_block.div(p);
   const int64_t block = table[i];
