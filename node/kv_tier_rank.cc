@@ -21,54 +21,38 @@ redis::KvBlockStoreOptions sized(redis::KvBlockStoreOptions o, size_t block_floa
 
 RankKvTier::RankKvTier(const KvTierOptions& options, int global_rank, size_t block_floats)
     : block_floats_(block_floats),
-      queue_blocks_(std::max<size_t>(1, options.queue_blocks)),
       reader_(options.scope, global_rank, sized(options.store, block_floats, kLoadBatch)),
       writer_(options.scope, global_rank, sized(options.store, block_floats, 1)),
+      queue_(options.queue_blocks),
       tally_(options.tally ? options.tally : std::make_shared<KvTierTally>()),
       counts_(tally_->cell(static_cast<uint32_t>(global_rank))),
       thread_([this] { writerLoop(); }) {}
 
 RankKvTier::~RankKvTier() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
+  queue_.close();  // blocks still queued are dropped
   thread_.join();
 }
 
 void RankKvTier::store(const model::KvBlockIo& cache, std::span<const KvTierBlock> blocks) {
   for (const KvTierBlock& b : blocks) {
-    {
-      std::lock_guard lock(mu_);
-      if (queue_.size() >= queue_blocks_) {
-        counts_.store_dropped.fetch_add(1, std::memory_order_relaxed);
-        continue;
-      }
+    // Only this thread pushes: a queue not full now has room for this block.
+    if (queue_.full()) {
+      counts_.store_dropped.fetch_add(1, std::memory_order_relaxed);
+      continue;
     }
     Entry e{b.hash, std::vector<float>(block_floats_)};
     cache.exportBlock(b.block, e.floats);
-    {
-      std::lock_guard lock(mu_);
-      queue_.push_back(std::move(e));
+    if (queue_.tryPush(e) != BoundedQueue<Entry>::Push::kQueued) {
+      counts_.store_dropped.fetch_add(1, std::memory_order_relaxed);
     }
-    cv_.notify_one();
   }
 }
 
 void RankKvTier::writerLoop() {
-  for (;;) {
-    Entry e;
-    {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (stop_) return;
-      e = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(e.floats.data()),
-                                         e.floats.size() * sizeof(float));
-    if (writer_.put(e.hash, bytes)) {
+  while (std::optional<Entry> e = queue_.pop()) {
+    const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(e->floats.data()),
+                                         e->floats.size() * sizeof(float));
+    if (writer_.put(e->hash, bytes)) {
       counts_.stored.fetch_add(1, std::memory_order_relaxed);
     } else {
       counts_.store_dropped.fetch_add(1, std::memory_order_relaxed);

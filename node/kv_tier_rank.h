@@ -23,15 +23,13 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <thread>
 #include <vector>
 
+#include "common/bounded_queue.h"
 #include "model/kv_cache.h"
 #include "node/kv_tier_tally.h"
 #include "node/redis/kv_block_store.h"
@@ -72,13 +70,9 @@ class RankKvTier {
   void writerLoop();
 
   const size_t block_floats_;
-  const size_t queue_blocks_;
   redis::KvBlockStore reader_;  // the rank's thread
   redis::KvBlockStore writer_;  // the writer thread (its own connection: loads never wait on it)
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Entry> queue_;  // GUARDED_BY(mu_)
-  bool stop_ = false;        // GUARDED_BY(mu_)
+  BoundedQueue<Entry> queue_;   // the rank's thread -> the writer thread
   const std::shared_ptr<KvTierTally> tally_;
   KvTierTally::Cell& counts_;  // in *tally_, which this object holds
   std::thread thread_;         // last: starts after everything it uses

@@ -16,8 +16,8 @@ ResponseStoreWorker::ResponseStoreWorker(std::unique_ptr<ResponseStore> store, s
                                          std::chrono::milliseconds max_wait)
     : store_(std::move(store)),
       offload_(store_->mayBlock()),
-      max_queued_(std::max<size_t>(1, max_queued)),
-      max_wait_(max_wait) {
+      max_wait_(max_wait),
+      queue_(max_queued) {
   if (offload_) thread_ = std::thread([this] { loop(); });
 }
 
@@ -26,58 +26,35 @@ ResponseStoreWorker::~ResponseStoreWorker() {
 }
 
 void ResponseStoreWorker::stop() {
-  {
-    std::lock_guard lock(mu_);
-    if (stop_) return;
-    stop_ = true;
-  }
-  cv_.notify_all();
+  // Calls still queued are destroyed without running: their waiters go with the io_context.
+  queue_.close();
   if (thread_.joinable()) thread_.join();
-  std::deque<Job> dropped;
-  {
-    std::lock_guard lock(mu_);
-    dropped.swap(queue_);
-  }
-  // Destroyed without running: their waiters go with the io_context.
 }
 
 size_t ResponseStoreWorker::queued() const {
-  std::lock_guard lock(mu_);
   return queue_.size();
 }
 
 void ResponseStoreWorker::enqueue(Job job) {
-  std::unique_lock lock(mu_);
-  if (stop_) {
-    lock.unlock();
-    job.done(std::make_exception_ptr(Error(ErrorCode::kAborted, "the server is stopping")));
-    return;
+  switch (queue_.tryPush(job)) {
+    case BoundedQueue<Job>::Push::kQueued:
+      return;
+    case BoundedQueue<Job>::Push::kClosed:
+      job.done(std::make_exception_ptr(Error(ErrorCode::kAborted, "the server is stopping")));
+      return;
+    case BoundedQueue<Job>::Push::kFull:
+      job.done(std::make_exception_ptr(Error(
+          ErrorCode::kResource,
+          fmt::format("{} calls to the store are already waiting (it answers slowly or not at all)",
+                      queue_.capacity()))));
+      return;
   }
-  if (queue_.size() >= max_queued_) {
-    lock.unlock();
-    job.done(std::make_exception_ptr(Error(
-        ErrorCode::kResource,
-        fmt::format("{} calls to the store are already waiting (it answers slowly or not at all)",
-                    max_queued_))));
-    return;
-  }
-  queue_.push_back(std::move(job));
-  lock.unlock();
-  cv_.notify_one();
 }
 
 void ResponseStoreWorker::loop() {
-  for (;;) {
-    Job job;
-    {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (stop_) return;
-      job = std::move(queue_.front());
-      queue_.pop_front();
-    }
+  while (std::optional<Job> job = queue_.pop()) {
     std::exception_ptr error;
-    const auto waited = std::chrono::steady_clock::now() - job.queued_at;
+    const auto waited = std::chrono::steady_clock::now() - job->queued_at;
     if (waited > max_wait_) {
       error = std::make_exception_ptr(Error(
           ErrorCode::kTimeout,
@@ -86,12 +63,12 @@ void ResponseStoreWorker::loop() {
                       max_wait_.count())));
     } else {
       try {
-        job.op(*store_);
+        job->op(*store_);
       } catch (...) {
         error = std::current_exception();
       }
     }
-    job.done(error);
+    job->done(error);
   }
 }
 

@@ -19,17 +19,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
+#include "common/bounded_queue.h"
 #include "node/api/http_types.h"
 #include "node/api/response_store.h"
 
@@ -66,13 +64,9 @@ class ResponseStoreWorker {
 
   const std::unique_ptr<ResponseStore> store_;
   const bool offload_;
-  const size_t max_queued_;
   const std::chrono::milliseconds max_wait_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Job> queue_;  // guarded by mu_
-  bool stop_ = false;      // guarded by mu_
-  std::thread thread_;     // last: starts after everything it uses (none without offload_)
+  BoundedQueue<Job> queue_;  // HTTP I/O threads -> the worker's thread
+  std::thread thread_;       // last: starts after everything it uses (none without offload_)
 };
 
 }  // namespace tpnode::node::api
