@@ -158,7 +158,7 @@ void CudaRank::tap(TapSink* sink, int64_t layer, TapPoint point, const float* ro
 }
 
 int64_t CudaRank::uploadBatch(std::span<const BatchToken> batch) {
-  checkKvTables(batch, options_.kv_block_size, kv_blocks_, slot_blocks_);
+  checkKvTables(batch, options_.kv_block_size, options_.kv_blocks, slotBlocks());
   // The batch's tables, one per sequence: tokens of one sequence carry the same table (a span
   // into the step's command) or none (their slot's own blocks).
   struct Table {
@@ -174,7 +174,7 @@ int64_t CudaRank::uploadBatch(std::span<const BatchToken> batch) {
     const BatchToken& t = batch[i];
     const bool own = t.blocks.empty();
     const uint32_t* data = own ? nullptr : t.blocks.data();
-    const size_t size = own ? static_cast<size_t>(slot_blocks_) : t.blocks.size();
+    const size_t size = own ? static_cast<size_t>(slotBlocks()) : t.blocks.size();
     auto same = [&](const Table& x) {
       return x.data == data && x.size == size && (!own || x.slot == t.slot);
     };
@@ -197,7 +197,7 @@ int64_t CudaRank::uploadBatch(std::span<const BatchToken> batch) {
     for (size_t j = 0; j < x.size; ++j) {
       th[static_cast<size_t>(x.offset) + j] =
           x.data != nullptr ? static_cast<int32_t>(x.data[j])
-                            : static_cast<int32_t>(x.slot * slot_blocks_ + static_cast<int64_t>(j));
+                            : static_cast<int32_t>(x.slot * slotBlocks() + static_cast<int64_t>(j));
     }
   }
   if (entries > 0) {

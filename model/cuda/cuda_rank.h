@@ -59,7 +59,7 @@ struct CudaRankOptions {
   int64_t n_slots = 1;
   int64_t n_ctx = 2048;
   int64_t kv_block_size = kDefaultKvBlockSize;
-  int64_t kv_blocks = 0;  // 0: n_slots x kvBlocksFor(n_ctx, kv_block_size)
+  int64_t kv_blocks = 0;  // 0: n_slots x kvBlocksFor(n_ctx, kv_block_size) (set so at upload)
   bool graphs = true;
   // The device communicator's limit per call (DeviceGroup's max_count); larger all-reduces
   // (long prefills) are issued in pieces of at most this many floats. 0: no limit.
@@ -117,6 +117,8 @@ class CudaRank final : public RankModel, private KvBlockIo {
   void exportBlock(int64_t block, std::span<float> out) const override;
   void importBlock(int64_t block, std::span<const float> in) override;
 
+  // Blocks a slot owns when its tokens carry no table.
+  int64_t slotBlocks() const { return kvBlocksFor(options_.n_ctx, options_.kv_block_size); }
   void upload();
   void ensureCapacity(int64_t n_tokens);
   // Token ids, positions, table offsets and logits rows of the batch, and its block tables,
@@ -150,7 +152,6 @@ class CudaRank final : public RankModel, private KvBlockIo {
   DeviceArray<float> output_norm_, rope_freqs_;
   std::vector<DeviceLayer> layers_;
   DeviceArray<float> k_cache_, v_cache_;  // [local layer][block][offset][row]
-  int64_t kv_blocks_ = 0, slot_blocks_ = 0;
 
   // Per-step state, sized for the largest batch so far (capacity_ tokens).
   int64_t capacity_ = 0;

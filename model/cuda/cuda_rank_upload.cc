@@ -113,12 +113,11 @@ void CudaRank::upload() {
   // The KV cache holds the rank's layers only (cache layer = layer - layer_begin), in blocks.
   const int64_t kv_layers = weights_.layer_end - weights_.layer_begin;
   options_.kv_block_size = std::max<int64_t>(1, options_.kv_block_size);
-  slot_blocks_ = kvBlocksFor(options_.n_ctx, options_.kv_block_size);
-  kv_blocks_ = options_.kv_blocks > 0 ? options_.kv_blocks : options_.n_slots * slot_blocks_;
-  const size_t kv = static_cast<size_t>(kv_layers * kv_blocks_ * options_.kv_block_size *
+  if (options_.kv_blocks <= 0) options_.kv_blocks = options_.n_slots * slotBlocks();
+  const size_t kv = static_cast<size_t>(kv_layers * options_.kv_blocks * options_.kv_block_size *
                                         weights_.n_head_kv * config_.head_dim);
   // Room for every slot's full table; uploadBatch() grows it if a step needs more.
-  tables_.resize(static_cast<size_t>(options_.n_slots * slot_blocks_));
+  tables_.resize(static_cast<size_t>(options_.n_slots * slotBlocks()));
   tables_host_.resize(tables_.size());
   k_cache_.resize(kv);
   v_cache_.resize(kv);
@@ -131,7 +130,7 @@ void CudaRank::upload() {
 }
 
 KvView CudaRank::kvView() const {
-  return cuda::kvView(k_cache_.get(), v_cache_.get(), kv_blocks_, options_.kv_block_size,
+  return cuda::kvView(k_cache_.get(), v_cache_.get(), options_.kv_blocks, options_.kv_block_size,
                       weights_.n_head_kv * config_.head_dim, tables_.get());
 }
 
@@ -143,13 +142,13 @@ size_t CudaRank::blockFloats() const {
 // One block's shard as the CPU ranks' KvCache lays it out: for each of the rank's layers, the
 // block's K rows, then its V rows.
 void CudaRank::exportBlock(int64_t block, std::span<float> out) const {
-  checkKvBlockShard(block, kv_blocks_, out.size(), blockFloats());
+  checkKvBlockShard(block, options_.kv_blocks, out.size(), blockFloats());
   TP_CUDA(cudaSetDevice(options_.device));
   const size_t run =
       static_cast<size_t>(options_.kv_block_size * weights_.n_head_kv * config_.head_dim);
   float* dst = out.data();
   for (int64_t l = 0; l < weights_.layer_end - weights_.layer_begin; ++l) {
-    const size_t at = static_cast<size_t>(l * kv_blocks_ + block) * run;
+    const size_t at = static_cast<size_t>(l * options_.kv_blocks + block) * run;
     TP_CUDA(cudaMemcpyAsync(dst, k_cache_.get() + at, run * sizeof(float), cudaMemcpyDeviceToHost,
                             stream_));
     TP_CUDA(cudaMemcpyAsync(dst + run, v_cache_.get() + at, run * sizeof(float),
@@ -160,13 +159,13 @@ void CudaRank::exportBlock(int64_t block, std::span<float> out) const {
 }
 
 void CudaRank::importBlock(int64_t block, std::span<const float> in) {
-  checkKvBlockShard(block, kv_blocks_, in.size(), blockFloats());
+  checkKvBlockShard(block, options_.kv_blocks, in.size(), blockFloats());
   TP_CUDA(cudaSetDevice(options_.device));
   const size_t run =
       static_cast<size_t>(options_.kv_block_size * weights_.n_head_kv * config_.head_dim);
   const float* src = in.data();
   for (int64_t l = 0; l < weights_.layer_end - weights_.layer_begin; ++l) {
-    const size_t at = static_cast<size_t>(l * kv_blocks_ + block) * run;
+    const size_t at = static_cast<size_t>(l * options_.kv_blocks + block) * run;
     TP_CUDA(cudaMemcpyAsync(k_cache_.get() + at, src, run * sizeof(float), cudaMemcpyHostToDevice,
                             stream_));
     TP_CUDA(cudaMemcpyAsync(v_cache_.get() + at, src + run, run * sizeof(float),
