@@ -6,5 +6,7 @@ cd "$(dirname "$0")/.."
 for stage in tools/ci.d/*.sh; do
   [ -x "$stage" ] || continue
   echo "[ci-extra] $stage"
+  start=$SECONDS
   "$stage"
+  echo "[ci-extra] $stage took $((SECONDS - start)) s"
 done

@@ -13,7 +13,7 @@ BUILD=${TPNODE_TIDY_BUILD_DIR:-build-tidy}
 JOBS=${TPNODE_JOBS:-2}
 TIDY=${CLANG_TIDY:-$(command -v clang-tidy-14 || command -v clang-tidy)}
 RUN_TIDY=${RUN_CLANG_TIDY:-$(command -v run-clang-tidy-14 || command -v run-clang-tidy)}
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPNODE_DEBUG_INFO=lines \
   -DCMAKE_C_COMPILER="$(command -v clang-14 || command -v clang)" \
   -DCMAKE_CXX_COMPILER="$(command -v clang++-14 || command -v clang++)" \
   -DTPNODE_CUDA=OFF -DTPNODE_BUILD_BENCH=OFF -DTPNODE_WERROR=OFF >/dev/null

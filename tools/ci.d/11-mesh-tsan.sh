@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${TPNODE_TSAN_BUILD_DIR:-build-tsan}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPNODE_SANITIZE=thread \
-  -DTPNODE_BUILD_BENCH=OFF -DTPNODE_WERROR=ON -DTPNODE_CUDA=OFF -DCMAKE_CXX_FLAGS=-Wno-error=tsan >/dev/null
+  -DTPNODE_DEBUG_INFO=lines -DTPNODE_BUILD_BENCH=OFF -DTPNODE_WERROR=ON -DTPNODE_CUDA=OFF \
+  -DCMAKE_CXX_FLAGS=-Wno-error=tsan >/dev/null
 cmake --build "$BUILD" --target mesh_test link_test
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
 "$BUILD/tests/mesh/mesh_test" --gtest_brief=1

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Fuzzes the OpenAI request parser (tests/node/api/fuzz/openai_request_fuzz.cc) with libFuzzer
 # (clang, ASan + UBSan) in its own build folder for a bounded time. Fails on any crash, leak or
-# sanitizer report. TPNODE_FUZZ_SECONDS (default 45). Seeds: a few valid requests of each
+# sanitizer report. TPNODE_FUZZ_SECONDS (default 30). Seeds: a few valid requests of each
 # endpoint, and a dictionary of the field names. Inputs that once failed
 # (tests/node/api/fuzz/regressions) are replayed first, then fuzzing goes on from them.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${TPNODE_FUZZ_BUILD_DIR:-build-fuzz}
-SECONDS_TO_RUN=${TPNODE_FUZZ_SECONDS:-45}
+SECONDS_TO_RUN=${TPNODE_FUZZ_SECONDS:-30}
 if ! command -v clang++ >/dev/null; then
   echo "[api-fuzz] clang++ not found; skipped" >&2
   exit 0
 fi
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPNODE_DEBUG_INFO=lines \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DTPNODE_FUZZ=ON -DTPNODE_BUILD_BENCH=OFF -DTPNODE_WERROR=ON -DTPNODE_CUDA=OFF >/dev/null
 cmake --build "$BUILD" --target openai_request_fuzz

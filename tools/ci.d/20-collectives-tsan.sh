@@ -13,7 +13,7 @@ TARGETS=(collectives_reduce_test collectives_local_group_test collectives_hierar
          device_comm_emulated_nccl_test)
 # -Wno-error=tsan: GCC warns that Boost.Asio's atomic_thread_fence (in the tpnode binary, which
 # every test target depends on) is not supported by TSan; that is not our code under test.
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPNODE_WERROR=ON \
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPNODE_DEBUG_INFO=lines -DTPNODE_WERROR=ON \
       -DCMAKE_CXX_FLAGS=-Wno-error=tsan -DTPNODE_SANITIZE=thread -DTPNODE_CUDA=OFF -DTPNODE_BUILD_BENCH=OFF >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS" --target "${TARGETS[@]}"
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"

@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${TPNODE_FUZZ_BUILD_DIR:-build-fuzz}
-SECONDS_BUDGET=${TPNODE_TOKENIZER_FUZZ_SECONDS:-60}
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPNODE_WERROR=ON \
+SECONDS_BUDGET=${TPNODE_TOKENIZER_FUZZ_SECONDS:-30}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPNODE_DEBUG_INFO=lines -DTPNODE_WERROR=ON \
       -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTPNODE_FUZZ=ON \
       -DTPNODE_CUDA=OFF -DTPNODE_BUILD_BENCH=OFF >/dev/null
 cmake --build "$BUILD_DIR" -j "${TPNODE_JOBS:-2}" --target tokenizer_fuzz

@@ -1,0 +1,23 @@
+# Settings that trade debugging detail for compile time. tools/test.sh and the CI stages use both;
+# a plain `cmake -B build` keeps full debug information.
+#
+# TPNODE_DEBUG_INFO: debug information of RelWithDebInfo builds.
+#   full   -g (CMake's default)
+#   lines  line tables only (-g1): backtraces from gdb, sanitizers and crash handlers keep
+#          file:line, variables and types are not described; compiles about a fifth faster.
+set(TPNODE_DEBUG_INFO "full" CACHE STRING "RelWithDebInfo debug info: full (-g) or lines (line tables only)")
+set_property(CACHE TPNODE_DEBUG_INFO PROPERTY STRINGS full lines)
+if(TPNODE_DEBUG_INFO STREQUAL "lines")
+  foreach(lang C CXX)
+    string(REGEX REPLACE "(^| )-g( |$)" "\\1-g1\\2" CMAKE_${lang}_FLAGS_RELWITHDEBINFO
+           "${CMAKE_${lang}_FLAGS_RELWITHDEBINFO}")
+  endforeach()
+elseif(NOT TPNODE_DEBUG_INFO STREQUAL "full")
+  message(FATAL_ERROR "TPNODE_DEBUG_INFO='${TPNODE_DEBUG_INFO}': use 'full' or 'lines'")
+endif()
+
+# TPNODE_TEST_OPTIMIZE: the optimization flag of the test sources themselves (tests/) in
+# optimized builds (Release, RelWithDebInfo). The product libraries the tests link keep the build
+# type's; test bodies are not where tests spend their time, and -O1 compiles them about twice as
+# fast as -O2. Empty: the build type's flag.
+set(TPNODE_TEST_OPTIMIZE "-O1" CACHE STRING "Optimization flag of the test sources in optimized builds ('' = the build type's)")
