@@ -14,7 +14,10 @@
 #                               loads and its own ld-linux loader, started as bin/redis-server
 #                               through that loader, so that the GPU host's libc does not matter
 #                               (the Redis KV tier's GPU test; without it that test skips).
-#                               TPNODE_GPU_BINARIES="tpnode gpu_cluster_test" packs only those.
+#                               TPNODE_GPU_BINARIES="tpnode gpu_cluster_test" packs only those
+#                               binaries, TPNODE_GPU_MODELS="llama-tiny-f32" only those
+#                               reference models (all of them make ~100 MB, more than the
+#                               device tool's 64 MiB carry limit).
 #   tools/gpu-check.sh run [OUTDIR]
 #                               there: unpacks the bundle into a temporary folder and runs, each
 #                               with its own time limit (about 5 minutes in all):
@@ -104,7 +107,12 @@ bundle() {
     done
   done
   bundle_redis "$stage"
-  cp -r "$build/reference-models" "$stage/"
+  if [ -n "${TPNODE_GPU_MODELS:-}" ]; then
+    mkdir -p "$stage/reference-models"
+    for m in $TPNODE_GPU_MODELS; do cp "$build/reference-models/$m".gguf* "$stage/reference-models/"; done
+  else
+    cp -r "$build/reference-models" "$stage/"
+  fi
   cp -r tests/data/reference "$stage/src/tests/data/"
   mkdir -p gpu-bundle
   tar -C "$stage" -cf - . | xz -T2 -6 >gpu-bundle/bundle.tar.xz
