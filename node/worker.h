@@ -7,7 +7,8 @@
 // driver's --step-timeout), the worker tries to rejoin it for --rejoin-timeout seconds, then
 // exits 3 with a message naming it (the cluster cannot go on without its driver). Under
 // --split auto, node 0 tells the stages again at every re-formation (node/stage_rejoin.h): when
-// a restarted node 0 chose other stages, the worker loads those before it rejoins.
+// a restarted node 0 chose other stages, the worker loads those before it rejoins; when they do
+// not load (its memory, its model file), it exits 3 naming them and why.
 //
 // Test-only fault injection: TPNODE_TEST_STALL_AT_STEP=N makes the worker, at the N-th step
 // command it receives (counted from 1 over the whole process), stop answering while its mesh

@@ -9,7 +9,15 @@
 #                               libstdc++, libcuda or NCCL: the GPU host's own are used), the
 #                               generated reference models (<build>/reference-models) and
 #                               tests/data/reference into gpu-bundle/bundle.tar.xz
-#                               (ignored by git; ~45 MB).
+#                               (ignored by git; ~45 MB). It also carries Debian's
+#                               redis-server (when installed here) with every library it
+#                               loads and its own ld-linux loader, started as bin/redis-server
+#                               through that loader, so that the GPU host's libc does not matter
+#                               (the Redis KV tier's GPU test; without it that test skips).
+#                               TPNODE_GPU_BINARIES="tpnode gpu_cluster_test" packs only those
+#                               binaries, TPNODE_GPU_MODELS="llama-tiny-f32" only those
+#                               reference models (all of them make ~100 MB, more than the
+#                               device tool's 64 MiB carry limit).
 #   tools/gpu-check.sh run [OUTDIR]
 #                               there: unpacks the bundle into a temporary folder and runs, each
 #                               with its own time limit (about 5 minutes in all):
@@ -19,7 +27,8 @@
 #                                 rank.log      cuda_rank_test (tp=1/tp=2 GPU ranks, stages, paged KV, vs
 #                                               llama.cpp, CPU ranks, graphs on/off) and
 #                                               gpu_cluster_test (tpnode processes, GPU ranks,
-#                                               1x1 .. 2x2 layouts, pipeline stages)
+#                                               1x1 .. 2x2 layouts, pipeline stages, the
+#                                               Redis KV tier through the bundle's redis-server)
 #                                 bench.log     cuda_gemv_bench, device_allreduce_bench, tpnode
 #                                               decode on a generated ~1B Q8_0 model (tp=1 with
 #                                               and without CUDA graphs, tp=2 on GPU 0)
@@ -27,6 +36,10 @@
 #                                 machine.txt   nvidia-smi, topology, libraries
 #                                 summary.txt   exit status and gtest totals of every step
 #                               into OUTDIR (default $OUT, else gpu-check-out/).
+#   tools/gpu-check.sh test BINARY [ARGS...]
+#                               there: unpacks the bundle and runs one of its binaries (e.g.
+#                               gpu_cluster_test --gtest_filter='*GpuKvTier*') with the
+#                               environment of `run`; its exit status.
 #
 # With the device tool: `run` with carry ["gpu-bundle"], command `tools/gpu-check.sh run`,
 # timeout_s ~420. Exit status: 0 when every step passed, 1 otherwise (see summary.txt).
@@ -35,6 +48,32 @@ cd "$(dirname "$0")/.."
 
 GPU_BINARIES=(tpnode tptopo make_test_model cuda_kernels_test device_comm_test cuda_rank_test
   gpu_cluster_test placement_test cuda_gemv_bench device_allreduce_bench)
+if [ -n "${TPNODE_GPU_BINARIES:-}" ]; then read -r -a GPU_BINARIES <<<"$TPNODE_GPU_BINARIES"; fi
+
+# bundle_redis STAGE: Debian's redis-server into STAGE/redis (the binary, the libraries ldd names
+# and the loader), started by STAGE/bin/redis-server through that loader with only those
+# libraries. Nothing when redis-server is not installed here.
+bundle_redis() {
+  local stage=$1 server loader
+  server=$(command -v redis-server) || {
+    echo "[gpu-check] no redis-server here: the bundle carries none" >&2
+    return 0
+  }
+  server=$(readlink -f "$server")
+  mkdir -p "$stage/redis/lib"
+  # Debian's redis-server is a link to redis-check-rdb: the name it runs under decides.
+  cp "$server" "$stage/redis/redis-server"
+  ldd "$server" | awk '/=> \// {print $3}' | while read -r lib; do cp -L "$lib" "$stage/redis/lib/"; done
+  loader=$(ldd "$server" | awk '/ld-linux/ {print $1}')
+  cp -L "$loader" "$stage/redis/lib/ld-linux.so"
+  cat >"$stage/bin/redis-server" <<'EOS'
+#!/bin/sh
+# Debian's redis-server, with the libraries and the loader it was built against.
+d=$(cd "$(dirname "$0")/../redis" && pwd)
+exec "$d/lib/ld-linux.so" --library-path "$d/lib" "$d/redis-server" "$@"
+EOS
+  chmod +x "$stage/bin/redis-server"
+}
 
 bundle() {
   set -e
@@ -67,7 +106,13 @@ bundle() {
       esac
     done
   done
-  cp -r "$build/reference-models" "$stage/"
+  bundle_redis "$stage"
+  if [ -n "${TPNODE_GPU_MODELS:-}" ]; then
+    mkdir -p "$stage/reference-models"
+    for m in $TPNODE_GPU_MODELS; do cp "$build/reference-models/$m".gguf* "$stage/reference-models/"; done
+  else
+    cp -r "$build/reference-models" "$stage/"
+  fi
   cp -r tests/data/reference "$stage/src/tests/data/"
   mkdir -p gpu-bundle
   tar -C "$stage" -cf - . | xz -T2 -6 >gpu-bundle/bundle.tar.xz
@@ -126,26 +171,40 @@ decode_bench() {
   grep -E '\[gpu\]|\[model\] rank|error|Error' "$log.stderr" | head -40 >>"$log"
 }
 
+# unpack: the bundle into a new temporary folder $WORK, and the environment its binaries run in.
+unpack() {
+  if [ ! -f gpu-bundle/bundle.tar.xz ]; then
+    echo "[gpu-check] no gpu-bundle/bundle.tar.xz: run 'tools/gpu-check.sh bundle' first"
+    return 1
+  fi
+  WORK=$(mktemp -d)
+  tar -C "$WORK" -xJf gpu-bundle/bundle.tar.xz
+  NCCL_DIR=$(find_nccl || true)
+  export LD_LIBRARY_PATH="$WORK/lib${NCCL_DIR:+:$NCCL_DIR}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export TPNODE_SOURCE_DIR="$WORK/src" TPNODE_TEST_MODEL_DIR="$WORK/reference-models"
+  export TPNODE_BIN="$WORK/bin/tpnode"  # the multi-process tests start it
+  if [ -x "$WORK/bin/redis-server" ]; then export TPNODE_REDIS_SERVER="$WORK/bin/redis-server"; fi
+}
+
+# test_one BINARY [ARGS...]: one binary of the bundle, in its environment.
+test_one() {
+  unpack || return 1
+  local bin=$1
+  shift
+  "$WORK/bin/$bin" "$@"
+}
+
 run_checks() {
   local out=${1:-${OUT:-gpu-check-out}}
   mkdir -p "$out"
   SUMMARY="$out/summary.txt"
   FAILED=0
   : >"$SUMMARY"
-  local work
-  work=$(mktemp -d)
-  if [ ! -f gpu-bundle/bundle.tar.xz ]; then
-    echo "[gpu-check] no gpu-bundle/bundle.tar.xz: run 'tools/gpu-check.sh bundle' first" |
-      tee -a "$SUMMARY"
+  if ! unpack >>"$SUMMARY"; then
+    cat "$SUMMARY"
     return 1
   fi
-  tar -C "$work" -xJf gpu-bundle/bundle.tar.xz
-  local nccl
-  nccl=$(find_nccl || true)
-  export LD_LIBRARY_PATH="$work/lib${nccl:+:$nccl}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  export TPNODE_SOURCE_DIR="$work/src" TPNODE_TEST_MODEL_DIR="$work/reference-models"
-  local bin=$work/bin
-  export TPNODE_BIN="$bin/tpnode"  # the multi-process tests start it
+  local work=$WORK nccl=$NCCL_DIR bin=$WORK/bin
   {
     date -u
     uname -a
@@ -194,8 +253,12 @@ run_checks() {
 case "${1:-run}" in
   bundle) bundle ;;
   run) run_checks "${2:-}" ;;
+  test)
+    shift
+    test_one "$@"
+    ;;
   *)
-    echo "usage: tools/gpu-check.sh bundle | run [OUTDIR]" >&2
+    echo "usage: tools/gpu-check.sh bundle | run [OUTDIR] | test BINARY [ARGS...]" >&2
     exit 2
     ;;
 esac

@@ -8,7 +8,9 @@
 // nodes refuses (duplicate GPUs) and every node falls back to the mesh and says so; forced
 // nccl must then fail at startup naming the flag. NCCL's bootstrap sockets stay on loopback
 // (NCCL_SOCKET_IFNAME=lo).
-// Also prefix reuse through the API on GPU ranks (GpuServingTest).
+// Also prefix reuse through the API on GPU ranks (GpuServingTest), and the Redis KV tier of GPU
+// ranks: two clusters share a prefix through one redis-server that the test starts (the GPU
+// bundle carries Debian's, tools/gpu-check.sh; skipped with the reason where there is none).
 // Skipped with "skipped: no CUDA device" where there is none.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -22,6 +24,7 @@
 #include "tests/mesh/free_ports.h"
 #include "tests/mesh/process.h"
 #include "tests/model/reference_data.h"
+#include "tests/node/redis/redis_server.h"
 #include "tests/support/cuda_device.h"
 #include "tests/support/read_file.h"
 #include "tests/support/serving_cluster.h"
@@ -204,6 +207,92 @@ TEST(GpuServingTest, ARepeatedPromptReusesItsPrefixOnGpuRanks) {
   }
   c.expectCleanShutdown();
 }
+
+// The Redis KV tier with GPU ranks: cluster A (2 nodes of GPU ranks, with --pp 2 in the second
+// case) answers a prompt, nothing cached anywhere, and its ranks store the prompt's blocks (each
+// its own shard) in one redis-server; cluster B, another cluster with its own ports and secret
+// and the same layout, fetches them (its /metrics count the blocks fetched, and only the rest of
+// the prompt is prefilled) and gives A's greedy text and token logprobs (F32 model: within 1e-4).
+class GpuKvTierTest : public ::testing::TestWithParam<int> {};  // the pipeline stages
+
+TEST_P(GpuKvTierTest, ASecondGpuClusterFetchesThePrefixFromRedis) {
+  TP_SKIP_WITHOUT_CUDA_DEVICE();
+  if (redis::test::redisServerBinary().empty()) GTEST_SKIP() << redis::test::kNoRedisReason;
+  redis::test::RedisServer server;
+  ASSERT_TRUE(server.ok()) << server.why();
+  constexpr int kBlock = 4;
+  const int pp = GetParam();
+  auto spec = [&](const std::string& tag) {
+    testing_support::ServingSpec s{
+        .model = testing_support::referenceModel("llama-tiny-f32"),
+        .nodes = 2,
+        .args = {"--backend", "cuda", "--devices", "0", "--parallel", "2", "--ctx-size", "256",
+                 "--kv-block-size", std::to_string(kBlock), "--connect-timeout", "60",
+                 "--redis-timeout", "2", "--kv-cache-redis-url", server.url()},
+        .tag = "gpu_kv_tier_pp" + std::to_string(pp) + "_" + tag};
+    if (pp > 1) s.args.insert(s.args.end(), {"--pp", std::to_string(pp)});
+    return s;
+  };
+  const nlohmann::json body = {
+      {"prompt",
+       "The quick brown fox jumps over the lazy dog while the cat sleeps on the mat, and the "
+       "old farmer walks slowly down the long road towards the quiet village by the river"},
+      {"max_tokens", 8},
+      {"temperature", 0},
+      {"ignore_eos", true},
+      {"logprobs", 1}};
+  nlohmann::json cold, warm;
+  {
+    testing_support::ServingCluster a(spec("first"));
+    for (int n = 1; n >= 0; --n) a.start(n, kEnv);
+    ASSERT_TRUE(a.awaitHealth(200, 120s)) << a.logs();
+    auto r = a.complete(body, 60);
+    ASSERT_EQ(r.status, 200) << r.body << a.logs();
+    cold = nlohmann::json::parse(r.body);
+    EXPECT_EQ(cold["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    EXPECT_EQ(a.metric("tpnode_kv_redis_blocks_fetched_total"), 0);
+    // Every full block of the prompt on each rank (the writers are asynchronous; the worker's
+    // counts reach node 0 about once a second).
+    const int blocks = cold["usage"]["prompt_tokens"].get<int>() / kBlock;
+    for (const char* node : {"node=\"0\"", "node=\"1\""}) {
+      const auto deadline = std::chrono::steady_clock::now() + 30s;
+      while (a.metricSum("tpnode_kv_redis_blocks_stored_total", node) < blocks &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(100ms);
+      }
+      ASSERT_GE(a.metricSum("tpnode_kv_redis_blocks_stored_total", node), blocks)
+          << node << "\n"
+          << a.get("/metrics").body << a.logs();
+    }
+    a.expectCleanShutdown();
+  }
+  const int prompt_tokens = cold["usage"]["prompt_tokens"];
+  ASSERT_GT(prompt_tokens, 6 * kBlock);
+  const int reusable = (prompt_tokens - 1) / kBlock * kBlock;  // the last token is computed
+  testing_support::ServingCluster b(spec("second"));
+  for (int n = 1; n >= 0; --n) b.start(n, kEnv);
+  ASSERT_TRUE(b.awaitHealth(200, 120s)) << b.logs();
+  auto r = b.complete(body, 60);
+  ASSERT_EQ(r.status, 200) << r.body << b.logs();
+  warm = nlohmann::json::parse(r.body);
+  EXPECT_EQ(warm["usage"]["prompt_tokens_details"]["cached_tokens"], reusable) << b.logs();
+  EXPECT_EQ(b.metric("tpnode_kv_redis_blocks_fetched_total"), reusable / kBlock) << b.logs();
+  EXPECT_EQ(b.metric("tpnode_kv_redis_fetch_failures_total"), 0);
+  EXPECT_EQ(b.metric("tpnode_engine_prompt_tokens_total"), prompt_tokens - reusable);
+  EXPECT_EQ(warm["choices"][0]["text"], cold["choices"][0]["text"]);
+  const auto& x = cold["choices"][0]["logprobs"]["token_logprobs"];
+  const auto& y = warm["choices"][0]["logprobs"]["token_logprobs"];
+  ASSERT_EQ(x.size(), y.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_NEAR(x[i].get<double>(), y[i].get<double>(), 1e-4) << "token " << i;
+  }
+  b.expectCleanShutdown();
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, GpuKvTierTest, ::testing::Values(1, 2),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return "pp" + std::to_string(i.param);
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Layouts, GpuClusterTest,
                          ::testing::Values(Case{"llama-tiny-f32", "en_sentence", 1, 1, "auto"},

@@ -9,8 +9,12 @@
 // - Node 0 restarted with other figures chooses again (tensor, then 2 stages); the worker that
 //   stayed loads node 0's new stages instead of keeping its own, and the cluster answers with
 //   the greedy tokens of one node.
+// - A worker that cannot load the stages a restarted node 0 chose (its copy of the model file is
+//   gone) exits 3 at once naming them and why; node 0 does not wait for it past
+//   --connect-timeout: it exits 1 naming the node that did not come (nothing hangs).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -182,6 +186,53 @@ TEST_F(SplitAutoServingTest, ARestartedNodeZeroChoosesAgainAndTheWorkersFollow) 
     EXPECT_EQ(text(r), expected[i]) << kPrompts[i];
   }
   c.expectCleanShutdown();  // node 1: the same process throughout, exits 0
+}
+
+TEST_F(SplitAutoServingTest, AWorkerThatCannotLoadTheStagesNodeZeroChoseExitsNamingThem) {
+  // The worker reads its own copy of the model, which is gone by the time node 0 restarted:
+  // the stages node 0 chooses then cannot load on it.
+  const std::string worker_model = dir_ + "/worker.gguf";
+  std::filesystem::copy_file(model_, worker_model);
+  ServingSpec s = spec(2, "unloadable", {"--split", "auto"});
+  s.worker_model = worker_model;
+  // Node 0's --connect-timeout differs between its two starts (the worker keeps the default).
+  const auto timeout = std::find(s.args.begin(), s.args.end(), "--connect-timeout");
+  ASSERT_NE(timeout, s.args.end());
+  s.args.erase(timeout, timeout + 2);
+  s.node0_args = kTensorWins;
+  s.node0_args.insert(s.node0_args.end(), {"--connect-timeout", "60"});
+  ServingCluster c(s);
+  c.startAll();
+  ASSERT_TRUE(c.awaitHealth(200, 90s)) << c.logs();
+  EXPECT_TRUE(c.node(0).waitForLog(" chosen: tensor 2x1", 1s)) << c.node(0).log();
+
+  c.node(0).signal(SIGKILL);
+  EXPECT_EQ(c.node(0).wait(10s), 128 + SIGKILL);
+  EXPECT_TRUE(c.node(1).waitForLog("the driver (node 0) was lost", 10s)) << c.node(1).log();
+  std::filesystem::remove(worker_model);
+  // Node 0 again, choosing 2 stages now; it waits --connect-timeout (10 s) for the worker.
+  std::vector<std::string> again = kPipelineWins;
+  again.insert(again.end(), {"--connect-timeout", "10"});
+  c.setNode0Args(again);
+  c.start(0, {}, "again");
+  // The worker: told node 0's stages, cannot load them, says which and why, exits 3 (not after
+  // its --rejoin-timeout of 90 s, and not as if the driver had not come back).
+  EXPECT_EQ(c.node(1).wait(60s), 3) << c.node(1).log();
+  const std::string worker_log = c.node(1).log();
+  EXPECT_NE(worker_log.find("node 0 now runs 2 stage(s)"), std::string::npos) << worker_log;
+  EXPECT_NE(worker_log.find("could not load the 2 stage(s) node 0 chose: "), std::string::npos)
+      << worker_log;
+  EXPECT_NE(worker_log.find("worker.gguf"), std::string::npos) << worker_log;  // the reason
+  EXPECT_EQ(worker_log.find("did not come back within --rejoin-timeout"), std::string::npos)
+      << worker_log;
+  // Node 0: the cluster cannot form without node 1; it says so and exits 1 after its
+  // --connect-timeout (10 s), never serving.
+  EXPECT_EQ(c.node(0).wait(60s), 1) << c.node(0).log();
+  const std::string node0_log = c.node(0).log();
+  EXPECT_NE(node0_log.find(" chosen: pipeline 2 stages"), std::string::npos) << node0_log;
+  EXPECT_NE(node0_log.find("the cluster could not form: "), std::string::npos) << node0_log;
+  EXPECT_NE(node0_log.find("node 1"), std::string::npos) << node0_log;
+  EXPECT_EQ(node0_log.find("[cluster] ready"), std::string::npos) << node0_log;
 }
 
 }  // namespace

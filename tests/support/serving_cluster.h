@@ -1,7 +1,8 @@
 // Test helper: a serving tpnode cluster of real processes on loopback, for the tests that talk
 // to its API while it runs (tests/support/cluster_run.h runs batch clusters to completion).
 //
-// - Every node gets --model, the spec's arguments and, with more than one node, --node-id and
+// - Every node gets --model (the workers: worker_model when the spec names one), the spec's
+//   arguments and, with more than one node, --node-id and
 //   --peers (free loopback ports, tests/mesh/free_ports.h); node 0 also --port (a free port)
 //   and its own arguments. The cluster secret: --cluster-secret-file when the spec names one,
 //   else a random one of this cluster's own in TPNODE_CLUSTER_SECRET.
@@ -42,6 +43,7 @@ struct ServingSpec {
   std::string tag;                           // log file names
   std::string log_dir = {};                  // "": ::testing::TempDir()
   std::string secret_file = {};              // --cluster-secret-file; "": a random secret
+  std::string worker_model = {};             // the workers' --model; "": model
 };
 
 class ServingCluster {
@@ -62,7 +64,8 @@ class ServingCluster {
   // or stopped it) logs to a file of its own, named with `log_suffix`.
   mesh::test::Process& start(int n, std::vector<std::string> env = {},
                              const std::string& log_suffix = {}) {
-    std::vector<std::string> a = {"--model", spec_.model};
+    const bool own_model = n != 0 && !spec_.worker_model.empty();
+    std::vector<std::string> a = {"--model", own_model ? spec_.worker_model : spec_.model};
     a.insert(a.end(), spec_.args.begin(), spec_.args.end());
     if (spec_.nodes > 1) a.insert(a.end(), {"--node-id", std::to_string(n), "--peers", peers_});
     if (!spec_.secret_file.empty()) {

@@ -1,8 +1,11 @@
 // Test fixture: a real redis-server started by the test on a free loopback port, in a fresh
 // temporary folder (no persistence), killed at the end. Tests skip with the reason when
 // redis-server is not installed (tools/install-deps.sh installs it; CMake finds it as
-// TPNODE_REDIS_SERVER).
+// TPNODE_REDIS_SERVER). TPNODE_REDIS_SERVER in the environment names another executable (the
+// GPU bundle's, tools/gpu-check.sh, which carries Debian's redis-server with its libraries).
 #pragma once
+
+#include <cstdlib>
 
 #include <signal.h>
 
@@ -20,9 +23,13 @@
 
 namespace tpnode::node::redis::test {
 
-// The redis-server executable CMake found, or "".
+// The redis-server executable: $TPNODE_REDIS_SERVER when set, else the one CMake found; ""
+// when that file is not there (a binary built here and run on another host).
 inline std::string redisServerBinary() {
-  return TPNODE_REDIS_SERVER;
+  const char* given = std::getenv("TPNODE_REDIS_SERVER");
+  const std::string path = given != nullptr && *given != '\0' ? given : TPNODE_REDIS_SERVER;
+  std::error_code ec;
+  return !path.empty() && std::filesystem::is_regular_file(path, ec) ? path : std::string();
 }
 
 inline constexpr const char* kNoRedisReason =
