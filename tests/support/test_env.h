@@ -24,6 +24,9 @@
 //                            (tests/support/model_cache.h); the user's environment.
 //     FAKE_CUDA_DEVICES      the device count of the emulated CUDA runtime (default 2)
 //                            (tests/collectives/cuda/emulated); set by hand.
+//     TPNODE_REDIS_SERVER    the redis-server the Redis tests start; the caller may set it
+//                            (tools/gpu-check.sh), else the one CMake found
+//                            (tests/node/redis/redis_server.h).
 // - Reads the process environment: not safe against a concurrent setenv() in the same test.
 #pragma once
 
@@ -37,11 +40,11 @@
 
 namespace tpnode::testing_support {
 
-inline constexpr std::array<std::string_view, 11> kTestEnvVariables = {
+inline constexpr std::array<std::string_view, 12> kTestEnvVariables = {
     "TPNODE_BIN",         "TPNODE_SOURCE_DIR", "TPNODE_TEST_MODEL_DIR",
     "TPTOPO_BIN",         "TPNODE_TEST_SEED",  "TPNODE_PARITY_VERBOSE",
     "TPNODE_CACHE",       "XDG_CACHE_HOME",    "HOME",
-    "TPNODE_GEMMA_MODEL", "FAKE_CUDA_DEVICES"};
+    "TPNODE_GEMMA_MODEL", "FAKE_CUDA_DEVICES", "TPNODE_REDIS_SERVER"};
 
 inline std::optional<std::string> testEnv(std::string_view name) {
   if (std::find(kTestEnvVariables.begin(), kTestEnvVariables.end(), name) ==

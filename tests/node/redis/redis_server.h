@@ -20,14 +20,15 @@
 #include "node/redis/redis_client.h"
 #include "tests/mesh/free_ports.h"
 #include "tests/mesh/process.h"
+#include "tests/support/test_env.h"
 
 namespace tpnode::node::redis::test {
 
 // The redis-server executable: $TPNODE_REDIS_SERVER when set, else the one CMake found; ""
 // when that file is not there (a binary built here and run on another host).
 inline std::string redisServerBinary() {
-  const char* given = std::getenv("TPNODE_REDIS_SERVER");
-  const std::string path = given != nullptr && *given != '\0' ? given : TPNODE_REDIS_SERVER;
+  const std::string path =
+      testing_support::testEnv("TPNODE_REDIS_SERVER").value_or(TPNODE_REDIS_SERVER);
   std::error_code ec;
   return !path.empty() && std::filesystem::is_regular_file(path, ec) ? path : std::string();
 }
