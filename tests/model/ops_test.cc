@@ -1,5 +1,6 @@
-// model/kernels/cpu/ops.h: rmsNormRows gives rmsNorm's bits row by row (whole groups of 8 rows
-// and the rest, in place and not, with and without a weight).
+// model/kernels/cpu/ops.h: rmsNormRows (the kernel table's path) and rmsNormRowsBaseline give
+// rmsNorm's bits row by row (whole groups of 8 rows and the rest, widths with and without a tail
+// past a multiple of 8, in place and not, with and without a weight).
 #include "model/kernels/cpu/ops.h"
 
 #include <gtest/gtest.h>
@@ -14,24 +15,27 @@ namespace {
 TEST(OpsTest, RmsNormRowsMatchesRmsNormPerRow) {
   std::mt19937 rng(3);
   std::normal_distribution<float> d(0.f, 2.f);
-  for (int64_t n : {1, 40, 640}) {
-    for (int64_t rows : {1, 7, 8, 9, 17, 24}) {
+  for (int64_t n : {1, 5, 8, 13, 40, 256, 640, 1031}) {
+    for (int64_t rows : {1, 7, 8, 9, 16, 17, 24, 33}) {
       std::vector<float> x(static_cast<size_t>(n * rows)), w(static_cast<size_t>(n));
       for (float& v : x) v = d(rng);
       for (float& v : w) v = 1.f + 0.1f * d(rng);
       for (const float* wp :
            {static_cast<const float*>(nullptr), static_cast<const float*>(w.data())}) {
-        std::vector<float> want(x.size()), got(x.size()), in_place = x;
+        std::vector<float> want(x.size()), got(x.size()), base(x.size()), in_place = x;
         for (int64_t r = 0; r < rows; ++r) {
           rmsNorm(x.data() + r * n, wp, want.data() + r * n, n, 1e-6f);
         }
         rmsNormRows(x.data(), wp, got.data(), n, rows, 1e-6f);
         rmsNormRows(in_place.data(), wp, in_place.data(), n, rows, 1e-6f);
+        rmsNormRowsBaseline(x.data(), wp, base.data(), n, rows, 1e-6f);
         for (size_t i = 0; i < x.size(); ++i) {
           ASSERT_EQ(std::bit_cast<uint32_t>(want[i]), std::bit_cast<uint32_t>(got[i]))
               << "n " << n << " rows " << rows << " i " << i;
           ASSERT_EQ(std::bit_cast<uint32_t>(want[i]), std::bit_cast<uint32_t>(in_place[i]))
               << "in place, n " << n << " rows " << rows << " i " << i;
+          ASSERT_EQ(std::bit_cast<uint32_t>(want[i]), std::bit_cast<uint32_t>(base[i]))
+              << "baseline, n " << n << " rows " << rows << " i " << i;
         }
       }
     }

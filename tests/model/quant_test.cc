@@ -219,8 +219,8 @@ TEST(QuantTest, AxpyAddsWeightedRows) {
 }
 
 // Every table's Q8_K activation quantizer writes quantizeRowQ8K's bytes: random rows at several
-// scales, a zero block, a block whose largest magnitude appears as -a before +a, and values on
-// exact rounding ties.
+// scales, a zero block, blocks whose largest magnitude appears as -a before +a and as +a before
+// -a, one where it is the block's last value, and values on exact rounding ties.
 TEST(QuantTest, Q8KQuantizersMatchScalarBytes) {
   const int64_t n = 6 * kQKK;
   std::vector<std::vector<float>> rows;
@@ -230,6 +230,10 @@ TEST(QuantTest, Q8KQuantizersMatchScalarBytes) {
   edge[kQKK + 3] = -2.f;  // block 1: -2 first, +2 later: iscale from -2
   edge[kQKK + 9] = 2.f;
   for (int j = 0; j < kQKK; ++j) edge[2 * kQKK + j] = (j - 128) * (127.f / 254);  // x.5 ties
+  for (int j = 0; j < kQKK; ++j) edge[3 * kQKK + j] = (j % 5 - 2) * 0.25f;
+  edge[4 * kQKK - 1] = -5.f;  // block 3: the largest magnitude is its last value
+  edge[4 * kQKK + 8] = 3.f;   // block 4: +3 in its second 8 values, -3 later
+  edge[4 * kQKK + 200] = -3.f;
   rows.push_back(edge);
   for (const DotKernels* k : {&scalarKernels(), avx2Kernels(), avx512Kernels()}) {
     if (!k) continue;

@@ -335,18 +335,37 @@ struct GgmlMath {
   // out[k] for k < m: the lanes of value k (lane l at lanes[l * kChunk + k]) folded as
   // llama.cpp: (l + l+32) + (l+16 + l+48) for 64 lanes, then reduce16's tree.
   static void foldLanes(bool lanes64, const float* lanes, int64_t m, float* out) {
+    if (lanes64) {
+      foldLanesOf<true>(lanes, m, out);
+    } else {
+      foldLanesOf<false>(lanes, m, out);
+    }
+  }
+
+  // foldLanes with the lane count a constant, so that the 16 partial vectors stay in registers
+  // and whole vectors are stored straight to out.
+  template <bool kLanes64>
+  static void foldLanesOf(const float* lanes, int64_t m, float* out) {
     for (int64_t k = 0; k < m; k += W) {
       auto lane = [&](int l) { return S::load(lanes + l * kChunk + k); };
       V v[16];
+#pragma GCC unroll 16
       for (int l = 0; l < 16; ++l) {
-        v[l] = lanes64 ? S::add(S::add(lane(l), lane(32 + l)), S::add(lane(16 + l), lane(48 + l)))
-                       : lane(l);
+        v[l] = kLanes64 ? S::add(S::add(lane(l), lane(32 + l)), S::add(lane(16 + l), lane(48 + l)))
+                        : lane(l);
       }
+#pragma GCC unroll 8
       for (int l = 0; l < 8; ++l) v[l] = S::add(v[l + 8], v[l]);
+#pragma GCC unroll 4
       for (int l = 0; l < 4; ++l) v[l] = S::add(v[l + 4], v[l]);
-      float folded[W];
-      S::store(folded, S::add(S::add(v[0], v[2]), S::add(v[1], v[3])));
-      for (int64_t i = 0; i < W && k + i < m; ++i) out[k + i] = folded[i];
+      const V r = S::add(S::add(v[0], v[2]), S::add(v[1], v[3]));
+      if (k + W <= m) {
+        S::store(out + k, r);
+      } else {
+        float folded[W];
+        S::store(folded, r);
+        for (int64_t i = 0; k + i < m; ++i) out[k + i] = folded[i];
+      }
     }
   }
 

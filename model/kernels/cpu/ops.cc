@@ -1,24 +1,120 @@
 #include "model/kernels/cpu/ops.h"
 
 #include <cmath>
+#include <string_view>
 #include <vector>
 
+#include "model/kernels/cpu/dot.h"
 #include "model/kernels/cpu/ggml_math.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 namespace tpnode::model::kernels {
 
-void rmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {
-  double sum = 0;
+namespace {
+
+// Row r's sum of squares in rmsNorm's order: each value squared in float, widened to double and
+// added one by one in column order.
+inline __attribute__((always_inline)) void sumSquaresRow(const float* x, int64_t n, double& sum) {
   for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
-  const float mean = static_cast<float>(sum / static_cast<double>(n));
-  const float scale = 1.0f / std::sqrt(mean + eps);
+}
+
+// y = x * scale, then y *= w (rmsNorm's two roundings), for one row.
+inline __attribute__((always_inline)) void scaleRow(const float* x, const float* w, float* y,
+                                                    int64_t n, float scale) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
   if (w) {
     for (int64_t i = 0; i < n; ++i) y[i] *= w[i];
   }
 }
 
-void rmsNormRows(const float* x, const float* w, float* y, int64_t n, int64_t rows, float eps) {
+float normScale(double sum, int64_t n, float eps) {
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  return 1.0f / std::sqrt(mean + eps);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#pragma GCC diagnostic push
+#if !defined(__clang__)  // GCC 12 flags _mm512_cvtps_pd's undefined source vector
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// 8 rows' sums of squares (rows n floats apart), one row per double lane: 8 columns at a time
+// are squared in float, turned from 8 rows x 8 columns into 8 columns x 8 rows (one 8 x 8
+// transpose) and each column widened to double and added, so every lane adds its row's squares
+// in column order, as sumSquaresRow does; the columns past the last 8 are added after them.
+__attribute__((target("avx512f"))) void sumSquares8Avx512(const float* x, int64_t n, double* sum) {
+  __m512d acc = _mm512_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 r[8];
+    for (int k = 0; k < 8; ++k) {
+      const __m256 v = _mm256_loadu_ps(x + k * n + i);
+      r[k] = _mm256_mul_ps(v, v);
+    }
+    // t: pairs of rows interleaved; s: columns (j, j + 4) of 4 rows; c: column j of 8 rows.
+    __m256 t[8], u[8];
+    for (int k = 0; k < 4; ++k) {
+      t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+      t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+    }
+    for (int h = 0; h < 2; ++h) {  // rows 0-3, rows 4-7
+      const __m256* th = t + 4 * h;
+      u[4 * h + 0] = _mm256_shuffle_ps(th[0], th[2], 0x44);  // columns 0, 4
+      u[4 * h + 1] = _mm256_shuffle_ps(th[0], th[2], 0xEE);  // 1, 5
+      u[4 * h + 2] = _mm256_shuffle_ps(th[1], th[3], 0x44);  // 2, 6
+      u[4 * h + 3] = _mm256_shuffle_ps(th[1], th[3], 0xEE);  // 3, 7
+    }
+    for (int j = 0; j < 4; ++j) {
+      acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm256_permute2f128_ps(u[j], u[4 + j], 0x20)));
+    }
+    for (int j = 0; j < 4; ++j) {
+      acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm256_permute2f128_ps(u[j], u[4 + j], 0x31)));
+    }
+  }
+  _mm512_storeu_pd(sum, acc);
+  for (int r = 0; r < 8; ++r) sumSquaresRow(x + r * n + i, n - i, sum[r]);
+}
+
+// scaleRow 16 values at a time: (x * scale) rounded, then times w, as its two passes.
+__attribute__((target("avx512f"))) void scaleRowAvx512(const float* x, const float* w, float* y,
+                                                       int64_t n, float scale) {
+  const __m512 s = _mm512_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), s);
+    if (w) v = _mm512_mul_ps(v, _mm512_loadu_ps(w + i));
+    _mm512_storeu_ps(y + i, v);
+  }
+  scaleRow(x + i, w ? w + i : nullptr, y + i, n - i, scale);
+}
+
+void rmsNormRowsAvx512(const float* x, const float* w, float* y, int64_t n, int64_t rows,
+                       float eps) {
+  int64_t r0 = 0;
+  for (; r0 + 8 <= rows; r0 += 8) {
+    double sum[8];
+    sumSquares8Avx512(x + r0 * n, n, sum);
+    for (int r = 0; r < 8; ++r) {
+      scaleRowAvx512(x + (r0 + r) * n, w, y + (r0 + r) * n, n, normScale(sum[r], n, eps));
+    }
+  }
+  for (; r0 < rows; ++r0) rmsNorm(x + r0 * n, w, y + r0 * n, n, eps);
+}
+#pragma GCC diagnostic pop
+#endif
+
+}  // namespace
+
+void rmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {
+  double sum = 0;
+  sumSquaresRow(x, n, sum);
+  scaleRow(x, w, y, n, normScale(sum, n, eps));
+}
+
+void rmsNormRowsBaseline(const float* x, const float* w, float* y, int64_t n, int64_t rows,
+                         float eps) {
   constexpr int kRows = 8;
   int64_t r0 = 0;
   for (; r0 + kRows <= rows; r0 += kRows) {
@@ -32,17 +128,22 @@ void rmsNormRows(const float* x, const float* w, float* y, int64_t n, int64_t ro
       }
     }
     for (int r = 0; r < kRows; ++r) {
-      const float mean = static_cast<float>(sum[r] / static_cast<double>(n));
-      const float scale = 1.0f / std::sqrt(mean + eps);
-      const float* xi = xr + r * n;
-      float* yi = y + (r0 + r) * n;
-      for (int64_t i = 0; i < n; ++i) yi[i] = xi[i] * scale;
-      if (w) {
-        for (int64_t i = 0; i < n; ++i) yi[i] *= w[i];
-      }
+      scaleRow(xr + r * n, w, y + (r0 + r) * n, n, normScale(sum[r], n, eps));
     }
   }
   for (; r0 < rows; ++r0) rmsNorm(x + r0 * n, w, y + r0 * n, n, eps);
+}
+
+void rmsNormRows(const float* x, const float* w, float* y, int64_t n, int64_t rows, float eps) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  // Follows the dot kernels' choice (TPNODE_CPU_ISA=avx2|scalar selects the baseline code).
+  static const bool avx512 = bestKernels().isa.starts_with("avx512");
+  if (avx512) {
+    rmsNormRowsAvx512(x, w, y, n, rows, eps);
+    return;
+  }
+#endif
+  rmsNormRowsBaseline(x, w, y, n, rows, eps);
 }
 
 void ropeAngles(int64_t n_rot, int64_t pos, float base, float freq_scale, const float* freq_factors,

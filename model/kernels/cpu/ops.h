@@ -14,8 +14,13 @@ namespace tpnode::model::kernels {
 void rmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);
 
 // rmsNorm of `rows` rows of n values, row r at x + r * n and y + r * n (y may be x): rmsNorm's
-// bits row by row, with 8 rows' sums of squares (each one chain of double adds) in flight at once.
+// bits row by row, with 8 rows' sums of squares (each one chain of double adds) in flight at once
+// (with the AVX-512 kernel table: in the 8 double lanes of one vector).
 void rmsNormRows(const float* x, const float* w, float* y, int64_t n, int64_t rows, float eps);
+
+// rmsNormRows without AVX-512 (what it runs when the kernel table is not AVX-512): the same bits.
+void rmsNormRowsBaseline(const float* x, const float* w, float* y, int64_t n, int64_t rows,
+                         float eps);
 
 // Rotates one head vector in place at position `pos` (first n_rot dims).
 // freq_factors: nullptr or n_rot / 2 divisors of the angles (llama3 rope_freqs).
