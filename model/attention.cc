@@ -97,6 +97,42 @@ void forKvRuns(int64_t first, int64_t last, int64_t block_size, BlockOf&& block_
   }
 }
 
+// Row j of rows `stride` bytes apart.
+const float* rowAt(const float* rows, size_t stride, int64_t j) {
+  return reinterpret_cast<const float*>(reinterpret_cast<const unsigned char*>(rows) +
+                                        static_cast<size_t>(j) * stride);
+}
+
+// Asks for the first `bytes` of rows [j, j + n) (`stride` bytes apart) to be brought into L2.
+void prefetchRows(const float* rows, size_t stride, int64_t j, int64_t n, size_t bytes) {
+  for (; n > 0; --n, ++j) {
+    const auto* p = reinterpret_cast<const char*>(rowAt(rows, stride, j));
+    for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 2);
+  }
+}
+
+// Decode's scores against the K rows read in place: scoresHeads over runs of kPrefetchRows rows
+// (each row's scores are computed alone: the same bits as one call), the K and V rows of the
+// next run prefetched meanwhile. A decode step reads its cached rows from memory (the weights
+// stream through the caches between two layers) and the scores' stride (a row of every kv head
+// per position) and the V sum's (llama.cpp's 64 lanes: 64 rows apart) are orders the hardware
+// prefetcher does not run ahead of: perf put most of attention's time on those loads. (All of a
+// head's rows prefetched at once before its scores did not shorten attention in perf.)
+constexpr int64_t kPrefetchRows = 4;
+void scoresPrefetching(int64_t hd, const float* q, int64_t nh, const float* k, const float* v,
+                       size_t stride, int64_t cells, float scale, float* out, int64_t out_stride) {
+  const size_t bytes = static_cast<size_t>(hd) * sizeof(float);
+  prefetchRows(k, stride, 0, std::min(kPrefetchRows, cells), bytes);
+  prefetchRows(v, stride, 0, std::min(kPrefetchRows, cells), bytes);
+  for (int64_t j = 0; j < cells; j += kPrefetchRows) {
+    const int64_t next = std::min(kPrefetchRows, cells - j - kPrefetchRows);
+    prefetchRows(k, stride, j + kPrefetchRows, next, bytes);
+    prefetchRows(v, stride, j + kPrefetchRows, next, bytes);
+    kernels::ggml::scoresHeads(hd, q, nh, rowAt(k, stride, j), stride,
+                               std::min(kPrefetchRows, cells - j), scale, out + j, out_stride);
+  }
+}
+
 }  // namespace
 
 void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
@@ -148,7 +184,8 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
       const float* krow0 = kv_.k(l, block_of(qb.lo), qb.lo % bs) + kvh * hd;
       const float* vrow0 = kv_.v(l, block_of(qb.lo), qb.lo % bs) + kvh * hd;
       size_t stride = kv_row_bytes;
-      if (runs > 1 || qb.end - qb.begin > 1) {
+      const bool in_place = runs == 1 && qb.end - qb.begin == 1;
+      if (!in_place) {
         const auto rows = static_cast<size_t>((qb.hi + 1 - qb.lo) * hd);
         if (krows.size() < rows) krows.resize(rows);
         if (vrows.size() < rows) vrows.resize(rows);
@@ -179,8 +216,13 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
                                            static_cast<size_t>(first - qb.lo) * stride);
         // The job's heads share the cells: their scores in one pass over the K rows.
         scores.assign(static_cast<size_t>(nh * len), -INFINITY);
-        kernels::ggml::scoresHeads(hd, q_.data() + i * nq + head0 * hd, nh, k0, stride, cells,
-                                   scale, scores.data() + (first - start), len);
+        if (in_place) {
+          scoresPrefetching(hd, q_.data() + i * nq + head0 * hd, nh, k0, v0, stride, cells, scale,
+                            scores.data() + (first - start), len);
+        } else {
+          kernels::ggml::scoresHeads(hd, q_.data() + i * nq + head0 * hd, nh, k0, stride, cells,
+                                     scale, scores.data() + (first - start), len);
+        }
         for (int64_t g = 0; g < nh; ++g) kernels::softmax(scores.data() + g * len, len);
         kernels::ggml::weightedRowSumHeads(order, scores.data() + (first - start), len, nh, v0,
                                            stride, cells, hd, lanes.data(),

@@ -22,7 +22,7 @@ HostBuffer::HostBuffer(size_t bytes) : size_(bytes) {
   const size_t total = bytes >= kHuge ? want + kHuge : bytes;
   void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
-    fail(ErrorCode::kResource, "cannot allocate {} bytes for weights: {}", bytes,
+    fail(ErrorCode::kResource, "cannot allocate {} bytes of host memory: {}", bytes,
          std::strerror(errno));
   }
   auto* base = static_cast<uint8_t*>(p);

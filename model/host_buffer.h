@@ -1,6 +1,7 @@
 // HostBuffer: an owned block of ordinary anonymous memory (mmap, not file-backed), 2 MiB
-// aligned and advised for transparent huge pages when large, so streaming weights through
-// the CPU does not miss the TLB on every 4 KiB page. Move-only; zero-filled on allocation.
+// aligned and advised for transparent huge pages when large, so streaming weights (or a KV
+// cache) through the CPU does not miss the TLB on every 4 KiB page. Move-only; zero-filled on
+// allocation.
 #pragma once
 
 #include <cstddef>

@@ -25,9 +25,9 @@ KvCache::KvCache(int64_t n_layer, int64_t n_slots, int64_t n_ctx, int64_t n_kv_h
          "{} KV blocks of {} positions cannot hold one context of {} positions", n_blocks_,
          block_size_, n_ctx_);
   }
-  size_t n = static_cast<size_t>(n_layer_ * n_blocks_ * block_size_ * row_);
-  k_.assign(n, 0.f);
-  v_.assign(n, 0.f);
+  const size_t n = static_cast<size_t>(n_layer_ * n_blocks_ * block_size_ * row_);
+  k_ = HostBuffer(n * sizeof(float));
+  v_ = HostBuffer(n * sizeof(float));
 }
 
 void checkKvBlockShard(int64_t block, int64_t n_blocks, size_t floats, size_t block_floats) {
@@ -46,8 +46,8 @@ void KvCache::exportBlock(int64_t block, std::span<float> out) const {
   float* dst = out.data();
   for (int64_t l = 0; l < n_layer_; ++l) {
     const size_t at = static_cast<size_t>(((l * n_blocks_ + block) * block_size_) * row_);
-    dst = std::copy_n(k_.data() + at, run, dst);
-    dst = std::copy_n(v_.data() + at, run, dst);
+    dst = std::copy_n(k0() + at, run, dst);
+    dst = std::copy_n(v0() + at, run, dst);
   }
 }
 
@@ -57,8 +57,8 @@ void KvCache::importBlock(int64_t block, std::span<const float> in) {
   const float* src = in.data();
   for (int64_t l = 0; l < n_layer_; ++l) {
     const size_t at = static_cast<size_t>(((l * n_blocks_ + block) * block_size_) * row_);
-    std::copy_n(src, run, k_.data() + at);
-    std::copy_n(src + run, run, v_.data() + at);
+    std::copy_n(src, run, k0() + at);
+    std::copy_n(src + run, run, v0() + at);
     src += 2 * run;
   }
 }

@@ -35,7 +35,8 @@ struct RequestTiming {
   // The process's CPU seconds (all threads, idle spinning of a pool's workers included) from
   // its admission to its first sampled token.
   double prefill_cpu_seconds = 0;
-  double decode_seconds = 0;  // from its first to its last sampled token
+  double decode_seconds = 0;      // from its first to its last sampled token
+  double decode_cpu_seconds = 0;  // the process's CPU seconds over the same span
   int64_t decode_steps = 0;
 };
 

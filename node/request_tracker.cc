@@ -135,6 +135,7 @@ void RequestTracker::finish(ActiveRequest& a, const std::string& reason) {
         a.started ? (a.sampled > 0 ? a.first_token_cpu : processCpuSeconds()) - a.admit_cpu : 0.0;
     t.decode_seconds =
         a.sampled > 0 ? std::chrono::duration<double>(a.last_token - a.first_token).count() : 0.0;
+    t.decode_cpu_seconds = a.sampled > 0 ? a.last_token_cpu - a.first_token_cpu : 0.0;
     t.decode_steps = std::max<int64_t>(0, a.sampled - 1);
     std::optional<std::vector<float>> logits;
     if (a.all_logits) logits = std::move(a.logits);
@@ -147,9 +148,10 @@ void RequestTracker::sample(ActiveRequest& a, const float* row) {
   const int64_t vocab = model_.config.n_vocab;
   const model::TokenId id = a.sampler->sample(std::span<const float>(row, vocab));
   a.last_token = Clock::now();
+  a.last_token_cpu = processCpuSeconds();
   if (a.sampled == 0) {
     a.first_token = a.last_token;
-    a.first_token_cpu = processCpuSeconds();
+    a.first_token_cpu = a.last_token_cpu;
   }
   ++a.sampled;
   metrics_.generated_tokens.Increment();

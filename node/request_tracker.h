@@ -37,9 +37,10 @@ struct ActiveRequest {
   bool all_logits = false;
   std::vector<float> logits;  // kept rows when all_logits
   std::chrono::steady_clock::time_point first_step{}, first_token{}, last_token{};
-  // The process's CPU seconds (every thread) at admission and at the first sampled token: the
-  // prefill's CPU time, which a machine shared with other work inflates less than its wall time.
-  double admit_cpu = 0, first_token_cpu = 0;
+  // The process's CPU seconds (every thread) at admission, at the first and at the last sampled
+  // token: the prefill's and the decode's CPU time, which a machine shared with other work
+  // inflates less than their wall time.
+  double admit_cpu = 0, first_token_cpu = 0, last_token_cpu = 0;
   bool started = false;
   bool feeding_last = false;  // all_logits: the last token is fed for its row, not sampled
   bool final_sent = false;    // the one event with finished == true has gone out

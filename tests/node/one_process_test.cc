@@ -63,6 +63,7 @@ TEST_F(LocalModeTest, JsonGreedyIdsMatchLlamaCpp) {
   EXPECT_EQ(j["ids"].get<std::vector<int32_t>>(), c.generated_ids);
   EXPECT_GT(j["prefill_tps"].get<double>(), 0);
   EXPECT_GT(j["decode_tps"].get<double>(), 0);
+  EXPECT_GT(j["decode_cpu_seconds"].get<double>(), 0);
   EXPECT_TRUE(j.contains("text"));
 }
 
