@@ -84,9 +84,8 @@ class KvCache final : public KvBlockIo {
   int64_t n_layer_, n_slots_, n_ctx_, row_, first_layer_, block_size_, n_blocks_;
   // Zero-filled anonymous memory, in transparent huge pages where the kernel gives them (pages
   // are committed as they are first written): a decode step reads every layer's cached rows
-  // from memory (the weights stream through the caches in between), and on 4 KiB pages (two
-  // rows of a 512-float row each) the attention's loads and prefetches waited on page walks
-  // (perf of a Q4_K_M decode step: attention 5.8 % of the time on 4 KiB pages, 3.8 % on 2 MiB).
+  // from memory (the weights stream through the caches in between), and on 4 KiB pages the
+  // attention's loads and prefetches wait on page walks.
   HostBuffer k_, v_;
 };
 
