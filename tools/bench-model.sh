@@ -16,7 +16,9 @@
 #                for tpnode and llama.cpp alike (same file, same work per token); tpnode's also
 #                per CPU second (prefill_cpu_seconds: the process's CPU time over the prefill,
 #                against one thread's peak), which a machine shared with other work (a VM whose
-#                host takes its cores away) lowers far less than the wall-clock figure
+#                host takes its cores away) lowers far less than the wall-clock figure; decode's
+#                fraction of the bound likewise per CPU second (decode_steps / decode_cpu_seconds
+#                x weight bytes per token, against one thread's read rate)
 #
 #   tools/bench-model.sh                         the default model set (below)
 #   REPS=3 CONFIGS="t1 tp2" MODELS="a.gguf b.gguf" tools/bench-model.sh
@@ -77,8 +79,8 @@ for n in 1 2; do
   echo "[bench-model] $n thread(s): $bw $pk" >&2
 done
 
-echo "| model | config | tpnode pp$N_PROMPT t/s | llama.cpp pp$N_PROMPT t/s | ratio | tpnode tg$N_GEN t/s | llama.cpp tg$N_GEN t/s | ratio | decode GB/s | read GB/s | % of bound | tpnode prefill % of int8 peak | llama.cpp % of peak | tpnode % of peak per CPU s |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| model | config | tpnode pp$N_PROMPT t/s | llama.cpp pp$N_PROMPT t/s | ratio | tpnode tg$N_GEN t/s | llama.cpp tg$N_GEN t/s | ratio | decode GB/s | read GB/s | % of bound | tpnode prefill % of int8 peak | llama.cpp % of peak | tpnode % of peak per CPU s | tpnode % of bound per CPU s |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for m in $MODELS; do
   for cfg in $CONFIGS; do
     case $cfg in
@@ -87,12 +89,13 @@ for m in $MODELS; do
       tp2) tp_args=(--tp 2 --threads 1); ll_t=2; n=2 ;;
       *) echo "[bench-model] unknown config $cfg (t1, t2 or tp2)" >&2; exit 2 ;;
     esac
-    tp_pp=(); tp_tg=(); tp_cpu=(); ll_pp=(); ll_tg=(); bytes=0; macs=0
+    tp_pp=(); tp_tg=(); tp_cpu=(); tp_dcpu=(); ll_pp=(); ll_tg=(); bytes=0; macs=0
     for r in $(seq "$REPS"); do
       out=$("$BUILD/node/tpnode" --model "$m" --prompt-ids "$PROMPT_IDS" -n "$((N_GEN + 1))" \
             "${tp_args[@]}" --json --log-level warn)
       tp_pp+=("$(jget "$out" prefill_tps)"); tp_tg+=("$(jget "$out" decode_tps)")
       tp_cpu+=("$(jget "$out" prefill_cpu_seconds)")
+      tp_dcpu+=("$(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); c=j["decode_cpu_seconds"]; print(j["decode_steps"]/c if c>0 else 0)' "$out")")
       bytes=$(jget "$out" decode_weight_bytes); macs=$(jget "$out" prefill_macs_per_token)
       lj=$("$LLAMA_BIN/llama-bench" -m "$m" -p "$N_PROMPT" -n "$N_GEN" -t "$ll_t" -lm none -r 1 \
            -o json 2>/dev/null)
@@ -101,16 +104,18 @@ for m in $MODELS; do
     done
     python3 - "$(basename "$m")" "$cfg" "$(median "${tp_pp[@]}")" "$(median "${ll_pp[@]}")" \
       "$(median "${tp_tg[@]}")" "$(median "${ll_tg[@]}")" "$bytes" "${READ[$n]}" "$macs" \
-      "${PEAK[$n]}" "$(median "${tp_cpu[@]}")" "$N_PROMPT" "${PEAK[1]}" <<'PY'
+      "${PEAK[$n]}" "$(median "${tp_cpu[@]}")" "$N_PROMPT" "${PEAK[1]}" "$(median "${tp_dcpu[@]}")" \
+      "${READ[1]}" <<'PY'
 import sys
-name, cfg, a, b, c, d, nbytes, rd, macs, peak, cpu, n_prompt, peak1 = sys.argv[1:]
-a, b, c, d, nbytes, rd, macs, peak, cpu, n_prompt, peak1 = map(
-    float, (a, b, c, d, nbytes, rd, macs, peak, cpu, n_prompt, peak1))
+name, cfg, a, b, c, d, nbytes, rd, macs, peak, cpu, n_prompt, peak1, dcpu, rd1 = sys.argv[1:]
+a, b, c, d, nbytes, rd, macs, peak, cpu, n_prompt, peak1, dcpu, rd1 = map(
+    float, (a, b, c, d, nbytes, rd, macs, peak, cpu, n_prompt, peak1, dcpu, rd1))
 gbps = c * nbytes / 1e9
 fa, fb = a * macs / 1e9 / peak, b * macs / 1e9 / peak
 fc = n_prompt * macs / cpu / 1e9 / peak1 if cpu > 0 else 0
 print(f"| {name} | {cfg} | {a:.1f} | {b:.1f} | {a/b:.2f}x | {c:.1f} | {d:.1f} | {c/d:.2f}x | "
-      f"{gbps:.1f} | {rd:.1f} | {100*gbps/rd:.0f}% | {100*fa:.0f}% | {100*fb:.0f}% | {100*fc:.0f}% |")
+      f"{gbps:.1f} | {rd:.1f} | {100*gbps/rd:.0f}% | {100*fa:.0f}% | {100*fb:.0f}% | {100*fc:.0f}% | "
+      f"{100*dcpu*nbytes/1e9/rd1:.0f}% |")
 PY
   done
 done

@@ -64,6 +64,8 @@ TEST_F(LocalModeTest, JsonGreedyIdsMatchLlamaCpp) {
   EXPECT_GT(j["prefill_tps"].get<double>(), 0);
   EXPECT_GT(j["decode_tps"].get<double>(), 0);
   EXPECT_GT(j["decode_cpu_seconds"].get<double>(), 0);
+  // Every generated token after the first (prefill's) is one decode step.
+  EXPECT_EQ(j["decode_steps"].get<int64_t>(), static_cast<int64_t>(c.generated_ids.size()) - 1);
   EXPECT_TRUE(j.contains("text"));
 }
 

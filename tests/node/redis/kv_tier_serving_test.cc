@@ -24,6 +24,7 @@
 
 #include "tests/mesh/process.h"
 #include "tests/node/redis/redis_server.h"
+#include "tests/support/completion_checks.h"
 #include "tests/support/serving_cluster.h"
 #include "tools/test_model.h"
 
@@ -126,13 +127,7 @@ int cachedTokens(const nlohmann::json& answer) {
 }
 
 void expectSameAnswer(const nlohmann::json& a, const nlohmann::json& b) {
-  EXPECT_EQ(a["choices"][0]["text"], b["choices"][0]["text"]);
-  const auto& x = a["choices"][0]["logprobs"]["token_logprobs"];
-  const auto& y = b["choices"][0]["logprobs"]["token_logprobs"];
-  ASSERT_EQ(x.size(), y.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    EXPECT_NEAR(x[i].get<double>(), y[i].get<double>(), 1e-3) << "token " << i;
-  }
+  testing_support::expectSameCompletion(a, b, 1e-3);
 }
 
 // The keys of global rank `rank` in the server (redis-cli --scan beside redis-server), or
