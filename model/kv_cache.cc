@@ -1,6 +1,7 @@
 #include "model/kv_cache.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/error.h"
 
@@ -28,6 +29,11 @@ KvCache::KvCache(int64_t n_layer, int64_t n_slots, int64_t n_ctx, int64_t n_kv_h
   const size_t n = static_cast<size_t>(n_layer_ * n_blocks_ * block_size_ * row_);
   k_ = HostBuffer(n * sizeof(float));
   v_ = HostBuffer(n * sizeof(float));
+  // Commit every page now: a page first touched by a step's KV write would be faulted in (and,
+  // with transparent huge pages, compacted for) inside that step, which made prefill several
+  // times slower; a cache that does not fit also fails here, at start, not mid-request.
+  std::memset(k_.data(), 0, k_.size());
+  std::memset(v_.data(), 0, v_.size());
 }
 
 void checkKvBlockShard(int64_t block, int64_t n_blocks, size_t floats, size_t block_floats) {

@@ -82,10 +82,10 @@ class KvCache final : public KvBlockIo {
   const float* k0() const { return reinterpret_cast<const float*>(k_.data()); }
   const float* v0() const { return reinterpret_cast<const float*>(v_.data()); }
   int64_t n_layer_, n_slots_, n_ctx_, row_, first_layer_, block_size_, n_blocks_;
-  // Zero-filled anonymous memory, in transparent huge pages where the kernel gives them (pages
-  // are committed as they are first written): a decode step reads every layer's cached rows
-  // from memory (the weights stream through the caches in between), and on 4 KiB pages the
-  // attention's loads and prefetches wait on page walks.
+  // Zero-filled anonymous memory, committed at construction, in transparent huge pages where
+  // the kernel gives them: a decode step reads every layer's cached rows from memory (the
+  // weights stream through the caches in between), and on 4 KiB pages the attention's loads
+  // and prefetches wait on page walks.
   HostBuffer k_, v_;
 };
 
