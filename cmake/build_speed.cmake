@@ -18,6 +18,7 @@ endif()
 
 # TPNODE_TEST_OPTIMIZE: the optimization flag of the test sources themselves (tests/) in
 # optimized builds (Release, RelWithDebInfo). The product libraries the tests link keep the build
-# type's; test bodies are not where tests spend their time, and -O1 compiles them about twice as
-# fast as -O2. Empty: the build type's flag.
+# type's; test bodies are not where tests spend their time, and -O1 compiles them in about 60 %
+# of -O2's time (tests/node/api/api_server_test.cc: 11.9 against 20.0 CPU s). Empty: the build
+# type's flag.
 set(TPNODE_TEST_OPTIMIZE "-O1" CACHE STRING "Optimization flag of the test sources in optimized builds ('' = the build type's)")

@@ -47,7 +47,7 @@ void RequestTracker::admitPosted() {
 
 void RequestTracker::admit(IncomingRequest& in) {
   auto a = std::make_unique<ActiveRequest>();
-  a->admit_cpu = processCpuSeconds();
+  if (record_timings_) a->admit_cpu = processCpuSeconds();
   a->id = in.id;
   a->on_event = std::move(in.on_event);
   a->all_logits = in.all_logits;
@@ -131,11 +131,13 @@ void RequestTracker::finish(ActiveRequest& a, const std::string& reason) {
     const Clock::time_point prefill_end = a.sampled > 0 ? a.first_token : Clock::now();
     t.prefill_seconds =
         a.started ? std::chrono::duration<double>(prefill_end - a.first_step).count() : 0.0;
-    t.prefill_cpu_seconds =
-        a.started ? (a.sampled > 0 ? a.first_token_cpu : processCpuSeconds()) - a.admit_cpu : 0.0;
     t.decode_seconds =
         a.sampled > 0 ? std::chrono::duration<double>(a.last_token - a.first_token).count() : 0.0;
-    t.decode_cpu_seconds = a.sampled > 0 ? a.last_token_cpu - a.first_token_cpu : 0.0;
+    if (record_timings_) {  // CPU clocks are read for the CLI's figures only
+      t.prefill_cpu_seconds =
+          a.started ? (a.sampled > 0 ? a.first_token_cpu : processCpuSeconds()) - a.admit_cpu : 0;
+      t.decode_cpu_seconds = a.sampled > 0 ? a.last_token_cpu - a.first_token_cpu : 0.0;
+    }
     t.decode_steps = std::max<int64_t>(0, a.sampled - 1);
     std::optional<std::vector<float>> logits;
     if (a.all_logits) logits = std::move(a.logits);
@@ -148,7 +150,7 @@ void RequestTracker::sample(ActiveRequest& a, const float* row) {
   const int64_t vocab = model_.config.n_vocab;
   const model::TokenId id = a.sampler->sample(std::span<const float>(row, vocab));
   a.last_token = Clock::now();
-  a.last_token_cpu = processCpuSeconds();
+  if (record_timings_) a.last_token_cpu = processCpuSeconds();
   if (a.sampled == 0) {
     a.first_token = a.last_token;
     a.first_token_cpu = a.last_token_cpu;
