@@ -13,11 +13,20 @@
 // table's decode kernels (gemv16) taken out: one token through the 16-row prefill tile, one group
 // per call; `pairs` is `auto` with the decode kernel called on two groups at a time (neighbouring
 // groups as its two weight streams, instead of the halves of a thread's range).
+// Variants with the same kernel table and packed layout (auto, tile and pairs; plain and dot)
+// read one copy of the weights: on a VM two copies of the same bytes can stream at rates 20-40 %
+// apart for the life of the process (where the host placed their pages), which an A/B over
+// separate copies reports as a difference between kernels. Variants with different layouts
+// (rows4 vs auto) or tables have their own copies, and share that caveat.
+// --model FILE times a GGUF file's own projection matrices instead (its bytes, types and shapes:
+// per block attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down, those present, then
+// output.weight), in the order a decode step reads them, so that a mixed file such as Q4_K_M is
+// timed as decode runs it; there `tile` takes out the decode kernel of --type only.
 //
 //   kernel_bench [--type q4_k|q6_k|q8_0|q4_0|q5_0|q5_1|f16|bf16] [--layouts
 //   plain,rows4,auto,dot,tile,pairs]
 //                [--isas best|scalar|avx2|avx2vnni|avx512,...] [--tokens 1] [--layers 16]
-//                [--dim 1024 --ffn 4096 --kv 256] [--threads 1] [--rounds 15]
+//                [--dim 1024 --ffn 4096 --kv 256 | --model FILE] [--threads 1] [--rounds 15]
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -32,6 +41,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "model/gguf.h"
 #include "model/kernels/cpu/matmul.h"
 #include "model/kernels/cpu/quantize.h"
 #include "tools/kernel_bench_args.h"
@@ -92,6 +102,39 @@ void gemvInPairs(int64_t n, const void* groups, size_t group_bytes, int64_t n_gr
   }
 }
 
+// The projection matrices of a GGUF file in a decode step's order, with the file's bytes.
+std::vector<Matrix> modelMatrices(const GgufFile& file) {
+  const GgufMetadata& md = file.metadata();
+  std::vector<const GgufTensorInfo*> order;
+  for (int64_t b = 0;; ++b) {
+    const std::string pre = "blk." + std::to_string(b) + ".";
+    size_t found = 0;
+    for (const char* name :
+         {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}) {
+      if (const GgufTensorInfo* t = md.findTensor(pre + name + ".weight")) {
+        order.push_back(t);
+        ++found;
+      }
+    }
+    if (found == 0) break;
+  }
+  if (const GgufTensorInfo* t = md.findTensor("output.weight")) order.push_back(t);
+  std::vector<Matrix> out;
+  for (const GgufTensorInfo* t : order) {
+    if (t->n_dims != 2) continue;
+    Matrix m;
+    m.type = t->type;
+    m.rows = static_cast<int64_t>(t->rows());
+    m.cols = static_cast<int64_t>(t->ne[0]);
+    m.row_bytes = rowBytes(t->type, t->ne[0]);
+    const std::span<const uint8_t> bytes = file.tensorData(*t);
+    m.data = HostBuffer(bytes.size());
+    std::memcpy(m.data.data(), bytes.data(), bytes.size());
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -103,6 +146,7 @@ int main(int argc, char** argv) {
   std::string type_name = "q4_k", layouts_arg = "rows4,auto", isas_arg = "best";
   int64_t tokens = 1, layers = 16, dim = 1024, ffn = 4096, kv = 256;
   int threads = 1, rounds = 15;
+  std::string model_path;
   CLI::App app{"kernel_bench: CPU matmul per weight layout, A/B interleaved"};
   app.add_option("--type", type_name)->capture_default_str();
   app.add_option("--layouts", layouts_arg, "comma-separated: plain, rows4, auto, dot, tile, pairs")
@@ -116,6 +160,8 @@ int main(int argc, char** argv) {
   app.add_option("--dim", dim)->capture_default_str();
   app.add_option("--ffn", ffn)->capture_default_str();
   app.add_option("--kv", kv, "rows of attn_k / attn_v")->capture_default_str();
+  app.add_option("--model", model_path,
+                 "a GGUF file: time its projection matrices (--layers, --dim, --ffn, --kv unused)");
   app.add_option("--threads", threads)->capture_default_str();
   app.add_option("--rounds", rounds)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -150,8 +196,15 @@ int main(int argc, char** argv) {
       parseLayout(l);
       kernels::DotKernels t = *k;
       if (l == "dot") t.gemm_rows_f16 = t.gemm_rows_bf16 = nullptr;
-      if (l == "tile")
+      if (l == "tile" && !model_path.empty()) {  // --type's decode kernel only
+        if (type == TensorType::kQ8_0) t.gemv16_q8_0 = nullptr;
+        if (type == TensorType::kQ4_0) t.gemv16_q4_0 = nullptr;
+        if (type == TensorType::kQ5_0) t.gemv16_q5_0 = nullptr;
+        if (type == TensorType::kQ4_K) t.gemv16_q4_k = nullptr;
+        if (type == TensorType::kQ6_K) t.gemv16_q6_k = nullptr;
+      } else if (l == "tile") {
         t.gemv16_q8_0 = t.gemv16_q4_0 = t.gemv16_q5_0 = t.gemv16_q4_k = t.gemv16_q6_k = nullptr;
+      }
       if (l == "pairs" && t.gemv16ForType(type)) {
         pairsInner = t.gemv16ForType(type);
         t.gemv16_q8_0 = t.gemv16_q4_0 = t.gemv16_q5_0 = t.gemv16_q4_k = t.gemv16_q6_k = gemvInPairs;
@@ -165,23 +218,44 @@ int main(int argc, char** argv) {
   const int64_t shapes[7][2] = {{dim, dim}, {kv, dim},  {kv, dim}, {dim, dim},
                                 {ffn, dim}, {ffn, dim}, {dim, ffn}};
   std::mt19937 rng(1);
-  std::vector<std::vector<Matrix>> sets(names.size());
-  std::vector<int> interleave(names.size());
+  // One weight set per (table, layout); set_of[v]: variant v's.
+  struct WeightSet {
+    std::string isa;
+    WeightLayout layout;
+    std::vector<Matrix> matrices;
+  };
+  std::vector<WeightSet> sets;
+  std::vector<size_t> set_of(names.size());
+  std::unique_ptr<GgufFile> file;
+  if (!model_path.empty()) file = GgufFile::open(model_path);
   double bytes = 0, macs = 0;
   for (size_t v = 0; v < names.size(); ++v) {
     const WeightLayout layout = parseLayout(layout_names[v]);
-    for (int64_t l = 0; l < layers; ++l) {
-      for (const auto& s : shapes) {
-        Matrix m = randomMatrix(type, s[0], s[1], rng);
-        if (v == 0) {
-          bytes += static_cast<double>(m.data.size());
-          macs +=
-              static_cast<double>(s[0]) * static_cast<double>(s[1]) * static_cast<double>(tokens);
-        }
-        sets[v].push_back(kernels::packWeights(std::move(m), layout, tables[v]));
+    set_of[v] = sets.size();
+    for (size_t i = 0; i < sets.size(); ++i) {
+      if (sets[i].isa == tables[v].isa && sets[i].layout == layout) set_of[v] = i;
+    }
+    if (set_of[v] < sets.size()) continue;
+    std::vector<Matrix> plain;
+    if (file) {
+      plain = modelMatrices(*file);
+    } else {
+      for (int64_t l = 0; l < layers; ++l) {
+        for (const auto& s : shapes) plain.push_back(randomMatrix(type, s[0], s[1], rng));
       }
     }
-    interleave[v] = sets[v].front().interleave;
+    WeightSet set{std::string(tables[v].isa), layout, {}};
+    for (Matrix& m : plain) {
+      if (v == 0) {
+        bytes += static_cast<double>(m.data.size());
+        macs +=
+            static_cast<double>(m.rows) * static_cast<double>(m.cols) * static_cast<double>(tokens);
+        dim = std::max(dim, m.cols);
+        ffn = std::max(ffn, m.rows);
+      }
+      set.matrices.push_back(kernels::packWeights(std::move(m), layout, tables[v]));
+    }
+    sets.push_back(std::move(set));
   }
   kernels::ThreadPool pool(threads);
   std::vector<uint8_t> scratch;
@@ -193,7 +267,7 @@ int main(int argc, char** argv) {
     for (size_t v = 0; v < names.size(); ++v) {
       const double c0 = cpuSeconds();
       const auto t0 = std::chrono::steady_clock::now();
-      for (const Matrix& m : sets[v]) {
+      for (const Matrix& m : sets[set_of[v]].matrices) {
         kernels::matmul(m, x.data(), tokens, y.data(), m.rows, pool, scratch, tables[v]);
       }
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -203,12 +277,18 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::printf(
-      "%s, %lld layers of dim %lld / ffn %lld / kv %lld, %.1f MiB, %lld token(s), %d thread(s), "
-      "median of %d rounds\n",
-      type_name.c_str(), static_cast<long long>(layers), static_cast<long long>(dim),
-      static_cast<long long>(ffn), static_cast<long long>(kv), bytes / 1048576,
-      static_cast<long long>(tokens), threads, rounds);
+  if (file) {
+    std::printf("%s: %zu matrices, %.1f MiB, %lld token(s), %d thread(s), median of %d rounds\n",
+                model_path.c_str(), sets[0].matrices.size(), bytes / 1048576,
+                static_cast<long long>(tokens), threads, rounds);
+  } else {
+    std::printf(
+        "%s, %lld layers of dim %lld / ffn %lld / kv %lld, %.1f MiB, %lld token(s), %d thread(s), "
+        "median of %d rounds\n",
+        type_name.c_str(), static_cast<long long>(layers), static_cast<long long>(dim),
+        static_cast<long long>(ffn), static_cast<long long>(kv), bytes / 1048576,
+        static_cast<long long>(tokens), threads, rounds);
+  }
   const double base = median(secs[0]);
   for (size_t v = 0; v < names.size(); ++v) {
     const double s = median(secs[v]);
@@ -216,9 +296,9 @@ int main(int argc, char** argv) {
     std::printf(
         "  %-18s (interleave %2d): %8.3f ms  %6.2f GB/s  %7.1f tokens/s  %.2fx  cpu %8.3f ms  "
         "%6.1f GMAC/s (cpu)  best %8.3f ms %6.2f GB/s\n",
-        names[v].c_str(), interleave[v], s * 1e3, bytes / s / 1e9, static_cast<double>(tokens) / s,
-        base / s, median(cpu[v]) * 1e3, macs / median(cpu[v]) / 1e9, best * 1e3,
-        bytes / best / 1e9);
+        names[v].c_str(), sets[set_of[v]].matrices.front().interleave, s * 1e3, bytes / s / 1e9,
+        static_cast<double>(tokens) / s, base / s, median(cpu[v]) * 1e3,
+        macs / median(cpu[v]) / 1e9, best * 1e3, bytes / best / 1e9);
   }
   return 0;
 }
