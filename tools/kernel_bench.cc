@@ -11,9 +11,8 @@
 // machine the least disturbed one). Layout `dot` is plain rows with the table's plain-row prefill
 // tiles (F16 / BF16) taken out: one dot product per row and token; `tile` is `auto` with the
 // table's decode kernels (gemv16) taken out: one token through the 16-row prefill tile, one group
-// per call; `pairs` is `auto` with the decode kernel called on two groups at a time (neighbouring
-// groups as its two weight streams, instead of the halves of a thread's range).
-// Variants with the same kernel table and packed layout (auto, tile and pairs; plain and dot)
+// per call.
+// Variants with the same kernel table and packed layout (auto and tile; plain and dot)
 // read one copy of the weights: on a VM two copies of the same bytes can stream at rates 20-40 %
 // apart for the life of the process (where the host placed their pages), which an A/B over
 // separate copies reports as a difference between kernels. Variants with different layouts
@@ -24,7 +23,7 @@
 // timed as decode runs it; there `tile` takes out the decode kernel of --type only.
 //
 //   kernel_bench [--type q4_k|q6_k|q8_0|q4_0|q5_0|q5_1|f16|bf16] [--layouts
-//   plain,rows4,auto,dot,tile,pairs]
+//   plain,rows4,auto,dot,tile]
 //                [--isas best|scalar|avx2|avx2vnni|avx512,...] [--tokens 1] [--layers 16]
 //                [--dim 1024 --ffn 4096 --kv 256 | --model FILE] [--threads 1] [--rounds 15]
 #include <CLI/CLI.hpp>
@@ -86,20 +85,8 @@ Matrix randomMatrix(TensorType type, int64_t rows, int64_t cols, std::mt19937& r
 WeightLayout parseLayout(const std::string& s) {
   if (s == "plain" || s == "dot") return WeightLayout::kPlain;
   if (s == "rows4") return WeightLayout::kRows4;
-  if (s == "auto" || s == "tile" || s == "pairs") return WeightLayout::kAuto;
+  if (s == "auto" || s == "tile") return WeightLayout::kAuto;
   throw CLI::ValidationError("--layouts", "unknown layout " + s);
-}
-
-// Layout `pairs`: the table's decode kernel (pairsInner, one per process: one weight type per
-// run) on two groups per call.
-kernels::Gemv16Fn pairsInner = nullptr;
-void gemvInPairs(int64_t n, const void* groups, size_t group_bytes, int64_t n_groups,
-                 const void* act, const int32_t* offs, float* out) {
-  const auto* x = static_cast<const uint8_t*>(groups);
-  for (int64_t g = 0; g < n_groups; g += 2) {
-    pairsInner(n, x + static_cast<size_t>(g) * group_bytes, group_bytes,
-               std::min<int64_t>(2, n_groups - g), act, offs, out + 16 * g);
-  }
 }
 
 // The projection matrices of a GGUF file in a decode step's order, with the file's bytes.
@@ -149,7 +136,7 @@ int main(int argc, char** argv) {
   std::string model_path;
   CLI::App app{"kernel_bench: CPU matmul per weight layout, A/B interleaved"};
   app.add_option("--type", type_name)->capture_default_str();
-  app.add_option("--layouts", layouts_arg, "comma-separated: plain, rows4, auto, dot, tile, pairs")
+  app.add_option("--layouts", layouts_arg, "comma-separated: plain, rows4, auto, dot, tile")
       ->capture_default_str();
   app.add_option("--isas", isas_arg,
                  "comma-separated kernel tables: best, scalar, avx2, avx2vnni, avx512")
@@ -204,10 +191,6 @@ int main(int argc, char** argv) {
         if (type == TensorType::kQ6_K) t.gemv16_q6_k = nullptr;
       } else if (l == "tile") {
         t.gemv16_q8_0 = t.gemv16_q4_0 = t.gemv16_q5_0 = t.gemv16_q4_k = t.gemv16_q6_k = nullptr;
-      }
-      if (l == "pairs" && t.gemv16ForType(type)) {
-        pairsInner = t.gemv16ForType(type);
-        t.gemv16_q8_0 = t.gemv16_q4_0 = t.gemv16_q5_0 = t.gemv16_q4_k = t.gemv16_q6_k = gemvInPairs;
       }
       tables.push_back(t);
       layout_names.push_back(l);
