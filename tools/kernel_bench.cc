@@ -11,8 +11,11 @@
 // machine the least disturbed one). Layout `dot` is plain rows with the table's plain-row prefill
 // tiles (F16 / BF16) taken out: one dot product per row and token; `tile` is `auto` with the
 // table's decode kernels (gemv16) taken out: one token through the 16-row prefill tile, one group
-// per call.
-// Variants with the same kernel table and packed layout (auto and tile; plain and dot)
+// per call; `read` is `auto` with the decode kernels replaced by plain 64-byte loads of the same
+// groups in two streams side by side (no arithmetic, no software prefetch; its outputs are
+// meaningless): the rate a decode kernel could read this copy of the weights at, the bound to hold
+// `auto` against.
+// Variants with the same kernel table and packed layout (auto, tile and read; plain and dot)
 // read one copy of the weights: on a VM two copies of the same bytes can stream at rates 20-40 %
 // apart for the life of the process (where the host placed their pages), which an A/B over
 // separate copies reports as a difference between kernels. Variants with different layouts
@@ -23,7 +26,7 @@
 // timed as decode runs it; there `tile` takes out the decode kernel of --type only.
 //
 //   kernel_bench [--type q4_k|q6_k|q8_0|q4_0|q5_0|q5_1|f16|bf16] [--layouts
-//   plain,rows4,auto,dot,tile]
+//   plain,rows4,auto,dot,tile,read]
 //                [--isas best|scalar|avx2|avx2vnni|avx512,...] [--tokens 1] [--layers 16]
 //                [--dim 1024 --ffn 4096 --kv 256 | --model FILE] [--threads 1] [--rounds 15]
 #include <CLI/CLI.hpp>
@@ -85,8 +88,31 @@ Matrix randomMatrix(TensorType type, int64_t rows, int64_t cols, std::mt19937& r
 WeightLayout parseLayout(const std::string& s) {
   if (s == "plain" || s == "dot") return WeightLayout::kPlain;
   if (s == "rows4") return WeightLayout::kRows4;
-  if (s == "auto" || s == "tile") return WeightLayout::kAuto;
+  if (s == "auto" || s == "tile" || s == "read") return WeightLayout::kAuto;
   throw CLI::ValidationError("--layouts", "unknown layout " + s);
+}
+
+// Layout `read`: groups [0, m) and [m, 2m) (m = half of them) read side by side, then an odd last
+// group, 64 bytes per load (AVX-512 where the CPU has it; the last < 64 bytes of each stream left
+// out); the xor of everything read goes to out's first 16 floats so that the loads stay.
+using Line = uint64_t __attribute__((vector_size(64), aligned(1)));
+__attribute__((target_clones("avx512f", "default"))) void readGroups(int64_t, const void* groups,
+                                                                     size_t group_bytes,
+                                                                     int64_t n_groups, const void*,
+                                                                     const int32_t*, float* out) {
+  const auto* x = static_cast<const uint8_t*>(groups);
+  const size_t half = static_cast<size_t>(n_groups / 2) * group_bytes;
+  const size_t all = static_cast<size_t>(n_groups) * group_bytes;
+  Line a = {}, b = {};
+  for (size_t off = 0; off + 64 <= half; off += 64) {
+    a ^= *reinterpret_cast<const Line*>(x + off);
+    b ^= *reinterpret_cast<const Line*>(x + half + off);
+  }
+  for (size_t off = 2 * half; off + 64 <= all; off += 64) {
+    a ^= *reinterpret_cast<const Line*>(x + off);
+  }
+  a ^= b;
+  std::memcpy(out, &a, sizeof(a));
 }
 
 // The projection matrices of a GGUF file in a decode step's order, with the file's bytes.
@@ -136,7 +162,7 @@ int main(int argc, char** argv) {
   std::string model_path;
   CLI::App app{"kernel_bench: CPU matmul per weight layout, A/B interleaved"};
   app.add_option("--type", type_name)->capture_default_str();
-  app.add_option("--layouts", layouts_arg, "comma-separated: plain, rows4, auto, dot, tile")
+  app.add_option("--layouts", layouts_arg, "comma-separated: plain, rows4, auto, dot, tile, read")
       ->capture_default_str();
   app.add_option("--isas", isas_arg,
                  "comma-separated kernel tables: best, scalar, avx2, avx2vnni, avx512")
@@ -191,6 +217,9 @@ int main(int argc, char** argv) {
         if (type == TensorType::kQ6_K) t.gemv16_q6_k = nullptr;
       } else if (l == "tile") {
         t.gemv16_q8_0 = t.gemv16_q4_0 = t.gemv16_q5_0 = t.gemv16_q4_k = t.gemv16_q6_k = nullptr;
+      }
+      if (l == "read") {
+        t.gemv16_q8_0 = t.gemv16_q4_0 = t.gemv16_q5_0 = t.gemv16_q4_k = t.gemv16_q6_k = readGroups;
       }
       tables.push_back(t);
       layout_names.push_back(l);
