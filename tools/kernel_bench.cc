@@ -22,8 +22,9 @@
 // (rows4 vs auto) or tables have their own copies, and share that caveat.
 // --model FILE times a GGUF file's own projection matrices instead (its bytes, types and shapes:
 // per block attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down, those present, then
-// output.weight), in the order a decode step reads them, so that a mixed file such as Q4_K_M is
-// timed as decode runs it; there `tile` takes out the decode kernel of --type only.
+// the head: output.weight, or token_embd.weight where tied), in the order a decode step reads them,
+// so that a mixed file such as Q4_K_M is timed as decode runs it; there `tile` takes out the decode
+// kernel of --type only.
 //
 //   kernel_bench [--type q4_k|q6_k|q8_0|q4_0|q5_0|q5_1|f16|bf16] [--layouts
 //   plain,rows4,auto,dot,tile,read]
@@ -42,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "common/log.h"
 #include "model/gguf.h"
 #include "model/kernels/cpu/matmul.h"
@@ -131,7 +133,10 @@ std::vector<Matrix> modelMatrices(const GgufFile& file) {
     }
     if (found == 0) break;
   }
-  if (const GgufTensorInfo* t = md.findTensor("output.weight")) order.push_back(t);
+  // The head: output.weight, or token_embd.weight where the file ties them.
+  const GgufTensorInfo* head = md.findTensor("output.weight");
+  if (!head) head = md.findTensor("token_embd.weight");
+  if (head) order.push_back(head);
   std::vector<Matrix> out;
   for (const GgufTensorInfo* t : order) {
     if (t->n_dims != 2) continue;
@@ -239,7 +244,14 @@ int main(int argc, char** argv) {
   std::vector<WeightSet> sets;
   std::vector<size_t> set_of(names.size());
   std::unique_ptr<GgufFile> file;
-  if (!model_path.empty()) file = GgufFile::open(model_path);
+  if (!model_path.empty()) {
+    try {
+      file = GgufFile::open(model_path);
+    } catch (const tpnode::Error& e) {
+      std::fprintf(stderr, "--model: %s\n", e.what());
+      return 2;
+    }
+  }
   double bytes = 0, macs = 0;
   for (size_t v = 0; v < names.size(); ++v) {
     const WeightLayout layout = parseLayout(layout_names[v]);
