@@ -180,7 +180,7 @@ TEST(GpuServingTest, ARepeatedPromptReusesItsPrefixOnGpuRanks) {
        .args = {"--backend", "cuda", "--devices", "0", "--parallel", "2", "--ctx-size", "256",
                 "--kv-block-size", "4", "--connect-timeout", "60"},
        .tag = "gpu_prefix_serving"});
-  for (int n = 1; n >= 0; --n) c.start(n, kEnv);
+  c.startAll(kEnv);
   ASSERT_TRUE(c.awaitHealth(200, 120s)) << c.node(0).log();
   const nlohmann::json body = {
       {"prompt", "The quick brown fox jumps over the lazy dog while the cat sleeps on the mat"},
@@ -245,7 +245,7 @@ TEST_P(GpuKvTierTest, ASecondGpuClusterFetchesThePrefixFromRedis) {
   nlohmann::json cold, warm;
   {
     testing_support::ServingCluster a(spec("first"));
-    for (int n = 1; n >= 0; --n) a.start(n, kEnv);
+    a.startAll(kEnv);
     ASSERT_TRUE(a.awaitHealth(200, 120s)) << a.logs();
     auto r = a.complete(body, 60);
     ASSERT_EQ(r.status, 200) << r.body << a.logs();
@@ -271,7 +271,7 @@ TEST_P(GpuKvTierTest, ASecondGpuClusterFetchesThePrefixFromRedis) {
   ASSERT_GT(prompt_tokens, 6 * kBlock);
   const int reusable = (prompt_tokens - 1) / kBlock * kBlock;  // the last token is computed
   testing_support::ServingCluster b(spec("second"));
-  for (int n = 1; n >= 0; --n) b.start(n, kEnv);
+  b.startAll(kEnv);
   ASSERT_TRUE(b.awaitHealth(200, 120s)) << b.logs();
   auto r = b.complete(body, 60);
   ASSERT_EQ(r.status, 200) << r.body << b.logs();

@@ -84,9 +84,9 @@ class ServingCluster {
     slot = std::make_unique<mesh::test::Process>(a, std::move(env), log + ".log");
     return *slot;
   }
-  // Every node, workers first.
-  void startAll() {
-    for (int n = spec_.nodes - 1; n >= 0; --n) start(n);
+  // Every node, workers first, each with `env` added to its environment.
+  void startAll(const std::vector<std::string>& env = {}) {
+    for (int n = spec_.nodes - 1; n >= 0; --n) start(n, env);
   }
 
   // Node 0's own arguments from its next start() on (a node 0 restarted with others).
