@@ -274,8 +274,6 @@ int main(int argc, char** argv) {
         bytes += static_cast<double>(m.data.size());
         macs +=
             static_cast<double>(m.rows) * static_cast<double>(m.cols) * static_cast<double>(tokens);
-        dim = std::max(dim, m.cols);
-        ffn = std::max(ffn, m.rows);
       }
       set.matrices.push_back(kernels::packWeights(std::move(m), layout, tables[v]));
     }
@@ -283,9 +281,11 @@ int main(int argc, char** argv) {
   }
   kernels::ThreadPool pool(threads);
   std::vector<uint8_t> scratch;
-  std::vector<float> x(static_cast<size_t>(tokens * std::max(dim, ffn)));
+  int64_t widest = 0;  // the longest row or column of any matrix: x's and y's length per token
+  for (const Matrix& m : sets[0].matrices) widest = std::max({widest, m.rows, m.cols});
+  std::vector<float> x(static_cast<size_t>(tokens * widest));
   for (float& f : x) f = std::normal_distribution<float>(0, 1)(rng);
-  std::vector<float> y(static_cast<size_t>(tokens * std::max(dim, ffn)));
+  std::vector<float> y(static_cast<size_t>(tokens * widest));
   std::vector<std::vector<double>> secs(names.size()), cpu(names.size());
   for (int r = 0; r < rounds + 1; ++r) {  // round 0 warms up
     for (size_t v = 0; v < names.size(); ++v) {
