@@ -50,8 +50,8 @@ inline constexpr TagRange kPipelineTags{"node/pipeline_wire.h", 0x100080, 5};
 // The mesh smoke test (node/mesh_mode.cc): link table rows, done, bye.
 inline constexpr TagRange kMeshModeTags{"node/mesh_mode.cc", 0x100100, 3};
 // --split auto at formation (node/split_probe.h): link bandwidth and its acknowledgement, every
-// node's figures to node 0, node 0's verdict.
-inline constexpr TagRange kSplitProbeTags{"node/split_probe.h", 0x100180, 4};
+// node's figures to node 0, node 0's verdict, every worker's answer to it, node 0's outcome.
+inline constexpr TagRange kSplitProbeTags{"node/split_probe.h", 0x100180, 6};
 // tools/tptopo: link bandwidth, the report gather, done, bye.
 inline constexpr TagRange kTptopoTags{"tools/tptopo/link_checks.h", 0x200000, 4};
 // tools/meshbench: one tag per socket (sockets_per_peer <= 16).

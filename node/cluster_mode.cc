@@ -261,13 +261,16 @@ int runCluster(const Options& given) {
     mesh::validateMeshOptions(makeMeshOptions(given, "none"));
   }
   // --split auto: the nodes measure their links and agree on the stages before anything loads;
-  // from here on every node runs with those stages, as if --pp had said so.
+  // every node loads the model with node 0's stages inside that exchange, so that node 0 learns
+  // why a node cannot. From here on every node runs with those stages, as if --pp had said so.
   Options o = given;
+  std::unique_ptr<LoadedModel> model;
   if (splitChoiceNeeded(o)) {
-    o.pp = chooseStagesAtFormation(o, placement.gpu);
+    o.pp = chooseStagesAtFormation(o, placement.gpu,
+                                   [&](int stages) { return loadChosenStages(o, stages, model); });
     o.pp_chosen = true;
   }
-  std::unique_ptr<LoadedModel> model = loadModel(o);
+  if (!model) model = loadModel(o);
   if (o.node_id != 0) return runWorker(o, *model, placement);  // a signal ends a worker at once
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);

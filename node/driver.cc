@@ -216,7 +216,7 @@ bool Driver::formCluster() {
   };
   // Stages chosen by --split auto: every re-formation tells the nodes the stages again, so
   // that a restarted node adopts them (node/stage_rejoin.h).
-  if (options_.pp_chosen && formed_once_) agreeOnChosenStages(options_, model_, &stop_, {});
+  if (options_.pp_chosen && formed_once_) agreeOnChosenStages(options_, model_, &stop_, {}, {});
   auto session = std::make_unique<ClusterSession>(options_, model_, std::move(hooks));
   session->formGroup();
   session->loadRanks(driver_options_.ranks);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 
 #include <spdlog/spdlog.h>
 
@@ -197,7 +198,18 @@ std::vector<SplitPrediction> predictPlans(const Options& o, const model::ModelCo
   return out;
 }
 
-int chooseStagesAtFormation(const Options& o, bool gpu) {
+std::string loadChosenStages(const Options& o, int stages, std::unique_ptr<LoadedModel>& out) {
+  Options chosen = o;
+  chosen.pp = stages;
+  try {
+    out = loadModel(chosen);
+  } catch (const std::exception& e) {  // Error, or the allocator's
+    return e.what()[0] != '\0' ? std::string(e.what()) : std::string("loading failed");
+  }
+  return {};
+}
+
+int chooseStagesAtFormation(const Options& o, bool gpu, const AdoptStages& adopt) {
   const std::unique_ptr<model::GgufFile> file = model::GgufFile::open(o.model);
   const model::GgufMetadata& meta = file->metadata();
   const model::ModelConfig config = model::readModelConfig(meta);
@@ -205,8 +217,9 @@ int chooseStagesAtFormation(const Options& o, bool gpu) {
       makeMeshOptions(o, model::modelIdentity(*file), {"phase=split-probe"});
   spdlog::info("[node] --split auto: measuring the links of the {} nodes", mo.peers.size());
   auto measure = [&] { return nodeRankRates(o, config, meta, gpu); };
-  const int stages =
-      agreeOnStages(mo, availableHostMemory(), measure, [&](const FormationFigures& f) {
+  const int stages = agreeOnStages(
+      mo, availableHostMemory(), measure,
+      [&](const FormationFigures& f) {
         SplitClusterFigures c = declaredClusterFigures(o, f.nodes, gpu);
         c.rtt_us = f.rtt_us;
         c.link_bytes_per_s = f.link_bytes_per_s;
@@ -220,7 +233,8 @@ int chooseStagesAtFormation(const Options& o, bool gpu) {
                f.nodes);
         }
         return plans[static_cast<size_t>(chosen)].stages;
-      });
+      },
+      adopt);
   if (o.node_id != 0) {
     spdlog::info("[node] --split auto: node 0 chose {}", stages == 1
                                                              ? std::string("tensor parallelism")

@@ -6,9 +6,12 @@
 // - splitChoiceNeeded(): --split auto on more than one node without --pp or --pp-layers (those
 //   fix the stages themselves).
 // - chooseStagesAtFormation(): collective at startup (every node, before the model's ranks load);
-//   node 0 logs the figures, every plan's prediction and the choice as one info block; returns
-//   the stages to run (1: tensor only), the same on every node. Errors: node/split_probe.h, and
-//   Error(kResource) naming the nodes when no plan fits their memory. On GPU ranks only the
+//   node 0 logs the figures, every plan's prediction and the choice as one info block; then
+//   every node runs `adopt` with the stages chosen (node/split_probe.h: typically
+//   loadChosenStages(), so that a node that cannot load them tells node 0 why); returns the
+//   stages to run (1: tensor only), the same on every node. Errors: node/split_probe.h (node 0's
+//   names each node that cannot run the stages and why), and Error(kResource) naming the nodes
+//   when no plan fits their memory. On GPU ranks only the
 //   tensor plan can run (pipeline stages need CPU ranks): the others are shown refused.
 // - The compute figures of a rank (docs/scaling.md, "Pipeline and hybrid plans"): every node's
 //   own, measured at startup on its CPU ranks (node/split_rates.h: decode's GEMV and a prefill
@@ -19,12 +22,16 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "model/config.h"
 #include "model/gguf.h"
+#include "node/loaded_model.h"
 #include "node/options.h"
 #include "node/split_plan.h"
+#include "node/split_probe.h"
 #include "node/split_rates.h"
 
 namespace tpnode::node {
@@ -64,6 +71,12 @@ std::vector<SplitPrediction> predictPlans(const Options& options, const model::M
                                           const SplitClusterFigures& cluster,
                                           const std::vector<uint64_t>& memory);
 
-int chooseStagesAtFormation(const Options& options, bool gpu_ranks);
+int chooseStagesAtFormation(const Options& options, bool gpu_ranks, const AdoptStages& adopt);
+
+// An `adopt` for node/split_probe.h: loads options.model with `stages` (loadModel() with
+// options.pp = stages) into `out` and returns the empty string, or returns the error that
+// stopped it (never empty: the model does not open or shard, a stage does not fit this node's
+// memory) and leaves `out` as it was.
+std::string loadChosenStages(const Options& options, int stages, std::unique_ptr<LoadedModel>& out);
 
 }  // namespace tpnode::node

@@ -19,13 +19,25 @@
 //   nodes sharing a host's cores do not measure each other. It may return RankRates{} (unknown).
 // - `decide` runs on node 0 only, with those figures, and returns the stages (>= 1), or throws
 //   when no plan can run: node 0 then sends 0 and every worker fails with Error(kResource)
-//   pointing at node 0's log. Every node returns node 0's stages.
+//   pointing at node 0's log.
+// - `adopt` then runs on every node (node 0's alongside the workers') with node 0's stages and
+//   returns the empty string when the node can run them (typically: it has loaded them), else
+//   why not (an exception it throws counts as its reason; kept to kMaxRefusalBytes); an empty
+//   function runs any stages. Each worker answers node 0, which waits for every answer however
+//   long the workers take (a lost peer still ends the wait: Error(kPeerLost)) and then tells
+//   every worker the outcome. When every node runs them, every node returns node 0's stages.
+//   Otherwise node 0 throws Error(kResource) naming each node that cannot and its reason ("--split
+//   auto: node 2 cannot run the 2 stage(s) node 0 chose: ..."), a worker that cannot throws
+//   Error(kResource) with its own reason, and every other worker Error(kResource) naming the
+//   first node that cannot and pointing at node 0's log.
 // - Received bytes are checked (sizes, ranges): Error(kInvalidData). A peer lost meanwhile:
 //   Error(kPeerLost); the mesh's own errors propagate (mesh::Mesh::connect).
 // - Wire (tags of mesh::kSplitProbeTags, little-endian): bandwidth payload (kProbeBytes, zero)
 //   and its 1-byte acknowledgement; a worker's report (f64 slowest round trip in us, u64
 //   available bytes, f64 rank read bytes/s, f64 rank multiply-adds/s; a rate of 0 is unknown);
-//   node 0's verdict (i32 stages, 0: refused).
+//   node 0's verdict (i32 stages, 0: refused); a worker's answer (u8 0: runs them, or u8 1 and
+//   1 to kMaxRefusalBytes of reason, shown as printable ASCII); node 0's outcome (i32 -1: every
+//   node runs them, else the lowest node id that cannot).
 #pragma once
 
 #include <cstdint>
@@ -40,6 +52,7 @@ namespace tpnode::node {
 
 inline constexpr size_t kProbeBytes = size_t{2} << 20;
 inline constexpr int kProbeRounds = 4;
+inline constexpr size_t kMaxRefusalBytes = 1024;
 
 struct FormationFigures {
   int nodes = 1;
@@ -50,8 +63,12 @@ struct FormationFigures {
   std::string detail;            // "node 0-1: 41 us, 6.1 Gbit/s; ..."
 };
 
+// A node's answer to node 0's stages: empty when it runs them, else why not.
+using AdoptStages = std::function<std::string(int stages)>;
+
 int agreeOnStages(const mesh::MeshOptions& options, uint64_t available_memory,
                   const std::function<RankRates()>& measure,
-                  const std::function<int(const FormationFigures&)>& decide);
+                  const std::function<int(const FormationFigures&)>& decide,
+                  const AdoptStages& adopt);
 
 }  // namespace tpnode::node

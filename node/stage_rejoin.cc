@@ -9,7 +9,8 @@
 namespace tpnode::node {
 
 int agreeOnChosenStages(const Options& o, const LoadedModel& model, const std::atomic<bool>* cancel,
-                        std::optional<std::chrono::milliseconds> connect_timeout) {
+                        std::optional<std::chrono::milliseconds> connect_timeout,
+                        const AdoptStages& adopt) {
   // The probe mesh of startup: its fingerprint is that of the options before the choice.
   Options before = o;
   before.pp = 1;
@@ -21,20 +22,21 @@ int agreeOnChosenStages(const Options& o, const LoadedModel& model, const std::a
   RankRates declared;
   declared.read_bytes_per_s = o.split_rank_read_gbps * 1e9;
   declared.macs_per_s = o.split_rank_gmacs * 1e9;
-  const int stages = agreeOnStages(
+  return agreeOnStages(
       mo, availableHostMemory(), [&] { return declared; },
       [&](const FormationFigures&) {
         spdlog::info("[driver] --split auto: re-forming with the {} stage(s) chosen at startup",
                      o.pp);
         return o.pp;
+      },
+      [&](int stages) -> std::string {
+        if (stages == o.pp) return {};  // loaded already
+        spdlog::warn(
+            "[worker] --split auto: node 0 now runs {} stage(s) (it was restarted and chose "
+            "again); this node loaded {}: loading node 0's stages",
+            stages, o.pp);
+        return adopt ? adopt(stages) : std::string();
       });
-  if (stages != o.pp) {
-    spdlog::warn(
-        "[worker] --split auto: node 0 now runs {} stage(s) (it was restarted and chose again); "
-        "this node loaded {}: loading node 0's stages",
-        stages, o.pp);
-  }
-  return stages;
 }
 
 }  // namespace tpnode::node

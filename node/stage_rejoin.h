@@ -11,11 +11,13 @@
 //   of every formation but its first, every worker at the start of every formation but its
 //   first, when options.pp_chosen (the stages came from the startup choice).
 // - Returns node 0's stages, which may differ from this worker's loaded ones (options.pp) when
-//   node 0 was restarted: the worker then loads node 0's stages before the cluster forms
-//   (node/worker.cc). Nothing is measured again: a worker reports its --split-rank-read /
+//   node 0 was restarted: `adopt` (node/split_probe.h) then runs with node 0's stages inside the
+//   exchange, where the worker loads them (node/worker.cc: loadChosenStages()), so that node 0
+//   learns why a worker cannot; for stages equal to options.pp it is not called (they are
+//   loaded). Nothing is measured again: a worker reports its --split-rank-read /
 //   --split-rank-macs figures (0, unknown, where not given) to a node 0 that chooses anew.
 //   Errors of the probe: node/split_probe.h (a node missing past the timeout, *cancel turning
-//   true).
+//   true, a node that cannot run the stages: node 0's error names it and its reason).
 #pragma once
 
 #include <atomic>
@@ -24,11 +26,13 @@
 
 #include "node/loaded_model.h"
 #include "node/options.h"
+#include "node/split_probe.h"
 
 namespace tpnode::node {
 
 int agreeOnChosenStages(const Options& options, const LoadedModel& model,
                         const std::atomic<bool>* cancel,
-                        std::optional<std::chrono::milliseconds> connect_timeout);
+                        std::optional<std::chrono::milliseconds> connect_timeout,
+                        const AdoptStages& adopt);
 
 }  // namespace tpnode::node

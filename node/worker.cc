@@ -15,6 +15,7 @@
 #include "node/kv_redis_options.h"
 #include "node/mesh_setup.h"
 #include "node/rank_set_options.h"
+#include "node/split_choice.h"
 #include "node/stage_rejoin.h"
 #include "node/stage_tensor_read.h"
 #include "node/step_batch.h"
@@ -159,21 +160,23 @@ int runWorker(const Options& given, const LoadedModel& loaded, const Placement& 
           std::chrono::milliseconds(static_cast<int64_t>(std::max(0.0, o.rejoin_timeout_s) * 1e3));
     }
     std::unique_ptr<ClusterSession> session;
+    std::string cannot_load;  // why this node cannot load the stages node 0 chose
+    int chosen_stages = 0;
     try {
       // Stages chosen by --split auto: node 0 sends them again (node/stage_rejoin.h); a
-      // restarted node 0 may have chosen others, which this node then loads.
+      // restarted node 0 may have chosen others, which this node loads there (node 0 learns
+      // why when it cannot).
       if (o.pp_chosen && !first) {
-        const int stages = agreeOnChosenStages(o, *model, nullptr, hooks.connect_timeout);
+        std::unique_ptr<LoadedModel> chosen;
+        const int stages =
+            agreeOnChosenStages(o, *model, nullptr, hooks.connect_timeout, [&](int s) {
+              chosen_stages = s;
+              cannot_load = loadChosenStages(o, s, chosen);
+              return cannot_load;
+            });
         if (stages != o.pp) {
           o.pp = stages;
-          restaged.reset();
-          try {
-            restaged = loadModel(o);
-          } catch (const Error& e) {
-            spdlog::error("[worker] could not load the {} stage(s) node 0 chose: {}; exiting",
-                          stages, e.what());
-            return 3;
-          }
+          restaged = std::move(chosen);
           model = restaged.get();
           ro.kv_tier = kvTierOptionsFrom(o, *model, placement.gpu);
         }
@@ -181,6 +184,11 @@ int runWorker(const Options& given, const LoadedModel& loaded, const Placement& 
       first = false;
       session = std::make_unique<ClusterSession>(o, *model, std::move(hooks));
     } catch (const Error& e) {
+      if (!cannot_load.empty()) {
+        spdlog::error("[worker] could not load the {} stage(s) node 0 chose: {}; exiting",
+                      chosen_stages, cannot_load);  // node 0 was told why
+        return 3;
+      }
       if (!rejoining) throw;
       spdlog::error(
           "[worker] the driver (node 0) was lost and did not come back within --rejoin-timeout "

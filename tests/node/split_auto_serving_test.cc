@@ -10,8 +10,8 @@
 //   stayed loads node 0's new stages instead of keeping its own, and the cluster answers with
 //   the greedy tokens of one node.
 // - A worker that cannot load the stages a restarted node 0 chose (its copy of the model file is
-//   gone) exits 3 at once naming them and why; node 0 does not wait for it past
-//   --connect-timeout: it exits 1 naming the node that did not come (nothing hangs).
+//   gone) exits 3 at once naming them and why; node 0 learns why in the same probe exchange and
+//   exits 1 at once naming the node and its reason (nothing hangs).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -210,7 +210,8 @@ TEST_F(SplitAutoServingTest, AWorkerThatCannotLoadTheStagesNodeZeroChoseExitsNam
   EXPECT_EQ(c.node(0).wait(10s), 128 + SIGKILL);
   EXPECT_TRUE(c.node(1).waitForLog("the driver (node 0) was lost", 10s)) << c.node(1).log();
   std::filesystem::remove(worker_model);
-  // Node 0 again, choosing 2 stages now; it waits --connect-timeout (10 s) for the worker.
+  // Node 0 again, choosing 2 stages now (with a short --connect-timeout, 10 s: it must not be
+  // what ends node 0).
   std::vector<std::string> again = kPipelineWins;
   again.insert(again.end(), {"--connect-timeout", "10"});
   c.setNode0Args(again);
@@ -225,13 +226,16 @@ TEST_F(SplitAutoServingTest, AWorkerThatCannotLoadTheStagesNodeZeroChoseExitsNam
   EXPECT_NE(worker_log.find("worker.gguf"), std::string::npos) << worker_log;  // the reason
   EXPECT_EQ(worker_log.find("did not come back within --rejoin-timeout"), std::string::npos)
       << worker_log;
-  // Node 0: the cluster cannot form without node 1; it says so and exits 1 after its
-  // --connect-timeout (10 s), never serving.
+  // Node 0: told by node 1 in the probe exchange, it names node 1 and its reason and exits 1
+  // at once (not after its --connect-timeout), never serving.
   EXPECT_EQ(c.node(0).wait(60s), 1) << c.node(0).log();
   const std::string node0_log = c.node(0).log();
   EXPECT_NE(node0_log.find(" chosen: pipeline 2 stages"), std::string::npos) << node0_log;
-  EXPECT_NE(node0_log.find("the cluster could not form: "), std::string::npos) << node0_log;
-  EXPECT_NE(node0_log.find("node 1"), std::string::npos) << node0_log;
+  EXPECT_NE(node0_log.find("--split auto: node 1 cannot run the 2 stage(s) node 0 chose: "),
+            std::string::npos)
+      << node0_log;
+  EXPECT_NE(node0_log.find("worker.gguf"), std::string::npos) << node0_log;  // node 1's reason
+  EXPECT_EQ(node0_log.find("the cluster could not form"), std::string::npos) << node0_log;
   EXPECT_EQ(node0_log.find("[cluster] ready"), std::string::npos) << node0_log;
 }
 

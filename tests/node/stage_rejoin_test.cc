@@ -3,7 +3,8 @@
 // meets a node that starts afresh (chooseStagesAtFormation, as a restarted process does) in the
 // split probe, and that node adopts node 0's stages; a node 0 restarted with other figures
 // chooses anew, and a node that stayed with other stages loaded is told node 0's choice (it
-// loads those: node/worker.cc), whichever way the choice went.
+// loads those there: node/worker.cc), whichever way the choice went; a node that stayed and
+// cannot load the stages a restarted node 0 chose is named with its reason in node 0's error.
 #include "node/stage_rejoin.h"
 
 #include <gtest/gtest.h>
@@ -43,6 +44,7 @@ class StageRejoinTest : public ::testing::Test {
     o.insecure = true;
     o.split = SplitFlag::kAuto;
     o.connect_timeout_s = 20;
+    o.tp_layout = {1, 1};  // as finishLayout() leaves it
     return o;
   }
 
@@ -55,11 +57,23 @@ TEST_F(StageRejoinTest, ARestartedNodeAdoptsTheStagesNodeZeroRuns) {
   node0.pp = 2;  // chosen at startup
   node0.pp_chosen = true;
   auto driver = std::async(std::launch::async,
-                           [&] { return agreeOnChosenStages(node0, model_, nullptr, {}); });
-  // The restarted worker: its startup choice, which node 0 answers with its stages.
+                           [&] { return agreeOnChosenStages(node0, model_, nullptr, {}, {}); });
+  // The restarted worker: its startup choice, which node 0 answers with its stages; it loads
+  // them inside the exchange (as node/cluster_mode.cc does), once.
   ASSERT_TRUE(splitChoiceNeeded(given(1)));
-  EXPECT_EQ(chooseStagesAtFormation(given(1), false), 2);
+  std::unique_ptr<LoadedModel> loaded;
+  int loads = 0;
+  EXPECT_EQ(chooseStagesAtFormation(given(1), false,
+                                    [&](int stages) {
+                                      ++loads;
+                                      return loadChosenStages(given(1), stages, loaded);
+                                    }),
+            2);
   EXPECT_EQ(driver.get(), 2);
+  EXPECT_EQ(loads, 1);
+  ASSERT_NE(loaded, nullptr);
+  EXPECT_EQ(loaded->topology.stages(), 2);
+  EXPECT_EQ(loaded->topology.stage(), 1);
 }
 
 // Rank figures that make the choice on loopback (docs/scaling.md, "Pipeline and hybrid plans"):
@@ -78,16 +92,59 @@ TEST_F(StageRejoinTest, ANodeThatStayedIsToldTheStagesARestartedNodeZeroChose) {
     figures(node0, pipeline_now);
     ASSERT_TRUE(splitChoiceNeeded(node0));
     auto driver =
-        std::async(std::launch::async, [&] { return chooseStagesAtFormation(node0, false); });
+        std::async(std::launch::async, [&] { return chooseStagesAtFormation(node0, false, {}); });
     // Node 1 stayed, with the stages the previous node 0 chose (the other plan) loaded.
     Options node1 = given(1);
     node1.pp = pipeline_now ? 1 : 2;
     node1.pp_chosen = true;
-    const int told = agreeOnChosenStages(node1, model_, nullptr, {});
+    std::unique_ptr<LoadedModel> loaded;
+    const int told = agreeOnChosenStages(node1, model_, nullptr, {}, [&](int stages) {
+      return loadChosenStages(node1, stages, loaded);
+    });
     const int chosen = driver.get();
     EXPECT_EQ(chosen, pipeline_now ? 2 : 1);
     EXPECT_EQ(told, chosen);  // node 1 loads node 0's stages: never a mix
+    ASSERT_NE(loaded, nullptr);
+    EXPECT_EQ(loaded->topology.stages(), chosen);
   }
+}
+
+// Node 1 stayed with tensor parallelism loaded; node 0, restarted, chooses 2 stages, which node
+// 1 cannot load (here: the model file is gone): node 0's error names node 1 and why, and node 1
+// fails with its own reason (node/worker.cc then exits).
+TEST_F(StageRejoinTest, NodeZeroLearnsWhyANodeThatStayedCannotLoadItsChoice) {
+  Options node0 = given(0);
+  figures(node0, /*pipeline_wins=*/true);
+  auto driver = std::async(std::launch::async, [&] {
+    try {
+      chooseStagesAtFormation(node0, false, {});
+    } catch (const Error& e) {
+      return std::pair(e.code(), std::string(e.what()));
+    }
+    return std::pair(ErrorCode::kInternal, std::string("no error"));
+  });
+  Options node1 = given(1);
+  node1.pp = 1;
+  node1.pp_chosen = true;
+  node1.model = path_ + ".gone";
+  std::unique_ptr<LoadedModel> loaded;
+  try {
+    agreeOnChosenStages(node1, model_, nullptr, {},
+                        [&](int stages) { return loadChosenStages(node1, stages, loaded); });
+    ADD_FAILURE() << "node 1 ran stages it cannot load";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kResource);
+    EXPECT_NE(std::string(e.what()).find("this node cannot run the 2 stage(s) node 0 chose: "),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(loaded, nullptr);
+  const auto [code, error] = driver.get();
+  EXPECT_EQ(code, ErrorCode::kResource);
+  EXPECT_NE(error.find("--split auto: node 1 cannot run the 2 stage(s) node 0 chose: "),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find(".gone"), std::string::npos) << error;  // the reason: its file
 }
 }  // namespace
 }  // namespace tpnode::node
