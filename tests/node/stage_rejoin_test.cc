@@ -3,8 +3,8 @@
 // meets a node that starts afresh (chooseStagesAtFormation, as a restarted process does) in the
 // split probe, and that node adopts node 0's stages; a node 0 restarted with other figures
 // chooses anew, and a node that stayed with other stages loaded is told node 0's choice (it
-// loads those there: node/worker.cc), whichever way the choice went; a node that stayed and
-// cannot load the stages a restarted node 0 chose is named with its reason in node 0's error.
+// loads those there: node/worker.cc), whichever way the choice went; a node that cannot run
+// node 0's stages (restarted, or one that stayed) is named with its reason in node 0's error.
 #include "node/stage_rejoin.h"
 
 #include <gtest/gtest.h>
@@ -74,6 +74,29 @@ TEST_F(StageRejoinTest, ARestartedNodeAdoptsTheStagesNodeZeroRuns) {
   ASSERT_NE(loaded, nullptr);
   EXPECT_EQ(loaded->topology.stages(), 2);
   EXPECT_EQ(loaded->topology.stage(), 1);
+}
+
+// Node 0 re-forming (node/driver.cc) meets a restarted worker that cannot run its stages: node
+// 0's error, which the driver logs as a cluster fault, names the worker and why.
+TEST_F(StageRejoinTest, NodeZeroReFormingLearnsWhyARestartedNodeCannotRunItsStages) {
+  Options node0 = given(0);
+  node0.pp = 2;
+  node0.pp_chosen = true;
+  auto driver = std::async(std::launch::async, [&] {
+    try {
+      agreeOnChosenStages(node0, model_, nullptr, {}, {});
+    } catch (const Error& e) {
+      return std::pair(e.code(), std::string(e.what()));
+    }
+    return std::pair(ErrorCode::kInternal, std::string("no error"));
+  });
+  EXPECT_THROW(chooseStagesAtFormation(given(1), false,
+                                       [](int) { return std::string("stage 1 needs 9 GiB"); }),
+               Error);
+  const auto [code, error] = driver.get();
+  EXPECT_EQ(code, ErrorCode::kResource);
+  EXPECT_EQ(error,
+            "--split auto: node 1 cannot run the 2 stage(s) node 0 chose: stage 1 needs 9 GiB");
 }
 
 // Rank figures that make the choice on loopback (docs/scaling.md, "Pipeline and hybrid plans"):
