@@ -53,6 +53,9 @@ namespace tpnode::node {
 inline constexpr size_t kProbeBytes = size_t{2} << 20;
 inline constexpr int kProbeRounds = 4;
 inline constexpr size_t kMaxRefusalBytes = 1024;
+// The fingerprint item of the probe mesh: names the exchange and its version, so that a node
+// speaking another version of it is refused at the handshake, naming both.
+inline constexpr char kSplitProbePhase[] = "phase=split-probe/2";
 
 struct FormationFigures {
   int nodes = 1;

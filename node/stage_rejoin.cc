@@ -14,7 +14,7 @@ int agreeOnChosenStages(const Options& o, const LoadedModel& model, const std::a
   // The probe mesh of startup: its fingerprint is that of the options before the choice.
   Options before = o;
   before.pp = 1;
-  mesh::MeshOptions mo = makeMeshOptions(before, model.identity, {"phase=split-probe"});
+  mesh::MeshOptions mo = makeMeshOptions(before, model.identity, {kSplitProbePhase});
   mo.cancel = cancel;
   if (connect_timeout) mo.connect_timeout = *connect_timeout;
   // The stages are already chosen: nothing is measured again (a node 0 restarted since, which

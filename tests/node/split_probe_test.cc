@@ -28,7 +28,7 @@ mesh::MeshOptions options(int id, const std::string& peers) {
   o.peers = mesh::parsePeerList(peers);
   o.connect_timeout = std::chrono::seconds(20);
   o.cluster_secret = "split-probe-test-secret-32-bytes";
-  const std::vector<std::string> items = {"peers=" + peers, "phase=split-probe"};
+  const std::vector<std::string> items = {"peers=" + peers, kSplitProbePhase};
   o.fingerprint_text = mesh::fingerprintText(items);
   o.fingerprint = mesh::computeFingerprint(items);
   return o;
@@ -254,7 +254,11 @@ void handWrittenWorker(const mesh::MeshOptions& o, const std::vector<std::byte>&
   m->send(0, mesh::kSplitProbeTags.at(2), report);
   std::byte verdict[4];
   m->recv(0, mesh::kSplitProbeTags.at(3), verdict);
-  m->send(0, mesh::kSplitProbeTags.at(4), answer);
+  try {
+    m->send(0, mesh::kSplitProbeTags.at(4), answer);
+  } catch (const Error&) {
+    return;  // node 0 refused the frame and closed before taking all of a long answer
+  }
   std::byte outcome[4];
   EXPECT_THROW(m->recv(0, mesh::kSplitProbeTags.at(5), outcome), Error);
 }
