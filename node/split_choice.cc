@@ -213,8 +213,7 @@ int chooseStagesAtFormation(const Options& o, bool gpu, const AdoptStages& adopt
   const std::unique_ptr<model::GgufFile> file = model::GgufFile::open(o.model);
   const model::GgufMetadata& meta = file->metadata();
   const model::ModelConfig config = model::readModelConfig(meta);
-  const mesh::MeshOptions mo =
-      makeMeshOptions(o, model::modelIdentity(*file), {kSplitProbePhase});
+  const mesh::MeshOptions mo = makeMeshOptions(o, model::modelIdentity(*file), {kSplitProbePhase});
   spdlog::info("[node] --split auto: measuring the links of the {} nodes", mo.peers.size());
   auto measure = [&] { return nodeRankRates(o, config, meta, gpu); };
   const int stages = agreeOnStages(
