@@ -25,11 +25,15 @@
 // the head: output.weight, or token_embd.weight where tied), in the order a decode step reads them,
 // so that a mixed file such as Q4_K_M is timed as decode runs it; there `tile` takes out the decode
 // kernel of --type only.
+// --prefetch runs every variant with each software prefetch of the AVX-512 decode kernels
+// (kernels::DecodePrefetch: `near-far`, `near`; `auto`, the default, is the one this CPU gets),
+// on the same copy of the weights.
 //
 //   kernel_bench [--type q4_k|q6_k|q8_0|q4_0|q5_0|q5_1|f16|bf16] [--layouts
 //   plain,rows4,auto,dot,tile,read]
 //                [--isas best|scalar|avx2|avx2vnni|avx512,...] [--tokens 1] [--layers 16]
 //                [--dim 1024 --ffn 4096 --kv 256 | --model FILE] [--threads 1] [--rounds 15]
+//                [--prefetch auto,near-far,near]
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -162,6 +166,7 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   std::string type_name = "q4_k", layouts_arg = "rows4,auto", isas_arg = "best";
+  std::string prefetch_arg = "auto";
   int64_t tokens = 1, layers = 16, dim = 1024, ffn = 4096, kv = 256;
   int threads = 1, rounds = 15;
   std::string model_path;
@@ -182,6 +187,9 @@ int main(int argc, char** argv) {
                  "a GGUF file: time its projection matrices (--layers, --dim, --ffn, --kv unused)");
   app.add_option("--threads", threads)->capture_default_str();
   app.add_option("--rounds", rounds)->capture_default_str();
+  app.add_option("--prefetch", prefetch_arg,
+                 "comma-separated decode prefetch settings: auto (this CPU's), near-far, near")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   tpnode::initLogging("warn");
 
@@ -204,6 +212,8 @@ int main(int argc, char** argv) {
   // One variant per (table, layout); `dot` runs a copy of the table without plain-row tiles.
   std::vector<std::string> names, layout_names;
   std::vector<kernels::DotKernels> tables;
+  std::vector<kernels::DecodePrefetch> prefetch_of;  // each variant's
+  const kernels::DecodePrefetch own_prefetch = kernels::decodePrefetch();
   for (const std::string& isa : splitList(isas_arg)) {
     const kernels::DotKernels* k = parseIsa(isa);
     if (!k) {
@@ -226,9 +236,18 @@ int main(int argc, char** argv) {
       if (l == "read") {
         t.gemv16_q8_0 = t.gemv16_q4_0 = t.gemv16_q5_0 = t.gemv16_q4_k = t.gemv16_q6_k = readGroups;
       }
-      tables.push_back(t);
-      layout_names.push_back(l);
-      names.push_back(std::string(t.isa) + "/" + l);
+      for (const std::string& pf : splitList(prefetch_arg)) {
+        if (pf != "auto" && pf != "near-far" && pf != "near") {
+          std::fprintf(stderr, "--prefetch: %s is not one of auto, near-far, near\n", pf.c_str());
+          return 2;
+        }
+        tables.push_back(t);
+        layout_names.push_back(l);
+        prefetch_of.push_back(pf == "auto"       ? own_prefetch
+                              : pf == "near-far" ? kernels::DecodePrefetch::kNearAndFar
+                                                 : kernels::DecodePrefetch::kNearOnly);
+        names.push_back(std::string(t.isa) + "/" + l + (pf == "auto" ? "" : "/" + pf));
+      }
     }
   }
   // [rows, cols] of q, k, v, o, gate, up, down.
@@ -289,6 +308,7 @@ int main(int argc, char** argv) {
   std::vector<std::vector<double>> secs(names.size()), cpu(names.size());
   for (int r = 0; r < rounds + 1; ++r) {  // round 0 warms up
     for (size_t v = 0; v < names.size(); ++v) {
+      kernels::setDecodePrefetch(prefetch_of[v]);
       const double c0 = cpuSeconds();
       const auto t0 = std::chrono::steady_clock::now();
       for (const Matrix& m : sets[set_of[v]].matrices) {

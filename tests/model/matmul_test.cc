@@ -222,9 +222,11 @@ TEST(MatmulTest, Q8_0SumsInLlamaCppOrderOnX86) {
 }
 
 // The decode kernels on the 16-row layouts (gemv16) give the one-token tile's bits for every
-// group of a range, whatever the range's length (the range read as two streams, its halves, then
-// an odd last group alone) and start; row lengths of one block and of several (odd counts too).
+// group of a range, whatever the range's length (Q8_0 reads it as two streams, its halves, then
+// an odd last group alone) and start, with either software prefetch (DecodePrefetch); row lengths
+// of one block and of several (odd counts too).
 TEST(MatmulTest, Gemv16MatchesTheOneTokenTileBitForBit) {
+  const DecodePrefetch own = decodePrefetch();
   int checked = 0;
   for (const DotKernels* k :
        {&scalarKernels(), avx2Kernels(), avx2VnniKernels(), avx512Kernels()}) {
@@ -258,17 +260,23 @@ TEST(MatmulTest, Gemv16MatchesTheOneTokenTileBitForBit) {
             tile(cols, m.row(16 * g), act.data(), act.size(), 1, &want[16 * g], 0);
           }
         }
-        for (int64_t g0 = 0; g0 < 3; ++g0) {
-          for (int64_t n = 1; g0 + n <= rows / 16; ++n) {
-            std::vector<float> got(static_cast<size_t>(16 * n), -7.f);
-            gemv(cols, m.row(16 * g0), m.row_bytes * 16, n, act.data(),
-                 tile_q0 ? offs.data() : nullptr, got.data());
-            ASSERT_EQ(0, std::memcmp(got.data(), &want[16 * g0], got.size() * sizeof(float)))
-                << tensorTypeName(type) << " cols " << cols << " groups [" << g0 << ", " << g0 + n
-                << ") on " << k->isa;
-            ++checked;
+        for (DecodePrefetch pf : {DecodePrefetch::kNearAndFar, DecodePrefetch::kNearOnly}) {
+          setDecodePrefetch(pf);
+          for (int64_t g0 = 0; g0 < 3; ++g0) {
+            for (int64_t n = 1; g0 + n <= rows / 16; ++n) {
+              std::vector<float> got(static_cast<size_t>(16 * n), -7.f);
+              gemv(cols, m.row(16 * g0), m.row_bytes * 16, n, act.data(),
+                   tile_q0 ? offs.data() : nullptr, got.data());
+              setDecodePrefetch(own);  // before an ASSERT can return
+              ASSERT_EQ(0, std::memcmp(got.data(), &want[16 * g0], got.size() * sizeof(float)))
+                  << tensorTypeName(type) << " cols " << cols << " groups [" << g0 << ", " << g0 + n
+                  << ") on " << k->isa << " prefetch " << static_cast<int>(pf);
+              setDecodePrefetch(pf);
+              ++checked;
+            }
           }
         }
+        setDecodePrefetch(own);
       }
     }
   }

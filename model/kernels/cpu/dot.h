@@ -134,4 +134,13 @@ const DotKernels* avx2VnniKernels();  // nullptr when it also lacks AVX-VNNI (VE
 const DotKernels* avx512Kernels();    // nullptr when the CPU lacks AVX-512 F/BW/VL/VNNI
 const DotKernels& bestKernels();
 
+// The software prefetch of the AVX-512 decode kernels (gemv16_*): each weight line is fetched
+// into L2 some KiB ahead and, with kNearAndFar, also further ahead into the outer caches.
+// Chosen once per process from the CPU's vendor (Intel: kNearOnly, others: kNearAndFar; the
+// measurements are in dot_x86_gemv16.inc); setDecodePrefetch() overrides it (tools/kernel_bench
+// compares the two; never while kernels run). Prefetching never changes a result.
+enum class DecodePrefetch { kNearAndFar, kNearOnly };
+DecodePrefetch decodePrefetch();
+void setDecodePrefetch(DecodePrefetch choice);
+
 }  // namespace tpnode::model::kernels
