@@ -134,9 +134,10 @@ const DotKernels* avx2VnniKernels();  // nullptr when it also lacks AVX-VNNI (VE
 const DotKernels* avx512Kernels();    // nullptr when the CPU lacks AVX-512 F/BW/VL/VNNI
 const DotKernels& bestKernels();
 
-// The software prefetch of the AVX-512 decode kernels (gemv16_*): each weight line is fetched
-// into L2 some KiB ahead and, with kNearAndFar, also further ahead into the outer caches.
-// Chosen once per process from the CPU's vendor (Intel: kNearOnly, others: kNearAndFar; the
+// The software prefetch of the AVX-512 decode kernels (gemv16_*). kNearAndFar: the weight lines
+// of Q4_0, Q5_0, Q4_K and Q6_K fetched into L2 a few KiB ahead and into the outer caches further
+// ahead, Q8_0's not at all; kNearOnly: every type's lines fetched into L2 12 KiB ahead. Chosen
+// once per process from the CPU's vendor (Intel: kNearOnly, others: kNearAndFar; the
 // measurements are in dot_x86_gemv16.inc); setDecodePrefetch() overrides it (tools/kernel_bench
 // compares the two; never while kernels run). Prefetching never changes a result.
 enum class DecodePrefetch { kNearAndFar, kNearOnly };
