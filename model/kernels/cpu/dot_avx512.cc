@@ -16,16 +16,15 @@
 
 namespace tpnode::model::kernels {
 
-GemmRowsFn avx512Bf16RowsTile();
+GemmRowsFn avx512Bf16RowsTile();  // dot_avx512_bf16.cc: nullptr without AVX512_BF16
 
 DecodePrefetch decodePrefetch() {
-  prefetchDistances();  // chooses by vendor on first use
-  return static_cast<DecodePrefetch>(g_decode_prefetch.load(std::memory_order_relaxed));
+  return g_decode_prefetch.load(std::memory_order_relaxed);
 }
 
 void setDecodePrefetch(DecodePrefetch choice) {
-  g_decode_prefetch.store(static_cast<int>(choice), std::memory_order_relaxed);
-}  // dot_avx512_bf16.cc: nullptr without AVX512_BF16
+  g_decode_prefetch.store(choice, std::memory_order_relaxed);
+}
 
 const DotKernels& avx512Table() {
   static const DotKernels k = [] {
