@@ -1,5 +1,5 @@
 // Clang thread-safety annotations (https://clang.llvm.org/docs/ThreadSafetyAnalysis.html) as
-// TP_* macros. Under Clang with -Wthread-safety (tools/ci.d/13-thread-safety.sh) they make the
+// TP_* macros. Under Clang with -Wthread-safety (tools/ci.d/07-clang-tidy.sh) they make the
 // compiler check that guarded members are touched only with their mutex held and that
 // ...Locked() functions are called only under it; under other compilers they expand to nothing.
 //

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Mesh fuzzing: builds the libFuzzer targets of the frame decoder and the handshake parser with
 # clang (ASan + UBSan) in their own build folder and runs each for a bounded time. Fails on any
-# crash, leak or sanitizer report. TPNODE_FUZZ_SECONDS (default 30) per target.
+# crash, leak or sanitizer report. TPNODE_FUZZ_SECONDS (default 20) per target.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${TPNODE_FUZZ_BUILD_DIR:-build-fuzz}
-SECONDS_PER_TARGET=${TPNODE_FUZZ_SECONDS:-30}
+SECONDS_PER_TARGET=${TPNODE_FUZZ_SECONDS:-20}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPNODE_DEBUG_INFO=lines \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DTPNODE_FUZZ=ON -DTPNODE_BUILD_BENCH=OFF -DTPNODE_WERROR=ON -DTPNODE_CUDA=OFF >/dev/null

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Fuzzes the OpenAI request parser (tests/node/api/fuzz/openai_request_fuzz.cc) with libFuzzer
 # (clang, ASan + UBSan) in its own build folder for a bounded time. Fails on any crash, leak or
-# sanitizer report. TPNODE_FUZZ_SECONDS (default 30). Seeds: a few valid requests of each
+# sanitizer report. TPNODE_FUZZ_SECONDS (default 20). Seeds: a few valid requests of each
 # endpoint, and a dictionary of the field names. Inputs that once failed
 # (tests/node/api/fuzz/regressions) are replayed first, then fuzzing goes on from them.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${TPNODE_FUZZ_BUILD_DIR:-build-fuzz}
-SECONDS_TO_RUN=${TPNODE_FUZZ_SECONDS:-30}
+SECONDS_TO_RUN=${TPNODE_FUZZ_SECONDS:-20}
 if ! command -v clang++ >/dev/null; then
   echo "[api-fuzz] clang++ not found; skipped" >&2
   exit 0

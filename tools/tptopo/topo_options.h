@@ -1,15 +1,16 @@
 // What tptopo is told: the cluster flags it shares with tpnode (node/cli_flags.h: --node-id,
 // --peers, --config, --tp, secrets, timeouts; also TPNODE_<FLAG>), tpnode's --json and
 // --log-level, and its own measuring knobs. Every flag is a row of common/settings_table.cc
-// (its own: Scope::kTptopo), registered and checked by the generator of node/settings_cli.h.
+// (its own: Scope::kTptopo), registered and checked by the generator of node/settings_cli.h
+// (topo_cli.cc; this header names only the bindings, node/field_binding.h).
 #pragma once
 
 #include <span>
 #include <vector>
 
 #include "common/settings.h"
+#include "node/field_binding.h"
 #include "node/options.h"
-#include "node/settings_cli.h"
 
 namespace tpnode::tptopo {
 
