@@ -1,5 +1,6 @@
 #include "node/host_memory.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -16,6 +17,11 @@ uint64_t availableHostMemory() {
     if (key == "MemAvailable:" && unit == "kB") return value * 1024;
   }
   return 0;
+}
+
+uint64_t offeredHostMemory(double limit_gib) {
+  if (limit_gib > 0) return std::max<uint64_t>(1, static_cast<uint64_t>(limit_gib * 1073741824.0));
+  return availableHostMemory();
 }
 
 }  // namespace tpnode::node

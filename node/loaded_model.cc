@@ -68,7 +68,7 @@ model::StagePlan planPipeline(const Options& o, const LoadedModel& m) {
   req.nodes_per_stage = topo.nodesPerStage();
   if (!o.pp_layers.empty()) req.explicit_ranges = model::parseLayerRanges(o.pp_layers);
   req.capacity.assign(static_cast<size_t>(topo.stages()), 0);
-  req.capacity[static_cast<size_t>(topo.stage())] = availableHostMemory();
+  req.capacity[static_cast<size_t>(topo.stage())] = offeredHostMemory(o.host_memory_gib);
   const model::StageCosts costs = model::stageCosts(m.config, m.plan, topo.ranksPerNode(), 1,
                                                     o.kvBlocks() * std::max(1, o.kv_block_size));
   return model::planStages(costs, req);

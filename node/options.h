@@ -125,7 +125,8 @@ struct Options {
   // and node 0 sends them, node/stage_rejoin.h).
   bool pp_chosen = false;
   SplitFlag split = SplitFlag::kTensor;
-  std::string pp_layers;  // "0-9,10-25": layers of every stage (model/stage_plan.h)
+  std::string pp_layers;       // "0-9,10-25": layers of every stage (model/stage_plan.h)
+  double host_memory_gib = 0;  // memory this node offers its stage; 0: MemAvailable
   // --split auto's figures of one rank of this node (node/split_rates.h); 0: measured at startup
   double split_rank_read_gbps = 0;  // GB/s of weights read
   double split_rank_gmacs = 0;      // G multiply-adds per second

@@ -57,6 +57,7 @@ const Binding kBindings[] = {
     {"pp", &Options::pp},
     {"split", &Options::split},
     {"pp-layers", &Options::pp_layers},
+    {"host-memory", &Options::host_memory_gib},
     {"split-rank-read", &Options::split_rank_read_gbps},
     {"split-rank-macs", &Options::split_rank_gmacs},
     {"moe-placement", &Options::moe_placement},

@@ -217,7 +217,7 @@ int chooseStagesAtFormation(const Options& o, bool gpu, const AdoptStages& adopt
   spdlog::info("[node] --split auto: measuring the links of the {} nodes", mo.peers.size());
   auto measure = [&] { return nodeRankRates(o, config, meta, gpu); };
   const int stages = agreeOnStages(
-      mo, availableHostMemory(), measure,
+      mo, offeredHostMemory(o.host_memory_gib), measure,
       [&](const FormationFigures& f) {
         SplitClusterFigures c = declaredClusterFigures(o, f.nodes, gpu);
         c.rtt_us = f.rtt_us;

@@ -23,7 +23,7 @@ int agreeOnChosenStages(const Options& o, const LoadedModel& model, const std::a
   declared.read_bytes_per_s = o.split_rank_read_gbps * 1e9;
   declared.macs_per_s = o.split_rank_gmacs * 1e9;
   return agreeOnStages(
-      mo, availableHostMemory(), [&] { return declared; },
+      mo, offeredHostMemory(o.host_memory_gib), [&] { return declared; },
       [&](const FormationFigures&) {
         spdlog::info("[driver] --split auto: re-forming with the {} stage(s) chosen at startup",
                      o.pp);

@@ -6,6 +6,10 @@
 // - 4 nodes choose 4 pipeline stages; a worker holding a middle stage killed while requests
 //   are in flight fails them with 503; restarted with its command line, it adopts its stage and
 //   the cluster answers with the greedy tokens of one node.
+// - A worker restarted while node 0 re-forms, without the memory for the stage node 0 runs
+//   (--host-memory, given through its environment), refuses it naming itself and the sizes;
+//   node 0 logs that as a cluster fault and keeps waiting; the worker restarted with the
+//   memory it needs rejoins and the cluster answers with the greedy tokens of one node.
 // - Node 0 restarted with other figures chooses again (tensor, then 2 stages); the worker that
 //   stayed loads node 0's new stages instead of keeping its own, and the cluster answers with
 //   the greedy tokens of one node.
@@ -149,6 +153,48 @@ TEST_F(SplitAutoServingTest, FourNodesChooseStagesAndARestartedMiddleStageAdopts
   for (size_t i = 0; i < kPrompts.size(); ++i) {
     ASSERT_EQ(after[i].status, 200) << after[i].body;
     EXPECT_EQ(text(after[i]), expected[i]) << kPrompts[i];
+  }
+  c.expectCleanShutdown();
+}
+
+TEST_F(SplitAutoServingTest, ARestartedWorkerWithoutMemoryForItsStageIsRefusedUntilItHasIt) {
+  const std::vector<std::string> expected = oneNodeTexts(kPrompts);
+  std::vector<std::string> extra = {"--split", "auto"};
+  extra.insert(extra.end(), kPipelineWins.begin(), kPipelineWins.end());
+  ServingCluster c(spec(2, "memory", extra));
+  c.startAll();
+  ASSERT_TRUE(c.awaitHealth(200, 90s)) << c.logs();
+  EXPECT_TRUE(c.node(0).waitForLog(" chosen: pipeline 2 stages", 1s)) << c.node(0).log();
+
+  c.node(1).signal(SIGKILL);
+  EXPECT_EQ(c.node(1).wait(10s), 128 + SIGKILL);
+  ASSERT_TRUE(c.awaitHealth(503, 10s)) << c.node(0).log();
+  // 1 KiB for stage 1's two layers and their KV cache: refused in the probe exchange.
+  c.start(1, {"TPNODE_HOST_MEMORY=0.000001"}, "small");
+  const int code = c.node(1).wait(60s);
+  EXPECT_NE(code, 0) << c.node(1).log();
+  EXPECT_NE(code, -1) << "still running\n" << c.node(1).log();
+  const std::string refusal = "node 1 (pipeline stage 1, layers ";
+  EXPECT_TRUE(c.node(1).waitForLog(refusal, 1s)) << c.node(1).log();
+  EXPECT_TRUE(c.node(1).waitForLog("but has 1.0 KiB available", 1s)) << c.node(1).log();
+  EXPECT_TRUE(c.node(0).waitForLog(
+      "cluster fault: --split auto: node 1 cannot run the 2 stage(s) node 0 chose: " + refusal,
+      10s))
+      << c.node(0).log();
+  // Node 0 neither exits nor serves: it waits for the node to come back.
+  EXPECT_FALSE(c.node(0).exited());
+  const test::HttpResponse health = c.get("/health");
+  EXPECT_EQ(health.status, 503);
+  EXPECT_NE(health.body.find("node 1 cannot run the 2 stage(s) node 0 chose"), std::string::npos)
+      << health.body;
+
+  c.start(1, {}, "again");
+  ASSERT_TRUE(c.awaitHealth(200, 120s)) << c.logs();
+  EXPECT_TRUE(c.node(1).waitForLog("--split auto: node 0 chose 2 stages", 1s)) << c.node(1).log();
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    const test::HttpResponse r = c.complete(request(kPrompts[i], 12));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(text(r), expected[i]) << kPrompts[i];
   }
   c.expectCleanShutdown();
 }
