@@ -19,6 +19,10 @@
 #                host takes its cores away) lowers far less than the wall-clock figure; decode's
 #                fraction of the bound likewise per CPU second (decode_steps / decode_cpu_seconds
 #                x weight bytes per token, against one thread's read rate)
+#   host steal   the share of the machine's CPU time the hypervisor took away during tpnode's runs
+#                (/proc/stat's steal column; 0 on bare metal): a tp2 decode that halves while
+#                steal rises is the host descheduling one rank's vCPU, which the other rank then
+#                waits for at every all-reduce
 #
 #   tools/bench-model.sh                         the default model set (below)
 #   REPS=3 CONFIGS="t1 tp2" MODELS="a.gguf b.gguf" tools/bench-model.sh
@@ -67,6 +71,11 @@ rows = json.loads(sys.argv[1])
 key = "n_prompt" if sys.argv[2] == "pp" else "n_gen"
 print([r["avg_ts"] for r in rows if r[key] > 0][0])' "$1" "$2"
 }
+# Machine-wide (steal, total) jiffies from /proc/stat's aggregate cpu line.
+cpu_ticks() { awk '/^cpu /{t=0; for (i=2;i<=9;i++) t+=$i; print $9, t}' /proc/stat; }
+steal_pct() {  # steal share between two cpu_ticks readings, in percent
+  python3 -c 'import sys; s0,t0,s1,t1=map(float,sys.argv[1:]); print(round(100*(s1-s0)/max(t1-t0,1),1))' $1 $2
+}
 median() { python3 -c 'import sys,statistics; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
 
 PROMPT_IDS=$(seq -s, 1 "$N_PROMPT")
@@ -79,8 +88,8 @@ for n in 1 2; do
   echo "[bench-model] $n thread(s): $bw $pk" >&2
 done
 
-echo "| model | config | tpnode pp$N_PROMPT t/s | llama.cpp pp$N_PROMPT t/s | ratio | tpnode tg$N_GEN t/s | llama.cpp tg$N_GEN t/s | ratio | decode GB/s | read GB/s | % of bound | tpnode prefill % of int8 peak | llama.cpp % of peak | tpnode % of peak per CPU s | tpnode % of bound per CPU s |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| model | config | tpnode pp$N_PROMPT t/s | llama.cpp pp$N_PROMPT t/s | ratio | tpnode tg$N_GEN t/s | llama.cpp tg$N_GEN t/s | ratio | decode GB/s | read GB/s | % of bound | tpnode prefill % of int8 peak | llama.cpp % of peak | tpnode % of peak per CPU s | tpnode % of bound per CPU s | host steal % |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for m in $MODELS; do
   for cfg in $CONFIGS; do
     case $cfg in
@@ -89,10 +98,12 @@ for m in $MODELS; do
       tp2) tp_args=(--tp 2 --threads 1); ll_t=2; n=2 ;;
       *) echo "[bench-model] unknown config $cfg (t1, t2 or tp2)" >&2; exit 2 ;;
     esac
-    tp_pp=(); tp_tg=(); tp_cpu=(); tp_dcpu=(); ll_pp=(); ll_tg=(); bytes=0; macs=0
+    tp_pp=(); tp_tg=(); tp_cpu=(); tp_dcpu=(); tp_steal=(); ll_pp=(); ll_tg=(); bytes=0; macs=0
     for r in $(seq "$REPS"); do
+      before=$(cpu_ticks)
       out=$("$BUILD/node/tpnode" --model "$m" --prompt-ids "$PROMPT_IDS" -n "$((N_GEN + 1))" \
             "${tp_args[@]}" --json --log-level warn)
+      tp_steal+=("$(steal_pct "$before" "$(cpu_ticks)")")
       tp_pp+=("$(jget "$out" prefill_tps)"); tp_tg+=("$(jget "$out" decode_tps)")
       tp_cpu+=("$(jget "$out" prefill_cpu_seconds)")
       tp_dcpu+=("$(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); c=j["decode_cpu_seconds"]; print(j["decode_steps"]/c if c>0 else 0)' "$out")")
@@ -100,14 +111,14 @@ for m in $MODELS; do
       lj=$("$LLAMA_BIN/llama-bench" -m "$m" -p "$N_PROMPT" -n "$N_GEN" -t "$ll_t" -lm none -r 1 \
            -o json 2>/dev/null)
       ll_pp+=("$(llget "$lj" pp)"); ll_tg+=("$(llget "$lj" tg)")
-      echo "[bench-model] $(basename "$m") $cfg rep $r: tpnode ${tp_pp[-1]} / ${tp_tg[-1]}, llama.cpp ${ll_pp[-1]} / ${ll_tg[-1]}" >&2
+      echo "[bench-model] $(basename "$m") $cfg rep $r: tpnode ${tp_pp[-1]} / ${tp_tg[-1]}, llama.cpp ${ll_pp[-1]} / ${ll_tg[-1]}, host steal ${tp_steal[-1]}%" >&2
     done
     python3 - "$(basename "$m")" "$cfg" "$(median "${tp_pp[@]}")" "$(median "${ll_pp[@]}")" \
       "$(median "${tp_tg[@]}")" "$(median "${ll_tg[@]}")" "$bytes" "${READ[$n]}" "$macs" \
       "${PEAK[$n]}" "$(median "${tp_cpu[@]}")" "$N_PROMPT" "${PEAK[1]}" "$(median "${tp_dcpu[@]}")" \
-      "${READ[1]}" <<'PY'
+      "${READ[1]}" "$(median "${tp_steal[@]}")" <<'PY'
 import sys
-name, cfg, a, b, c, d, nbytes, rd, macs, peak, cpu, n_prompt, peak1, dcpu, rd1 = sys.argv[1:]
+name, cfg, a, b, c, d, nbytes, rd, macs, peak, cpu, n_prompt, peak1, dcpu, rd1, steal = sys.argv[1:]
 a, b, c, d, nbytes, rd, macs, peak, cpu, n_prompt, peak1, dcpu, rd1 = map(
     float, (a, b, c, d, nbytes, rd, macs, peak, cpu, n_prompt, peak1, dcpu, rd1))
 gbps = c * nbytes / 1e9
@@ -115,7 +126,7 @@ fa, fb = a * macs / 1e9 / peak, b * macs / 1e9 / peak
 fc = n_prompt * macs / cpu / 1e9 / peak1 if cpu > 0 else 0
 print(f"| {name} | {cfg} | {a:.1f} | {b:.1f} | {a/b:.2f}x | {c:.1f} | {d:.1f} | {c/d:.2f}x | "
       f"{gbps:.1f} | {rd:.1f} | {100*gbps/rd:.0f}% | {100*fa:.0f}% | {100*fb:.0f}% | {100*fc:.0f}% | "
-      f"{100*dcpu*nbytes/1e9/rd1:.0f}% |")
+      f"{100*dcpu*nbytes/1e9/rd1:.0f}% | {float(steal):.1f} |")
 PY
   done
 done
