@@ -25,7 +25,7 @@ constexpr std::array<sv, 4> kCollAlgos{"auto", "direct", "tree", "ring"};
 constexpr std::array<sv, 3> kCollSmallAlgos{"auto", "direct", "tree"};
 constexpr std::array<sv, 3> kCollHier{"auto", "sliced", "leader"};
 constexpr std::array<sv, 3> kCollWire{"native", "bf16", "q8_0"};
-constexpr std::array<sv, 4> kCpuIsas{"scalar", "avx2", "avx2vnni", "avx512"};
+constexpr std::array<sv, 5> kCpuIsas{"scalar", "avx2", "avx2vnni", "avx512", "amx"};
 constexpr std::array<sv, 3> kInterleaves{"auto", "0", "4"};
 
 constexpr Scope kC = Scope::kCluster;

@@ -31,7 +31,7 @@
 //
 //   kernel_bench [--type q4_k|q6_k|q8_0|q4_0|q5_0|q5_1|f16|bf16] [--layouts
 //   plain,rows4,auto,dot,tile,read]
-//                [--isas best|scalar|avx2|avx2vnni|avx512,...] [--tokens 1] [--layers 16]
+//                [--isas best|scalar|avx2|avx2vnni|avx512|amx,...] [--tokens 1] [--layers 16]
 //                [--dim 1024 --ffn 4096 --kv 256 | --model FILE] [--threads 1] [--rounds 15]
 //                [--prefetch auto,near-far,near]
 #include <CLI/CLI.hpp>
@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
   app.add_option("--layouts", layouts_arg, "comma-separated: plain, rows4, auto, dot, tile, read")
       ->capture_default_str();
   app.add_option("--isas", isas_arg,
-                 "comma-separated kernel tables: best, scalar, avx2, avx2vnni, avx512")
+                 "comma-separated kernel tables: best, scalar, avx2, avx2vnni, avx512, amx")
       ->capture_default_str();
   app.add_option("--tokens", tokens, "activation rows per matmul (1 = decode)")
       ->capture_default_str();

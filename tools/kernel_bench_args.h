@@ -31,8 +31,8 @@ inline std::vector<std::string> splitList(const std::string& s) {
   return out;
 }
 
-// The kernel table named `s` (best, scalar, avx2, avx2vnni, avx512); nullptr when this CPU lacks
-// it. An unknown name is a usage error of --isas.
+// The kernel table named `s` (best, scalar, avx2, avx2vnni, avx512, amx); nullptr when this CPU
+// lacks it. An unknown name is a usage error of --isas.
 inline const model::kernels::DotKernels* parseIsa(const std::string& s) {
   namespace k = model::kernels;
   if (s == "best") return &k::bestKernels();
@@ -40,6 +40,7 @@ inline const model::kernels::DotKernels* parseIsa(const std::string& s) {
   if (s == "avx2") return k::avx2Kernels();
   if (s == "avx2vnni") return k::avx2VnniKernels();
   if (s == "avx512") return k::avx512Kernels();
+  if (s == "amx") return k::avx512AmxKernels();
   throw CLI::ValidationError("--isas", "unknown kernel table " + s);
 }
 

@@ -1,10 +1,12 @@
 // The 16-row repacked Q4_K layout and its AVX-512 kernels (decode dot and prefill tiles) give
 // the scalar Q4_K dot product row by row: random rows, extreme blocks (every nibble 15, every
 // scale and min 63, activations at -128 / 127), odd block counts, and matmul on row counts with
-// and without a 16-row layout.
+// and without a 16-row layout. The AMX tile (16 tokens per call, where the CPU has AMX-INT8)
+// gives each token the AVX-512 tile's bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -217,6 +219,81 @@ TEST(Q4KX16Test, MatmulMatchesScalarForEveryLayout) {
         }
       }
     }
+  }
+}
+
+// The AMX tile (1..16 tokens on a group's unpacked values) gives each token the bits of the
+// AVX-512 one-token dot: random blocks over one and several super-blocks, and extreme blocks
+// (every nibble 15, every scale and min 63, activations at -128 and 127).
+TEST(Q4KX16Test, AmxTilesMatchDecodeDots) {
+  const DotKernels* k = avx512AmxKernels();
+  if (!k) GTEST_SKIP() << "no AMX-INT8 on this CPU (or Linux older than 5.16)";
+  ASSERT_NE(k->gemm16_values_q4_k_amx, nullptr);
+  constexpr int kTok = kAmxTokens;
+  for (int64_t n : {256, 768, 2816, -2816}) {  // -2816: 2816 columns of extreme blocks
+    const bool extreme = n < 0;
+    n = std::abs(n);
+    const int64_t rows = 16;
+    auto p = repacked(extreme ? extremeRows(rows, n) : randomRows(rows, n, 90), rows, n);
+    const size_t ab = rowBytes(TensorType::kQ8_K, n);
+    std::vector<uint8_t> acts;
+    for (int t = 0; t < kTok; ++t) {
+      auto enc = extreme ? constantActs(n, t % 2 ? int8_t{127} : int8_t{-128})
+                         : encode(TensorType::kQ8_K, randomRow(n, 30 + t, t % 3 ? 0.3f : 3.0f));
+      acts.insert(acts.end(), enc.begin(), enc.end());
+    }
+    std::vector<uint8_t> values(static_cast<size_t>(kAmxValueBytesPerColumn * n));
+    k->unpack16_q4_k_amx(n, p.data(), values.data());
+    const int64_t stride = 20;  // wider than the tile: the tile writes only its 16 columns
+    for (int nt = 1; nt <= kTok; ++nt) {
+      // The AMX tile adds into out: the tokens' 16 columns start at 0.
+      std::vector<float> tile(static_cast<size_t>(kTok * stride), -7.f);
+      for (int t = 0; t < nt; ++t) std::fill_n(tile.begin() + t * stride, rows, 0.0f);
+      k->gemm16_values_q4_k_amx(n, p.data(), values.data(), acts.data(), ab, nt, tile.data(),
+                                stride);
+      for (int t = 0; t < kTok; ++t) {
+        float ref[rows];
+        k->x16_q4_k(n, p.data(), acts.data() + t * ab, ref);
+        for (int64_t r = 0; r < stride; ++r) {
+          const size_t i = static_cast<size_t>(t * stride + r);
+          const float want = t < nt && r < rows ? ref[r] : -7.f;
+          EXPECT_EQ(tile[i], want) << (extreme ? "extreme " : "") << "n=" << n << " nt=" << nt
+                                   << " token " << t << " col " << r;
+        }
+      }
+    }
+  }
+}
+
+// matmul with the AMX table: batches of 16-token tiles and their tails give the AVX-512 table's
+// outputs bit for bit, on two threads.
+TEST(Q4KX16Test, AmxMatmulMatchesTheAvx512Table) {
+  const DotKernels* amx = avx512AmxKernels();
+  if (!amx) GTEST_SKIP() << "no AMX-INT8 on this CPU (or Linux older than 5.16)";
+  const DotKernels& vnni = *avx512Kernels();
+  ThreadPool pool(2);
+  std::vector<uint8_t> scratch;
+  const int64_t n = 1024, rows = 64;
+  auto w = randomRows(rows, n, 7);
+  Matrix m;
+  m.type = kQ4K;
+  m.rows = rows;
+  m.cols = n;
+  m.row_bytes = rowBytes(kQ4K, n);
+  m.data = HostBuffer(w.size());
+  std::memcpy(m.data.data(), w.data(), w.size());
+  m = packWeights(std::move(m), WeightLayout::kAuto, vnni);
+  ASSERT_EQ(m.interleave, kQ4KGroup);
+  for (int64_t n_tok : {9, 16, 21, 48}) {
+    std::vector<float> x(static_cast<size_t>(n_tok * n));
+    for (int64_t t = 0; t < n_tok; ++t) {
+      auto row = randomRow(n, static_cast<uint32_t>(400 + t));
+      std::copy(row.begin(), row.end(), x.begin() + t * n);
+    }
+    std::vector<float> want(static_cast<size_t>(n_tok * rows)), got(want.size());
+    matmul(m, x.data(), n_tok, want.data(), rows, pool, scratch, vnni);
+    matmul(m, x.data(), n_tok, got.data(), rows, pool, scratch, *amx);
+    EXPECT_EQ(got, want) << n_tok << " tokens";
   }
 }
 

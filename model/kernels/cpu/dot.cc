@@ -20,6 +20,7 @@ namespace tpnode::model::kernels {
 const DotKernels& avx2Table();
 const DotKernels& avx2VnniTable();
 const DotKernels& avx512Table();
+const DotKernels* avx512AmxTable();  // nullptr without AMX-INT8 (q4k_amx.cc)
 #endif
 
 DotFn DotKernels::forType(TensorType weight) const {
@@ -218,13 +219,24 @@ const DotKernels* avx512Kernels() {
   return nullptr;
 }
 
+const DotKernels* avx512AmxKernels() {
+#if defined(__x86_64__)
+  if (avx512Kernels()) return avx512AmxTable();
+#endif
+  return nullptr;
+}
+
 static const DotKernels& pickKernels() {
   std::string want = settings::envValue("TPNODE_CPU_ISA").value_or("");
   const DotKernels* k = nullptr;
-  // The best table at or below the one asked for: avx512 > avx2vnni > avx2 > scalar.
-  if (want.empty() || want == "avx512") k = avx512Kernels();
-  if (!k && (want.empty() || want == "avx2vnni" || want == "avx512")) k = avx2VnniKernels();
-  if (!k && (want.empty() || want == "avx2" || want == "avx2vnni" || want == "avx512")) {
+  // The best table at or below the one asked for: amx > avx512 > avx2vnni > avx2 > scalar.
+  if (want.empty() || want == "amx") k = avx512AmxKernels();
+  if (!k && (want.empty() || want == "avx512" || want == "amx")) k = avx512Kernels();
+  if (!k && (want.empty() || want == "avx2vnni" || want == "avx512" || want == "amx")) {
+    k = avx2VnniKernels();
+  }
+  if (!k &&
+      (want.empty() || want == "avx2" || want == "avx2vnni" || want == "avx512" || want == "amx")) {
     k = avx2Kernels();
   }
   if (!k && !want.empty() && want != "scalar") {

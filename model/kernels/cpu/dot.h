@@ -76,6 +76,11 @@ constexpr int kKQuantX16Tokens = 8;
 // in the order its tile reads them: `values` holds kX16ValueBytesPerColumn x n bytes. Prefill over
 // more tokens than one tile unpacks a group once and runs every tile on the bytes.
 constexpr int64_t kX16ValueBytesPerColumn = 16;
+
+// Tokens the AMX Q4_K tile (gemm16_values_q4_k_amx) takes at most: one AMX tile row per token;
+// bytes per column of a 16-row group that unpack16_q4_k_amx writes for it.
+constexpr int kAmxTokens = 16;
+constexpr int64_t kAmxValueBytesPerColumn = 32;
 using Unpack16Fn = void (*)(int64_t n, const void* group, uint8_t* values);
 
 // The 16-row Q4_K / Q6_K tile on the packed group (its scales) and its unpacked values: the same
@@ -102,6 +107,12 @@ struct DotKernels {
   GemmTileFn gemm16_q6_k = nullptr;  // Q6_K x16 (q6k_x16.h), as gemm16_q4_k
   Unpack16Fn unpack16_q4_k = nullptr, unpack16_q6_k = nullptr;  // set with gemm16_q4_k / _q6_k
   Gemm16ValuesFn gemm16_values_q4_k = nullptr, gemm16_values_q6_k = nullptr;
+  // gemm16_values_q4_k on AMX tiles for n_tok 1..kAmxTokens (16), on the values
+  // unpack16_q4_k_amx writes (kAmxValueBytesPerColumn per column), adding into out (from 0,
+  // each token's outputs are those of gemm16_values_q4_k bit for bit; the super-blocks of a row
+  // may come in consecutive calls); only in the "avx512-amx" table.
+  Unpack16Fn unpack16_q4_k_amx = nullptr;
+  Gemm16ValuesFn gemm16_values_q4_k_amx = nullptr;
   GemmTileFn gemm16_q5_1 = nullptr;  // Q5_1 x16 (q0_x16.h) against Q8_1 activations
   GemmTileFn gemm16ForType(TensorType weight) const;  // Q4_K / Q6_K / Q5_1 x16; nullptr when none
   Gemm16Q0Fn gemm16_q8_0 = nullptr, gemm16_q4_0 = nullptr, gemm16_q5_0 = nullptr;  // AVX-512
@@ -132,6 +143,9 @@ const DotKernels& scalarKernels();
 const DotKernels* avx2Kernels();      // nullptr when the CPU lacks AVX2+FMA+F16C
 const DotKernels* avx2VnniKernels();  // nullptr when it also lacks AVX-VNNI (VEX vpdpbusd)
 const DotKernels* avx512Kernels();    // nullptr when the CPU lacks AVX-512 F/BW/VL/VNNI
+// avx512Kernels() with AMX-INT8 prefill tiles; nullptr when the CPU lacks AMX-TILE / AMX-INT8 or
+// the OS does not let this process use them.
+const DotKernels* avx512AmxKernels();
 const DotKernels& bestKernels();
 
 // The software prefetch of the AVX-512 decode kernels (gemv16_*). kNearAndFar: the weight lines

@@ -16,7 +16,9 @@
 
 namespace tpnode::model::kernels {
 
-GemmRowsFn avx512Bf16RowsTile();  // dot_avx512_bf16.cc: nullptr without AVX512_BF16
+GemmRowsFn avx512Bf16RowsTile();    // dot_avx512_bf16.cc: nullptr without AVX512_BF16
+Gemm16ValuesFn amxQ4KValuesTile();  // q4k_amx.cc: nullptr without AMX-INT8
+Unpack16Fn amxQ4KUnpack();          // q4k_amx.cc: nullptr without AMX-INT8
 
 DecodePrefetch decodePrefetch() {
   return g_decode_prefetch.load(std::memory_order_relaxed);
@@ -49,6 +51,17 @@ const DotKernels& avx512Table() {
     // (the 512-bit FMA tile of dot_x86_f16.inc is not tested on such a CPU, so not used).
     t.gemm_rows_bf16 = avx512Bf16RowsTile();
     return t;
+  }();
+  return k;
+}
+
+const DotKernels* avx512AmxTable() {
+  static const DotKernels* k = []() -> const DotKernels* {
+    static DotKernels t = avx512Table();
+    t.isa = "avx512-amx";
+    t.unpack16_q4_k_amx = amxQ4KUnpack();
+    t.gemm16_values_q4_k_amx = amxQ4KValuesTile();
+    return t.gemm16_values_q4_k_amx ? &t : nullptr;
   }();
   return k;
 }

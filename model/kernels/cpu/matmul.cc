@@ -15,24 +15,61 @@ namespace {
 
 constexpr int kRowTile = 8;  // rows per dot call (activation reuse)
 
+// Super-blocks of a Q4_K group the AMX tiles take at a time: their unpacked values (8 KiB each)
+// stay in the core's L1 cache while every tile of tokens runs on them.
+constexpr int64_t kAmxChunkBlocks = 4;
+
+// One 16-row Q4_K group on AMX: the columns a chunk at a time (unpacked, then every tile of
+// kAmxTokens tokens on it), each tile adding its chunk into y (zeroed first): per token the
+// super-blocks are added in order, as the tile over all columns would.
+void amxGroup(const Matrix& w, int64_t r0, const uint8_t* a, size_t a_bytes, int64_t n_tokens,
+              float* y, int64_t y_stride, uint8_t* values, const DotKernels& k) {
+  for (int64_t t = 0; t < n_tokens; ++t) std::fill_n(y + t * y_stride + r0, 16, 0.0f);
+  const int64_t blocks = w.cols / kQKK;
+  for (int64_t b0 = 0; b0 < blocks; b0 += kAmxChunkBlocks) {
+    const int64_t nb = std::min(kAmxChunkBlocks, blocks - b0);
+    const uint8_t* group = w.row(r0) + static_cast<size_t>(b0) * sizeof(BlockQ4Kx16);
+    k.unpack16_q4_k_amx(nb * kQKK, group, values);
+    for (int64_t t = 0; t < n_tokens; t += kAmxTokens) {
+      const int nt = static_cast<int>(std::min<int64_t>(kAmxTokens, n_tokens - t));
+      k.gemm16_values_q4_k_amx(
+          nb * kQKK, group, values,
+          a + static_cast<size_t>(t) * a_bytes + static_cast<size_t>(b0) * sizeof(BlockQ8K),
+          a_bytes, nt, y + t * y_stride + r0, y_stride);
+    }
+  }
+}
+
 // Q4_K / Q6_K prefill over more tokens than one tile: each group is unpacked once to a byte per
 // weight (in a per-thread buffer that stays in the core's caches) and every tile of
 // kKQuantX16Tokens runs on the bytes, so the unpacking is paid once per group, not once per tile.
+// Q4_K on AMX (k.gemm16_values_q4_k_amx): tiles of kAmxTokens tokens, the same results.
 void matmulKQuantValues(const Matrix& w, const uint8_t* a, size_t a_bytes, int64_t n_tokens,
                         float* y, int64_t y_stride, ThreadPool& pool, const DotKernels& k) {
   const bool q4k = w.type == TensorType::kQ4_K;
-  const Unpack16Fn unpack = q4k ? k.unpack16_q4_k : k.unpack16_q6_k;
-  const Gemm16ValuesFn tile = q4k ? k.gemm16_values_q4_k : k.gemm16_values_q6_k;
+  const bool amx = q4k && k.gemm16_values_q4_k_amx;
+  const Unpack16Fn unpack = amx ? k.unpack16_q4_k_amx : q4k ? k.unpack16_q4_k : k.unpack16_q6_k;
+  const int64_t value_bytes = amx ? kAmxValueBytesPerColumn : kX16ValueBytesPerColumn;
+  const Gemm16ValuesFn tile = amx   ? k.gemm16_values_q4_k_amx
+                              : q4k ? k.gemm16_values_q4_k
+                                    : k.gemm16_values_q6_k;
+  const int64_t tile_tokens = amx ? kAmxTokens : kKQuantX16Tokens;
   TP_CHECK(unpack && tile, "no unpacked 16-row kernel for {}", tensorTypeName(w.type));
   pool.parallelFor(w.rows / 16, 1, [&](int64_t g0, int64_t g1) {
-    thread_local std::vector<uint8_t> values;
-    values.resize(static_cast<size_t>(kX16ValueBytesPerColumn * w.cols));
+    // 64-byte aligned: each 64-byte row the tiles load is one cache line, not two.
+    thread_local std::vector<uint8_t> buffer;
+    buffer.resize(static_cast<size_t>(value_bytes * w.cols) + 63);
+    uint8_t* values = buffer.data() + (-reinterpret_cast<uintptr_t>(buffer.data()) & 63);
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t r0 = g * 16;
-      unpack(w.cols, w.row(r0), values.data());
-      for (int64_t t = 0; t < n_tokens; t += kKQuantX16Tokens) {
-        const int nt = static_cast<int>(std::min<int64_t>(kKQuantX16Tokens, n_tokens - t));
-        tile(w.cols, w.row(r0), values.data(), a + static_cast<size_t>(t) * a_bytes, a_bytes, nt,
+      if (amx) {
+        amxGroup(w, r0, a, a_bytes, n_tokens, y, y_stride, values, k);
+        continue;
+      }
+      unpack(w.cols, w.row(r0), values);
+      for (int64_t t = 0; t < n_tokens; t += tile_tokens) {
+        const int nt = static_cast<int>(std::min<int64_t>(tile_tokens, n_tokens - t));
+        tile(w.cols, w.row(r0), values, a + static_cast<size_t>(t) * a_bytes, a_bytes, nt,
              y + t * y_stride + r0, y_stride);
       }
     }
