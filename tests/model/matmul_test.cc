@@ -87,7 +87,7 @@ void checkTable(const DotKernels& k) {
         ASSERT_EQ(0, std::memcmp(read.data(), w.data() + r * row_bytes, row_bytes))
             << tensorTypeName(type) << " row " << r << " interleave " << m.interleave;
       }
-      for (int64_t n_tok : {1, 2, 4, 7, 9, 13}) {
+      for (int64_t n_tok : {1, 2, 4, 7, 9, 13, 21}) {
         std::vector<float> x(static_cast<size_t>(n_tok * s.cols));
         for (int64_t t = 0; t < n_tok; ++t) {
           auto row = randomRow(s.cols, static_cast<uint32_t>(900 + t));
@@ -367,7 +367,7 @@ TEST(MatmulTest, DecodeOnOneThreadMatchesScalarRowsForEveryGroupCount) {
 TEST(MatmulTest, EveryTypeLayoutAndTailMatchesScalarRows) {
   std::vector<const DotKernels*> tables = {&bestKernels()};
   for (const DotKernels* k :
-       {&scalarKernels(), avx2Kernels(), avx2VnniKernels(), avx512Kernels()}) {
+       {&scalarKernels(), avx2Kernels(), avx2VnniKernels(), avx512Kernels(), avx512AmxKernels()}) {
     if (k && k != &bestKernels()) tables.push_back(k);
   }
   for (const DotKernels* k : tables) {
