@@ -38,23 +38,22 @@ int bindingCount(std::span<const FieldBinding<S>> bindings, std::string_view fla
   return n;
 }
 
-// ---- implementation ----
-
-namespace detail {
-
-template <typename S>
-const FieldBinding<S>& fieldBinding(std::span<const FieldBinding<S>> bindings,
-                                    std::string_view flag) {
-  for (const FieldBinding<S>& b : bindings) {
+// The binding of `flag` in a table of bindings (any type with a `flag` member: these, and
+// tpnode's own Options table in node/settings_binding.cc); a flag without one is a programming
+// error.
+template <typename Bindings>
+const auto& bindingOf(const Bindings& bindings, std::string_view flag) {
+  for (const auto& b : bindings) {
     if (b.flag == flag) return b;
   }
   TP_CHECK(false, "--{} has no bound member", flag);
   __builtin_unreachable();
 }
 
-// `checked` has passed settings::parseSettingText for its type.
+// `checked` (which has passed settings::parseSettingText for its type) as a T: a string, bool,
+// double, int, long long or uint64_t.
 template <typename T>
-T fieldValue(const std::string& checked, std::string_view where) {
+T checkedValue(const std::string& checked, std::string_view where) {
   try {
     if constexpr (std::is_same_v<T, std::string>) {
       return checked;
@@ -64,6 +63,9 @@ T fieldValue(const std::string& checked, std::string_view where) {
       return std::stod(checked);
     } else if constexpr (std::is_same_v<T, int>) {
       return std::stoi(checked);
+    } else if constexpr (std::is_same_v<T, unsigned long> ||
+                         std::is_same_v<T, unsigned long long>) {
+      return std::stoull(checked);
     } else {
       return std::stoll(checked);
     }
@@ -72,7 +74,7 @@ T fieldValue(const std::string& checked, std::string_view where) {
   }
 }
 
-}  // namespace detail
+// ---- implementation ----
 
 template <typename S>
 std::string fieldText(const S& options, std::span<const FieldBinding<S>> bindings,
@@ -88,7 +90,7 @@ std::string fieldText(const S& options, std::span<const FieldBinding<S>> binding
           return fmt::format("{}", options.*member);
         }
       },
-      detail::fieldBinding(bindings, flag).member);
+      bindingOf(bindings, flag).member);
 }
 
 }  // namespace tpnode::node

@@ -14,6 +14,7 @@
 #include "common/check.h"
 #include "common/error.h"
 #include "model/kv_cache.h"
+#include "node/field_binding.h"
 
 namespace tpnode::node {
 namespace {
@@ -106,29 +107,6 @@ const Binding kBindings[] = {
     {"log-level", &Options::log_level},
 };
 
-const Binding& binding(std::string_view flag) {
-  for (const Binding& b : kBindings) {
-    if (b.flag == flag) return b;
-  }
-  TP_CHECK(false, "--{} has no Options member in node/settings_binding.cc", flag);
-  __builtin_unreachable();
-}
-
-template <typename T>
-T number(const std::string& text, std::string_view where) {
-  try {
-    if constexpr (std::is_same_v<T, double>) {
-      return std::stod(text);
-    } else if constexpr (std::is_same_v<T, int>) {
-      return std::stoi(text);
-    } else {
-      return std::stoull(text);
-    }
-  } catch (const std::exception&) {
-    fail(ErrorCode::kInvalidArgument, "{}: '{}' is out of range", where, text);
-  }
-}
-
 }  // namespace
 
 CudaGraphs parseCudaGraphs(std::string_view text) {
@@ -173,10 +151,10 @@ void setOption(Options& o, std::string_view flag, std::string_view text, setting
         } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
           (o.*member).push_back(checked);
         } else {
-          o.*member = number<T>(checked, where);
+          o.*member = checkedValue<T>(checked, where);
         }
       },
-      binding(flag).member);
+      bindingOf(kBindings, flag).member);
 }
 
 std::string optionText(const Options& o, std::string_view flag) {
@@ -199,7 +177,7 @@ std::string optionText(const Options& o, std::string_view flag) {
           return fmt::format("{}", o.*member);
         }
       },
-      binding(flag).member);
+      bindingOf(kBindings, flag).member);
 }
 
 bool isBound(std::string_view flag) {

@@ -87,9 +87,9 @@ void applyFields(const CLI::App& app, const FlagTexts& texts,
     std::visit(
         [&](auto member) {
           using T = std::remove_cvref_t<decltype(out.*member)>;
-          out.*member = detail::fieldValue<T>(checked, where);
+          out.*member = checkedValue<T>(checked, where);
         },
-        detail::fieldBinding(bindings, given.flag).member);
+        bindingOf(bindings, given.flag).member);
   }
 }
 

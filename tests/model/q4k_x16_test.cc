@@ -140,6 +140,25 @@ TEST(Q4KX16Test, ExtremeBlocksStayExact) {
   }
 }
 
+// A tile's output for `nt` of the `tokens` activation rows (n columns each, Q8_K) against group
+// `p`, rows `stride` floats apart: each of the nt tokens' 16 columns holds the one-token decode
+// dot's bits, every other value is still -7.
+void expectDecodeDotBits(const DotKernels& k, int64_t n, const std::vector<uint8_t>& p,
+                         const std::vector<uint8_t>& acts, int nt, int tokens, int64_t stride,
+                         const std::vector<float>& tile, const char* what) {
+  const size_t ab = rowBytes(TensorType::kQ8_K, n);
+  for (int t = 0; t < tokens; ++t) {
+    float ref[kQ4KGroup];
+    k.x16_q4_k(n, p.data(), acts.data() + t * ab, ref);
+    for (int64_t r = 0; r < stride; ++r) {
+      const size_t i = static_cast<size_t>(t * stride + r);
+      const float want = t < nt && r < kQ4KGroup ? ref[r] : -7.f;
+      EXPECT_EQ(tile[i], want) << what << " n=" << n << " nt=" << nt << " token " << t << " col "
+                               << r;
+    }
+  }
+}
+
 // Every tile width (1..kKQuantX16Tokens tokens), on the group and on its unpacked values (what
 // prefill over more tokens runs), gives each of its tokens the one-token tile's bits (the integer
 // sums are exact and the float operations the same per token), on one block and on several.
@@ -165,17 +184,8 @@ TEST(Q4KX16Test, PrefillTilesMatchDecodeDots) {
       k->gemm16_q4_k(n, p.data(), acts.data(), ab, nt, tile.data(), stride);
       k->gemm16_values_q4_k(n, p.data(), values.data(), acts.data(), ab, nt, on_values.data(),
                             stride);
-      for (int t = 0; t < kTok; ++t) {
-        float ref[rows];
-        k->x16_q4_k(n, p.data(), acts.data() + t * ab, ref);
-        for (int64_t r = 0; r < stride; ++r) {
-          const size_t i = static_cast<size_t>(t * stride + r);
-          const float want = t < nt && r < rows ? ref[r] : -7.f;
-          EXPECT_EQ(tile[i], want) << "n=" << n << " nt=" << nt << " token " << t << " col " << r;
-          EXPECT_EQ(on_values[i], want)
-              << "unpacked n=" << n << " nt=" << nt << " token " << t << " col " << r;
-        }
-      }
+      expectDecodeDotBits(*k, n, p, acts, nt, kTok, stride, tile, "packed");
+      expectDecodeDotBits(*k, n, p, acts, nt, kTok, stride, on_values, "unpacked");
     }
   }
 }
@@ -251,16 +261,7 @@ TEST(Q4KX16Test, AmxTilesMatchDecodeDots) {
       for (int t = 0; t < nt; ++t) std::fill_n(tile.begin() + t * stride, rows, 0.0f);
       k->gemm16_values_q4_k_amx(n, p.data(), values.data(), acts.data(), ab, nt, tile.data(),
                                 stride);
-      for (int t = 0; t < kTok; ++t) {
-        float ref[rows];
-        k->x16_q4_k(n, p.data(), acts.data() + t * ab, ref);
-        for (int64_t r = 0; r < stride; ++r) {
-          const size_t i = static_cast<size_t>(t * stride + r);
-          const float want = t < nt && r < rows ? ref[r] : -7.f;
-          EXPECT_EQ(tile[i], want) << (extreme ? "extreme " : "") << "n=" << n << " nt=" << nt
-                                   << " token " << t << " col " << r;
-        }
-      }
+      expectDecodeDotBits(*k, n, p, acts, nt, kTok, stride, tile, extreme ? "extreme" : "random");
     }
   }
 }

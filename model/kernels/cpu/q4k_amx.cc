@@ -105,34 +105,28 @@ void unpackQ4KAmx(int64_t n, const void* group, uint8_t* values) {
   }
 }
 
-// One super-block's sums for every token: C_LO, C_HI += the activations (A tiles 4, 5) times the
-// low and high bytes of s x q (B tiles 6, 7), 4 passes of 64 columns.
-#define TP_AMX_SUPER_BLOCK(C_LO, C_HI)                \
-  do {                                                \
-    _tile_zero(C_LO);                                 \
-    _tile_zero(C_HI);                                 \
-    _tile_loadd(4, acts_b, stride);                   \
-    _tile_loadd(6, values_b, 64);                     \
-    _tile_dpbsud(C_LO, 4, 6);                         \
-    _tile_loadd(7, values_b + kHalfBytes, 64);        \
-    _tile_dpbsud(C_HI, 4, 7);                         \
-    _tile_loadd(5, acts_b + 64, stride);              \
-    _tile_loadd(6, values_b + 1024, 64);              \
-    _tile_dpbsud(C_LO, 5, 6);                         \
-    _tile_loadd(7, values_b + kHalfBytes + 1024, 64); \
-    _tile_dpbsud(C_HI, 5, 7);                         \
-    _tile_loadd(4, acts_b + 128, stride);             \
-    _tile_loadd(6, values_b + 2048, 64);              \
-    _tile_dpbsud(C_LO, 4, 6);                         \
-    _tile_loadd(7, values_b + kHalfBytes + 2048, 64); \
-    _tile_dpbsud(C_HI, 4, 7);                         \
-    _tile_loadd(5, acts_b + 192, stride);             \
-    _tile_loadd(6, values_b + 3072, 64);              \
-    _tile_dpbsud(C_LO, 5, 6);                         \
-    _tile_loadd(7, values_b + kHalfBytes + 3072, 64); \
-    _tile_dpbsud(C_HI, 5, 7);                         \
-    _tile_stored(C_LO, sums[0], 64);                  \
-    _tile_stored(C_HI, sums[1], 64);                  \
+// Columns 64 KC .. + 63 of a super-block: C_LO, C_HI += the activations (A tile A) times the low
+// and high bytes of s x q there (B tiles 6, 7).
+#define TP_AMX_COLUMNS(KC, A, C_LO, C_HI)                    \
+  do {                                                       \
+    _tile_loadd(A, acts_b + 64 * (KC), stride);              \
+    _tile_loadd(6, values_b + 1024 * (KC), 64);              \
+    _tile_dpbsud(C_LO, A, 6);                                \
+    _tile_loadd(7, values_b + kHalfBytes + 1024 * (KC), 64); \
+    _tile_dpbsud(C_HI, A, 7);                                \
+  } while (0)
+
+// One super-block's sums for every token into sums[0] (low bytes) and sums[1] (high bytes).
+#define TP_AMX_SUPER_BLOCK(C_LO, C_HI) \
+  do {                                 \
+    _tile_zero(C_LO);                  \
+    _tile_zero(C_HI);                  \
+    TP_AMX_COLUMNS(0, 4, C_LO, C_HI);  \
+    TP_AMX_COLUMNS(1, 5, C_LO, C_HI);  \
+    TP_AMX_COLUMNS(2, 4, C_LO, C_HI);  \
+    TP_AMX_COLUMNS(3, 5, C_LO, C_HI);  \
+    _tile_stored(C_LO, sums[0], 64);   \
+    _tile_stored(C_HI, sums[1], 64);   \
   } while (0)
 
 void q4kAmxTile(int64_t n, const void* group, const uint8_t* values, const void* acts,
@@ -190,6 +184,7 @@ void q4kAmxTile(int64_t n, const void* group, const uint8_t* values, const void*
 }
 
 #undef TP_AMX_SUPER_BLOCK
+#undef TP_AMX_COLUMNS
 
 // AMX-TILE (CPUID.(7,0):EDX[24]) and AMX-INT8 (EDX[25]), the OS saving tile state (XCR0 bits 17
 // and 18), and Linux's permission for this process to use it (arch_prctl ARCH_REQ_XCOMP_PERM for
