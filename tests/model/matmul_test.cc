@@ -23,6 +23,7 @@ namespace tpnode::model::kernels {
 namespace {
 
 using testing::encode;
+using testing::packedMatrix;
 using testing::randomRow;
 
 struct Shape {
@@ -38,19 +39,6 @@ std::vector<uint8_t> randomRows(TensorType type, int64_t rows, int64_t cols, uin
     w.insert(w.end(), enc.begin(), enc.end());
   }
   return w;
-}
-
-// A matrix of those bytes, packed as kernel table `k` runs it.
-Matrix packedMatrix(TensorType type, int64_t rows, int64_t cols, const std::vector<uint8_t>& w,
-                    const DotKernels& k = bestKernels()) {
-  Matrix m;
-  m.type = type;
-  m.rows = rows;
-  m.cols = cols;
-  m.row_bytes = rowBytes(type, static_cast<uint64_t>(cols));
-  m.data = HostBuffer(w.size());
-  std::memcpy(m.data.data(), w.data(), w.size());
-  return packWeights(std::move(m), WeightLayout::kAuto, k);
 }
 
 void checkTable(const DotKernels& k) {

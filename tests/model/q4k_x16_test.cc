@@ -21,6 +21,7 @@ namespace tpnode::model::kernels {
 namespace {
 
 using testing::encode;
+using testing::packedMatrix;
 using testing::randomRow;
 
 constexpr TensorType kQ4K = TensorType::kQ4_K;
@@ -60,6 +61,18 @@ std::vector<uint8_t> constantActs(int64_t n, int8_t v) {
   std::vector<uint8_t> a(b.size() * sizeof(BlockQ8K));
   std::memcpy(a.data(), b.data(), a.size());
   return a;
+}
+
+// `tokens` Q8_K activation rows of n columns, back to back: row t is one_row(t).
+template <typename OneRow>
+std::vector<uint8_t> tokenActs(int64_t n, int tokens, OneRow one_row) {
+  std::vector<uint8_t> acts;
+  acts.reserve(static_cast<size_t>(tokens) * rowBytes(TensorType::kQ8_K, n));
+  for (int t = 0; t < tokens; ++t) {
+    const std::vector<uint8_t> row = one_row(t);
+    acts.insert(acts.end(), row.begin(), row.end());
+  }
+  return acts;
 }
 
 std::vector<float> scalarDots(const std::vector<uint8_t>& w, int64_t rows, int64_t n,
@@ -170,11 +183,9 @@ TEST(Q4KX16Test, PrefillTilesMatchDecodeDots) {
     const int64_t rows = 16;
     auto p = repacked(randomRows(rows, n, 50), rows, n);
     const size_t ab = rowBytes(TensorType::kQ8_K, n);
-    std::vector<uint8_t> acts;
-    for (int t = 0; t < kTok; ++t) {
-      auto enc = encode(TensorType::kQ8_K, randomRow(n, 70 + t, t % 2 ? 0.3f : 3.0f));
-      acts.insert(acts.end(), enc.begin(), enc.end());
-    }
+    const std::vector<uint8_t> acts = tokenActs(n, kTok, [&](int t) {
+      return encode(TensorType::kQ8_K, randomRow(n, 70 + t, t % 2 ? 0.3f : 3.0f));
+    });
     std::vector<uint8_t> values(static_cast<size_t>(kX16ValueBytesPerColumn * n));
     k->unpack16_q4_k(n, p.data(), values.data());
     const int64_t stride = 20;  // wider than the tile: the tile writes only its 16 columns
@@ -198,14 +209,7 @@ TEST(Q4KX16Test, MatmulMatchesScalarForEveryLayout) {
   const int64_t n = 512;
   for (int64_t rows : {48, 20, 18}) {
     auto w = randomRows(rows, n, static_cast<uint32_t>(100 + rows));
-    Matrix m;
-    m.type = kQ4K;
-    m.rows = rows;
-    m.cols = n;
-    m.row_bytes = rowBytes(kQ4K, n);
-    m.data = HostBuffer(w.size());
-    std::memcpy(m.data.data(), w.data(), w.size());
-    m = packWeights(std::move(m));
+    Matrix m = packedMatrix(kQ4K, rows, n, w);
     if (rows == 48 && bestKernels().gemm16ForType(kQ4K)) {  // the table packWeights uses
       EXPECT_EQ(m.interleave, kQ4KGroup);
     }
@@ -246,12 +250,10 @@ TEST(Q4KX16Test, AmxTilesMatchDecodeDots) {
     const int64_t rows = 16;
     auto p = repacked(extreme ? extremeRows(rows, n) : randomRows(rows, n, 90), rows, n);
     const size_t ab = rowBytes(TensorType::kQ8_K, n);
-    std::vector<uint8_t> acts;
-    for (int t = 0; t < kTok; ++t) {
-      auto enc = extreme ? constantActs(n, t % 2 ? int8_t{127} : int8_t{-128})
-                         : encode(TensorType::kQ8_K, randomRow(n, 30 + t, t % 3 ? 0.3f : 3.0f));
-      acts.insert(acts.end(), enc.begin(), enc.end());
-    }
+    const std::vector<uint8_t> acts = tokenActs(n, kTok, [&](int t) {
+      return extreme ? constantActs(n, t % 2 ? int8_t{127} : int8_t{-128})
+                     : encode(TensorType::kQ8_K, randomRow(n, 30 + t, t % 3 ? 0.3f : 3.0f));
+    });
     std::vector<uint8_t> values(static_cast<size_t>(kAmxValueBytesPerColumn * n));
     k->unpack16_q4_k_amx(n, p.data(), values.data());
     const int64_t stride = 20;  // wider than the tile: the tile writes only its 16 columns
@@ -275,15 +277,7 @@ TEST(Q4KX16Test, AmxMatmulMatchesTheAvx512Table) {
   ThreadPool pool(2);
   std::vector<uint8_t> scratch;
   const int64_t n = 1024, rows = 64;
-  auto w = randomRows(rows, n, 7);
-  Matrix m;
-  m.type = kQ4K;
-  m.rows = rows;
-  m.cols = n;
-  m.row_bytes = rowBytes(kQ4K, n);
-  m.data = HostBuffer(w.size());
-  std::memcpy(m.data.data(), w.data(), w.size());
-  m = packWeights(std::move(m), WeightLayout::kAuto, vnni);
+  const Matrix m = packedMatrix(kQ4K, rows, n, randomRows(rows, n, 7), vnni);
   ASSERT_EQ(m.interleave, kQ4KGroup);
   for (int64_t n_tok : {9, 16, 21, 48}) {
     std::vector<float> x(static_cast<size_t>(n_tok * n));

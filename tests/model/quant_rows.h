@@ -1,12 +1,16 @@
-// Test helpers shared by the quantization tests: random rows, and one row encoded to / decoded
-// from a tensor type through the kernels' own quantizeRow / dequantizeRow.
+// Test helpers shared by the quantization tests: random rows, one row encoded to / decoded from
+// a tensor type through the kernels' own quantizeRow / dequantizeRow, and plain rows packed into
+// a Matrix as a kernel table runs it.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
+#include "model/kernels/cpu/matmul.h"
 #include "model/kernels/cpu/quantize.h"
 
 namespace tpnode::model::kernels::testing {
@@ -17,6 +21,19 @@ inline std::vector<float> randomRow(int64_t n, uint32_t seed, float scale = 1.0f
   std::vector<float> v(static_cast<size_t>(n));
   for (float& x : v) x = d(rng);
   return v;
+}
+
+// A matrix of `rows` plain rows of type `type` (the bytes w), packed as kernel table `k` runs it.
+inline Matrix packedMatrix(TensorType type, int64_t rows, int64_t cols,
+                           const std::vector<uint8_t>& w, const DotKernels& k = bestKernels()) {
+  Matrix m;
+  m.type = type;
+  m.rows = rows;
+  m.cols = cols;
+  m.row_bytes = rowBytes(type, static_cast<uint64_t>(cols));
+  m.data = HostBuffer(w.size());
+  std::memcpy(m.data.data(), w.data(), w.size());
+  return packWeights(std::move(m), WeightLayout::kAuto, k);
 }
 
 inline std::vector<uint8_t> encode(TensorType t, const std::vector<float>& x) {

@@ -67,6 +67,13 @@ class SplitAutoServingTest : public ::testing::Test {
     return ServingSpec{.model = model_, .nodes = nodes, .args = args, .tag = tag, .log_dir = dir_};
   }
 
+  // --split auto with rank figures that make pipeline stages win.
+  ServingSpec pipelineWinsSpec(int nodes, const std::string& tag) const {
+    std::vector<std::string> extra = {"--split", "auto"};
+    extra.insert(extra.end(), kPipelineWins.begin(), kPipelineWins.end());
+    return spec(nodes, tag, extra);
+  }
+
   static nlohmann::json request(const std::string& prompt, int max_tokens) {
     return {{"prompt", prompt},
             {"max_tokens", max_tokens},
@@ -106,9 +113,7 @@ const std::vector<std::string> kPrompts = {"a b", "ab ba", "b a b", "ba ab a"};
 
 TEST_F(SplitAutoServingTest, FourNodesChooseStagesAndARestartedMiddleStageAdoptsIt) {
   const std::vector<std::string> expected = oneNodeTexts(kPrompts);
-  std::vector<std::string> extra = {"--split", "auto"};
-  extra.insert(extra.end(), kPipelineWins.begin(), kPipelineWins.end());
-  ServingCluster c(spec(4, "auto4", extra));
+  ServingCluster c(pipelineWinsSpec(4, "auto4"));
   c.startAll();
   ASSERT_TRUE(c.awaitHealth(200, 90s)) << c.logs();
   EXPECT_TRUE(c.node(0).waitForLog(" chosen: pipeline 4 stages", 1s)) << c.node(0).log();
@@ -159,9 +164,7 @@ TEST_F(SplitAutoServingTest, FourNodesChooseStagesAndARestartedMiddleStageAdopts
 
 TEST_F(SplitAutoServingTest, ARestartedWorkerWithoutMemoryForItsStageIsRefusedUntilItHasIt) {
   const std::vector<std::string> expected = oneNodeTexts(kPrompts);
-  std::vector<std::string> extra = {"--split", "auto"};
-  extra.insert(extra.end(), kPipelineWins.begin(), kPipelineWins.end());
-  ServingCluster c(spec(2, "memory", extra));
+  ServingCluster c(pipelineWinsSpec(2, "memory"));
   c.startAll();
   ASSERT_TRUE(c.awaitHealth(200, 90s)) << c.logs();
   EXPECT_TRUE(c.node(0).waitForLog(" chosen: pipeline 2 stages", 1s)) << c.node(0).log();

@@ -6,7 +6,7 @@
 # model/ common/; CUDA off, so model/cuda and collectives/cuda are not checked). node/api/ is left
 # out: its Boost.Asio coroutines do not parse with clang 14 over libstdc++ 12 (no
 # std::coroutine_traits). It only needs the compile commands of a clang CUDA-off configure (own
-# folder, nothing is built). About 145 files, 3.5-5 s of CPU each: 4-6 minutes on 2 cores.
+# folder, nothing is built). About 145 files: 2.5-6 minutes on 2 cores (153-345 s measured).
 # TPNODE_TIDY_FILES: a regex (relative to the root) to check fewer files (e.g. 'mesh/').
 set -euo pipefail
 cd "$(dirname "$0")/../.."

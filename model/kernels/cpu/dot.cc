@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/check.h"
@@ -230,14 +232,15 @@ static const DotKernels& pickKernels() {
   std::string want = settings::envValue("TPNODE_CPU_ISA").value_or("");
   const DotKernels* k = nullptr;
   // The best table at or below the one asked for: amx > avx512 > avx2vnni > avx2 > scalar.
-  if (want.empty() || want == "amx") k = avx512AmxKernels();
-  if (!k && (want.empty() || want == "avx512" || want == "amx")) k = avx512Kernels();
-  if (!k && (want.empty() || want == "avx2vnni" || want == "avx512" || want == "amx")) {
-    k = avx2VnniKernels();
-  }
-  if (!k &&
-      (want.empty() || want == "avx2" || want == "avx2vnni" || want == "avx512" || want == "amx")) {
-    k = avx2Kernels();
+  const std::pair<std::string_view, const DotKernels* (*)()> levels[] = {
+      {"amx", avx512AmxKernels},
+      {"avx512", avx512Kernels},
+      {"avx2vnni", avx2VnniKernels},
+      {"avx2", avx2Kernels}};
+  bool at_or_below = want.empty();
+  for (const auto& [name, table] : levels) {
+    at_or_below = at_or_below || name == want;
+    if (at_or_below && !k) k = table();
   }
   if (!k && !want.empty() && want != "scalar") {
     spdlog::warn("[model] TPNODE_CPU_ISA={} is not available on this CPU; using the best one",

@@ -43,18 +43,15 @@ void amxGroup(const Matrix& w, int64_t r0, const uint8_t* a, size_t a_bytes, int
 // Q4_K / Q6_K prefill over more tokens than one tile: each group is unpacked once to a byte per
 // weight (in a per-thread buffer that stays in the core's caches) and every tile of
 // kKQuantX16Tokens runs on the bytes, so the unpacking is paid once per group, not once per tile.
-// Q4_K on AMX (k.gemm16_values_q4_k_amx): tiles of kAmxTokens tokens, the same results.
+// Q4_K on AMX (k.gemm16_values_q4_k_amx): amxGroup, the same results.
 void matmulKQuantValues(const Matrix& w, const uint8_t* a, size_t a_bytes, int64_t n_tokens,
                         float* y, int64_t y_stride, ThreadPool& pool, const DotKernels& k) {
   const bool q4k = w.type == TensorType::kQ4_K;
   const bool amx = q4k && k.gemm16_values_q4_k_amx;
-  const Unpack16Fn unpack = amx ? k.unpack16_q4_k_amx : q4k ? k.unpack16_q4_k : k.unpack16_q6_k;
+  const Unpack16Fn unpack = q4k ? k.unpack16_q4_k : k.unpack16_q6_k;
+  const Gemm16ValuesFn tile = q4k ? k.gemm16_values_q4_k : k.gemm16_values_q6_k;
   const int64_t value_bytes = amx ? kAmxValueBytesPerColumn : kX16ValueBytesPerColumn;
-  const Gemm16ValuesFn tile = amx   ? k.gemm16_values_q4_k_amx
-                              : q4k ? k.gemm16_values_q4_k
-                                    : k.gemm16_values_q6_k;
-  const int64_t tile_tokens = amx ? kAmxTokens : kKQuantX16Tokens;
-  TP_CHECK(unpack && tile, "no unpacked 16-row kernel for {}", tensorTypeName(w.type));
+  TP_CHECK(amx || (unpack && tile), "no unpacked 16-row kernel for {}", tensorTypeName(w.type));
   pool.parallelFor(w.rows / 16, 1, [&](int64_t g0, int64_t g1) {
     // 64-byte aligned: each 64-byte row the tiles load is one cache line, not two.
     thread_local std::vector<uint8_t> buffer;
@@ -67,8 +64,8 @@ void matmulKQuantValues(const Matrix& w, const uint8_t* a, size_t a_bytes, int64
         continue;
       }
       unpack(w.cols, w.row(r0), values);
-      for (int64_t t = 0; t < n_tokens; t += tile_tokens) {
-        const int nt = static_cast<int>(std::min<int64_t>(tile_tokens, n_tokens - t));
+      for (int64_t t = 0; t < n_tokens; t += kKQuantX16Tokens) {
+        const int nt = static_cast<int>(std::min<int64_t>(kKQuantX16Tokens, n_tokens - t));
         tile(w.cols, w.row(r0), values, a + static_cast<size_t>(t) * a_bytes, a_bytes, nt,
              y + t * y_stride + r0, y_stride);
       }

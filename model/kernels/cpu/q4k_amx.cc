@@ -8,9 +8,9 @@
 // takes 64 columns at a time across sub-blocks: per super-block, 4 tdpbsud on the low bytes and 4
 // on the high bytes (tokens x 64 signed activation bytes times 64 columns x 16 rows of unsigned
 // bytes) give lo + 256 hi = sum_j s_j x S_j exactly for every token and row. Everything after that
-// is the AVX-512 tile's (dot_x86_q4k_x16.inc) arithmetic on the same integers: times 16, then the
-// scales and mins per token in addBlockTile's order. So each token's outputs are those of
-// gemm16_values_q4_k, bit for bit (q4k_x16_test).
+// is the AVX-512 tile's arithmetic on the same integers: times 16, then the scales and mins per
+// token through the same code (q4kAddTokenBlock, q4k_x16_scale.h). So each token's outputs are
+// those of gemm16_values_q4_k, bit for bit (q4k_x16_test).
 #include <cpuid.h>
 #include <immintrin.h>
 #include <sys/syscall.h>
@@ -23,6 +23,7 @@
 #include "model/kernels/cpu/blocks.h"
 #include "model/kernels/cpu/dot.h"
 #include "model/kernels/cpu/q4k_x16.h"
+#include "model/kernels/cpu/q4k_x16_scale.h"
 
 // gcc 12's 512-bit intrinsics start from _mm512_undefined_*(), which -Wmaybe-uninitialized
 // reports once inlined; the value is never read.
@@ -147,36 +148,15 @@ void q4kAmxTile(int64_t n, const void* group, const uint8_t* values, const void*
     } else {
       TP_AMX_SUPER_BLOCK(2, 3);
     }
-    __m512i mins[4];
-    for (int q = 0; q < 4; ++q) {
-      mins[q] =
-          _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.mins[q])));
-    }
-    const __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.d)));
-    const __m512 dm =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.dmin)));
+    const Q4KRowScales scales = q4kRowScales(xb);
     for (int t = 0; t < n_tok; ++t) {
-      // sum over sub-blocks of s x S, exactly (|.| < 2^27), times 16
+      // sum over sub-blocks of s x S, exactly (|.| <= 8 x 63 x 61440 < 2^25), times 16
       __m512i sumi = _mm512_add_epi32(_mm512_load_si512(sums[0][t]),
                                       _mm512_slli_epi32(_mm512_load_si512(sums[1][t]), 8));
       sumi = _mm512_slli_epi32(sumi, 4);
-      // addBlockTile's float part for this token (dot_x86_q4k_x16.inc), operation for operation.
       const BlockQ8K& y = *reinterpret_cast<const BlockQ8K*>(
           a + t * act_stride + static_cast<size_t>(b) * sizeof(BlockQ8K));
-      const __m256i s32 = _mm256_madd_epi16(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)), _mm256_set1_epi16(1));
-      alignas(32) int32_t words[8];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(words), _mm256_packs_epi32(s32, s32));
-      __m512i summ = _mm512_setzero_si512();
-      summ = _mm512_dpwssd_epi32(summ, mins[0], _mm512_set1_epi32(words[0]));
-      summ = _mm512_dpwssd_epi32(summ, mins[1], _mm512_set1_epi32(words[1]));
-      summ = _mm512_dpwssd_epi32(summ, mins[2], _mm512_set1_epi32(words[4]));
-      summ = _mm512_dpwssd_epi32(summ, mins[3], _mm512_set1_epi32(words[5]));
-      const __m512 dy = _mm512_set1_ps(y.d);
-      __m512 v = _mm512_load_ps(acc[t]);
-      v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi),
-                          _mm512_mul_ps(dx, _mm512_mul_ps(dy, _mm512_set1_ps(1.0f / 16))), v);
-      v = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ), _mm512_mul_ps(dm, dy), v);
+      const __m512 v = q4kAddTokenBlock(scales, y, sumi, _mm512_load_ps(acc[t]));
       _mm512_store_ps(acc[t], v);
     }
   }
