@@ -26,6 +26,10 @@
 #
 #   tools/bench-model.sh                         the default model set (below)
 #   REPS=3 CONFIGS="t1 tp2" MODELS="a.gguf b.gguf" tools/bench-model.sh
+#   ISA=avx2 tools/bench-model.sh                both programs limited to AVX2, as on a CPU without
+#                                                AVX-512 or AVX-VNNI (tpnode TPNODE_CPU_ISA=avx2,
+#                                                llama.cpp LLAMA_CPP_ISA=avx2: a second managed
+#                                                build; the int8 peak is AVX2's, int8_peak --isa avx2)
 # Default models: gemma-3-270m Q4_K_M (tools/fetch-model.sh) and a 0.90 B-parameter Llama
 # (dim 2048, 16 layers, 16 heads / 4 kv heads, ffn 6144, vocab 32000; every tp of 1, 2, 4 splits it) that tools/make_test_model
 # writes as F16 and the managed llama.cpp's llama-quantize turns into Q4_K_M, Q8_0 and Q4_0
@@ -35,13 +39,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${TPNODE_BUILD_DIR:-build}
-LLAMA_BIN=$(tools/llama-cpp.sh)
+LLAMA_BIN=$(tools/llama-cpp.sh)  # llama-quantize (the models), and llama-bench at ISA=native
+ISA=${ISA:-native}
+case "$ISA" in
+  native) BENCH_BIN=$LLAMA_BIN; PEAK_ISA=best ;;
+  avx2) BENCH_BIN=$(LLAMA_CPP_ISA=avx2 tools/llama-cpp.sh); PEAK_ISA=avx2; export TPNODE_CPU_ISA=avx2 ;;
+  *) echo "[bench-model] ISA=$ISA: expected native or avx2" >&2; exit 2 ;;
+esac
 REPS=${REPS:-3}
 CONFIGS=${CONFIGS:-"t1 t2 tp2"}
 N_PROMPT=${N_PROMPT:-128}
 N_GEN=${N_GEN:-64}
 DIR=${TPNODE_BENCH_MODELS:-$BUILD/bench-models}
-export LD_LIBRARY_PATH="$LLAMA_BIN:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$BENCH_BIN:${LD_LIBRARY_PATH:-}"
 
 cmake --build "$BUILD" --target tpnode make_test_model copy_bandwidth int8_peak >&2
 mkdir -p "$DIR"
@@ -57,7 +67,7 @@ if [ -z "${MODELS:-}" ]; then
           --kv-heads 4 --ffn 6144 --vocab 32000 --type f16 --seed 5
       fi
       echo "[bench-model] llama-quantize $q -> $f" >&2
-      "$LLAMA_BIN/llama-quantize" "$src" "$f.tmp" "$q" 2 >/dev/null 2>&1
+      LD_LIBRARY_PATH="$LLAMA_BIN" "$LLAMA_BIN/llama-quantize" "$src" "$f.tmp" "$q" 2 >/dev/null 2>&1
       mv "$f.tmp" "$f"
     fi
     MODELS="$MODELS $f"
@@ -83,7 +93,7 @@ declare -A READ PEAK
 for n in 1 2; do
   bw=$("$BUILD/tools/copy_bandwidth" --threads "$n" --reps 3)
   READ[$n]=$(jget "$bw" read_gbps)
-  pk=$("$BUILD/tools/int8_peak" --threads "$n" --seconds 1)
+  pk=$("$BUILD/tools/int8_peak" --threads "$n" --seconds 1 --isa "$PEAK_ISA")
   PEAK[$n]=$(jget "$pk" gmacs)
   echo "[bench-model] $n thread(s): $bw $pk" >&2
 done
@@ -108,7 +118,7 @@ for m in $MODELS; do
       tp_cpu+=("$(jget "$out" prefill_cpu_seconds)")
       tp_dcpu+=("$(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); c=j["decode_cpu_seconds"]; print(j["decode_steps"]/c if c>0 else 0)' "$out")")
       bytes=$(jget "$out" decode_weight_bytes); macs=$(jget "$out" prefill_macs_per_token)
-      lj=$("$LLAMA_BIN/llama-bench" -m "$m" -p "$N_PROMPT" -n "$N_GEN" -t "$ll_t" -lm none -r 1 \
+      lj=$("$BENCH_BIN/llama-bench" -m "$m" -p "$N_PROMPT" -n "$N_GEN" -t "$ll_t" -lm none -r 1 \
            -o json 2>/dev/null)
       ll_pp+=("$(llget "$lj" pp)"); ll_tg+=("$(llget "$lj" tg)")
       echo "[bench-model] $(basename "$m") $cfg rep $r: tpnode ${tp_pp[-1]} / ${tp_tg[-1]}, llama.cpp ${ll_pp[-1]} / ${ll_tg[-1]}, host steal ${tp_steal[-1]}%" >&2

@@ -7,12 +7,21 @@
 #include "model/kernels/cpu/dot_x86.inc"
 #include "model/kernels/cpu/dot_x86_f16.inc"
 #include "model/kernels/cpu/dot_x86_q5.inc"
+#include "model/kernels/cpu/dot_x86_q0_x16_avx2.inc"
 #include "model/kernels/cpu/dot_x86_table.inc"
 
 namespace tpnode::model::kernels {
 
 const DotKernels& avx2VnniTable() {
-  static const DotKernels k = x86Table("avx2-vnni");
+  static const DotKernels k = [] {
+    DotKernels t = x86Table("avx2-vnni");
+    // Q4_0 / Q5_0 on the 16-row layout (q0_x16.h), 8 rows per 256-bit vector.
+    t.gemm16_q4_0 = gemm16Q0Avx2<Q0Avx2Kind::kQ4_0>;
+    t.gemm16_q5_0 = gemm16Q0Avx2<Q0Avx2Kind::kQ5_0>;
+    t.gemv16_q4_0 = gemv16Q0Avx2<Q0Avx2Kind::kQ4_0>;
+    t.gemv16_q5_0 = gemv16Q0Avx2<Q0Avx2Kind::kQ5_0>;
+    return t;
+  }();
   return k;
 }
 

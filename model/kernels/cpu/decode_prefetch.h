@@ -1,0 +1,60 @@
+// The software prefetch of the CPU decode kernels on the 16-row layouts (q0_x16.h, q4k_x16.h,
+// q6k_x16.h), shared by the AVX-512 kernels (dot_x86_gemv16.inc) and the 256-bit ones
+// (dot_x86_q0_x16_avx2.inc): the distances of each DecodePrefetch setting (dot.h) and the prefetch
+// of a block's lines ahead. Only where the lines come from changes: never a result.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "model/kernels/cpu/dot.h"
+
+namespace tpnode::model::kernels {
+
+// Software prefetch distance of the prefill tiles: the hardware prefetcher alone left one core's
+// weight stream at ~21 GB/s against ~26-30 GB/s read bandwidth; 6-10 KiB ahead measured best
+// (kernel_bench).
+constexpr int kPrefetchBytes = 6144;
+
+// Each block's lines `near` bytes ahead into L2 (T1) and, unless `far` is 0, `far` bytes ahead
+// into the outer caches (T2). Measured with tools/kernel_bench --model --prefetch (one copy of the
+// weights, variants alternating):
+// - near and far (AMD EPYC, Zen 4): the far prefetch took a llama-0.9b Q4_0 decode pass to
+//   0.85-0.87x the time at one thread, a Q4_K_M one to 0.80-0.89x (0.93-0.96x at two); far at
+//   12-32 KiB, or with T1, about the same; near at 2, 6 or 8 KiB or far at 16 or 32 KiB no faster
+//   (Q4_0); no software prefetch 1.05-1.1x (Q5_0) to 1.6-1.8x (Q4_K_M) the time.
+// - near only, 12 KiB (Intel Xeon, AVX-512 VNNI + AMX, 12 GB/s read per core): against near and
+//   far, 0.93-0.95x the time per pass on Q4_K_M and 0.96-0.97x on Q4_0 at one thread, 0.93x and
+//   0.97x at two; near at 4, 8 or 24 KiB within 3 %; no software prefetch 1.14-1.19x the time of
+//   near and far.
+struct PrefetchDistances {
+  int near_q0;  // Q4_0, Q5_0 (prefetchAhead)
+  int near_k;   // Q4_K, Q6_K (prefetchBlock)
+  int near_q8;  // Q8_0 (0: none)
+  int far;      // 0: none
+};
+
+// The distances of this process's setting (read once per kernel call).
+inline PrefetchDistances prefetchDistances() {
+  return decodePrefetch() == DecodePrefetch::kNearOnly
+             ? PrefetchDistances{12288, 12288, 12288, 0}
+             : PrefetchDistances{4096, kPrefetchBytes, 0, 24576};
+}
+
+// Prefetches the lines of [p + near_q0, p + near_q0 + kBytes) (T1) and the same `far` ahead (T2),
+// for the Q4_0 and Q5_0 kernels.
+template <size_t kBytes>
+inline __attribute__((always_inline)) void prefetchAhead(const uint8_t* p,
+                                                         const PrefetchDistances& pf) {
+  const char* near = reinterpret_cast<const char*>(p) + pf.near_q0;
+#pragma GCC unroll 64
+  for (size_t off = 0; off < kBytes; off += 64) _mm_prefetch(near + off, _MM_HINT_T1);
+  if (pf.far == 0) return;
+  const char* far = reinterpret_cast<const char*>(p) + pf.far;
+#pragma GCC unroll 64
+  for (size_t off = 0; off < kBytes; off += 64) _mm_prefetch(far + off, _MM_HINT_T2);
+}
+
+}  // namespace tpnode::model::kernels
