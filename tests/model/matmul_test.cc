@@ -313,6 +313,48 @@ TEST(MatmulTest, Q0PrefillTileWidthChangesNoBits) {
   if (checked == 0) GTEST_SKIP() << "no 16-row Q8_0 / Q4_0 / Q5_0 tile on this CPU";
 }
 
+// Q4_0, Q5_0 and Q4_K on the 16-row layouts: the 256-bit kernels (AVX2, AVX-VNNI: 8 rows per
+// vector) and the AVX-512 ones (16) give the same bits, prefill (tiles, and Q4_K's unpacked values
+// past 8 tokens) and decode: the same integer block sums, the same float operations in the same
+// order (for Q4_0 llama.cpp's q4_0_8x8 order on every table).
+TEST(MatmulTest, SixteenRowKernelsGiveTheSameBitsOnEveryX86Table) {
+  std::vector<const DotKernels*> tables;
+  for (const DotKernels* k : {avx512Kernels(), avx2VnniKernels(), avx2Kernels()}) {
+    if (k && k->gemm16_q4_0 && k->gemm16_q4_k) tables.push_back(k);
+  }
+  if (tables.size() < 2) GTEST_SKIP() << "fewer than two x86 tables with 16-row kernels";
+  ThreadPool pool(2);
+  std::vector<uint8_t> scratch;
+  for (TensorType type : {TensorType::kQ4_0, TensorType::kQ5_0, TensorType::kQ4_K}) {
+    const bool k_quant = type == TensorType::kQ4_K;
+    const std::vector<Shape> shapes = k_quant
+                                          ? std::vector<Shape>{{16, 256}, {48, 768}, {80, 2304}}
+                                          : std::vector<Shape>{{16, 32}, {48, 96}, {80, 2080}};
+    for (const Shape& s : shapes) {
+      const std::vector<uint8_t> w = randomRows(type, s.rows, s.cols, 77, 0.3f);
+      for (int64_t n_tok : {1, 3, 4, 8, 13, 21}) {
+        std::vector<float> x(static_cast<size_t>(n_tok * s.cols));
+        for (int64_t t = 0; t < n_tok; ++t) {
+          const std::vector<float> row = randomRow(s.cols, static_cast<uint32_t>(60 + t), 2.0f);
+          std::copy(row.begin(), row.end(), x.begin() + t * s.cols);
+        }
+        std::vector<std::vector<float>> got;
+        for (const DotKernels* k : tables) {
+          Matrix m = packedMatrix(type, s.rows, s.cols, w, *k);
+          ASSERT_EQ(m.interleave, 16) << tensorTypeName(type) << " on " << k->isa;
+          got.emplace_back(static_cast<size_t>(n_tok * s.rows), -7.f);
+          matmul(m, x.data(), n_tok, got.back().data(), s.rows, pool, scratch, *k);
+        }
+        for (size_t i = 1; i < tables.size(); ++i) {
+          ASSERT_EQ(0, std::memcmp(got[0].data(), got[i].data(), got[0].size() * sizeof(float)))
+              << tensorTypeName(type) << " " << s.rows << "x" << s.cols << " tokens " << n_tok
+              << ": " << tables[i]->isa << " against " << tables[0]->isa;
+        }
+      }
+    }
+  }
+}
+
 // Decode (one token) through matmul on one thread, so that the decode kernel (gemv16 where the
 // table has one) gets a whole matrix per call: group counts 1-7 (two streams and an odd last
 // group), row lengths of an odd number of blocks (Q4_0 takes two blocks per step), and a row

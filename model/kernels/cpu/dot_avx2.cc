@@ -5,6 +5,7 @@
 #include "model/kernels/cpu/dot_x86_f16.inc"
 #include "model/kernels/cpu/dot_x86_q5.inc"
 #include "model/kernels/cpu/dot_x86_q0_x16_avx2.inc"
+#include "model/kernels/cpu/dot_x86_q4k_x16_avx2.inc"
 #include "model/kernels/cpu/dot_x86_table.inc"
 
 namespace tpnode::model::kernels {
@@ -17,6 +18,12 @@ const DotKernels& avx2Table() {
     t.gemm16_q5_0 = gemm16Q0Avx2<Q0Avx2Kind::kQ5_0>;
     t.gemv16_q4_0 = gemv16Q0Avx2<Q0Avx2Kind::kQ4_0>;
     t.gemv16_q5_0 = gemv16Q0Avx2<Q0Avx2Kind::kQ5_0>;
+    // Q4_K on the 16-row layout (q4k_x16.h), 8 rows per 256-bit vector.
+    t.x16_q4_k = dot16Q4KAvx2;
+    t.gemm16_q4_k = gemm16Q4KAvx2;
+    t.unpack16_q4_k = unpack16Q4KAvx2;
+    t.gemm16_values_q4_k = gemm16ValuesQ4KAvx2;
+    t.gemv16_q4_k = gemv16Q4KAvx2;
     return t;
   }();
   return k;
