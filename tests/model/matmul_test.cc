@@ -313,23 +313,23 @@ TEST(MatmulTest, Q0PrefillTileWidthChangesNoBits) {
   if (checked == 0) GTEST_SKIP() << "no 16-row Q8_0 / Q4_0 / Q5_0 tile on this CPU";
 }
 
-// Q4_0, Q5_0 and Q4_K on the 16-row layouts: the 256-bit kernels (AVX2, AVX-VNNI: 8 rows per
-// vector) and the AVX-512 ones (16) give the same bits, prefill (tiles, and Q4_K's unpacked values
-// past 8 tokens) and decode: the same integer block sums, the same float operations in the same
-// order (for Q4_0 llama.cpp's q4_0_8x8 order on every table).
+// Q4_0, Q5_0, Q4_K and Q6_K on the 16-row layouts: the 256-bit kernels (AVX2, AVX-VNNI: 8 rows per
+// vector) and the AVX-512 ones (16) give the same bits, prefill (tiles, and the K-quants' unpacked
+// values past 8 tokens) and decode: the same integer block sums, the same float operations in the
+// same order (for Q4_0 llama.cpp's q4_0_8x8 order on every table).
 TEST(MatmulTest, SixteenRowKernelsGiveTheSameBitsOnEveryX86Table) {
   std::vector<const DotKernels*> tables;
   for (const DotKernels* k : {avx512Kernels(), avx2VnniKernels(), avx2Kernels()}) {
-    if (k && k->gemm16_q4_0 && k->gemm16_q4_k) tables.push_back(k);
+    if (k && k->gemm16_q4_0 && k->gemm16_q4_k && k->gemm16_q6_k) tables.push_back(k);
   }
   if (tables.size() < 2) GTEST_SKIP() << "fewer than two x86 tables with 16-row kernels";
   ThreadPool pool(2);
   std::vector<uint8_t> scratch;
-  for (TensorType type : {TensorType::kQ4_0, TensorType::kQ5_0, TensorType::kQ4_K}) {
-    const bool k_quant = type == TensorType::kQ4_K;
-    const std::vector<Shape> shapes = k_quant
-                                          ? std::vector<Shape>{{16, 256}, {48, 768}, {80, 2304}}
-                                          : std::vector<Shape>{{16, 32}, {48, 96}, {80, 2080}};
+  for (TensorType type :
+       {TensorType::kQ4_0, TensorType::kQ5_0, TensorType::kQ4_K, TensorType::kQ6_K}) {
+    const bool k_quant = type == TensorType::kQ4_K || type == TensorType::kQ6_K;
+    const std::vector<Shape> shapes = k_quant ? std::vector<Shape>{{16, 256}, {48, 768}, {80, 2304}}
+                                              : std::vector<Shape>{{16, 32}, {48, 96}, {80, 2080}};
     for (const Shape& s : shapes) {
       const std::vector<uint8_t> w = randomRows(type, s.rows, s.cols, 77, 0.3f);
       for (int64_t n_tok : {1, 3, 4, 8, 13, 21}) {

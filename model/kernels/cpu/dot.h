@@ -100,7 +100,8 @@ struct DotKernels {
   Dot4Fn x4_q5_1 = nullptr;  // Q5_1 against Q8_1, as x4_q5_0 / gemm_q5_0
   GemmTileFn gemm_q5_1 = nullptr;
   // Q4_K repacked 16 rows per group (q4k_x16.h): out[0..15] / out[t * out_stride + 0..15].
-  // Same per-block arithmetic as dot / x4; nullptr where a table has none (all but AVX-512).
+  // Same per-block arithmetic as dot / x4; nullptr where a table has none (Q4_K: every x86
+  // table; Q6_K, Q5_1: AVX-512).
   // The 16-row Q4_K / Q6_K tiles take n_tok 1..kKQuantX16Tokens (8), not 1..4.
   Dot4Fn x16_q4_k = nullptr;
   GemmTileFn gemm16_q4_k = nullptr;
@@ -115,9 +116,10 @@ struct DotKernels {
   Gemm16ValuesFn gemm16_values_q4_k_amx = nullptr;
   GemmTileFn gemm16_q5_1 = nullptr;  // Q5_1 x16 (q0_x16.h) against Q8_1 activations
   GemmTileFn gemm16ForType(TensorType weight) const;  // Q4_K / Q6_K / Q5_1 x16; nullptr when none
-  Gemm16Q0Fn gemm16_q8_0 = nullptr, gemm16_q4_0 = nullptr, gemm16_q5_0 = nullptr;  // AVX-512
+  // Q8_0: AVX-512; Q4_0, Q5_0: every x86 table.
+  Gemm16Q0Fn gemm16_q8_0 = nullptr, gemm16_q4_0 = nullptr, gemm16_q5_0 = nullptr;
   Gemm16Q0Fn gemm16Q0ForType(TensorType weight) const;  // nullptr when none
-  Gemv16Fn gemv16_q8_0 = nullptr, gemv16_q4_0 = nullptr, gemv16_q5_0 = nullptr;  // AVX-512
+  Gemv16Fn gemv16_q8_0 = nullptr, gemv16_q4_0 = nullptr, gemv16_q5_0 = nullptr;  // as gemm16_*
   Gemv16Fn gemv16_q4_k = nullptr, gemv16_q6_k = nullptr;
   Gemv16Fn gemv16ForType(TensorType weight) const;               // nullptr when none
   GemmRowsFn gemm_rows_f16 = nullptr, gemm_rows_bf16 = nullptr;  // nullptr when none
@@ -148,10 +150,10 @@ const DotKernels* avx512Kernels();    // nullptr when the CPU lacks AVX-512 F/BW
 const DotKernels* avx512AmxKernels();
 const DotKernels& bestKernels();
 
-// The software prefetch of the AVX-512 decode kernels (gemv16_*). kNearAndFar: the weight lines
-// of Q4_0, Q5_0, Q4_K and Q6_K fetched into L2 a few KiB ahead and into the outer caches further
-// ahead, Q8_0's not at all; kNearOnly: every type's lines fetched into L2 12 KiB ahead. Chosen
-// once per process from the CPU's vendor (Intel: kNearOnly, others: kNearAndFar; the
+// The software prefetch of the decode kernels on the 16-row layouts (gemv16_*). kNearAndFar: the
+// weight lines of Q4_0, Q5_0, Q4_K and Q6_K fetched into L2 a few KiB ahead and into the outer
+// caches further ahead, Q8_0's not at all; kNearOnly: every type's lines fetched into L2 12 KiB
+// ahead. Chosen once per process from the CPU's vendor (Intel: kNearOnly, others: kNearAndFar; the
 // measurements are in dot_x86_gemv16.inc); setDecodePrefetch() overrides it (tools/kernel_bench
 // compares the two; never while kernels run). Prefetching never changes a result.
 enum class DecodePrefetch { kNearAndFar, kNearOnly };

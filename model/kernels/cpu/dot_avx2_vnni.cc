@@ -6,9 +6,10 @@
 #define TP_X86_AVX512 0
 #include "model/kernels/cpu/dot_x86.inc"
 #include "model/kernels/cpu/dot_x86_f16.inc"
-#include "model/kernels/cpu/dot_x86_q5.inc"
 #include "model/kernels/cpu/dot_x86_q0_x16_avx2.inc"
 #include "model/kernels/cpu/dot_x86_q4k_x16_avx2.inc"
+#include "model/kernels/cpu/dot_x86_q5.inc"
+#include "model/kernels/cpu/dot_x86_q6k_x16_avx2.inc"
 #include "model/kernels/cpu/dot_x86_table.inc"
 
 namespace tpnode::model::kernels {
@@ -27,6 +28,10 @@ const DotKernels& avx2VnniTable() {
     t.unpack16_q4_k = unpack16Q4KAvx2;
     t.gemm16_values_q4_k = gemm16ValuesQ4KAvx2;
     t.gemv16_q4_k = gemv16Q4KAvx2;
+    t.gemm16_q6_k = gemm16Q6KAvx2;  // Q6_K likewise (q6k_x16.h)
+    t.unpack16_q6_k = unpack16Q6KAvx2;
+    t.gemm16_values_q6_k = gemm16ValuesQ6KAvx2;
+    t.gemv16_q6_k = gemv16Q6KAvx2;
     return t;
   }();
   return k;

@@ -1,5 +1,6 @@
-// Q8_0, Q4_0 and Q5_0 weights repacked at load time for the AVX-512 VNNI kernels: 16 rows per
-// group, one block group per 32 columns. The layout is private to the CPU kernels (never written to
+// Q8_0, Q4_0 and Q5_0 weights repacked at load time for the x86 kernels (Q8_0: AVX-512 VNNI only;
+// Q4_0, Q5_0: AVX2 too, 8 rows per 256-bit vector): 16 rows per group, one block group per 32
+// columns. The layout is private to the CPU kernels (never written to
 // a file or sent anywhere); the values and the integer arithmetic are those of ggml's Q8_0 / Q4_0 /
 // Q5_0.
 //

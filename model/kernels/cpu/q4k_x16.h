@@ -1,6 +1,7 @@
-// Q4_K weights repacked at load time for the AVX-512 VNNI kernels: 16 rows per group, one
-// BlockQ4Kx16 per 256 columns. The layout is private to the CPU kernels (never written to a
-// file or sent anywhere); the values and the integer arithmetic are those of ggml's Q4_K.
+// Q4_K weights repacked at load time for the x86 kernels (AVX-512 VNNI, and AVX2 with 8 rows per
+// 256-bit vector): 16 rows per group, one BlockQ4Kx16 per 256 columns. The layout is private to the
+// CPU kernels (never written to a file or sent anywhere); the values and the integer arithmetic are
+// those of ggml's Q4_K.
 //
 // Per group and super-block, for rows r < 16, sub-blocks j < 8, pairs p < 4 (sub-blocks 2p
 // and 2p + 1 share the 32 bytes qs[32p..32p+31] of a Q4_K block: low nibbles are 2p, high
