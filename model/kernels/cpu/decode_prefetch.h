@@ -57,4 +57,18 @@ inline __attribute__((always_inline)) void prefetchAhead(const uint8_t* p,
   for (size_t off = 0; off < kBytes; off += 64) _mm_prefetch(far + off, _MM_HINT_T2);
 }
 
+// Prefetches the block of `kBytes` at xb: its lines near_k ahead (T1) and `far` ahead (T2), one
+// loop each at the block's start.
+template <size_t kBytes>
+inline __attribute__((always_inline)) void prefetchBlock(const void* xb,
+                                                         const PrefetchDistances& pf) {
+  const char* near = static_cast<const char*>(xb) + pf.near_k;
+#pragma GCC unroll 1
+  for (size_t off = 0; off < kBytes; off += 64) _mm_prefetch(near + off, _MM_HINT_T1);
+  if (pf.far == 0) return;
+  const char* far = static_cast<const char*>(xb) + pf.far;
+#pragma GCC unroll 1
+  for (size_t off = 0; off < kBytes; off += 64) _mm_prefetch(far + off, _MM_HINT_T2);
+}
+
 }  // namespace tpnode::model::kernels
