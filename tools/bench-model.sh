@@ -9,8 +9,10 @@
 # (tpnode, llama-bench, tpnode, ...) so both see the same machine load; each figure is the
 # median of REPS runs. The same run measures the ceilings:
 #   read GB/s    tools/copy_bandwidth (1 or 2 threads: the best read rate of AVX-512 loads over 1-8
-#                streams, buffers 4 x the last-level cache); decode bound = decode tokens/s x
-#                weight bytes read per token (tpnode --json decode_weight_bytes) / read GB/s
+#                streams, buffers 4 x the last-level cache), measured again right before each
+#                model and configuration (a VM's read rate moves with its host's load within a
+#                run); decode bound = decode tokens/s x weight bytes read per token (tpnode --json
+#                decode_weight_bytes) / that read GB/s
 #   int8 peak    tools/int8_peak (vpdpbusd rate, 1 or 2 threads); prefill's fraction of it =
 #                prefill tokens/s x multiply-accumulates per token (prefill_macs_per_token) / peak,
 #                for tpnode and llama.cpp alike (same file, same work per token); tpnode's also
@@ -109,6 +111,9 @@ for m in $MODELS; do
       *) echo "[bench-model] unknown config $cfg (t1, t2 or tp2)" >&2; exit 2 ;;
     esac
     tp_pp=(); tp_tg=(); tp_cpu=(); tp_dcpu=(); tp_steal=(); ll_pp=(); ll_tg=(); bytes=0; macs=0
+    bw=$("$BUILD/tools/copy_bandwidth" --threads "$n" --reps 3)
+    READ[$n]=$(jget "$bw" read_gbps)
+    echo "[bench-model] $(basename "$m") $cfg: read ${READ[$n]} GB/s ($n thread(s))" >&2
     for r in $(seq "$REPS"); do
       before=$(cpu_ticks)
       out=$("$BUILD/node/tpnode" --model "$m" --prompt-ids "$PROMPT_IDS" -n "$((N_GEN + 1))" \
