@@ -58,7 +58,9 @@ inline __attribute__((always_inline)) void prefetchAhead(const uint8_t* p,
 }
 
 // Prefetches the block of `kBytes` at xb: its lines near_k ahead (T1) and `far` ahead (T2), one
-// loop each at the block's start.
+// loop each at the block's start. Kept a loop: unrolled (a burst of 74 prefetches per Q4_K block,
+// 38 % fewer instructions per weight byte) a llama-0.9b Q4_K_M decode pass took 1.2-1.3x the time
+// on AMD EPYC (kernel_bench --model, binaries alternating).
 template <size_t kBytes>
 inline __attribute__((always_inline)) void prefetchBlock(const void* xb,
                                                          const PrefetchDistances& pf) {
