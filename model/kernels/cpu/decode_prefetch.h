@@ -1,7 +1,8 @@
-// The software prefetch of the CPU decode kernels on the 16-row layouts (q0_x16.h, q4k_x16.h,
-// q6k_x16.h), shared by the AVX-512 kernels (dot_x86_gemv16.inc) and the 256-bit ones
-// (dot_x86_q0_x16_avx2.inc): the distances of each DecodePrefetch setting (dot.h) and the prefetch
-// of a block's lines ahead. Only where the lines come from changes: never a result.
+// The software prefetch of the CPU kernels on the 16-row layouts (q0_x16.h, q4k_x16.h,
+// q6k_x16.h), shared by the AVX-512 kernels and the 256-bit ones: the prefill tiles' distance,
+// the decode kernels' distances of each DecodePrefetch setting (dot.h) with the prefetch of a
+// block's lines ahead, and the unpackers' prefetch of the next group. Only where the lines come
+// from changes: never a result.
 #pragma once
 
 #include <immintrin.h>
@@ -71,6 +72,16 @@ inline __attribute__((always_inline)) void prefetchBlock(const void* xb,
   const char* far = static_cast<const char*>(xb) + pf.far;
 #pragma GCC unroll 1
   for (size_t off = 0; off < kBytes; off += 64) _mm_prefetch(far + off, _MM_HINT_T2);
+}
+
+// Prefetches into L2 the block one group ahead of x[b] (a matrix's groups are contiguous): while a
+// group is unpacked, the next one streams in, ready when the tiles of this one are done.
+template <typename BX>
+inline __attribute__((always_inline)) void prefetchNextGroup(const BX* x, int64_t blocks,
+                                                             int64_t b) {
+  const char* p = reinterpret_cast<const char*>(x + blocks + b);
+#pragma GCC unroll 64
+  for (size_t off = 0; off < sizeof(BX); off += 64) _mm_prefetch(p + off, _MM_HINT_T1);
 }
 
 }  // namespace tpnode::model::kernels

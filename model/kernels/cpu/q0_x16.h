@@ -59,6 +59,25 @@ struct BlockQ5_1x16 {
 };
 static_assert(sizeof(BlockQ5_1x16) == kQ0Group * sizeof(BlockQ5_1));
 
+// The kernels' names for the types of this layout (a compile-time TensorType).
+enum class Q0Kind { kQ8_0, kQ4_0, kQ5_0, kQ5_1 };
+
+// Bytes of one block group (16 rows x 32 columns) of a kind.
+template <Q0Kind kKind>
+constexpr size_t q0BlockBytes() {
+  return kKind == Q0Kind::kQ8_0   ? sizeof(BlockQ8_0x16)
+         : kKind == Q0Kind::kQ4_0 ? sizeof(BlockQ4_0x16)
+         : kKind == Q0Kind::kQ5_0 ? sizeof(BlockQ5_0x16)
+                                  : sizeof(BlockQ5_1x16);
+}
+
+// Q4_0 / Q5_0 / Q5_1: activation byte offset, within a 32-value block, of the values weight
+// vector c (< 8) holds: vectors 0-3 the low nibbles of qs[c] (values 4c..4c+3), 4-7 the high
+// nibbles of qs[c - 4] (values 16 + 4(c - 4)..).
+constexpr int q0X16Col(int c) {
+  return c < 4 ? 4 * c : 16 + 4 * (c - 4);
+}
+
 // True for the types this layout holds (Q8_0, Q4_0, Q5_0, Q5_1).
 bool q0X16Type(TensorType type);
 
