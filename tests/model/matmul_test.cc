@@ -166,11 +166,25 @@ float llamaCppQ8_0Dot(int64_t n, const BlockQ8_0* w, const BlockQ8_0* a) {
   return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
 }
 
+// Restores this process's decode prefetch setting when a test leaves the scope (an ASSERT
+// returns early too).
+class DecodePrefetchRestorer {
+ public:
+  DecodePrefetchRestorer() : own_(decodePrefetch()) {}
+  ~DecodePrefetchRestorer() { setDecodePrefetch(own_); }
+  DecodePrefetchRestorer(const DecodePrefetchRestorer&) = delete;
+  DecodePrefetchRestorer& operator=(const DecodePrefetchRestorer&) = delete;
+
+ private:
+  DecodePrefetch own_;
+};
+
 // The x86 tables (AVX2, AVX2 + AVX-VNNI, AVX-512, as this CPU has them) sum Q8_0 in llama.cpp's
-// order in every layout (plain, 4-row, 16-row) and tile (1-4 tokens and tails): the same bits as
-// llamaCppQ8_0Dot (tests/model/reference_parity_test relies on it). The scalar table sums in
-// another order.
+// order in every layout (plain, 4-row, 16-row) and tile (1-4 tokens and tails), decode with either
+// prefetch (the 4-row decode prefetches under kNearOnly): the same bits as llamaCppQ8_0Dot
+// (tests/model/reference_parity_test relies on it). The scalar table sums in another order.
 TEST(MatmulTest, Q8_0SumsInLlamaCppOrderOnX86) {
+  const DecodePrefetchRestorer restore;
   std::vector<const DotKernels*> tables;
   for (const DotKernels* k : {avx2Kernels(), avx2VnniKernels(), avx512Kernels()}) {
     if (k) tables.push_back(k);
@@ -190,18 +204,22 @@ TEST(MatmulTest, Q8_0SumsInLlamaCppOrderOnX86) {
           auto row = randomRow(s.cols, static_cast<uint32_t>(300 + t), 3.0f);
           std::copy(row.begin(), row.end(), x.begin() + t * s.cols);
         }
-        std::vector<float> y(static_cast<size_t>(n_tok * s.rows), -7.f);
-        matmul(m, x.data(), n_tok, y.data(), s.rows, pool, scratch, *k);
-        for (int64_t t = 0; t < n_tok; ++t) {
-          std::vector<float> xt(x.begin() + t * s.cols, x.begin() + (t + 1) * s.cols);
-          const std::vector<uint8_t> act = encode(TensorType::kQ8_0, xt);
-          for (int64_t r = 0; r < s.rows; ++r) {
-            const float want = llamaCppQ8_0Dot(
-                s.cols, reinterpret_cast<const BlockQ8_0*>(w.data() + r * row_bytes),
-                reinterpret_cast<const BlockQ8_0*>(act.data()));
-            ASSERT_EQ(y[static_cast<size_t>(t * s.rows + r)], want)
-                << s.rows << "x" << s.cols << " tokens " << n_tok << " token " << t << " row " << r
-                << " interleave " << m.interleave << " on " << k->isa;
+        for (DecodePrefetch pf : {DecodePrefetch::kNearAndFar, DecodePrefetch::kNearOnly}) {
+          setDecodePrefetch(pf);
+          std::vector<float> y(static_cast<size_t>(n_tok * s.rows), -7.f);
+          matmul(m, x.data(), n_tok, y.data(), s.rows, pool, scratch, *k);
+          for (int64_t t = 0; t < n_tok; ++t) {
+            std::vector<float> xt(x.begin() + t * s.cols, x.begin() + (t + 1) * s.cols);
+            const std::vector<uint8_t> act = encode(TensorType::kQ8_0, xt);
+            for (int64_t r = 0; r < s.rows; ++r) {
+              const float want = llamaCppQ8_0Dot(
+                  s.cols, reinterpret_cast<const BlockQ8_0*>(w.data() + r * row_bytes),
+                  reinterpret_cast<const BlockQ8_0*>(act.data()));
+              ASSERT_EQ(y[static_cast<size_t>(t * s.rows + r)], want)
+                  << s.rows << "x" << s.cols << " tokens " << n_tok << " token " << t << " row "
+                  << r << " interleave " << m.interleave << " on " << k->isa << " prefetch "
+                  << static_cast<int>(pf);
+            }
           }
         }
       }

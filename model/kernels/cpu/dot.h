@@ -153,8 +153,8 @@ const DotKernels& bestKernels();
 // The software prefetch of the decode kernels on the 16-row layouts (gemv16_*). kNearAndFar: the
 // weight lines of Q4_0, Q5_0, Q4_K and Q6_K fetched into L2 a few KiB ahead and into the outer
 // caches further ahead, Q8_0's not at all; kNearOnly: every type's lines fetched into L2 12 KiB
-// ahead. Chosen once per process from the CPU's vendor (Intel: kNearOnly, others: kNearAndFar; the
-// measurements are in dot_x86_gemv16.inc); setDecodePrefetch() overrides it (tools/kernel_bench
+// ahead. Chosen once per process from the CPU (AMD with AVX-512: kNearAndFar, others: kNearOnly;
+// the measurements are in dot_x86_gemv16.inc); setDecodePrefetch() overrides it (tools/kernel_bench
 // compares the two; never while kernels run). Prefetching never changes a result.
 enum class DecodePrefetch { kNearAndFar, kNearOnly };
 DecodePrefetch decodePrefetch();
