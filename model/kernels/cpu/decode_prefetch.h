@@ -30,6 +30,10 @@ constexpr int kPrefetchBytes = 6144;
 //   far, 0.93-0.95x the time per pass on Q4_K_M and 0.96-0.97x on Q4_0 at one thread, 0.93x and
 //   0.97x at two; near at 4, 8 or 24 KiB within 3 %; no software prefetch 1.14-1.19x the time of
 //   near and far.
+// - near only, 12 KiB (AMD EPYC Zen 3, AVX2 only, 17-21 GB/s read per core): against near and
+//   far, 0.91-0.95x the time per pass on Q4_0 and Q4_K_M at one thread, 0.81-0.82x on the 4-row
+//   Q8_0 (which near and far leaves without prefetch); near at 8, 16, 20 or 28 KiB within the
+//   VM's noise (medians within 3 %, alternating).
 struct PrefetchDistances {
   int near_q0;  // Q4_0, Q5_0 (prefetchAhead)
   int near_k;   // Q4_K, Q6_K (prefetchBlock)
