@@ -48,34 +48,42 @@ inline PrefetchDistances prefetchDistances() {
              : PrefetchDistances{4096, kPrefetchBytes, 0, 24576};
 }
 
-// Prefetches the lines of [p + near_q0, p + near_q0 + kBytes) (T1) and the same `far` ahead (T2),
-// for the Q4_0 and Q5_0 kernels.
+// Prefetches with kHint the lines of [p, p + kBytes): unrolled, or kept one loop (kLoop).
+template <size_t kBytes, auto kHint, bool kLoop = false>
+inline __attribute__((always_inline)) void prefetchLines(const char* p) {
+  if constexpr (kLoop) {
+#pragma GCC unroll 1
+    for (size_t off = 0; off < kBytes; off += 64) _mm_prefetch(p + off, kHint);
+  } else {
+#pragma GCC unroll 64
+    for (size_t off = 0; off < kBytes; off += 64) _mm_prefetch(p + off, kHint);
+  }
+}
+
+// Prefetches the lines of the kBytes at p `near` bytes ahead (T1) and, unless `far` is 0, `far`
+// bytes ahead (T2).
+template <size_t kBytes, bool kLoop = false>
+inline __attribute__((always_inline)) void prefetchNearFar(const void* p, int near, int far) {
+  const char* c = static_cast<const char*>(p);
+  prefetchLines<kBytes, _MM_HINT_T1, kLoop>(c + near);
+  if (far != 0) prefetchLines<kBytes, _MM_HINT_T2, kLoop>(c + far);
+}
+
+// The Q4_0 and Q5_0 decode kernels' prefetch of the kBytes at p (near_q0 and far ahead).
 template <size_t kBytes>
 inline __attribute__((always_inline)) void prefetchAhead(const uint8_t* p,
                                                          const PrefetchDistances& pf) {
-  const char* near = reinterpret_cast<const char*>(p) + pf.near_q0;
-#pragma GCC unroll 64
-  for (size_t off = 0; off < kBytes; off += 64) _mm_prefetch(near + off, _MM_HINT_T1);
-  if (pf.far == 0) return;
-  const char* far = reinterpret_cast<const char*>(p) + pf.far;
-#pragma GCC unroll 64
-  for (size_t off = 0; off < kBytes; off += 64) _mm_prefetch(far + off, _MM_HINT_T2);
+  prefetchNearFar<kBytes>(p, pf.near_q0, pf.far);
 }
 
-// Prefetches the block of `kBytes` at xb: its lines near_k ahead (T1) and `far` ahead (T2), one
+// The K-quant decode kernels' prefetch of the block of kBytes at xb (near_k and far ahead), one
 // loop each at the block's start. Kept a loop: unrolled (a burst of 74 prefetches per Q4_K block,
 // 38 % fewer instructions per weight byte) a llama-0.9b Q4_K_M decode pass took 1.2-1.3x the time
 // on AMD EPYC (kernel_bench --model, binaries alternating).
 template <size_t kBytes>
 inline __attribute__((always_inline)) void prefetchBlock(const void* xb,
                                                          const PrefetchDistances& pf) {
-  const char* near = static_cast<const char*>(xb) + pf.near_k;
-#pragma GCC unroll 1
-  for (size_t off = 0; off < kBytes; off += 64) _mm_prefetch(near + off, _MM_HINT_T1);
-  if (pf.far == 0) return;
-  const char* far = static_cast<const char*>(xb) + pf.far;
-#pragma GCC unroll 1
-  for (size_t off = 0; off < kBytes; off += 64) _mm_prefetch(far + off, _MM_HINT_T2);
+  prefetchNearFar<kBytes, /*kLoop=*/true>(xb, pf.near_k, pf.far);
 }
 
 // Prefetches into L2 the block one group ahead of x[b] (a matrix's groups are contiguous): while a
@@ -83,9 +91,7 @@ inline __attribute__((always_inline)) void prefetchBlock(const void* xb,
 template <typename BX>
 inline __attribute__((always_inline)) void prefetchNextGroup(const BX* x, int64_t blocks,
                                                              int64_t b) {
-  const char* p = reinterpret_cast<const char*>(x + blocks + b);
-#pragma GCC unroll 64
-  for (size_t off = 0; off < sizeof(BX); off += 64) _mm_prefetch(p + off, _MM_HINT_T1);
+  prefetchLines<sizeof(BX), _MM_HINT_T1>(reinterpret_cast<const char*>(x + blocks + b));
 }
 
 }  // namespace tpnode::model::kernels
