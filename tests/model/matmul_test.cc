@@ -232,7 +232,7 @@ TEST(MatmulTest, Q8_0SumsInLlamaCppOrderOnX86) {
 // an odd last group alone) and start, with either software prefetch (DecodePrefetch); row lengths
 // of one block and of several (odd counts too).
 TEST(MatmulTest, Gemv16MatchesTheOneTokenTileBitForBit) {
-  const DecodePrefetch own = decodePrefetch();
+  const DecodePrefetchRestorer restore;
   int checked = 0;
   for (const DotKernels* k :
        {&scalarKernels(), avx2Kernels(), avx2VnniKernels(), avx512Kernels()}) {
@@ -273,16 +273,13 @@ TEST(MatmulTest, Gemv16MatchesTheOneTokenTileBitForBit) {
               std::vector<float> got(static_cast<size_t>(16 * n), -7.f);
               gemv(cols, m.row(16 * g0), m.row_bytes * 16, n, act.data(),
                    tile_q0 ? offs.data() : nullptr, got.data());
-              setDecodePrefetch(own);  // before an ASSERT can return
               ASSERT_EQ(0, std::memcmp(got.data(), &want[16 * g0], got.size() * sizeof(float)))
                   << tensorTypeName(type) << " cols " << cols << " groups [" << g0 << ", " << g0 + n
                   << ") on " << k->isa << " prefetch " << static_cast<int>(pf);
-              setDecodePrefetch(pf);
               ++checked;
             }
           }
         }
-        setDecodePrefetch(own);
       }
     }
   }
