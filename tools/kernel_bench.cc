@@ -53,6 +53,7 @@
 #include "model/kernels/cpu/matmul.h"
 #include "model/kernels/cpu/quantize.h"
 #include "tools/kernel_bench_args.h"
+#include "tools/mem_bandwidth.h"
 
 using namespace tpnode::model;
 using tpnode::model::kernels::WeightLayout;
@@ -98,27 +99,14 @@ WeightLayout parseLayout(const std::string& s) {
   throw CLI::ValidationError("--layouts", "unknown layout " + s);
 }
 
-// Layout `read`: groups [0, m) and [m, 2m) (m = half of them) read side by side, then an odd last
-// group, 64 bytes per load (AVX-512 where the CPU has it; the last < 64 bytes of each stream left
-// out); the xor of everything read goes to out's first 16 floats so that the loads stay.
-using Line = uint64_t __attribute__((vector_size(64), aligned(1)));
-__attribute__((target_clones("avx512f", "default"))) void readGroups(int64_t, const void* groups,
-                                                                     size_t group_bytes,
-                                                                     int64_t n_groups, const void*,
-                                                                     const int32_t*, float* out) {
-  const auto* x = static_cast<const uint8_t*>(groups);
-  const size_t half = static_cast<size_t>(n_groups / 2) * group_bytes;
-  const size_t all = static_cast<size_t>(n_groups) * group_bytes;
-  Line a = {}, b = {};
-  for (size_t off = 0; off + 64 <= half; off += 64) {
-    a ^= *reinterpret_cast<const Line*>(x + off);
-    b ^= *reinterpret_cast<const Line*>(x + half + off);
-  }
-  for (size_t off = 2 * half; off + 64 <= all; off += 64) {
-    a ^= *reinterpret_cast<const Line*>(x + off);
-  }
-  a ^= b;
-  std::memcpy(out, &a, sizeof(a));
+// Layout `read`: a matrix's groups read once as two streams (its halves side by side) with the
+// loop tools/copy_bandwidth times, the widest loads the CPU has; the result goes to out so that
+// the loads stay.
+void readGroups(int64_t, const void* groups, size_t group_bytes, int64_t n_groups, const void*,
+                const int32_t*, float* out) {
+  const uint64_t r = tpnode::tools::readSlices(static_cast<const uint8_t*>(groups),
+                                               static_cast<size_t>(n_groups) * group_bytes, 2);
+  std::memcpy(out, &r, sizeof(r));
 }
 
 // The projection matrices of a GGUF file in a decode step's order, with the file's bytes.

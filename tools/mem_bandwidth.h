@@ -1,6 +1,7 @@
 // Memory bandwidth of this machine: `threads` threads each copy their own buffer (memcpy,
 // counted as bytes read) and read it; the best of `reps` repetitions.
-// Used by tools/copy_bandwidth and tools/tptopo. Allocates 2 x bytes_per_thread per thread.
+// Used by tools/copy_bandwidth, tools/tptopo and tools/kernel_bench (its `read` layout).
+// measureMemBandwidth allocates 2 x bytes_per_thread per thread.
 //
 // The read rate is what one core can pull in with the widest loads it has (AVX-512 where the
 // CPU has it, else AVX2, else 64-bit words), reading its buffer as 1, 2, 4 or 8 independent
@@ -11,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace tpnode::tools {
@@ -23,6 +25,11 @@ struct MemBandwidth {
 };
 
 MemBandwidth measureMemBandwidth(size_t bytes_per_thread, int threads, int reps);
+
+// Reads [p, p + bytes) once with the loop measureMemBandwidth times for `streams` (1, 2, 4 or 8
+// consecutive slices side by side, no software prefetch) over the largest multiple of
+// streams x 128 bytes, the rest one byte at a time; returns a value that depends on every byte.
+uint64_t readSlices(const uint8_t* p, size_t bytes, int streams);
 
 // The last-level cache's size in bytes as the OS reports it (0 when unknown).
 size_t llcBytes();
