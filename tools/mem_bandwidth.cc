@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "model/host_buffer.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -130,16 +132,6 @@ Reader widestReader() {
   return {"64-bit", readWords};
 }
 
-// 64-byte aligned buffer of `bytes`, every page written (so reads hit memory, not the zero page).
-struct Buffer {
-  explicit Buffer(size_t bytes) : raw(bytes + 64) {
-    const auto addr = reinterpret_cast<uintptr_t>(raw.data());
-    data = raw.data() + ((64 - addr % 64) % 64);
-  }
-  std::vector<uint8_t> raw;
-  uint8_t* data = nullptr;
-};
-
 }  // namespace
 
 uint64_t readSlices(const uint8_t* p, size_t bytes, int streams) {
@@ -165,12 +157,14 @@ MemBandwidth measureMemBandwidth(size_t bytes, int threads, int reps) {
   reps = std::max(1, reps);
   bytes = std::max<size_t>(bytes / 1024 * 1024, 1024);  // a multiple of 8 streams x 128 bytes
   const auto n = static_cast<size_t>(threads);
-  std::vector<Buffer> src, dst;
+  // The memory tpnode keeps weights in (HostBuffer: 2 MiB aligned, transparent huge pages), every
+  // page written so that reads hit memory, not the shared zero page.
+  std::vector<model::HostBuffer> src, dst;
   for (size_t t = 0; t < n; ++t) {
     src.emplace_back(bytes);
     dst.emplace_back(bytes);
-    std::memset(src[t].data, static_cast<int>(t + 1), bytes);
-    std::memset(dst[t].data, 0, bytes);
+    std::memset(src[t].data(), static_cast<int>(t + 1), bytes);
+    std::memset(dst[t].data(), 0, bytes);
   }
   auto timed = [&](auto&& body) {
     double best = 1e30;
@@ -186,12 +180,12 @@ MemBandwidth measureMemBandwidth(size_t bytes, int threads, int reps) {
   };
   std::vector<uint64_t> sinks(n);
   MemBandwidth out;
-  out.copy_gbps = timed([&](size_t t) { std::memcpy(dst[t].data, src[t].data, bytes); });
+  out.copy_gbps = timed([&](size_t t) { std::memcpy(dst[t].data(), src[t].data(), bytes); });
   const Reader reader = widestReader();
   for (int streams : {1, 2, 4, 8}) {
     for (bool prefetch : {false, true}) {
       const double gbps =
-          timed([&](size_t t) { sinks[t] ^= reader.fn(src[t].data, bytes, streams, prefetch); });
+          timed([&](size_t t) { sinks[t] ^= reader.fn(src[t].data(), bytes, streams, prefetch); });
       if (gbps > out.read_gbps) {
         out.read_gbps = gbps;
         out.read_how = std::string(reader.name) + " x" + std::to_string(streams) +

@@ -1,7 +1,8 @@
 // Memory bandwidth of this machine: `threads` threads each copy their own buffer (memcpy,
 // counted as bytes read) and read it; the best of `reps` repetitions.
 // Used by tools/copy_bandwidth, tools/tptopo and tools/kernel_bench (its `read` layout).
-// measureMemBandwidth allocates 2 x bytes_per_thread per thread.
+// measureMemBandwidth allocates 2 x bytes_per_thread per thread, in the kind of memory tpnode keeps
+// weights in (model::HostBuffer: transparent huge pages where the OS gives them).
 //
 // The read rate is what one core can pull in with the widest loads it has (AVX-512 where the
 // CPU has it, else AVX2, else 64-bit words), reading its buffer as 1, 2, 4 or 8 independent
