@@ -57,8 +57,8 @@ __attribute__((target("avx2"))) uint64_t readAvx2S(const uint8_t* p, size_t byte
       const uint8_t* q = p + static_cast<size_t>(s) * slice + off;
       if (pf) _mm_prefetch(reinterpret_cast<const char*>(q + kPrefetch), _MM_HINT_T0);
       const auto* v = reinterpret_cast<const __m256i*>(q);
-      a[s][0] = _mm256_xor_si256(a[s][0],
-                                 _mm256_xor_si256(_mm256_loadu_si256(v), _mm256_loadu_si256(v + 2)));
+      a[s][0] = _mm256_xor_si256(
+          a[s][0], _mm256_xor_si256(_mm256_loadu_si256(v), _mm256_loadu_si256(v + 2)));
       a[s][1] = _mm256_xor_si256(
           a[s][1], _mm256_xor_si256(_mm256_loadu_si256(v + 1), _mm256_loadu_si256(v + 3)));
     }
@@ -93,7 +93,8 @@ __attribute__((target("avx512f"))) uint64_t readAvx512S(const uint8_t* p, size_t
       const uint8_t* q = p + static_cast<size_t>(s) * slice + off;
       if (pf) _mm_prefetch(reinterpret_cast<const char*>(q + kPrefetch), _MM_HINT_T0);
       // Both lines of the step in one ternary op: a = a ^ x ^ y.
-      a[s] = _mm512_ternarylogic_epi64(a[s], _mm512_loadu_si512(q), _mm512_loadu_si512(q + 64), 0x96);
+      a[s] =
+          _mm512_ternarylogic_epi64(a[s], _mm512_loadu_si512(q), _mm512_loadu_si512(q + 64), 0x96);
     }
   }
   __m512i r = _mm512_setzero_si512();
