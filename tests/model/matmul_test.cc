@@ -180,9 +180,11 @@ class DecodePrefetchRestorer {
 };
 
 // The x86 tables (AVX2, AVX2 + AVX-VNNI, AVX-512, as this CPU has them) sum Q8_0 in llama.cpp's
-// order in every layout (plain, 4-row, 16-row) and tile (1-4 tokens and tails), decode with either
-// prefetch (the 4-row decode prefetches under kNearOnly): the same bits as llamaCppQ8_0Dot
-// (tests/model/reference_parity_test relies on it). The scalar table sums in another order.
+// order in every layout (plain, 4-row, 16-row), tile (1-4 tokens and tails) and panel (any number
+// of tokens; weights with and without -128, which the AVX2 panel checks for; rows too long for
+// the panel's scale table, which run as tiles), decode with either prefetch (the 4-row decode
+// prefetches under kNearOnly): the same bits as llamaCppQ8_0Dot (tests/model/reference_parity_test
+// relies on it). The scalar table sums in another order.
 TEST(MatmulTest, Q8_0SumsInLlamaCppOrderOnX86) {
   const DecodePrefetchRestorer restore;
   std::vector<const DotKernels*> tables;
@@ -192,13 +194,26 @@ TEST(MatmulTest, Q8_0SumsInLlamaCppOrderOnX86) {
   if (tables.empty()) GTEST_SKIP() << "no x86 kernel table on this CPU";
   ThreadPool pool(2);
   std::vector<uint8_t> scratch;
-  const Shape shapes[] = {{48, 256}, {16, 1024}, {12, 512}, {18, 256}, {80, 256}};
+  struct Case {
+    Shape shape;
+    bool min_weights;  // some weights -128 (llama.cpp's quantizer never writes it; files may)
+  };
+  const Case cases[] = {{{48, 256}, false},  {{16, 1024}, false}, {{12, 512}, false},
+                        {{18, 256}, false},  {{80, 256}, false},  {{16, 512}, true},
+                        {{8, 16416}, false}, {{8, 16416}, true}};
   for (const DotKernels* k : tables) {
-    for (const Shape& s : shapes) {
-      const std::vector<uint8_t> w = randomRows(TensorType::kQ8_0, s.rows, s.cols, 700, 1.0f);
+    for (const Case& c : cases) {
+      const Shape& s = c.shape;
+      std::vector<uint8_t> w = randomRows(TensorType::kQ8_0, s.rows, s.cols, 700, 1.0f);
       const size_t row_bytes = rowBytes(TensorType::kQ8_0, static_cast<uint64_t>(s.cols));
+      if (c.min_weights) {  // -128 in one row of every group of 4, at most rows' blocks
+        for (int64_t r = 1; r < s.rows; r += 4) {
+          auto* blocks = reinterpret_cast<BlockQ8_0*>(w.data() + r * row_bytes);
+          for (int64_t b = 0; b < s.cols / kQK8_0; b += 3) blocks[b].qs[b % 32] = -128;
+        }
+      }
       Matrix m = packedMatrix(TensorType::kQ8_0, s.rows, s.cols, w, *k);
-      for (int64_t n_tok : {1, 2, 3, 4, 7}) {
+      for (int64_t n_tok : {1, 2, 3, 4, 7, 9}) {
         std::vector<float> x(static_cast<size_t>(n_tok * s.cols));
         for (int64_t t = 0; t < n_tok; ++t) {
           auto row = randomRow(s.cols, static_cast<uint32_t>(300 + t), 3.0f);
@@ -216,9 +231,9 @@ TEST(MatmulTest, Q8_0SumsInLlamaCppOrderOnX86) {
                   s.cols, reinterpret_cast<const BlockQ8_0*>(w.data() + r * row_bytes),
                   reinterpret_cast<const BlockQ8_0*>(act.data()));
               ASSERT_EQ(y[static_cast<size_t>(t * s.rows + r)], want)
-                  << s.rows << "x" << s.cols << " tokens " << n_tok << " token " << t << " row "
-                  << r << " interleave " << m.interleave << " on " << k->isa << " prefetch "
-                  << static_cast<int>(pf);
+                  << s.rows << "x" << s.cols << (c.min_weights ? " with -128" : "") << " tokens "
+                  << n_tok << " token " << t << " row " << r << " interleave " << m.interleave
+                  << " on " << k->isa << " prefetch " << static_cast<int>(pf);
             }
           }
         }

@@ -70,6 +70,10 @@ Dot4Fn DotKernels::x4ForType(TensorType weight) const {
   }
 }
 
+GemmPanelFn DotKernels::gemmPanelForType(TensorType weight) const {
+  return weight == TensorType::kQ8_0 ? gemm_panel_q8_0 : nullptr;
+}
+
 GemmTileFn DotKernels::gemmForType(TensorType weight) const {
   switch (weight) {
     case TensorType::kQ8_0:

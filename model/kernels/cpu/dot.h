@@ -39,6 +39,10 @@ using QuantizeFn = void (*)(const float* x, void* y, int64_t n);
 using GemmTileFn = void (*)(int64_t n, const void* group, const void* acts, size_t act_stride,
                             int n_tok, float* out, int64_t out_stride);
 
+// Prefill panel: as GemmTileFn for any n_tok >= 1, the rows' own per-block work (scales, checks)
+// done once for all the tokens. Same results, bit for bit, as the type's GemmTileFn.
+using GemmPanelFn = GemmTileFn;
+
 // Q8_0 / Q4_0 / Q5_0 repacked 16 rows per group (q0_x16.h): 16 rows x n_tok (1..kQ0X16Tokens)
 // activation rows `act_stride` bytes apart; out[t * out_stride + 0..15]. act_offsets: q0X16Offsets
 // of the n_tok rows (q0X16OffsetsPerRow values each). Q4_0 / Q5_0 unpack each weight vector once
@@ -127,12 +131,14 @@ struct DotKernels {
   // y[i] = x[i] rounded to F16 (as quantizeRow) and widened back to F32: the F16 tile's
   // activations. Set wherever gemm_rows_f16 is.
   QuantizeFn round_f16 = nullptr;
-  AxpyFn f32_axpy = nullptr;                        // every table has one
-  QuantizeFn quantize_q8_k = nullptr;               // every table has one
-  QuantizeFn quantize_q8_0 = nullptr;               // every table has one (n % 32 == 0)
-  GemmTileFn gemmForType(TensorType weight) const;  // nullptr when none
-  DotFn forType(TensorType weight) const;           // TP_CHECK on an unsupported type
-  Dot4Fn x4ForType(TensorType weight) const;        // nullptr when none
+  AxpyFn f32_axpy = nullptr;                              // every table has one
+  QuantizeFn quantize_q8_k = nullptr;                     // every table has one
+  QuantizeFn quantize_q8_0 = nullptr;                     // every table has one (n % 32 == 0)
+  GemmTileFn gemmForType(TensorType weight) const;        // nullptr when none
+  GemmPanelFn gemm_panel_q8_0 = nullptr;                  // nullptr when none
+  GemmPanelFn gemmPanelForType(TensorType weight) const;  // nullptr when none
+  DotFn forType(TensorType weight) const;                 // TP_CHECK on an unsupported type
+  Dot4Fn x4ForType(TensorType weight) const;              // nullptr when none
 };
 
 // Rewrites groups of 4 rows (rows % 4 == 0) so that block b of row r of a group lies at block

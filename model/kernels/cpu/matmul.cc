@@ -199,6 +199,7 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
   const DotFn dot = k.forType(w.type);
   const Dot4Fn dot4 = w.interleave == 4 ? k.x4ForType(w.type) : nullptr;
   const GemmTileFn gemm = w.interleave == 4 ? k.gemmForType(w.type) : nullptr;
+  const GemmPanelFn panel = w.interleave == 4 ? k.gemmPanelForType(w.type) : nullptr;
   TP_CHECK(w.interleave == 1 || dot4, "interleaved {} without a 4-row kernel",
            tensorTypeName(w.type));
   const int64_t tiles = (w.rows + kRowTile - 1) / kRowTile;
@@ -206,6 +207,13 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t r0 = b * kRowTile;
       const int nr = static_cast<int>(std::min<int64_t>(kRowTile, w.rows - r0));
+      if (panel && n_tokens > 1) {  // all tokens per 4 rows: the rows' own work done once
+        for (int g = 0; g < nr; g += 4) {
+          panel(w.cols, w.row(r0 + g), a, a_bytes, static_cast<int>(n_tokens), y + r0 + g,
+                y_stride);
+        }
+        continue;
+      }
       if (gemm && n_tokens > 1) {
         for (int64_t t = 0; t < n_tokens; t += 4) {
           const int nt = static_cast<int>(std::min<int64_t>(4, n_tokens - t));
