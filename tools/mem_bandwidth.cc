@@ -21,7 +21,7 @@ namespace {
 constexpr size_t kPrefetch = 4096;  // bytes ahead of each stream (prefetch variants)
 
 // Reads `streams` consecutive slices of [p, p + bytes) side by side, 128 bytes per slice and
-// step; returns a value depending on every byte read. bytes % (streams * 128) == 0.
+// step; returns a value made from the loads (keeps them). bytes % (streams * 128) == 0.
 using ReadFn = uint64_t (*)(const uint8_t* p, size_t bytes, int streams, bool prefetch);
 
 uint64_t readWords(const uint8_t* p, size_t bytes, int streams, bool prefetch) {

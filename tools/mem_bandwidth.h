@@ -29,7 +29,8 @@ MemBandwidth measureMemBandwidth(size_t bytes_per_thread, int threads, int reps)
 
 // Reads [p, p + bytes) once with the loop measureMemBandwidth times for `streams` (1, 2, 4 or 8
 // consecutive slices side by side, no software prefetch) over the largest multiple of
-// streams x 128 bytes, the rest one byte at a time; returns a value that depends on every byte.
+// streams x 128 bytes, the rest one byte at a time; returns a value made from what it read,
+// so that the loads stay (not a checksum: the vector readers fold only some lanes).
 uint64_t readSlices(const uint8_t* p, size_t bytes, int streams);
 
 // The last-level cache's size in bytes as the OS reports it (0 when unknown).
