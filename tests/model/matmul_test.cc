@@ -182,9 +182,9 @@ class DecodePrefetchRestorer {
 // The x86 tables (AVX2, AVX2 + AVX-VNNI, AVX-512, as this CPU has them) sum Q8_0 in llama.cpp's
 // order in every layout (plain, 4-row, 16-row), tile (1-4 tokens and tails) and panel (any number
 // of tokens; weights with and without -128, which the AVX2 panel checks for; rows too long for
-// the panel's scale table, which run as tiles), decode with either prefetch (the 4-row decode
-// prefetches under kNearOnly): the same bits as llamaCppQ8_0Dot (tests/model/reference_parity_test
-// relies on it). The scalar table sums in another order.
+// the panel's scale table, which convert their scales per pass), decode with either prefetch (the
+// 4-row decode prefetches under kNearOnly): the same bits as llamaCppQ8_0Dot
+// (tests/model/reference_parity_test relies on it). The scalar table sums in another order.
 TEST(MatmulTest, Q8_0SumsInLlamaCppOrderOnX86) {
   const DecodePrefetchRestorer restore;
   std::vector<const DotKernels*> tables;
