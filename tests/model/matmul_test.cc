@@ -343,6 +343,56 @@ TEST(MatmulTest, Q0PrefillTileWidthChangesNoBits) {
   if (checked == 0) GTEST_SKIP() << "no 16-row Q8_0 / Q4_0 / Q5_0 tile on this CPU";
 }
 
+// Q4_0 / Q5_0 prefill past one tile on the tables that unpack a group once (unpack16 +
+// gemm16_values): every tile width 1..kQ0X16Tokens on the unpacked values gives each token the
+// packed tile's bits, writing only its 16 columns; one block, an odd number of blocks and many.
+TEST(MatmulTest, Q0ValuesTileMatchesThePackedTileBitForBit) {
+  int checked = 0;
+  for (const DotKernels* k : {avx2Kernels(), avx2VnniKernels(), avx512Kernels()}) {
+    if (!k) continue;
+    for (TensorType type : {TensorType::kQ4_0, TensorType::kQ5_0}) {
+      const Unpack16Fn unpack = k->unpack16Q0ForType(type);
+      const Gemm16ValuesQ0Fn on_values = k->gemm16ValuesQ0ForType(type);
+      const Gemm16Q0Fn packed = k->gemm16Q0ForType(type);
+      ASSERT_EQ(unpack != nullptr, on_values != nullptr)
+          << tensorTypeName(type) << " on " << k->isa;
+      if (!on_values) continue;
+      ASSERT_NE(packed, nullptr) << tensorTypeName(type) << " on " << k->isa;
+      for (int64_t cols : {32, 96, 1056}) {
+        const std::vector<uint8_t> w = randomRows(type, 16, cols, 700, 0.2f);
+        const Matrix m = packedMatrix(type, 16, cols, w, *k);
+        ASSERT_EQ(m.interleave, 16) << tensorTypeName(type) << " on " << k->isa;
+        const size_t ab = rowBytes(activationType(type), static_cast<uint64_t>(cols));
+        std::vector<uint8_t> acts;
+        for (int t = 0; t < kQ0X16Tokens; ++t) {
+          const auto row =
+              encode(activationType(type),
+                     randomRow(cols, static_cast<uint32_t>(800 + t), t % 2 ? 0.3f : 3.f));
+          acts.insert(acts.end(), row.begin(), row.end());
+        }
+        const int64_t per_row = q0X16OffsetsPerRow(type, cols);
+        std::vector<int32_t> offs(static_cast<size_t>(per_row * kQ0X16Tokens));
+        q0X16Offsets(type, acts.data(), ab, kQ0X16Tokens, cols, offs.data());
+        std::vector<uint8_t> values(static_cast<size_t>(kX16ValueBytesPerColumn * cols));
+        unpack(cols, m.row(0), values.data());
+        const int64_t stride = 20;  // wider than the tile: it writes only its 16 columns
+        for (int nt = 1; nt <= kQ0X16Tokens; ++nt) {
+          std::vector<float> want(static_cast<size_t>(kQ0X16Tokens * stride), -7.f);
+          std::vector<float> got(want);
+          packed(cols, m.row(0), acts.data(), ab, offs.data(), nt, want.data(), stride);
+          on_values(cols, m.row(0), values.data(), acts.data(), ab, offs.data(), nt, got.data(),
+                    stride);
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+              << tensorTypeName(type) << " cols " << cols << " tokens " << nt << " on " << k->isa;
+          EXPECT_EQ(got[16], -7.f);
+          ++checked;
+        }
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no table unpacks Q4_0 / Q5_0 groups on this CPU";
+}
+
 // Q4_0, Q5_0, Q4_K and Q6_K on the 16-row layouts: the 256-bit kernels (AVX2, AVX-VNNI: 8 rows per
 // vector) and the AVX-512 ones (16) give the same bits, prefill (tiles, and the K-quants' unpacked
 // values past 8 tokens) and decode: the same integer block sums, the same float operations in the

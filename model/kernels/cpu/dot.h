@@ -93,6 +93,14 @@ using Gemm16ValuesFn = void (*)(int64_t n, const void* group, const uint8_t* val
                                 const void* acts, size_t act_stride, int n_tok, float* out,
                                 int64_t out_stride);
 
+// The 16-row Q4_0 / Q5_0 tile (Gemm16Q0Fn) on the packed group (its scales) and its values
+// unpacked by the table's unpack16 for the type (kX16ValueBytesPerColumn per column: per block and
+// row half, the 8 weight vectors the tile would unpack): the same results, bit for bit, as the
+// Gemm16Q0Fn on the group alone.
+using Gemm16ValuesQ0Fn = void (*)(int64_t n, const void* group, const uint8_t* values,
+                                  const void* acts, size_t act_stride, const int32_t* act_offsets,
+                                  int n_tok, float* out, int64_t out_stride);
+
 struct DotKernels {
   std::string_view isa;
   DotFn f32, f16, bf16, q8_0, q4_0, q4_k, q6_k;
@@ -123,6 +131,11 @@ struct DotKernels {
   // Q8_0: AVX-512; Q4_0, Q5_0: every x86 table.
   Gemm16Q0Fn gemm16_q8_0 = nullptr, gemm16_q4_0 = nullptr, gemm16_q5_0 = nullptr;
   Gemm16Q0Fn gemm16Q0ForType(TensorType weight) const;  // nullptr when none
+  // Q4_0 / Q5_0 prefill over more tokens than one tile: each group unpacked once (256-bit tables).
+  Unpack16Fn unpack16_q4_0 = nullptr, unpack16_q5_0 = nullptr;
+  Gemm16ValuesQ0Fn gemm16_values_q4_0 = nullptr, gemm16_values_q5_0 = nullptr;
+  Unpack16Fn unpack16Q0ForType(TensorType weight) const;            // nullptr when none
+  Gemm16ValuesQ0Fn gemm16ValuesQ0ForType(TensorType weight) const;  // nullptr when none
   Gemv16Fn gemv16_q8_0 = nullptr, gemv16_q4_0 = nullptr, gemv16_q5_0 = nullptr;  // as gemm16_*
   Gemv16Fn gemv16_q4_k = nullptr, gemv16_q6_k = nullptr;
   Gemv16Fn gemv16ForType(TensorType weight) const;               // nullptr when none

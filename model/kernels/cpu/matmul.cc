@@ -40,10 +40,22 @@ void amxGroup(const Matrix& w, int64_t r0, const uint8_t* a, size_t a_bytes, int
   }
 }
 
+// Runs fn(r0, values) for every 16-row group of w (first row r0) on the pool's threads, values a
+// per-thread buffer of value_bytes_per_column x w.cols bytes that stays in the core's caches.
+template <typename Fn>
+void eachGroupWithValues(const Matrix& w, int64_t value_bytes_per_column, ThreadPool& pool, Fn fn) {
+  pool.parallelFor(w.rows / 16, 1, [&](int64_t g0, int64_t g1) {
+    // 64-byte aligned: each 64-byte row the tiles load is one cache line, not two.
+    thread_local std::vector<uint8_t> buffer;
+    buffer.resize(static_cast<size_t>(value_bytes_per_column * w.cols) + 63);
+    uint8_t* values = buffer.data() + (-reinterpret_cast<uintptr_t>(buffer.data()) & 63);
+    for (int64_t g = g0; g < g1; ++g) fn(g * 16, values);
+  });
+}
+
 // Q4_K / Q6_K prefill over more tokens than one tile: each group is unpacked once to a byte per
-// weight (in a per-thread buffer that stays in the core's caches) and every tile of
-// kKQuantX16Tokens runs on the bytes, so the unpacking is paid once per group, not once per tile.
-// Q4_K on AMX (k.gemm16_values_q4_k_amx): amxGroup, the same results.
+// weight and every tile of kKQuantX16Tokens runs on the bytes, so the unpacking is paid once per
+// group, not once per tile. Q4_K on AMX (k.gemm16_values_q4_k_amx): amxGroup, the same results.
 void matmulKQuantValues(const Matrix& w, const uint8_t* a, size_t a_bytes, int64_t n_tokens,
                         float* y, int64_t y_stride, ThreadPool& pool, const DotKernels& k) {
   const bool q4k = w.type == TensorType::kQ4_K;
@@ -52,23 +64,36 @@ void matmulKQuantValues(const Matrix& w, const uint8_t* a, size_t a_bytes, int64
   const Gemm16ValuesFn tile = q4k ? k.gemm16_values_q4_k : k.gemm16_values_q6_k;
   const int64_t value_bytes = amx ? kAmxValueBytesPerColumn : kX16ValueBytesPerColumn;
   TP_CHECK(amx || (unpack && tile), "no unpacked 16-row kernel for {}", tensorTypeName(w.type));
-  pool.parallelFor(w.rows / 16, 1, [&](int64_t g0, int64_t g1) {
-    // 64-byte aligned: each 64-byte row the tiles load is one cache line, not two.
-    thread_local std::vector<uint8_t> buffer;
-    buffer.resize(static_cast<size_t>(value_bytes * w.cols) + 63);
-    uint8_t* values = buffer.data() + (-reinterpret_cast<uintptr_t>(buffer.data()) & 63);
-    for (int64_t g = g0; g < g1; ++g) {
-      const int64_t r0 = g * 16;
-      if (amx) {
-        amxGroup(w, r0, a, a_bytes, n_tokens, y, y_stride, values, k);
-        continue;
-      }
-      unpack(w.cols, w.row(r0), values);
-      for (int64_t t = 0; t < n_tokens; t += kKQuantX16Tokens) {
-        const int nt = static_cast<int>(std::min<int64_t>(kKQuantX16Tokens, n_tokens - t));
-        tile(w.cols, w.row(r0), values, a + static_cast<size_t>(t) * a_bytes, a_bytes, nt,
-             y + t * y_stride + r0, y_stride);
-      }
+  eachGroupWithValues(w, value_bytes, pool, [&](int64_t r0, uint8_t* values) {
+    if (amx) {
+      amxGroup(w, r0, a, a_bytes, n_tokens, y, y_stride, values, k);
+      return;
+    }
+    unpack(w.cols, w.row(r0), values);
+    for (int64_t t = 0; t < n_tokens; t += kKQuantX16Tokens) {
+      const int nt = static_cast<int>(std::min<int64_t>(kKQuantX16Tokens, n_tokens - t));
+      tile(w.cols, w.row(r0), values, a + static_cast<size_t>(t) * a_bytes, a_bytes, nt,
+           y + t * y_stride + r0, y_stride);
+    }
+  });
+}
+
+// Q4_0 / Q5_0 prefill over more tokens than one tile, where the table unpacks them (256-bit
+// tables): as matmulKQuantValues, each group unpacked once and every tile of kQ0X16Tokens run on
+// the bytes (the Q5_0 unpacking, the 5th bits spread to bytes, costs about as much as the tile's
+// products for 4 tokens). offs: q0X16Offsets of the n_tokens rows, per_row values each.
+void matmulQ0Values(const Matrix& w, const uint8_t* a, size_t a_bytes, const int32_t* offs,
+                    int64_t per_row, int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool,
+                    const DotKernels& k) {
+  const Unpack16Fn unpack = k.unpack16Q0ForType(w.type);
+  const Gemm16ValuesQ0Fn tile = k.gemm16ValuesQ0ForType(w.type);
+  TP_CHECK(unpack && tile, "no unpacked 16-row kernel for {}", tensorTypeName(w.type));
+  eachGroupWithValues(w, kX16ValueBytesPerColumn, pool, [&](int64_t r0, uint8_t* values) {
+    unpack(w.cols, w.row(r0), values);
+    for (int64_t t = 0; t < n_tokens; t += kQ0X16Tokens) {
+      const int nt = static_cast<int>(std::min<int64_t>(kQ0X16Tokens, n_tokens - t));
+      tile(w.cols, w.row(r0), values, a + static_cast<size_t>(t) * a_bytes, a_bytes,
+           offs + t * per_row, nt, y + t * y_stride + r0, y_stride);
     }
   });
 }
@@ -99,6 +124,10 @@ void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int
   const int64_t tile_tokens = k_quant ? kKQuantX16Tokens : with_offs ? kQ0X16Tokens : 4;
   if (k_quant && n_tokens > tile_tokens) {
     matmulKQuantValues(w, a, a_bytes, n_tokens, y, y_stride, pool, k);
+    return;
+  }
+  if (with_offs && n_tokens > tile_tokens && k.gemm16ValuesQ0ForType(w.type)) {
+    matmulQ0Values(w, a, a_bytes, offs, per_row, n_tokens, y, y_stride, pool, k);
     return;
   }
   pool.parallelFor(w.rows / 16, 1, [&](int64_t g0, int64_t g1) {
