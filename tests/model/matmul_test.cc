@@ -343,9 +343,9 @@ TEST(MatmulTest, Q0PrefillTileWidthChangesNoBits) {
   if (checked == 0) GTEST_SKIP() << "no 16-row Q8_0 / Q4_0 / Q5_0 tile on this CPU";
 }
 
-// Q4_0 / Q5_0 prefill past one tile on the tables that unpack a group once (unpack16 +
-// gemm16_values): every tile width 1..kQ0X16Tokens on the unpacked values gives each token the
-// packed tile's bits, writing only its 16 columns; one block, an odd number of blocks and many.
+// Q5_0 prefill past one tile on the tables that unpack a group once (unpack16_q5_0 +
+// gemm16_values_q5_0): every tile width 1..kQ0X16Tokens on the unpacked values gives each token
+// the packed tile's bits, writing only its 16 columns; one block, an odd number of blocks and many.
 TEST(MatmulTest, Q0ValuesTileMatchesThePackedTileBitForBit) {
   int checked = 0;
   for (const DotKernels* k : {avx2Kernels(), avx2VnniKernels(), avx512Kernels()}) {
@@ -390,7 +390,7 @@ TEST(MatmulTest, Q0ValuesTileMatchesThePackedTileBitForBit) {
       }
     }
   }
-  if (checked == 0) GTEST_SKIP() << "no table unpacks Q4_0 / Q5_0 groups on this CPU";
+  if (checked == 0) GTEST_SKIP() << "no table unpacks Q5_0 groups on this CPU (needs AVX2)";
 }
 
 // Q4_0, Q5_0, Q4_K and Q6_K on the 16-row layouts: the 256-bit kernels (AVX2, AVX-VNNI: 8 rows per

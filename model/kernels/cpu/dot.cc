@@ -131,25 +131,11 @@ Gemm16Q0Fn DotKernels::gemm16Q0ForType(TensorType weight) const {
 }
 
 Unpack16Fn DotKernels::unpack16Q0ForType(TensorType weight) const {
-  switch (weight) {
-    case TensorType::kQ4_0:
-      return unpack16_q4_0;
-    case TensorType::kQ5_0:
-      return unpack16_q5_0;
-    default:
-      return nullptr;
-  }
+  return weight == TensorType::kQ5_0 ? unpack16_q5_0 : nullptr;
 }
 
 Gemm16ValuesQ0Fn DotKernels::gemm16ValuesQ0ForType(TensorType weight) const {
-  switch (weight) {
-    case TensorType::kQ4_0:
-      return gemm16_values_q4_0;
-    case TensorType::kQ5_0:
-      return gemm16_values_q5_0;
-    default:
-      return nullptr;
-  }
+  return weight == TensorType::kQ5_0 ? gemm16_values_q5_0 : nullptr;
 }
 
 Gemv16Fn DotKernels::gemv16ForType(TensorType weight) const {

@@ -93,7 +93,7 @@ using Gemm16ValuesFn = void (*)(int64_t n, const void* group, const uint8_t* val
                                 const void* acts, size_t act_stride, int n_tok, float* out,
                                 int64_t out_stride);
 
-// The 16-row Q4_0 / Q5_0 tile (Gemm16Q0Fn) on the packed group (its scales) and its values
+// The 16-row Q5_0 tile (Gemm16Q0Fn) on the packed group (its scales) and its values
 // unpacked by the table's unpack16 for the type (kX16ValueBytesPerColumn per column: per block and
 // row half, the 8 weight vectors the tile would unpack): the same results, bit for bit, as the
 // Gemm16Q0Fn on the group alone.
@@ -131,9 +131,10 @@ struct DotKernels {
   // Q8_0: AVX-512; Q4_0, Q5_0: every x86 table.
   Gemm16Q0Fn gemm16_q8_0 = nullptr, gemm16_q4_0 = nullptr, gemm16_q5_0 = nullptr;
   Gemm16Q0Fn gemm16Q0ForType(TensorType weight) const;  // nullptr when none
-  // Q4_0 / Q5_0 prefill over more tokens than one tile: each group unpacked once (256-bit tables).
-  Unpack16Fn unpack16_q4_0 = nullptr, unpack16_q5_0 = nullptr;
-  Gemm16ValuesQ0Fn gemm16_values_q4_0 = nullptr, gemm16_values_q5_0 = nullptr;
+  // Q5_0 prefill over more tokens than one tile, each group unpacked once: the 256-bit tables
+  // (Q4_0 there measured level: its nibbles take two operations per weight vector).
+  Unpack16Fn unpack16_q5_0 = nullptr;
+  Gemm16ValuesQ0Fn gemm16_values_q5_0 = nullptr;
   Unpack16Fn unpack16Q0ForType(TensorType weight) const;            // nullptr when none
   Gemm16ValuesQ0Fn gemm16ValuesQ0ForType(TensorType weight) const;  // nullptr when none
   Gemv16Fn gemv16_q8_0 = nullptr, gemv16_q4_0 = nullptr, gemv16_q5_0 = nullptr;  // as gemm16_*

@@ -78,10 +78,10 @@ void matmulKQuantValues(const Matrix& w, const uint8_t* a, size_t a_bytes, int64
   });
 }
 
-// Q4_0 / Q5_0 prefill over more tokens than one tile, where the table unpacks them (256-bit
-// tables): as matmulKQuantValues, each group unpacked once and every tile of kQ0X16Tokens run on
-// the bytes (the Q5_0 unpacking, the 5th bits spread to bytes, costs about as much as the tile's
-// products for 4 tokens). offs: q0X16Offsets of the n_tokens rows, per_row values each.
+// Q5_0 prefill over more tokens than one tile, where the table unpacks groups (256-bit tables): as
+// matmulKQuantValues, each group unpacked once and every tile of kQ0X16Tokens run on the bytes
+// (spreading the 5th bits to bytes costs about as much as the tile's products for 4 tokens).
+// offs: q0X16Offsets of the n_tokens rows, per_row values each.
 void matmulQ0Values(const Matrix& w, const uint8_t* a, size_t a_bytes, const int32_t* offs,
                     int64_t per_row, int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool,
                     const DotKernels& k) {
