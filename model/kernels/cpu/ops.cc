@@ -40,32 +40,39 @@ float normScale(double sum, int64_t n, float eps) {
 #if !defined(__clang__)  // GCC 12 flags _mm512_cvtps_pd's undefined source vector
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+// The squares of 8 rows x 8 columns (rows n floats apart, columns i..i+7) in float, transposed so
+// that u[4h + j] holds column j of rows 4h..4h+3 in its low 4 lanes and column j + 4 in its high 4.
+__attribute__((target("avx2"), always_inline)) inline void squares8x8(const float* x, int64_t n,
+                                                                      int64_t i, __m256* u) {
+  __m256 r[8];
+  for (int k = 0; k < 8; ++k) {
+    const __m256 v = _mm256_loadu_ps(x + k * n + i);
+    r[k] = _mm256_mul_ps(v, v);
+  }
+  __m256 t[8];  // pairs of rows interleaved
+  for (int k = 0; k < 4; ++k) {
+    t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {  // rows 0-3, rows 4-7
+    const __m256* th = t + 4 * h;
+    u[4 * h + 0] = _mm256_shuffle_ps(th[0], th[2], 0x44);  // columns 0, 4
+    u[4 * h + 1] = _mm256_shuffle_ps(th[0], th[2], 0xEE);  // 1, 5
+    u[4 * h + 2] = _mm256_shuffle_ps(th[1], th[3], 0x44);  // 2, 6
+    u[4 * h + 3] = _mm256_shuffle_ps(th[1], th[3], 0xEE);  // 3, 7
+  }
+}
+
 // 8 rows' sums of squares (rows n floats apart), one row per double lane: 8 columns at a time
-// are squared in float, turned from 8 rows x 8 columns into 8 columns x 8 rows (one 8 x 8
-// transpose) and each column widened to double and added, so every lane adds its row's squares
-// in column order, as sumSquaresRow does; the columns past the last 8 are added after them.
+// are squared in float, turned from 8 rows x 8 columns into 8 columns x 8 rows (squares8x8) and
+// each column widened to double and added, so every lane adds its row's squares in column order,
+// as sumSquaresRow does; the columns past the last 8 are added after them.
 __attribute__((target("avx512f"))) void sumSquares8Avx512(const float* x, int64_t n, double* sum) {
   __m512d acc = _mm512_setzero_pd();
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    __m256 r[8];
-    for (int k = 0; k < 8; ++k) {
-      const __m256 v = _mm256_loadu_ps(x + k * n + i);
-      r[k] = _mm256_mul_ps(v, v);
-    }
-    // t: pairs of rows interleaved; s: columns (j, j + 4) of 4 rows; c: column j of 8 rows.
-    __m256 t[8], u[8];
-    for (int k = 0; k < 4; ++k) {
-      t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
-      t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
-    }
-    for (int h = 0; h < 2; ++h) {  // rows 0-3, rows 4-7
-      const __m256* th = t + 4 * h;
-      u[4 * h + 0] = _mm256_shuffle_ps(th[0], th[2], 0x44);  // columns 0, 4
-      u[4 * h + 1] = _mm256_shuffle_ps(th[0], th[2], 0xEE);  // 1, 5
-      u[4 * h + 2] = _mm256_shuffle_ps(th[1], th[3], 0x44);  // 2, 6
-      u[4 * h + 3] = _mm256_shuffle_ps(th[1], th[3], 0xEE);  // 3, 7
-    }
+    __m256 u[8];
+    squares8x8(x, n, i, u);
     for (int j = 0; j < 4; ++j) {
       acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm256_permute2f128_ps(u[j], u[4 + j], 0x20)));
     }
@@ -74,6 +81,28 @@ __attribute__((target("avx512f"))) void sumSquares8Avx512(const float* x, int64_
     }
   }
   _mm512_storeu_pd(sum, acc);
+  for (int r = 0; r < 8; ++r) sumSquaresRow(x + r * n + i, n - i, sum[r]);
+}
+
+// sumSquares8Avx512 with 256-bit vectors: rows 0-3 in one accumulator of 4 double lanes, rows
+// 4-7 in another, each adding its columns in the same order.
+__attribute__((target("avx2"))) void sumSquares8Avx2(const float* x, int64_t n, double* sum) {
+  __m256d acc[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 u[8];
+    squares8x8(x, n, i, u);
+    for (int h = 0; h < 2; ++h) {
+      for (int j = 0; j < 4; ++j) {
+        acc[h] = _mm256_add_pd(acc[h], _mm256_cvtps_pd(_mm256_castps256_ps128(u[4 * h + j])));
+      }
+      for (int j = 0; j < 4; ++j) {
+        acc[h] = _mm256_add_pd(acc[h], _mm256_cvtps_pd(_mm256_extractf128_ps(u[4 * h + j], 1)));
+      }
+    }
+  }
+  _mm256_storeu_pd(sum, acc[0]);
+  _mm256_storeu_pd(sum + 4, acc[1]);
   for (int r = 0; r < 8; ++r) sumSquaresRow(x + r * n + i, n - i, sum[r]);
 }
 
@@ -90,14 +119,29 @@ __attribute__((target("avx512f"))) void scaleRowAvx512(const float* x, const flo
   scaleRow(x + i, w ? w + i : nullptr, y + i, n - i, scale);
 }
 
-void rmsNormRowsAvx512(const float* x, const float* w, float* y, int64_t n, int64_t rows,
-                       float eps) {
+// scaleRow 8 values at a time.
+__attribute__((target("avx2"))) void scaleRowAvx2(const float* x, const float* w, float* y,
+                                                  int64_t n, float scale) {
+  const __m256 s = _mm256_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), s);
+    if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + i));
+    _mm256_storeu_ps(y + i, v);
+  }
+  scaleRow(x + i, w ? w + i : nullptr, y + i, n - i, scale);
+}
+
+// rmsNormRows with 8 rows' sums of squares at a time (kSums8) and their rows scaled by kScale.
+template <void (*kSums8)(const float*, int64_t, double*),
+          void (*kScale)(const float*, const float*, float*, int64_t, float)>
+void rmsNormRows8(const float* x, const float* w, float* y, int64_t n, int64_t rows, float eps) {
   int64_t r0 = 0;
   for (; r0 + 8 <= rows; r0 += 8) {
     double sum[8];
-    sumSquares8Avx512(x + r0 * n, n, sum);
+    kSums8(x + r0 * n, n, sum);
     for (int r = 0; r < 8; ++r) {
-      scaleRowAvx512(x + (r0 + r) * n, w, y + (r0 + r) * n, n, normScale(sum[r], n, eps));
+      kScale(x + (r0 + r) * n, w, y + (r0 + r) * n, n, normScale(sum[r], n, eps));
     }
   }
   for (; r0 < rows; ++r0) rmsNorm(x + r0 * n, w, y + r0 * n, n, eps);
@@ -137,9 +181,13 @@ void rmsNormRowsBaseline(const float* x, const float* w, float* y, int64_t n, in
 void rmsNormRows(const float* x, const float* w, float* y, int64_t n, int64_t rows, float eps) {
 #if defined(__x86_64__) && defined(__GNUC__)
   // Follows the dot kernels' choice (TPNODE_CPU_ISA=avx2|scalar selects the baseline code).
-  static const bool avx512 = bestKernels().isa.starts_with("avx512");
-  if (avx512) {
-    rmsNormRowsAvx512(x, w, y, n, rows, eps);
+  static const std::string_view isa = bestKernels().isa;
+  if (isa.starts_with("avx512")) {
+    rmsNormRows8<sumSquares8Avx512, scaleRowAvx512>(x, w, y, n, rows, eps);
+    return;
+  }
+  if (isa.starts_with("avx2")) {  // avx2, avx2vnni
+    rmsNormRows8<sumSquares8Avx2, scaleRowAvx2>(x, w, y, n, rows, eps);
     return;
   }
 #endif

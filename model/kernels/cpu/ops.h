@@ -15,10 +15,11 @@ void rmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);
 
 // rmsNorm of `rows` rows of n values, row r at x + r * n and y + r * n (y may be x): rmsNorm's
 // bits row by row, with 8 rows' sums of squares (each one chain of double adds) in flight at once
-// (with the AVX-512 kernel table: in the 8 double lanes of one vector).
+// (with the AVX-512 kernel table in the 8 double lanes of one vector, with the AVX2 ones in two
+// vectors of 4).
 void rmsNormRows(const float* x, const float* w, float* y, int64_t n, int64_t rows, float eps);
 
-// rmsNormRows without AVX-512 (what it runs when the kernel table is not AVX-512): the same bits.
+// rmsNormRows without SIMD (what it runs with the scalar kernel table): the same bits.
 void rmsNormRowsBaseline(const float* x, const float* w, float* y, int64_t n, int64_t rows,
                          float eps);
 
