@@ -176,8 +176,14 @@ void ClusterSession::dismissWorkers(StepKind kind, StepWatchdog& watchdog) {
       mesh_->send(p, kTagControl, command_bytes_);
       mesh_->recv(p, kTagControlAck, ack);
     } catch (const Error& e) {
-      spdlog::warn("[driver] node {} did not acknowledge {}: {}", p,
-                   kind == StepKind::kReset ? "the reset" : "the shutdown", e.what());
+      if (kind == StepKind::kShutdown && !mesh_->peerAlive(p)) {
+        // Gone before its acknowledgement arrived (its loss is logged where the mesh reports
+        // it): what the shutdown asked for.
+        spdlog::info("[driver] node {} left before acknowledging the shutdown: {}", p, e.what());
+      } else {
+        spdlog::warn("[driver] node {} did not acknowledge {}: {}", p,
+                     kind == StepKind::kReset ? "the reset" : "the shutdown", e.what());
+      }
     }
   }
 }

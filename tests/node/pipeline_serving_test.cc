@@ -258,7 +258,7 @@ TEST_F(PipelineServingTest, AStalledStageIsBlamedAloneWithStepsInFlight) {
   c.node(0).signal(SIGTERM);
   for (int n = 0; n < 3; ++n) EXPECT_EQ(c.node(n).wait(30s), 0) << c.node(n).log();
   const std::string log0 = c.node(0).log();
-  EXPECT_EQ(log0.find("node 2 did not"), std::string::npos) << log0;
+  EXPECT_EQ(log0.find("node 2 did not answer a step"), std::string::npos) << log0;
   EXPECT_EQ(log0.find("cannot tell which node"), std::string::npos) << log0;
 }
 
