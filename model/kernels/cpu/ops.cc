@@ -180,7 +180,7 @@ void rmsNormRowsBaseline(const float* x, const float* w, float* y, int64_t n, in
 
 void rmsNormRows(const float* x, const float* w, float* y, int64_t n, int64_t rows, float eps) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  // Follows the dot kernels' choice (TPNODE_CPU_ISA=avx2|scalar selects the baseline code).
+  // Follows the dot kernels' choice (TPNODE_CPU_ISA=scalar selects the baseline code).
   static const std::string_view isa = bestKernels().isa;
   if (isa.starts_with("avx512")) {
     rmsNormRows8<sumSquares8Avx512, scaleRowAvx512>(x, w, y, n, rows, eps);
