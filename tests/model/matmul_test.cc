@@ -350,7 +350,7 @@ TEST(MatmulTest, Q0ValuesTileMatchesThePackedTileBitForBit) {
   int checked = 0;
   for (const DotKernels* k : {avx2Kernels(), avx2VnniKernels(), avx512Kernels()}) {
     if (!k) continue;
-    for (TensorType type : {TensorType::kQ4_0, TensorType::kQ5_0}) {
+    for (TensorType type : {TensorType::kQ5_0}) {
       const Unpack16Fn unpack = k->unpack16Q0ForType(type);
       const Gemm16ValuesQ0Fn on_values = k->gemm16ValuesQ0ForType(type);
       const Gemm16Q0Fn packed = k->gemm16Q0ForType(type);
