@@ -341,6 +341,11 @@ GgufFile::~GgufFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
+void GgufFile::releaseResidentPages() const {
+  // Read-only MAP_PRIVATE pages are never copied on write, so dropping them loses nothing.
+  if (data_) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_DONTNEED);
+}
+
 std::span<const uint8_t> GgufFile::tensorData(const GgufTensorInfo& info) const {
   return {data_ + info.offset, static_cast<size_t>(info.n_bytes)};
 }

@@ -124,6 +124,12 @@ class GgufFile {
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
   std::span<const uint8_t> tensorData(const GgufTensorInfo& info) const;
 
+  // Unmaps the file's pages from this process (madvise MADV_DONTNEED) once the ranks hold their
+  // own copies of the weights, so that resident memory counts those copies and not the file a
+  // second time. The mapping and every span into it stay valid: a later read maps the pages
+  // again from the page cache (or the file). Advisory: a failure changes nothing.
+  void releaseResidentPages() const;
+
  private:
   GgufFile() = default;
   std::string path_;

@@ -72,15 +72,17 @@ void ClusterSession::loadRanks(const RankSetOptions& options) {
   if (responder_ && options.kv_tier) responder_->setTierTally(options.kv_tier->tally);
   if (!model_.topology.pipelined()) {
     ranks_ = std::make_unique<RankSet>(*model_.file, model_.config, model_.plan, group_, options);
-    return;
+  } else {
+    RankSetOptions staged = options;
+    staged.stage = model_.stages.part(model_.topology.stage());
+    staged.stage_first_rank = model_.topology.firstRankOf(model_.topology.stage());
+    ranks_ = std::make_unique<RankSet>(*model_.file, model_.config, model_.plan, group_, staged);
+    mesh::Mesh* over = hooks_.meters != nullptr ? metered_.get() : mesh_.get();
+    pipeline_ = std::make_unique<StagePipeline>(*over, model_.topology, *ranks_,
+                                                model_.config.n_embd, model_.stages.ranges);
   }
-  RankSetOptions staged = options;
-  staged.stage = model_.stages.part(model_.topology.stage());
-  staged.stage_first_rank = model_.topology.firstRankOf(model_.topology.stage());
-  ranks_ = std::make_unique<RankSet>(*model_.file, model_.config, model_.plan, group_, staged);
-  mesh::Mesh* over = hooks_.meters != nullptr ? metered_.get() : mesh_.get();
-  pipeline_ = std::make_unique<StagePipeline>(*over, model_.topology, *ranks_, model_.config.n_embd,
-                                              model_.stages.ranges);
+  // The ranks hold their own copies now; the file stays mapped for a re-formed cluster's reload.
+  model_.file->releaseResidentPages();
 }
 
 void ClusterSession::runStep(std::span<const model::BatchToken> batch, std::vector<float>& logits,

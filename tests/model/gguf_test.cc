@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 #include "common/byte_order.h"
@@ -221,6 +222,51 @@ TEST(GgufTest, OpensAFileAndNamesItInErrors) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kIo);
   }
+}
+
+// Resident KiB of the mapping that starts at `p` (/proc/self/smaps), -1 when none does.
+long residentKiB(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto start = reinterpret_cast<uintptr_t>(p);
+  std::string line;
+  bool in = false;
+  while (std::getline(smaps, line)) {
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2) {  // a mapping's first line
+      in = lo == start;
+    } else if (in && line.rfind("Rss:", 0) == 0) {
+      return std::stol(line.substr(4));
+    }
+  }
+  return -1;
+}
+
+TEST(GgufTest, ReleasingResidentPagesKeepsTheBytesReadable) {
+  const std::string path = testing::TempDir() + "gguf_release_test.gguf";
+  constexpr size_t kFloats = size_t{2} << 20;  // 8 MiB of tensor data
+  GgufWriter w = sampleWriter();
+  w.addTensor("big", TensorType::kF32, {kFloats}, f32Bytes(kFloats, 2.5f));
+  w.writeFile(path);
+  auto f = GgufFile::open(path);
+  const auto big = f->tensorData(f->metadata().tensor("big"));
+  const auto sum = [&] {
+    double s = 0;
+    for (size_t i = 0; i < kFloats; i += 1024) {  // one float per 4 KiB page
+      float v;
+      std::memcpy(&v, big.data() + 4 * i, 4);
+      s += v;
+    }
+    return s;
+  };
+  const double expected = 2.5 * (kFloats / 1024);
+  EXPECT_EQ(sum(), expected);
+  const long before = residentKiB(f->bytes().data());
+  ASSERT_GE(before, 7 * 1024) << "the pages read above are mapped";
+  f->releaseResidentPages();
+  EXPECT_LT(residentKiB(f->bytes().data()), 64) << "was " << before << " KiB";
+  EXPECT_EQ(sum(), expected) << "the bytes read back from the page cache";
+  EXPECT_GE(residentKiB(f->bytes().data()), 7 * 1024);
+  std::remove(path.c_str());
 }
 
 TEST(GgufTest, ParsesTheReferenceModels) {

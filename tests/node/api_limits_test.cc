@@ -2,7 +2,8 @@
 // loopback: bodies nested 100,000 levels deep in every field of both endpoints get 400 and the
 // process lives; a flood of idle connections neither exhausts its descriptors nor stops /health
 // from answering. The resident memory (VmRSS) of the process is printed before and after each
-// flood and must come back to within 10 % of where it started.
+// flood and must come back to within 10 % of where it started. Once the ranks have loaded, the
+// model file's mapping holds no resident pages (the ranks have their own copies).
 #include <dirent.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
@@ -40,6 +41,25 @@ long rssKib(pid_t pid) {
     if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
   }
   return 0;
+}
+
+// Resident KiB of `pid`'s mappings of the file `path` (/proc/PID/smaps), -1 when it maps none.
+long mappedFileRssKib(pid_t pid, const std::string& path) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/smaps");
+  std::string line;
+  bool in_file = false, found = false;
+  long kib = 0;
+  while (std::getline(in, line)) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2) {  // a mapping's first line
+      in_file = line.size() >= path.size() &&
+                line.compare(line.size() - path.size(), path.size(), path) == 0;
+      found = found || in_file;
+    } else if (in_file && line.rfind("Rss:", 0) == 0) {
+      kib += std::stol(line.substr(4));
+    }
+  }
+  return found ? kib : -1;
 }
 
 int openDescriptors(pid_t pid) {
@@ -116,6 +136,17 @@ class ApiLimitsTest : public ::testing::Test {
   uint16_t port_ = 0;
   std::unique_ptr<Process> node0_;
 };
+
+TEST_F(ApiLimitsTest, TheModelFileIsNotResidentOnceTheRanksHaveLoaded) {
+  std::ifstream f(model_, std::ios::binary | std::ios::ate);
+  const long file_kib = static_cast<long>(f.tellg()) / 1024;
+  const long mapped_kib = mappedFileRssKib(node0_->pid(), model_);
+  std::printf("[rss] model file %ld KiB, resident in node 0's mapping: %ld KiB\n", file_kib,
+              mapped_kib);
+  ASSERT_GE(mapped_kib, 0) << "node 0 does not map " << model_;
+  // Loading read every byte (the identity hash, every tensor); what stays is at most a few pages.
+  EXPECT_LT(mapped_kib, file_kib / 4) << node0_->log();
+}
 
 TEST_F(ApiLimitsTest, DeepJsonOnEveryFieldOfBothEndpointsGets400) {
   const long cold = rssKib(node0_->pid());
