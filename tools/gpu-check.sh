@@ -7,17 +7,21 @@
 #                               $TPNODE_BUILD_DIR (default build/, configured with CUDA) and
 #                               packs them, stripped, with their shared libraries (not libc,
 #                               libstdc++, libcuda or NCCL: the GPU host's own are used), the
-#                               generated reference models (<build>/reference-models) and
-#                               tests/data/reference into gpu-bundle/bundle.tar.xz
-#                               (ignored by git; ~45 MB). It also carries Debian's
+#                               sha256 of every generated reference model
+#                               (<build>/reference-models) and tests/data/reference into
+#                               gpu-bundle/bundle.tar.xz (ignored by git; ~35 MB, under the
+#                               device tool's 64 MiB carry limit). The models themselves are
+#                               not carried: `run` and `test` generate them there with the
+#                               bundle's make_test_model from tests/data/reference/models.txt
+#                               (a few seconds) and refuse to go on when one's sha256 differs
+#                               from the one built here. It also carries Debian's
 #                               redis-server (when installed here) with every library it
 #                               loads and its own ld-linux loader, started as bin/redis-server
 #                               through that loader, so that the GPU host's libc does not matter
 #                               (the Redis KV tier's GPU test; without it that test skips).
 #                               TPNODE_GPU_BINARIES="tpnode gpu_cluster_test" packs only those
-#                               binaries, TPNODE_GPU_MODELS="llama-tiny-f32" only those
-#                               reference models (all of them make ~100 MB, more than the
-#                               device tool's 64 MiB carry limit).
+#                               binaries (and make_test_model), TPNODE_GPU_MODELS="llama-tiny-f32"
+#                               has only those reference models generated there.
 #   tools/gpu-check.sh run [OUTDIR]
 #                               there: unpacks the bundle into a temporary folder and runs, each
 #                               with its own time limit (about 5 minutes in all):
@@ -48,7 +52,11 @@ cd "$(dirname "$0")/.."
 
 GPU_BINARIES=(tpnode tptopo make_test_model cuda_kernels_test device_comm_test cuda_rank_test
   gpu_cluster_test placement_test cuda_gemv_bench device_allreduce_bench)
-if [ -n "${TPNODE_GPU_BINARIES:-}" ]; then read -r -a GPU_BINARIES <<<"$TPNODE_GPU_BINARIES"; fi
+if [ -n "${TPNODE_GPU_BINARIES:-}" ]; then
+  read -r -a GPU_BINARIES <<<"$TPNODE_GPU_BINARIES"
+  # The reference models are generated on the GPU host.
+  [[ " ${GPU_BINARIES[*]} " == *" make_test_model "* ]] || GPU_BINARIES+=(make_test_model)
+fi
 
 # bundle_redis STAGE: Debian's redis-server into STAGE/redis (the binary, the libraries ldd names
 # and the loader), started by STAGE/bin/redis-server through that loader with only those
@@ -107,11 +115,12 @@ bundle() {
     done
   done
   bundle_redis "$stage"
+  # Only the models' sha256: unpack generates the models (regenerate_models).
+  mkdir -p "$stage/reference-models"
   if [ -n "${TPNODE_GPU_MODELS:-}" ]; then
-    mkdir -p "$stage/reference-models"
-    for m in $TPNODE_GPU_MODELS; do cp "$build/reference-models/$m".gguf* "$stage/reference-models/"; done
+    for m in $TPNODE_GPU_MODELS; do cp "$build/reference-models/$m.gguf.sha256" "$stage/reference-models/"; done
   else
-    cp -r "$build/reference-models" "$stage/"
+    cp "$build"/reference-models/*.gguf.sha256 "$stage/reference-models/"
   fi
   cp -r tests/data/reference "$stage/src/tests/data/"
   mkdir -p gpu-bundle
@@ -171,7 +180,36 @@ decode_bench() {
   grep -E '\[gpu\]|\[model\] rank|error|Error' "$log.stderr" | head -40 >>"$log"
 }
 
-# unpack: the bundle into a new temporary folder $WORK, and the environment its binaries run in.
+# regenerate_models DIR: every reference model whose sha256 the bundle carries in DIR, generated
+# by the bundle's make_test_model with its line of tests/data/reference/models.txt and checked
+# against that sha256 (the tests compare against outputs recorded for exactly those bytes).
+regenerate_models() {
+  local dir=$1 list=$WORK/src/tests/data/reference/models.txt sum stem args want got
+  for sum in "$dir"/*.gguf.sha256; do
+    [ -e "$sum" ] || continue
+    stem=$(basename "$sum" .gguf.sha256)
+    args=$(awk -v s="$stem" '$1 == s { $1 = ""; print; exit }' "$list")
+    if [ -z "$args" ]; then
+      echo "[gpu-check] reference model $stem is not in tests/data/reference/models.txt"
+      return 1
+    fi
+    # shellcheck disable=SC2086
+    "$WORK/bin/make_test_model" --out "$dir/$stem.gguf" $args >/dev/null || {
+      echo "[gpu-check] make_test_model failed for reference model $stem"
+      return 1
+    }
+    want=$(cut -c1-64 "$sum")
+    got=$(sha256sum "$dir/$stem.gguf" | cut -c1-64)
+    if [ "$want" != "$got" ]; then
+      echo "[gpu-check] reference model $stem generated here has sha256 $got, the build's has" \
+        "$want: its recorded outputs would not apply; rebuild the bundle from this checkout"
+      return 1
+    fi
+  done
+}
+
+# unpack: the bundle into a new temporary folder $WORK (the reference models generated there),
+# and the environment its binaries run in.
 unpack() {
   if [ ! -f gpu-bundle/bundle.tar.xz ]; then
     echo "[gpu-check] no gpu-bundle/bundle.tar.xz: run 'tools/gpu-check.sh bundle' first"
@@ -179,6 +217,7 @@ unpack() {
   fi
   WORK=$(mktemp -d)
   tar -C "$WORK" -xJf gpu-bundle/bundle.tar.xz
+  regenerate_models "$WORK/reference-models" || return 1
   NCCL_DIR=$(find_nccl || true)
   export LD_LIBRARY_PATH="$WORK/lib${NCCL_DIR:+:$NCCL_DIR}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export TPNODE_SOURCE_DIR="$WORK/src" TPNODE_TEST_MODEL_DIR="$WORK/reference-models"
