@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace tpnode::model {
 
@@ -63,20 +64,59 @@ inline Float4 expNonPositive4(Float4 x) {
   return x > lo ? scaled : Float4{};
 }
 
-// max of x[0..n) (n > 0).
+// max of x[0..n) (n > 0) as `best = x[i] > best ? x[i] : best` from best = x[0] finds it: NaN
+// values after x[0] are passed over. 16 values per step in 4 independent chains of 4 lanes.
 inline float maxOf(const float* x, size_t n) {
-  float best = x[0];
+  const Float4 none = Float4{} - std::numeric_limits<float>::infinity();
+  Float4 m[4] = {none, none, none, none};
   size_t i = 0;
-  if (n >= 4) {
-    Float4 lane = load4(x);
-    for (i = 4; i + 4 <= n; i += 4) {
-      const Float4 v = load4(x + i);
-      lane = v > lane ? v : lane;
+  for (; i + 16 <= n; i += 16) {
+    for (int c = 0; c < 4; ++c) {
+      const Float4 v = load4(x + i + 4 * c);
+      m[c] = v > m[c] ? v : m[c];
     }
-    for (int j = 0; j < 4; ++j) best = lane[j] > best ? lane[j] : best;
   }
+  m[0] = m[1] > m[0] ? m[1] : m[0];
+  m[2] = m[3] > m[2] ? m[3] : m[2];
+  m[0] = m[2] > m[0] ? m[2] : m[0];
+  float best = x[0];
+  for (int j = 0; j < 4; ++j) best = m[0][j] > best ? m[0][j] : best;
   for (; i < n; ++i) best = x[i] > best ? x[i] : best;
   return best;
+}
+
+// The index the scalar loop `if (x[i] > x[best]) best = i` from best = 0 ends at (n > 0): the
+// first index of the largest value, ties to the lowest index, NaN values after x[0] passed
+// over, 0 when x[0] is NaN. One pass: each of 4 lanes keeps its largest value and the first
+// index it was at; the lanes are merged by value, then by index.
+inline int32_t firstArgmax(const float* x, int32_t n) {
+  if (!(x[0] == x[0])) return 0;
+  Float4 m = Float4{} + x[0];
+  Int4 at = Int4{};
+  Int4 cur = Int4{0, 1, 2, 3};
+  int32_t i = 0;
+  for (; i <= n - 4; i += 4) {
+    const Float4 v = load4(x + i);
+    const Int4 gt = v > m;
+    m = gt ? v : m;
+    at = gt ? cur : at;
+    cur += 4;
+  }
+  float best = m[0];
+  int32_t best_at = at[0];
+  for (int j = 1; j < 4; ++j) {
+    if (m[j] > best || (m[j] == best && at[j] < best_at)) {
+      best = m[j];
+      best_at = at[j];
+    }
+  }
+  for (; i < n; ++i) {
+    if (x[i] > best) {
+      best = x[i];
+      best_at = i;
+    }
+  }
+  return best_at;
 }
 
 // sum of exp(x[i] - max) over x[0..n): 4 float lanes, added into a double every 1024

@@ -108,13 +108,7 @@ TokenId Sampler::sample(std::span<const float> logits) {
   const float* l = applyPenalties(logits);
   TokenId chosen = 0;
   if (params_.temperature <= 0) {
-    float best = l[0];
-    for (TokenId i = 1; i < n_vocab_; ++i) {
-      if (l[i] > best) {  // strict: ties keep the lowest id
-        best = l[i];
-        chosen = i;
-      }
-    }
+    chosen = firstArgmax(l, n_vocab_);  // ties: the lowest id
   } else if (!truncating()) {
     chosen = drawAll(l);
   } else {

@@ -51,6 +51,48 @@ TEST(SamplingTest, GreedyTakesArgmaxTiesToLowestId) {
   EXPECT_EQ(s.sample(std::vector<float>{7, 7, 7, 7, 7}), 0);
 }
 
+// The greedy pick as a plain loop: strict >, so ties keep the lowest id and NaN never wins
+// (unless it is the first value, which nothing then beats).
+size_t scalarArgmax(const std::vector<float>& x) {
+  size_t best = 0;
+  for (size_t i = 1; i < x.size(); ++i) {
+    if (x[i] > x[best]) best = i;
+  }
+  return best;
+}
+
+TEST(SamplingTest, GreedyIsThePlainLoopsArgmaxOnEveryRowShape) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f};
+  int rows = 0;
+  for (size_t n : {1, 2, 3, 4, 5, 15, 16, 17, 31, 33, 64, 100, 1000, 262144}) {
+    for (int pattern = 0; pattern < 6; ++pattern) {
+      std::vector<float> x(n);
+      for (float& v : x) {
+        // 0, 4, 5: distinct values; 1: few distinct values (ties); 2, 3: specials sprinkled in.
+        v = pattern == 1 ? static_cast<float>(rng() % 3) : normal(rng);
+        if ((pattern == 2 || pattern == 3) && rng() % 8 == 0) v = specials[rng() % 5];
+      }
+      if (pattern == 3) x[0] = NAN;
+      if (pattern == 4) x.back() = 1e30f;                      // the max in the tail
+      if (pattern == 5 && n > 1) x[n / 2] = x[n - 1] = 1e30f;  // tied maxima far apart
+      SamplingParams p;
+      p.temperature = 0;
+      Sampler s(p, static_cast<int32_t>(n));
+      const size_t want = scalarArgmax(x);
+      EXPECT_EQ(static_cast<size_t>(firstArgmax(x.data(), static_cast<int32_t>(n))), want)
+          << "n " << n << " pattern " << pattern;
+      EXPECT_EQ(static_cast<size_t>(s.sample(x)), want) << "n " << n << " pattern " << pattern;
+      if (!std::isnan(x[0])) {
+        EXPECT_EQ(maxOf(x.data(), n), x[want]) << "n " << n << " pattern " << pattern;
+      }
+      ++rows;
+    }
+  }
+  EXPECT_EQ(rows, 14 * 6);
+}
+
 TEST(SamplingTest, TemperatureOneFollowsSoftmax) {
   const std::vector<double> probs = {0.5, 0.3, 0.15, 0.05};
   expectDistribution(plain(), logitsOf(probs), probs);
