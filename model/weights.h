@@ -25,6 +25,9 @@ struct Matrix {
   // 4: groups of 4 rows stored block-interleaved (kernels::interleaveRows4); 16: Q4_K
   // repacked 16 rows per group (kernels/cpu/q4k_x16.h), row_bytes is then the repacked size.
   int interleave = 1;
+  // Q8_0 in the 4-row layout with no weight byte -128 (llama.cpp's quantizer writes -127..127;
+  // kernels::packWeights checks): the decode may take DotKernels::x4_q8_0_no_min.
+  bool q8_no_min = false;
   HostBuffer data;  // anonymous memory, huge pages when large
   bool empty() const { return rows == 0; }
   // Row r (interleave 1) or the start of the group holding row r (r % interleave == 0).

@@ -88,6 +88,9 @@ Matrix randomMatrix(TensorType type, int64_t rows, int64_t cols, std::mt19937& r
     } else {
       std::memcpy(p + b, &half, 2);
     }
+    if (type == TensorType::kQ8_0) {  // -127..127, as llama.cpp's quantizer writes them
+      for (size_t i = b + 2; i < b + info.type_size; ++i) p[i] = p[i] == 0x80 ? 0x81 : p[i];
+    }
   }
   return m;
 }

@@ -213,6 +213,8 @@ TEST(MatmulTest, Q8_0SumsInLlamaCppOrderOnX86) {
         }
       }
       Matrix m = packedMatrix(TensorType::kQ8_0, s.rows, s.cols, w, *k);
+      // The 4-row decode takes its one-sign kernel only where no weight is -128.
+      EXPECT_EQ(m.q8_no_min, m.interleave == 4 && !c.min_weights) << k->isa;
       for (int64_t n_tok : {1, 2, 3, 4, 7, 9}) {
         std::vector<float> x(static_cast<size_t>(n_tok * s.cols));
         for (int64_t t = 0; t < n_tok; ++t) {

@@ -151,8 +151,12 @@ struct DotKernels {
   GemmTileFn gemmForType(TensorType weight) const;        // nullptr when none
   GemmPanelFn gemm_panel_q8_0 = nullptr;                  // nullptr when none
   GemmPanelFn gemmPanelForType(TensorType weight) const;  // nullptr when none
-  DotFn forType(TensorType weight) const;                 // TP_CHECK on an unsupported type
-  Dot4Fn x4ForType(TensorType weight) const;              // nullptr when none
+  // x4_q8_0 for a matrix without a -128 weight (Matrix::q8_no_min): the products taken as
+  // |activation| x (weight signed like the activation), one sign operation per block for the
+  // 4 rows instead of two per row; the same integers, so the same bits. nullptr when none.
+  Dot4Fn x4_q8_0_no_min = nullptr;
+  DotFn forType(TensorType weight) const;     // TP_CHECK on an unsupported type
+  Dot4Fn x4ForType(TensorType weight) const;  // nullptr when none
 };
 
 // Rewrites groups of 4 rows (rows % 4 == 0) so that block b of row r of a group lies at block

@@ -15,6 +15,17 @@ namespace {
 
 constexpr int kRowTile = 8;  // rows per dot call (activation reuse)
 
+// Whether any weight of the Q8_0 blocks in [data, data + bytes) is -128 (any block order).
+bool q8_0HasMin(const uint8_t* data, size_t bytes) {
+  const auto* blocks = reinterpret_cast<const BlockQ8_0*>(data);
+  for (size_t b = 0; b < bytes / sizeof(BlockQ8_0); ++b) {
+    for (int8_t q : blocks[b].qs) {
+      if (q == -128) return true;
+    }
+  }
+  return false;
+}
+
 // Super-blocks of a Q4_K group the AMX tiles take at a time: their unpacked values (8 KiB each)
 // stay in the core's L1 cache while every tile of tokens runs on them.
 constexpr int64_t kAmxChunkBlocks = 4;
@@ -226,7 +237,9 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
     return;
   }
   const DotFn dot = k.forType(w.type);
-  const Dot4Fn dot4 = w.interleave == 4 ? k.x4ForType(w.type) : nullptr;
+  const Dot4Fn dot4 = w.interleave != 4                            ? nullptr
+                      : w.q8_no_min && k.x4_q8_0_no_min != nullptr ? k.x4_q8_0_no_min
+                                                                   : k.x4ForType(w.type);
   const GemmTileFn gemm = w.interleave == 4 ? k.gemmForType(w.type) : nullptr;
   const GemmPanelFn panel = w.interleave == 4 ? k.gemmPanelForType(w.type) : nullptr;
   TP_CHECK(w.interleave == 1 || dot4, "interleaved {} without a 4-row kernel",
@@ -299,6 +312,7 @@ Matrix packWeights(Matrix m, WeightLayout layout, const DotKernels& k) {
   if (m.rows % 4 != 0 || !k.x4ForType(m.type)) return m;
   interleaveRows4(m.type, m.data.data(), m.rows, m.cols);
   m.interleave = 4;
+  if (m.type == TensorType::kQ8_0) m.q8_no_min = !q8_0HasMin(m.data.data(), m.data.size());
   return m;
 }
 
