@@ -1,7 +1,8 @@
-// Vectorisable exp for the sampler's softmax passes (internal to model/sampling.cc).
+// Vectorisable passes of the sampler (internal to model/sampling.cc): exp for its softmax, the
+// row's max and the greedy pick's argmax.
 //
-// Contract: pure, branch-free functions with results that depend only on IEEE float
-// arithmetic (no libm), so the same binary gives the same bits on every machine.
+// Contract: pure functions with results that depend only on IEEE float arithmetic (no libm),
+// so the same binary gives the same bits on every machine; the exp passes are branch-free.
 // expNonPositive: relative error below 5e-7 on (-87, 0]; 0 at or below -87, for -inf and NaN.
 #pragma once
 

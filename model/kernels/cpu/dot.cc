@@ -51,10 +51,10 @@ DotFn DotKernels::forType(TensorType weight) const {
   return nullptr;
 }
 
-Dot4Fn DotKernels::x4ForType(TensorType weight) const {
+Dot4Fn DotKernels::x4ForType(TensorType weight, bool q8_no_min) const {
   switch (weight) {
     case TensorType::kQ8_0:
-      return x4_q8_0;
+      return q8_no_min && x4_q8_0_no_min != nullptr ? x4_q8_0_no_min : x4_q8_0;
     case TensorType::kQ4_0:
       return x4_q4_0;
     case TensorType::kQ4_K:

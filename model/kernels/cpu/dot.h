@@ -155,8 +155,9 @@ struct DotKernels {
   // |activation| x (weight signed like the activation), one sign operation per block for the
   // 4 rows instead of two per row; the same integers, so the same bits. nullptr when none.
   Dot4Fn x4_q8_0_no_min = nullptr;
-  DotFn forType(TensorType weight) const;     // TP_CHECK on an unsupported type
-  Dot4Fn x4ForType(TensorType weight) const;  // nullptr when none
+  DotFn forType(TensorType weight) const;  // TP_CHECK on an unsupported type
+  // nullptr when none; q8_no_min (Matrix::q8_no_min): x4_q8_0_no_min where the table has one.
+  Dot4Fn x4ForType(TensorType weight, bool q8_no_min = false) const;
 };
 
 // Rewrites groups of 4 rows (rows % 4 == 0) so that block b of row r of a group lies at block

@@ -237,9 +237,7 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
     return;
   }
   const DotFn dot = k.forType(w.type);
-  const Dot4Fn dot4 = w.interleave != 4                            ? nullptr
-                      : w.q8_no_min && k.x4_q8_0_no_min != nullptr ? k.x4_q8_0_no_min
-                                                                   : k.x4ForType(w.type);
+  const Dot4Fn dot4 = w.interleave == 4 ? k.x4ForType(w.type, w.q8_no_min) : nullptr;
   const GemmTileFn gemm = w.interleave == 4 ? k.gemmForType(w.type) : nullptr;
   const GemmPanelFn panel = w.interleave == 4 ? k.gemmPanelForType(w.type) : nullptr;
   TP_CHECK(w.interleave == 1 || dot4, "interleaved {} without a 4-row kernel",
