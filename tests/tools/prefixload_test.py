@@ -17,6 +17,7 @@ import os
 import socket
 import subprocess
 import sys
+import shutil
 import tempfile
 import time
 import unittest
@@ -94,6 +95,7 @@ class ParseTest(unittest.TestCase):
 
     def test_report_tables_and_ratios(self):
         d = tempfile.mkdtemp(prefix="prefixload-report-")
+        self.addCleanup(shutil.rmtree, d, ignore_errors=True)
 
         def put(name, obj):
             with open(os.path.join(d, name), "w") as f:
@@ -176,6 +178,7 @@ class ServerTest(unittest.TestCase):
             cls.proc.kill()
             cls.proc.wait()
         cls.log.close()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def run_cmd(self, *args):
         buf = io.StringIO()

@@ -9,6 +9,7 @@ Against a real server: TPNODE_API_BASE_URL / TPNODE_API_KEY as in test_openai_cl
 import os
 import shutil
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -41,12 +42,15 @@ def main():
     server = ApiUnderTest(token_delay_ms=60)
     driver = None
     failures = []
+    # The browser's profile in a directory of our own, removed afterwards (left to itself,
+    # Chromium makes one in the temp directory per run and keeps it).
+    profile = tempfile.TemporaryDirectory(prefix="tpnode-chromium-")
     try:
         server.wait_healthy()
         options = Options()
         options.binary_location = CHROMIUM
         for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                    "--window-size=1000,700"):
+                    "--window-size=1000,700", "--user-data-dir=" + profile.name):
             options.add_argument(arg)
         driver = webdriver.Chrome(service=Service(DRIVER), options=options)
         driver.set_page_load_timeout(30)
@@ -98,6 +102,7 @@ def main():
         if driver:
             driver.quit()
         server.close()
+        profile.cleanup()
     for f in failures:
         print("FAIL:", f)
     print("%d passed, %d failed" % (0 if failures else 1, 1 if failures else 0))
