@@ -111,6 +111,28 @@ void expectScalarBits(const Impl& simd) {
     simd_impl->swiglu(b.data(), u.data(), n);
     expectSameBits(a, b, "swiglu n " + std::to_string(n));
   }
+  // exp's scaling by 2^n through every range, whole vectors of lanes in each: |n| <= 126, the
+  // subnormal and overflowing 126 < |n| <= 192, and |n| > 192 (0 / inf). A softmax row whose
+  // maximum is 0 takes exp of the values themselves, swiglu exp(-g); consecutive values are close,
+  // so each vector of lanes stays in one range (and some straddle two).
+  for (float hi : {-60.f, -85.f, -120.f}) {
+    std::vector<float> x(1201);
+    x[0] = 0.f;
+    for (size_t i = 1; i < x.size(); ++i) x[i] = hi - 0.06f * static_cast<float>(i);
+    auto a = x, b = x;
+    ref.softmax(a.data(), static_cast<int64_t>(x.size()));
+    simd_impl->softmax(b.data(), static_cast<int64_t>(x.size()));
+    expectSameBits(a, b, "softmax sweep from " + std::to_string(hi));
+  }
+  for (float sign : {1.f, -1.f}) {
+    std::vector<float> g(1200), u(g.size(), 1.5f);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = sign * (60.f + 0.07f * static_cast<float>(i));
+    auto a = g, b = g;
+    ref.swiglu(a.data(), u.data(), static_cast<int64_t>(g.size()));
+    simd_impl->swiglu(b.data(), u.data(), static_cast<int64_t>(g.size()));
+    expectSameBits(a, b,
+                   sign > 0 ? "swiglu sweep, exp(-g) underflowing" : "swiglu sweep, overflowing");
+  }
   // Weights: 0 normal; 1 some subnormal (a peaked softmax's underflowing tail) and some 0; 2 all
   // subnormal (sums that stay subnormal); 3 as 1 with the subnormal-weight
   // rows 2^160 times the others (products that do not vanish in the sums).

@@ -31,14 +31,32 @@ struct Avx2Ops {
     const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
     return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
   }
-  // j * 2^n: one multiply by 2^n (a normal float) while every |n| <= 126, which rounds as
-  // scalef does; lanes outside that range go through ScalarOps::expScale.
+  // j * 2^n (j the polynomial's value, 0.7 < j < 1.5): one multiply by 2^n (a normal float) while
+  // every |n| <= 126. Otherwise, while no lane of n is NaN, two, with n clamped to [-192, 192]:
+  // j * 2^n1 with n1 = floor(n / 2) is a normal float (exact), and its product with 2^(n - n1)
+  // rounds once, to the correctly rounded j * 2^n (normal, subnormal, 0 or inf) that scalef and
+  // ldexp give; lanes beyond +-192 then take ggml's range check's 0 and inf. A NaN lane sends
+  // the vector through ScalarOps::expScale.
   static V expScale(V j, V n) {
     const V abs_n = _mm256_andnot_ps(_mm256_set1_ps(-0.f), n);
+    const __m256i bias = _mm256_set1_epi32(127);
     if (_mm256_movemask_ps(_mm256_cmp_ps(abs_n, _mm256_set1_ps(126.f), _CMP_NLE_UQ)) == 0) {
-      const __m256i e =
-          _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+      const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), bias), 23);
       return _mm256_mul_ps(j, _mm256_castsi256_ps(e));
+    }
+    if (_mm256_movemask_ps(_mm256_cmp_ps(n, n, _CMP_UNORD_Q)) == 0) {
+      const V clamped =
+          _mm256_min_ps(_mm256_max_ps(n, _mm256_set1_ps(-192.f)), _mm256_set1_ps(192.f));
+      const __m256i ni = _mm256_cvtps_epi32(clamped);
+      const __m256i n1 = _mm256_srai_epi32(ni, 1);
+      const __m256i n2 = _mm256_sub_epi32(ni, n1);
+      const V p1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+      const V p2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+      const V scaled = _mm256_mul_ps(_mm256_mul_ps(j, p1), p2);
+      // Beyond +-192 the range check's 0 and inf (j itself is NaN where n is infinite).
+      const V low = _mm256_cmp_ps(n, _mm256_set1_ps(-192.f), _CMP_LT_OQ);
+      const V high = _mm256_cmp_ps(n, _mm256_set1_ps(192.f), _CMP_GT_OQ);
+      return _mm256_blendv_ps(_mm256_andnot_ps(low, scaled), _mm256_set1_ps(INFINITY), high);
     }
     alignas(32) float jj[8], nn[8];
     _mm256_store_ps(jj, j);
