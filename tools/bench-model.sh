@@ -5,7 +5,10 @@
 #   t2    tpnode --threads 2              llama-bench -t 2
 #   tp2   tpnode --tp 2 (1 thread each)   llama-bench -t 2
 # Both keep the weights in anonymous memory (tpnode always; llama-bench -lm none). Prefill is a
-# prompt of N_PROMPT tokens, decode N_GEN tokens after it (llama-bench pp / tg). Runs alternate
+# prompt of N_PROMPT tokens (llama-bench pp); decode is N_GEN tokens generated from an empty
+# context, as llama-bench's tg measures it (tpnode: a one-token prompt, then N_GEN steps at
+# positions 1..N_GEN); the last column is tpnode's decode after the N_PROMPT-token prompt
+# (positions N_PROMPT..N_PROMPT+N_GEN-1: attention over the prompt's KV cache too). Runs alternate
 # (tpnode, llama-bench, tpnode, ...) so both see the same machine load; each figure is the
 # median of REPS runs. The same run measures the ceilings:
 #   read GB/s    tools/copy_bandwidth (1 or 2 threads: the best read rate of AVX-512 loads over 1-8
@@ -100,8 +103,8 @@ for n in 1 2; do
   echo "[bench-model] $n thread(s): $bw $pk" >&2
 done
 
-echo "| model | config | tpnode pp$N_PROMPT t/s | llama.cpp pp$N_PROMPT t/s | ratio | tpnode tg$N_GEN t/s | llama.cpp tg$N_GEN t/s | ratio | decode GB/s | read GB/s | % of bound | tpnode prefill % of int8 peak | llama.cpp % of peak | tpnode % of peak per CPU s | tpnode % of bound per CPU s | host steal % |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| model | config | tpnode pp$N_PROMPT t/s | llama.cpp pp$N_PROMPT t/s | ratio | tpnode tg$N_GEN t/s | llama.cpp tg$N_GEN t/s | ratio | decode GB/s | read GB/s | % of bound | tpnode prefill % of int8 peak | llama.cpp % of peak | tpnode % of peak per CPU s | tpnode % of bound per CPU s | host steal % | tpnode tg$N_GEN after pp$N_PROMPT t/s |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for m in $MODELS; do
   for cfg in $CONFIGS; do
     case $cfg in
@@ -110,7 +113,8 @@ for m in $MODELS; do
       tp2) tp_args=(--tp 2 --threads 1); ll_t=2; n=2 ;;
       *) echo "[bench-model] unknown config $cfg (t1, t2 or tp2)" >&2; exit 2 ;;
     esac
-    tp_pp=(); tp_tg=(); tp_cpu=(); tp_dcpu=(); tp_steal=(); ll_pp=(); ll_tg=(); bytes=0; macs=0
+    tp_pp=(); tp_tg=(); tp_tgp=(); tp_cpu=(); tp_dcpu=(); tp_steal=(); ll_pp=(); ll_tg=(); bytes=0
+    macs=0
     bw=$("$BUILD/tools/copy_bandwidth" --threads "$n" --reps 3)
     READ[$n]=$(jget "$bw" read_gbps)
     echo "[bench-model] $(basename "$m") $cfg: read ${READ[$n]} GB/s ($n thread(s))" >&2
@@ -118,22 +122,25 @@ for m in $MODELS; do
       before=$(cpu_ticks)
       out=$("$BUILD/node/tpnode" --model "$m" --prompt-ids "$PROMPT_IDS" -n "$((N_GEN + 1))" \
             "${tp_args[@]}" --json --log-level warn)
+      gen=$("$BUILD/node/tpnode" --model "$m" --prompt-ids 1 -n "$((N_GEN + 1))" \
+            "${tp_args[@]}" --json --log-level warn)
       tp_steal+=("$(steal_pct "$before" "$(cpu_ticks)")")
-      tp_pp+=("$(jget "$out" prefill_tps)"); tp_tg+=("$(jget "$out" decode_tps)")
+      tp_pp+=("$(jget "$out" prefill_tps)"); tp_tgp+=("$(jget "$out" decode_tps)")
+      tp_tg+=("$(jget "$gen" decode_tps)")
       tp_cpu+=("$(jget "$out" prefill_cpu_seconds)")
-      tp_dcpu+=("$(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); c=j["decode_cpu_seconds"]; print(j["decode_steps"]/c if c>0 else 0)' "$out")")
-      bytes=$(jget "$out" decode_weight_bytes); macs=$(jget "$out" prefill_macs_per_token)
+      tp_dcpu+=("$(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); c=j["decode_cpu_seconds"]; print(j["decode_steps"]/c if c>0 else 0)' "$gen")")
+      bytes=$(jget "$gen" decode_weight_bytes); macs=$(jget "$out" prefill_macs_per_token)
       lj=$("$BENCH_BIN/llama-bench" -m "$m" -p "$N_PROMPT" -n "$N_GEN" -t "$ll_t" -lm none -r 1 \
            -o json 2>/dev/null)
       ll_pp+=("$(llget "$lj" pp)"); ll_tg+=("$(llget "$lj" tg)")
-      echo "[bench-model] $(basename "$m") $cfg rep $r: tpnode ${tp_pp[-1]} / ${tp_tg[-1]}, llama.cpp ${ll_pp[-1]} / ${ll_tg[-1]}, host steal ${tp_steal[-1]}%" >&2
+      echo "[bench-model] $(basename "$m") $cfg rep $r: tpnode ${tp_pp[-1]} / ${tp_tg[-1]} (${tp_tgp[-1]} after the prompt), llama.cpp ${ll_pp[-1]} / ${ll_tg[-1]}, host steal ${tp_steal[-1]}%" >&2
     done
     python3 - "$(basename "$m")" "$cfg" "$(median "${tp_pp[@]}")" "$(median "${ll_pp[@]}")" \
       "$(median "${tp_tg[@]}")" "$(median "${ll_tg[@]}")" "$bytes" "${READ[$n]}" "$macs" \
       "${PEAK[$n]}" "$(median "${tp_cpu[@]}")" "$N_PROMPT" "${PEAK[1]}" "$(median "${tp_dcpu[@]}")" \
-      "${READ[1]}" "$(median "${tp_steal[@]}")" <<'PY'
+      "${READ[1]}" "$(median "${tp_steal[@]}")" "$(median "${tp_tgp[@]}")" <<'PY'
 import sys
-name, cfg, a, b, c, d, nbytes, rd, macs, peak, cpu, n_prompt, peak1, dcpu, rd1, steal = sys.argv[1:]
+name, cfg, a, b, c, d, nbytes, rd, macs, peak, cpu, n_prompt, peak1, dcpu, rd1, steal, cp = sys.argv[1:]
 a, b, c, d, nbytes, rd, macs, peak, cpu, n_prompt, peak1, dcpu, rd1 = map(
     float, (a, b, c, d, nbytes, rd, macs, peak, cpu, n_prompt, peak1, dcpu, rd1))
 gbps = c * nbytes / 1e9
@@ -141,7 +148,7 @@ fa, fb = a * macs / 1e9 / peak, b * macs / 1e9 / peak
 fc = n_prompt * macs / cpu / 1e9 / peak1 if cpu > 0 else 0
 print(f"| {name} | {cfg} | {a:.1f} | {b:.1f} | {a/b:.2f}x | {c:.1f} | {d:.1f} | {c/d:.2f}x | "
       f"{gbps:.1f} | {rd:.1f} | {100*gbps/rd:.0f}% | {100*fa:.0f}% | {100*fb:.0f}% | {100*fc:.0f}% | "
-      f"{100*dcpu*nbytes/1e9/rd1:.0f}% | {float(steal):.1f} |")
+      f"{100*dcpu*nbytes/1e9/rd1:.0f}% | {float(steal):.1f} | {float(cp):.1f} |")
 PY
   done
 done
