@@ -28,12 +28,17 @@
 // --prefetch runs every variant with each software prefetch of the AVX-512 decode kernels
 // (kernels::DecodePrefetch: `near-far`, `near`; `auto`, the default, is the one this CPU gets),
 // on the same copy of the weights.
+// --repeat N runs each matrix N times in a row per pass (the activations converted once, as for a
+// layer's Q/K/V), and --rows R gives every synthetic matrix R rows (its columns stay dim or ffn):
+// with small R the weights stay in L1/L2 across the repeats, so a pass measures a kernel's compute
+// rate without its reads from memory (`--rows 128 --dim 2048 --ffn 2048 --layers 1 --repeat 100`:
+// 7 matrices of 128 x 2048; the figures are per matrix call, bytes x N per pass).
 //
 //   kernel_bench [--type q4_k|q6_k|q8_0|q4_0|q5_0|q5_1|f16|bf16] [--layouts
 //   plain,rows4,auto,dot,tile,read]
 //                [--isas best|scalar|avx2|avx2vnni|avx512|amx,...] [--tokens 1] [--layers 16]
 //                [--dim 1024 --ffn 4096 --kv 256 | --model FILE] [--threads 1] [--rounds 15]
-//                [--prefetch auto,near-far,near]
+//                [--prefetch auto,near-far,near] [--repeat 1] [--rows R]
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -159,7 +164,8 @@ int main(int argc, char** argv) {
   std::string type_name = "q4_k", layouts_arg = "rows4,auto", isas_arg = "best";
   std::string prefetch_arg = "auto";
   int64_t tokens = 1, layers = 16, dim = 1024, ffn = 4096, kv = 256;
-  int threads = 1, rounds = 15;
+  int threads = 1, rounds = 15, repeat = 1;
+  int64_t rows_override = 0;
   std::string model_path;
   CLI::App app{"kernel_bench: CPU matmul per weight layout, A/B interleaved"};
   app.add_option("--type", type_name)->capture_default_str();
@@ -181,7 +187,17 @@ int main(int argc, char** argv) {
   app.add_option("--prefetch", prefetch_arg,
                  "comma-separated decode prefetch settings: auto (this CPU's), near-far, near")
       ->capture_default_str();
+  app.add_option("--repeat", repeat, "calls of each matrix in a row per pass")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--rows", rows_override,
+                 "rows of every synthetic matrix (a multiple of 16; 0: the layer's shapes)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   CLI11_PARSE(app, argc, argv);
+  if (rows_override % 16 != 0) {
+    std::fprintf(stderr, "--rows: a multiple of 16\n");
+    return 2;
+  }
   tpnode::initLogging("warn");
 
   TensorType type = TensorType::kF32;
@@ -275,22 +291,24 @@ int main(int argc, char** argv) {
       plain = modelMatrices(*file);
     } else {
       for (int64_t l = 0; l < layers; ++l) {
-        for (const auto& s : shapes) plain.push_back(randomMatrix(type, s[0], s[1], rng));
+        for (const auto& s : shapes) {
+          plain.push_back(randomMatrix(type, rows_override > 0 ? rows_override : s[0], s[1], rng));
+        }
       }
     }
     WeightSet set{std::string(tables[v].isa), layout, {}};
     for (Matrix& m : plain) {
       if (v == 0) {
-        bytes += static_cast<double>(m.data.size());
-        macs +=
-            static_cast<double>(m.rows) * static_cast<double>(m.cols) * static_cast<double>(tokens);
+        bytes += static_cast<double>(m.data.size()) * repeat;
+        macs += static_cast<double>(m.rows) * static_cast<double>(m.cols) *
+                static_cast<double>(tokens) * repeat;
       }
       set.matrices.push_back(kernels::packWeights(std::move(m), layout, tables[v]));
     }
     sets.push_back(std::move(set));
   }
   kernels::ThreadPool pool(threads);
-  std::vector<uint8_t> scratch;
+  kernels::MatmulScratch scratch;
   int64_t widest = 0;  // the longest row or column of any matrix: x's and y's length per token
   for (const Matrix& m : sets[0].matrices) widest = std::max({widest, m.rows, m.cols});
   std::vector<float> x(static_cast<size_t>(tokens * widest));
@@ -303,7 +321,10 @@ int main(int argc, char** argv) {
       const double c0 = cpuSeconds();
       const auto t0 = std::chrono::steady_clock::now();
       for (const Matrix& m : sets[set_of[v]].matrices) {
-        kernels::matmul(m, x.data(), tokens, y.data(), m.rows, pool, scratch, tables[v]);
+        for (int i = 0; i < repeat; ++i) {
+          kernels::matmul(m, x.data(), tokens, y.data(), m.rows, pool, scratch,
+                          /*same_x=*/i > 0, tables[v]);
+        }
       }
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (r > 0) {
@@ -313,16 +334,19 @@ int main(int argc, char** argv) {
     }
   }
   if (file) {
-    std::printf("%s: %zu matrices, %.1f MiB, %lld token(s), %d thread(s), median of %d rounds\n",
-                model_path.c_str(), sets[0].matrices.size(), bytes / 1048576,
-                static_cast<long long>(tokens), threads, rounds);
+    std::printf(
+        "%s: %zu matrices x %d call(s), %.1f MiB, %lld token(s), %d thread(s), median of %d "
+        "rounds\n",
+        model_path.c_str(), sets[0].matrices.size(), repeat, bytes / 1048576,
+        static_cast<long long>(tokens), threads, rounds);
   } else {
     std::printf(
-        "%s, %lld layers of dim %lld / ffn %lld / kv %lld, %.1f MiB, %lld token(s), %d thread(s), "
-        "median of %d rounds\n",
+        "%s, %lld layers of dim %lld / ffn %lld / kv %lld%s, %d call(s) per matrix, %.1f MiB, %lld "
+        "token(s), %d thread(s), median of %d rounds\n",
         type_name.c_str(), static_cast<long long>(layers), static_cast<long long>(dim),
-        static_cast<long long>(ffn), static_cast<long long>(kv), bytes / 1048576,
-        static_cast<long long>(tokens), threads, rounds);
+        static_cast<long long>(ffn), static_cast<long long>(kv),
+        rows_override > 0 ? (" (" + std::to_string(rows_override) + " rows each)").c_str() : "",
+        repeat, bytes / 1048576, static_cast<long long>(tokens), threads, rounds);
   }
   const double base = median(secs[0]);
   for (size_t v = 0; v < names.size(); ++v) {
