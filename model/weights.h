@@ -28,6 +28,9 @@ struct Matrix {
   // Q8_0 in the 4-row layout with no weight byte -128 (llama.cpp's quantizer writes -127..127;
   // kernels::packWeights checks): the decode may take DotKernels::x4_q8_0_no_min.
   bool q8_no_min = false;
+  // Q6_K in the 16-row layout's linear arrangement (kernels/cpu/q6k_x16.h BlockQ6Kx16Linear), as
+  // kernels::packWeights writes it for a table whose 256-bit kernels read it; else the split one.
+  bool q6k_linear = false;
   HostBuffer data;  // anonymous memory, huge pages when large
   bool empty() const { return rows == 0; }
   // Row r (interleave 1) or the start of the group holding row r (r % interleave == 0).

@@ -65,6 +65,7 @@ Matrix fakeWeights(TensorType type, int64_t rows, int64_t cols) {
   m.row_bytes = proto.row_bytes;
   m.interleave = proto.interleave;
   m.q8_no_min = proto.q8_no_min;  // 0x11 bytes: no -128
+  m.q6k_linear = proto.q6k_linear;
   m.data = model::HostBuffer(m.row_bytes * static_cast<size_t>(rows));
   std::memset(m.data.data(), 0x11, m.data.size());
   return m;

@@ -1,8 +1,9 @@
-// The 16-row repacked Q6_K layout and its AVX-512 prefill tiles: the repack round-trips the file's
-// bytes; every tile width (1..kKQuantX16Tokens tokens), on the group and on its unpacked values,
-// gives each token the one-token tile's bits and the scalar Q6_K dot product, on random rows and on
-// extreme blocks (every value 63 or 0, scales -128 / 127, activations -128 / 127), for one block
-// and several.
+// The 16-row repacked Q6_K layout, in its split (AVX-512) and linear (256-bit tables)
+// arrangements, and its prefill tiles: each repack round-trips the file's bytes, and the linear
+// one holds each value where q6k_x16.h says; every tile width (1..kKQuantX16Tokens tokens), on the
+// group and on its unpacked values, gives each token the one-token tile's bits and the scalar Q6_K
+// dot product, on random rows and on extreme blocks (every value 63 or 0, scales -128 / 127,
+// activations -128 / 127), for one block and several, on every table with 16-row Q6_K tiles.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -76,7 +77,7 @@ std::vector<uint8_t> activations(int64_t n, int v) {
 void checkTiles(const DotKernels& k, const std::vector<uint8_t>& w, int64_t n,
                 const std::vector<uint8_t>& acts, const char* what) {
   std::vector<uint8_t> p(w.size());
-  repackQ6Kx16(w.data(), p.data(), kRows, n);
+  (k.q6k_x16_linear ? repackQ6Kx16Linear : repackQ6Kx16)(w.data(), p.data(), kRows, n);
   std::vector<uint8_t> values(static_cast<size_t>(kX16ValueBytesPerColumn * n));
   k.unpack16_q6_k(n, p.data(), values.data());
   const size_t ab = rowBytes(TensorType::kQ8_K, n);
@@ -114,25 +115,78 @@ TEST(Q6KX16Test, UnpackRestoresTheFileBytes) {
   std::vector<uint8_t> src(rowBytes(kQ6K, cols) * kRows);
   std::mt19937 rng(5);
   for (uint8_t& b : src) b = static_cast<uint8_t>(rng());
-  std::vector<uint8_t> packed(src.size()), back(src.size());
-  repackQ6Kx16(src.data(), packed.data(), kRows, cols);
-  unpackQ6Kx16(packed.data(), back.data(), kRows, cols);
-  EXPECT_EQ(back, src);
+  for (bool linear : {false, true}) {
+    std::vector<uint8_t> packed(src.size()), back(src.size());
+    (linear ? repackQ6Kx16Linear : repackQ6Kx16)(src.data(), packed.data(), kRows, cols);
+    (linear ? unpackQ6Kx16Linear : unpackQ6Kx16)(packed.data(), back.data(), kRows, cols);
+    EXPECT_EQ(back, src) << (linear ? "linear" : "split");
+  }
+}
+
+// Value v (0..63) of row r's block b, from the file's bytes (ggml's Q6_K layout).
+int fileValue(const std::vector<uint8_t>& w, int64_t cols, int r, int64_t b, int v) {
+  BlockQ6K x;
+  std::memcpy(&x, w.data() + static_cast<size_t>(r) * rowBytes(kQ6K, cols) + b * sizeof x,
+              sizeof x);
+  const int h = v / 128, i = v % 128;
+  const int low = i < 64 ? x.ql[64 * h + i % 64] & 0x0F : x.ql[64 * h + i % 64] >> 4;
+  return low | ((x.qh[32 * h + i % 32] >> (2 * (i / 32))) & 3) << 4;
+}
+
+TEST(Q6KX16Test, LinearArrangementHoldsEachValueWhereTheHeaderSays) {
+  const int64_t cols = 512;
+  std::vector<uint8_t> src(rowBytes(kQ6K, cols) * kRows);
+  std::mt19937 rng(9);
+  for (uint8_t& b : src) b = static_cast<uint8_t>(rng());
+  std::vector<uint8_t> packed(src.size());
+  repackQ6Kx16Linear(src.data(), packed.data(), kRows, cols);
+  for (int64_t b = 0; b < cols / kQKK; ++b) {
+    BlockQ6Kx16Linear g;
+    std::memcpy(&g, packed.data() + b * sizeof g, sizeof g);
+    for (int r = 0; r < kRows; ++r) {
+      for (int h = 0; h < 2; ++h) {
+        for (int c = 0; c < 8; ++c) {
+          for (int k = 0; k < 4; ++k) {
+            const int v = 128 * h + 4 * c + k;
+            const int f = fileValue(src, cols, r, b, v + 96);
+            ASSERT_EQ(g.q[h][c][0][r][k], fileValue(src, cols, r, b, v) | (f & 3) << 6);
+            ASSERT_EQ(g.q[h][c][1][r][k], fileValue(src, cols, r, b, v + 32) | (f >> 2 & 3) << 6);
+            ASSERT_EQ(g.q[h][c][2][r][k], fileValue(src, cols, r, b, v + 64) | (f >> 4) << 6);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The x86 tables with 16-row Q6_K tiles on this CPU.
+std::vector<const DotKernels*> tileTables() {
+  std::vector<const DotKernels*> out;
+  for (const DotKernels* k : {avx512Kernels(), avx2VnniKernels(), avx2Kernels()}) {
+    if (k && k->gemm16_q6_k && k->gemm16_values_q6_k) out.push_back(k);
+  }
+  return out;
 }
 
 TEST(Q6KX16Test, EveryTileWidthMatchesTheOneTokenTileAndScalar) {
-  const DotKernels* k = avx512Kernels();
-  if (!k || !k->gemm16_q6_k || !k->gemm16_values_q6_k) GTEST_SKIP() << "no AVX-512 VNNI";
-  for (int64_t n : {256, 768, 2816}) {
-    checkTiles(*k, randomRows(n, static_cast<uint32_t>(n)), n, activations(n, 0), "random");
+  const auto tables = tileTables();
+  if (tables.empty()) GTEST_SKIP() << "no x86 table with 16-row Q6_K tiles (AVX2 or AVX-512)";
+  for (const DotKernels* k : tables) {
+    SCOPED_TRACE(k->isa);
+    for (int64_t n : {256, 768, 2816}) {
+      checkTiles(*k, randomRows(n, static_cast<uint32_t>(n)), n, activations(n, 0), "random");
+    }
   }
 }
 
 TEST(Q6KX16Test, ExtremeBlocksStayExact) {
-  const DotKernels* k = avx512Kernels();
-  if (!k || !k->gemm16_q6_k || !k->gemm16_values_q6_k) GTEST_SKIP() << "no AVX-512 VNNI";
+  const auto tables = tileTables();
+  if (tables.empty()) GTEST_SKIP() << "no x86 table with 16-row Q6_K tiles (AVX2 or AVX-512)";
   const int64_t n = 2816;
-  for (int v : {-128, 127}) checkTiles(*k, extremeRows(n), n, activations(n, v), "extreme");
+  for (const DotKernels* k : tables) {
+    SCOPED_TRACE(k->isa);
+    for (int v : {-128, 127}) checkTiles(*k, extremeRows(n), n, activations(n, v), "extreme");
+  }
 }
 
 }  // namespace

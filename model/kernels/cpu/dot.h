@@ -120,6 +120,9 @@ struct DotKernels {
   GemmTileFn gemm16_q6_k = nullptr;  // Q6_K x16 (q6k_x16.h), as gemm16_q4_k
   Unpack16Fn unpack16_q4_k = nullptr, unpack16_q6_k = nullptr;  // set with gemm16_q4_k / _q6_k
   Gemm16ValuesFn gemm16_values_q4_k = nullptr, gemm16_values_q6_k = nullptr;
+  // The table's 16-row Q6_K kernels read the linear arrangement (q6k_x16.h BlockQ6Kx16Linear;
+  // the 256-bit tables), else the split one (BlockQ6Kx16; AVX-512).
+  bool q6k_x16_linear = false;
   // gemm16_values_q4_k on AMX tiles for n_tok 1..kAmxTokens (16), on the values
   // unpack16_q4_k_amx writes (kAmxValueBytesPerColumn per column), adding into out (from 0,
   // each token's outputs are those of gemm16_values_q4_k bit for bit; the super-blocks of a row

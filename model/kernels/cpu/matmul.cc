@@ -297,6 +297,9 @@ Matrix packWeights(Matrix m, WeightLayout layout, const DotKernels& k) {
     HostBuffer packed(row_bytes * static_cast<size_t>(m.rows));
     if (q4k) {
       repackQ4Kx16(m.data.data(), packed.data(), m.rows, m.cols);
+    } else if (m.type == TensorType::kQ6_K && k.q6k_x16_linear) {
+      repackQ6Kx16Linear(m.data.data(), packed.data(), m.rows, m.cols);
+      m.q6k_linear = true;
     } else if (m.type == TensorType::kQ6_K) {
       repackQ6Kx16(m.data.data(), packed.data(), m.rows, m.cols);
     } else {  // Q8_0, Q4_0, Q5_0, Q5_1
@@ -335,6 +338,8 @@ void matrixGroupBytes(const Matrix& w, int64_t g, uint8_t* out) {
     case 16:
       if (w.type == TensorType::kQ4_K) {
         unpackQ4Kx16(w.row(r0), out, 16, w.cols);
+      } else if (w.type == TensorType::kQ6_K && w.q6k_linear) {
+        unpackQ6Kx16Linear(w.row(r0), out, 16, w.cols);
       } else if (w.type == TensorType::kQ6_K) {
         unpackQ6Kx16(w.row(r0), out, 16, w.cols);
       } else {

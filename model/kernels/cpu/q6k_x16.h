@@ -39,4 +39,25 @@ void repackQ6Kx16(const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols);
 // The inverse, byte for byte the file's rows. For tensor reads and embedding lookups.
 void unpackQ6Kx16(const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols);
 
+// The linear arrangement of the same 16-row groups, for the 256-bit kernels
+// (DotKernels::q6k_x16_linear, Matrix::q6k_linear): d and scales as BlockQ6Kx16, then per half
+// h < 2 and 4-column chunk c < 8 three 64-byte vectors one after another, q[h][c][0..2][r][k]
+// (rows r < 16, k < 4), holding the 6-bit values a, b, e, f of columns 128h + 4c + k,
+// 128h + 32 + 4c + k, 128h + 64 + 4c + k and 128h + 96 + 4c + k of row r:
+//   q[h][c][0] = a | (f & 3) << 6
+//   q[h][c][1] = b | (f >> 2 & 3) << 6
+//   q[h][c][2] = e | (f >> 4) << 6
+// so a decode reads each block front to back, and a, b, e take one mask each and f three masks,
+// three shifts and two ors (the split arrangement: 17 operations for the four).
+struct BlockQ6Kx16Linear {
+  uint16_t d[kQ6KGroup];
+  int8_t scales[8][kQ6KGroup][2];
+  uint8_t q[2][8][3][kQ6KGroup][4];
+};
+static_assert(sizeof(BlockQ6Kx16Linear) == sizeof(BlockQ6Kx16));
+
+// repackQ6Kx16 / unpackQ6Kx16 for the linear arrangement.
+void repackQ6Kx16Linear(const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols);
+void unpackQ6Kx16Linear(const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols);
+
 }  // namespace tpnode::model::kernels
