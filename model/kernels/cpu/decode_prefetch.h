@@ -36,7 +36,7 @@ constexpr int kPrefetchBytes = 6144;
 //   VM's noise (medians within 3 %, alternating).
 struct PrefetchDistances {
   int near_q0;  // Q4_0, Q5_0 (prefetchAhead)
-  int near_k;   // Q4_K, Q6_K (prefetchBlock; the AVX2 Q4_K decode per line)
+  int near_k;   // Q4_K, Q6_K (prefetchBlock; the AVX2 decodes per line)
   int near_q8;  // Q8_0 (0: none)
   int far;      // 0: none
 };
@@ -79,10 +79,10 @@ inline __attribute__((always_inline)) void prefetchAhead(const uint8_t* p,
 // The K-quant decode kernels' prefetch of the block of kBytes at xb (near_k and far ahead), one
 // loop each at the block's start. Kept a loop: unrolled (a burst of 74 prefetches per Q4_K block,
 // 38 % fewer instructions per weight byte) a llama-0.9b Q4_K_M decode pass took 1.2-1.3x the time
-// on AMD EPYC (kernel_bench --model, binaries alternating). The AVX2 Q4_K decode instead spreads
-// the same lines over the block as it reads it (its scale lines at the start, then one line per
-// 64-byte chunk: 1.13-1.15x the GB/s of this burst on AMD EPYC Zen 3); the AVX2 Q6_K decode
-// spread alike measured level with it, and keeps it.
+// on AMD EPYC (kernel_bench --model, binaries alternating). The AVX2 Q4_K and Q6_K decodes instead
+// spread the same lines over the block as they read it (its scale lines at the start, then a
+// chunk's lines as it is reached: 1.05-1.23x and 1.11x the GB/s of this burst on AMD EPYC Zen 3;
+// Q6_K only on its linear arrangement, level on the split one).
 template <size_t kBytes>
 inline __attribute__((always_inline)) void prefetchBlock(const void* xb,
                                                          const PrefetchDistances& pf) {
