@@ -1,6 +1,8 @@
-// Q6_K weights repacked at load time for the AVX-512 VNNI kernels: 16 rows per group, one
-// BlockQ6Kx16 per 256 columns. The layout is private to the CPU kernels (never written to a
-// file or sent anywhere); the values and the integer arithmetic are those of ggml's Q6_K.
+// Q6_K weights repacked at load time for the x86 kernels: 16 rows per group, one block per 256
+// columns, in the split arrangement (BlockQ6Kx16, the AVX-512 kernels) or the linear one
+// (BlockQ6Kx16Linear below, the 256-bit tables). The layout is private to the CPU kernels (never
+// written to a file or sent anywhere); the values and the integer arithmetic are those of ggml's
+// Q6_K.
 //
 // ggml's Q6_K block: value v of half h (v = 128h + i) has its low 4 bits in ql[64h + i % 64]
 // (low nibble for i < 64, high nibble for i >= 64) and its top 2 bits in qh[32h + i % 32]
