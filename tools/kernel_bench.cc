@@ -194,8 +194,8 @@ int main(int argc, char** argv) {
                  "rows of every synthetic matrix (a multiple of 16; 0: the layer's shapes)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   CLI11_PARSE(app, argc, argv);
-  if (rows_override % 16 != 0) {
-    std::fprintf(stderr, "--rows: a multiple of 16\n");
+  if (rows_override % 16 != 0 || (rows_override > 0 && !model_path.empty())) {
+    std::fprintf(stderr, "--rows: a multiple of 16, for the synthetic matrices (not --model)\n");
     return 2;
   }
   tpnode::initLogging("warn");

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "model/kernels/cpu/dot.h"
 #include "model/kernels/cpu/matmul.h"
 #include "model/kernels/cpu/q0_x16.h"
@@ -399,6 +400,30 @@ TEST(MatmulTest, Q0ValuesTileMatchesThePackedTileBitForBit) {
 // vector) and the AVX-512 ones (16) give the same bits, prefill (tiles, and the K-quants' unpacked
 // values past 8 tokens) and decode: the same integer block sums, the same float operations in the
 // same order (for Q4_0 llama.cpp's q4_0_8x8 order on every table).
+// A Q6_K matrix packs in the arrangement its table's kernels read (the 256-bit tables: linear,
+// AVX-512: split); run with a table that reads the other, matmul refuses it instead of computing
+// with misread weights.
+TEST(MatmulTest, Q6KArrangementFollowsTheTableAndAMismatchIsRefused) {
+  std::vector<const DotKernels*> tables;
+  for (const DotKernels* k : {avx512Kernels(), avx2VnniKernels(), avx2Kernels()}) {
+    if (k && k->gemm16_q6_k) tables.push_back(k);
+  }
+  if (tables.empty()) GTEST_SKIP() << "no x86 table with 16-row Q6_K kernels";
+  ThreadPool pool(1);
+  std::vector<uint8_t> scratch;
+  const std::vector<uint8_t> w = randomRows(TensorType::kQ6_K, 16, 256, 5, 0.3f);
+  const std::vector<float> x = randomRow(256, 6, 1.0f);
+  std::vector<float> y(16);
+  for (const DotKernels* k : tables) {
+    Matrix m = packedMatrix(TensorType::kQ6_K, 16, 256, w, *k);
+    ASSERT_EQ(m.interleave, 16) << k->isa;
+    EXPECT_EQ(m.q6k_linear, k->q6k_x16_linear) << k->isa;
+    EXPECT_NO_THROW(matmul(m, x.data(), 1, y.data(), 16, pool, scratch, *k)) << k->isa;
+    m.q6k_linear = !m.q6k_linear;
+    EXPECT_THROW(matmul(m, x.data(), 1, y.data(), 16, pool, scratch, *k), tpnode::Error) << k->isa;
+  }
+}
+
 TEST(MatmulTest, SixteenRowKernelsGiveTheSameBitsOnEveryX86Table) {
   std::vector<const DotKernels*> tables;
   for (const DotKernels* k : {avx512Kernels(), avx2VnniKernels(), avx2Kernels()}) {

@@ -123,6 +123,9 @@ void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int
   TP_CHECK(
       (with_offs != nullptr) == (offs != nullptr) && (with_offs || acts_only) && w.rows % 16 == 0,
       "no 16-row kernel for {}", tensorTypeName(w.type));
+  TP_CHECK(w.type != TensorType::kQ6_K || w.q6k_linear == k.q6k_x16_linear,
+           "Q6_K matrix packed in the {} arrangement, run with the {} table, which reads the other",
+           w.q6k_linear ? "linear" : "split", k.isa);
   const int64_t per_row = with_offs ? q0X16OffsetsPerRow(w.type, w.cols) : 0;
   const Gemv16Fn gemv = n_tokens == 1 ? k.gemv16ForType(w.type) : nullptr;
   if (gemv) {  // decode: each thread's groups in one call (the kernel reads several side by side)
