@@ -57,15 +57,9 @@ Matrix fakeWeights(TensorType type, int64_t rows, int64_t cols) {
   proto.row_bytes = model::rowBytes(type, static_cast<uint64_t>(cols));
   proto.data = model::HostBuffer(proto.row_bytes * 16);
   std::memset(proto.data.data(), 0x11, proto.data.size());
-  proto = model::kernels::packWeights(std::move(proto));
-  Matrix m;
-  m.type = type;
+  // The packed group's description (layout, row bytes, the kernels' flags) with `rows` rows.
+  Matrix m = model::kernels::packWeights(std::move(proto));
   m.rows = rows;
-  m.cols = cols;
-  m.row_bytes = proto.row_bytes;
-  m.interleave = proto.interleave;
-  m.q8_no_min = proto.q8_no_min;  // 0x11 bytes: no -128
-  m.q6k_linear = proto.q6k_linear;
   m.data = model::HostBuffer(m.row_bytes * static_cast<size_t>(rows));
   std::memset(m.data.data(), 0x11, m.data.size());
   return m;
