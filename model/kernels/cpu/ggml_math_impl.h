@@ -262,8 +262,8 @@ struct GgmlMath {
   // of lane l at l * kChunk + col + k.
   template <int G, int kV>
   static void chunkLanesHeads(const unsigned char* base, size_t stride, const float* p,
-                              int64_t p_stride, int64_t n, int64_t n_lanes, int64_t d0,
-                              int64_t col, int64_t l, float* lanes) {
+                              int64_t p_stride, int64_t n, int64_t n_lanes, int64_t d0, int64_t col,
+                              int64_t l, float* lanes) {
     V a[G][kV];
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g) {
@@ -298,8 +298,8 @@ struct GgmlMath {
   // each V row is still read once for all G heads (per head a row read G times over took 2.5x
   // the time: AMD EPYC Zen 3, 4 heads of 128, 2,000 cells).
   template <int G>
-  static void chunkHeads(const unsigned char* base, size_t stride, const float* p,
-                         int64_t p_stride, int64_t n, int64_t n_lanes, int64_t d0, float* lanes) {
+  static void chunkHeads(const unsigned char* base, size_t stride, const float* p, int64_t p_stride,
+                         int64_t n, int64_t n_lanes, int64_t d0, float* lanes) {
     constexpr int kV = kChunk / W <= 4 ? kChunk / W : G <= 2 ? 4 : 2;
     static_assert((kChunk / W) % kV == 0);
     for (int64_t col = 0; col < kChunk; col += kV * W) {
