@@ -165,7 +165,7 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
   pool_.parallelFor(kv_jobs * parts, 1, [&](int64_t b, int64_t e) {
     // Per-thread scratch kept across calls (a long prompt's gathered rows are large; allocating
     // them per call would fault their pages in every layer).
-    thread_local std::vector<float> scores, lanes, krows, vrows;
+    thread_local std::vector<float> scores, lanes, krows, vrows, vcols;
     lanes.resize(kernels::ggml::kWeightedRowSumHeadsScratch);
     for (int64_t job = b; job < e; ++job) {
       const QueryBlock& qb = blocks[static_cast<size_t>(job / parts / kv_heads)];
@@ -185,18 +185,34 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
       const float* vrow0 = kv_.v(l, block_of(qb.lo), qb.lo % bs) + kvh * hd;
       size_t stride = kv_row_bytes;
       const bool in_place = runs == 1 && qb.end - qb.begin == 1;
+      // A block of several queries in the batch order (16 lanes) takes V transposed, value d of
+      // the block's cell c at vcols[d * span + c]: each output value's lanes then read one
+      // contiguous row of V and of the weights (ggml_math.h weightedRowSumHeadsT; the same
+      // bits), which the block's queries share.
+      const int64_t span = qb.hi + 1 - qb.lo;
+      const bool transposed =
+          !in_place && order == kernels::ggml::VSumOrder::kTinyBlas16 && qb.end - qb.begin > 1;
       if (!in_place) {
-        const auto rows = static_cast<size_t>((qb.hi + 1 - qb.lo) * hd);
+        const auto rows = static_cast<size_t>(span * hd);
         if (krows.size() < rows) krows.resize(rows);
-        if (vrows.size() < rows) vrows.resize(rows);
-        forKvRuns(qb.lo, qb.hi, bs, block_of,
-                  [&](int64_t block, int64_t offset, int64_t p, int64_t m) {
-                    for (int64_t r = 0; r < m; ++r) {
-                      const auto dst = static_cast<size_t>((p - qb.lo + r) * hd);
-                      std::copy_n(kv_.k(l, block, offset + r) + kvh * hd, hd, krows.data() + dst);
-                      std::copy_n(kv_.v(l, block, offset + r) + kvh * hd, hd, vrows.data() + dst);
-                    }
-                  });
+        if (transposed) {
+          if (vcols.size() < rows) vcols.resize(rows);
+        } else if (vrows.size() < rows) {
+          vrows.resize(rows);
+        }
+        forKvRuns(
+            qb.lo, qb.hi, bs, block_of, [&](int64_t block, int64_t offset, int64_t p, int64_t m) {
+              for (int64_t r = 0; r < m; ++r) {
+                const int64_t c = p - qb.lo + r;
+                std::copy_n(kv_.k(l, block, offset + r) + kvh * hd, hd, krows.data() + c * hd);
+                const float* v = kv_.v(l, block, offset + r) + kvh * hd;
+                if (transposed) {
+                  for (int64_t d = 0; d < hd; ++d) vcols[static_cast<size_t>(d * span + c)] = v[d];
+                } else {
+                  std::copy_n(v, hd, vrows.data() + c * hd);
+                }
+              }
+            });
         krow0 = krows.data();
         vrow0 = vrows.data();
         stride = static_cast<size_t>(hd) * sizeof(float);
@@ -212,8 +228,10 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
             reinterpret_cast<const float*>(reinterpret_cast<const unsigned char*>(krow0) +
                                            static_cast<size_t>(first - qb.lo) * stride);
         const auto* v0 =
-            reinterpret_cast<const float*>(reinterpret_cast<const unsigned char*>(vrow0) +
-                                           static_cast<size_t>(first - qb.lo) * stride);
+            transposed
+                ? nullptr
+                : reinterpret_cast<const float*>(reinterpret_cast<const unsigned char*>(vrow0) +
+                                                 static_cast<size_t>(first - qb.lo) * stride);
         // The job's heads share the cells: their scores in one pass over the K rows.
         scores.assign(static_cast<size_t>(nh * len), -INFINITY);
         if (in_place) {
@@ -224,9 +242,15 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
                                      scale, scores.data() + (first - start), len);
         }
         for (int64_t g = 0; g < nh; ++g) kernels::softmax(scores.data() + g * len, len);
-        kernels::ggml::weightedRowSumHeads(order, scores.data() + (first - start), len, nh, v0,
-                                           stride, cells, hd, lanes.data(),
-                                           attn_.data() + i * nq + head0 * hd);
+        if (transposed) {
+          kernels::ggml::weightedRowSumHeadsT(scores.data() + (first - start), len, nh,
+                                              vcols.data() + (first - qb.lo), span, cells, hd,
+                                              attn_.data() + i * nq + head0 * hd);
+        } else {
+          kernels::ggml::weightedRowSumHeads(order, scores.data() + (first - start), len, nh, v0,
+                                             stride, cells, hd, lanes.data(),
+                                             attn_.data() + i * nq + head0 * hd);
+        }
       }
     }
   });

@@ -166,6 +166,46 @@ void expectScalarBits(const Impl& simd) {
   }
 }
 
+// weightedRowSumHeadsT over V transposed gives weightedRowSumHeads's bits in the tinyBLAS order:
+// cells not a multiple of 16 (the zero-padded tail), fewer than 16, weights of exactly 0 (masked
+// cells) against negative values, heads not a multiple of 4, and the transposed rows longer than
+// n with other values past n (a query block's later cells), which must not be read.
+void expectTransposedSumBits(const Impl& impl) {
+  SCOPED_TRACE(impl.name);
+  uint32_t seed = 500;
+  for (int64_t hd : {32, 64, 128, 200}) {
+    for (int64_t heads : {1, 2, 3, 4, 6}) {
+      for (int64_t n : {1, 15, 16, 17, 200}) {
+        const int64_t row = hd + 8, p_stride = n + 5, vt_stride = n + 19;
+        const auto v = randomVector(static_cast<size_t>(n * row), seed++);
+        auto p = randomVector(static_cast<size_t>(heads * p_stride), seed++);
+        for (size_t i = 0; i < p.size(); i += 3) p[i] = 0.f;
+        std::vector<float> vt(static_cast<size_t>(hd * vt_stride), NAN);
+        for (int64_t j = 0; j < n; ++j) {
+          for (int64_t d = 0; d < hd; ++d) {
+            vt[static_cast<size_t>(d * vt_stride + j)] = v[static_cast<size_t>(j * row + d)];
+          }
+        }
+        std::vector<float> lanes(kWeightedRowSumHeadsScratch), a(static_cast<size_t>(heads * hd)),
+            b(a.size(), -1.f);
+        scalarImpl().weightedRowSumHeads(VSumOrder::kTinyBlas16, p.data(), p_stride, heads,
+                                         v.data(), row * sizeof(float), n, hd, lanes.data(),
+                                         a.data());
+        impl.weightedRowSumHeadsT(p.data(), p_stride, heads, vt.data(), vt_stride, n, hd, b.data());
+        expectSameBits(a, b,
+                       "weightedRowSumHeadsT hd " + std::to_string(hd) + " heads " +
+                           std::to_string(heads) + " n " + std::to_string(n));
+      }
+    }
+  }
+}
+
+TEST(GgmlMath, TransposedVSumGivesTheRowSumsBits) {
+  expectTransposedSumBits(scalarImpl());
+  if (avx2Impl() != nullptr) expectTransposedSumBits(*avx2Impl());
+  if (avx512Impl() != nullptr) expectTransposedSumBits(*avx512Impl());
+}
+
 TEST(GgmlMath, Avx2VariantGivesTheScalarBits) {
   if (avx2Impl() == nullptr) GTEST_SKIP() << "this CPU has no AVX2 + FMA";
   expectScalarBits(*avx2Impl());

@@ -56,7 +56,8 @@ const Impl& scalarImpl() {
                          Scalar::swiglu,
                          weightedRowSumScalar,
                          Scalar::scoresHeads,
-                         weightedRowSumHeadsScalar};
+                         weightedRowSumHeadsScalar,
+                         Scalar::weightedRowSumHeadsT};
   return impl;
 }
 
@@ -104,6 +105,11 @@ void weightedRowSumHeads(VSumOrder order, const float* p, int64_t p_stride, int6
                          const float* rows, size_t stride, int64_t n, int64_t hd, float* lanes,
                          float* out) {
   activeImpl().weightedRowSumHeads(order, p, p_stride, heads, rows, stride, n, hd, lanes, out);
+}
+
+void weightedRowSumHeadsT(const float* p, int64_t p_stride, int64_t heads, const float* vt,
+                          int64_t vt_stride, int64_t n, int64_t hd, float* out) {
+  activeImpl().weightedRowSumHeadsT(p, p_stride, heads, vt, vt_stride, n, hd, out);
 }
 
 void softmax(float* x, int64_t n) {

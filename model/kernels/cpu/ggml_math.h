@@ -75,7 +75,15 @@ void weightedRowSumHeads(VSumOrder order, const float* p, int64_t p_stride, int6
                          const float* rows, size_t stride, int64_t n, int64_t hd, float* lanes,
                          float* out);
 
-// The implementations behind scores, softmax, swiglu, weightedRowSum and the *Heads variants: the
+// weightedRowSumHeads in the kTinyBlas16 order with V transposed, as llama.cpp's cache holds it:
+// value d of cell j at vt[d * vt_stride + j] (j < n <= vt_stride), head g's weights at
+// p + g * p_stride, its result at out + g * hd. The same bits as weightedRowSumHeads over the
+// rows; each output value's lanes read V's row d and the weights as contiguous vectors (prefill,
+// where a block of queries shares the transposed cells).
+void weightedRowSumHeadsT(const float* p, int64_t p_stride, int64_t heads, const float* vt,
+                          int64_t vt_stride, int64_t n, int64_t hd, float* out);
+
+// The implementations behind scores, softmax, swiglu, weightedRowSum and the *Heads* variants: the
 // scalar one always, AVX2 where the CPU has AVX2 + FMA, AVX-512 where it has AVX-512 F + DQ
 // (nullptr elsewhere). The functions above use activeImpl(): the widest one the dot kernels' choice
 // allows (TPNODE_CPU_ISA=scalar|avx2 narrows both). For tests and benchmarks.
@@ -92,6 +100,8 @@ struct Impl {
   void (*weightedRowSumHeads)(VSumOrder order, const float* p, int64_t p_stride, int64_t heads,
                               const float* rows, size_t stride, int64_t n, int64_t hd, float* lanes,
                               float* out);
+  void (*weightedRowSumHeadsT)(const float* p, int64_t p_stride, int64_t heads, const float* vt,
+                               int64_t vt_stride, int64_t n, int64_t hd, float* out);
 };
 const Impl& scalarImpl();
 const Impl* avx2Impl();

@@ -94,7 +94,8 @@ const Impl& avx2Table() {
                          Avx2::swiglu,
                          weightedRowSumAvx2,
                          Avx2::scoresHeads,
-                         weightedRowSumHeadsAvx2};
+                         weightedRowSumHeadsAvx2,
+                         Avx2::weightedRowSumHeadsT};
   return impl;
 }
 

@@ -77,7 +77,8 @@ const Impl& avx512Table() {
                          Avx512::swiglu,
                          weightedRowSumAvx512,
                          Avx512::scoresHeads,
-                         weightedRowSumHeadsAvx512};
+                         weightedRowSumHeadsAvx512,
+                         Avx512::weightedRowSumHeadsT};
   return impl;
 }
 

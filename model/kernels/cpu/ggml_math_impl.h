@@ -349,6 +349,79 @@ struct GgmlMath {
     }
   }
 
+  // weightedRowSumHeadsT for G heads (weights at p + g * p_stride, results at out + g * hd).
+  // Per output value d the heads' 16 lanes (16 / W vectors each) run along V's row d, 16 cells a
+  // step: lane l of head g adds p_g[j] * vt[d][j] for j = l, l + 16, ... in order, as
+  // chunkLanes's chain for cell j, with both operands read as contiguous vectors. The last n % 16
+  // cells come from zero-padded copies, so the tail adds +0 to lanes past n (never -0: a lane
+  // starts at +0 and a sum of products rounded to nearest is -0 only when every term is).
+  template <int G>
+  static void sumHeadsT(const float* p, int64_t p_stride, const float* vt, int64_t vt_stride,
+                        int64_t n, int64_t hd, float* out) {
+    constexpr int L = 16 / W;
+    const int64_t nf = n & ~int64_t{15};
+    alignas(64) float ptail[G][16] = {};
+    for (int g = 0; g < G; ++g) std::copy(p + g * p_stride + nf, p + g * p_stride + n, ptail[g]);
+    for (int64_t d = 0; d < hd; ++d) {
+      const float* row = vt + d * vt_stride;
+      V acc[G][L];
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 16
+        for (int i = 0; i < L; ++i) acc[g][i] = S::set1(0.f);
+      }
+      for (int64_t j = 0; j < nf; j += 16) {
+        V x[L];
+#pragma GCC unroll 16
+        for (int i = 0; i < L; ++i) x[i] = S::load(row + j + i * W);
+#pragma GCC unroll 4
+        for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 16
+          for (int i = 0; i < L; ++i) {
+            acc[g][i] = S::fma(x[i], S::load(p + g * p_stride + j + i * W), acc[g][i]);
+          }
+        }
+      }
+      if (nf < n) {
+        alignas(64) float vtail[16] = {};
+        std::copy(row + nf, row + n, vtail);
+#pragma GCC unroll 4
+        for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 16
+          for (int i = 0; i < L; ++i) {
+            acc[g][i] = S::fma(S::load(vtail + i * W), S::load(ptail[g] + i * W), acc[g][i]);
+          }
+        }
+      }
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) out[g * hd + d] = S::reduce16(acc[g]);
+    }
+  }
+
+  // weightedRowSumHeads in the tinyBLAS order (16 lanes) over V transposed: value d of cell j at
+  // vt[d * vt_stride + j]. Up to 4 heads at a time share each load of V.
+  static void weightedRowSumHeadsT(const float* p, int64_t p_stride, int64_t heads, const float* vt,
+                                   int64_t vt_stride, int64_t n, int64_t hd, float* out) {
+    for (int64_t h = 0; h < heads; h += 4) {
+      const float* ph = p + h * p_stride;
+      float* oh = out + h * hd;
+      switch (std::min<int64_t>(4, heads - h)) {
+        case 1:
+          sumHeadsT<1>(ph, p_stride, vt, vt_stride, n, hd, oh);
+          break;
+        case 2:
+          sumHeadsT<2>(ph, p_stride, vt, vt_stride, n, hd, oh);
+          break;
+        case 3:
+          sumHeadsT<3>(ph, p_stride, vt, vt_stride, n, hd, oh);
+          break;
+        default:
+          sumHeadsT<4>(ph, p_stride, vt, vt_stride, n, hd, oh);
+          break;
+      }
+    }
+  }
+
   // out[k] for k < m: the lanes of value k (lane l at lanes[l * kChunk + k]) folded as
   // llama.cpp: (l + l+32) + (l+16 + l+48) for 64 lanes, then reduce16's tree.
   static void foldLanes(bool lanes64, const float* lanes, int64_t m, float* out) {
