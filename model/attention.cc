@@ -8,6 +8,7 @@
 
 #include "model/kernels/cpu/ggml_math.h"
 #include "model/kernels/cpu/ops.h"
+#include "model/kernels/cpu/transpose.h"
 #include "model/llama_rank.h"
 
 namespace tpnode::model {
@@ -200,19 +201,22 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
         } else if (vrows.size() < rows) {
           vrows.resize(rows);
         }
-        forKvRuns(
-            qb.lo, qb.hi, bs, block_of, [&](int64_t block, int64_t offset, int64_t p, int64_t m) {
-              for (int64_t r = 0; r < m; ++r) {
-                const int64_t c = p - qb.lo + r;
-                std::copy_n(kv_.k(l, block, offset + r) + kvh * hd, hd, krows.data() + c * hd);
-                const float* v = kv_.v(l, block, offset + r) + kvh * hd;
-                if (transposed) {
-                  for (int64_t d = 0; d < hd; ++d) vcols[static_cast<size_t>(d * span + c)] = v[d];
-                } else {
-                  std::copy_n(v, hd, vrows.data() + c * hd);
-                }
-              }
-            });
+        forKvRuns(qb.lo, qb.hi, bs, block_of,
+                  [&](int64_t block, int64_t offset, int64_t p, int64_t m) {
+                    const int64_t c0 = p - qb.lo;
+                    for (int64_t r = 0; r < m; ++r) {
+                      std::copy_n(kv_.k(l, block, offset + r) + kvh * hd, hd,
+                                  krows.data() + (c0 + r) * hd);
+                      if (!transposed) {
+                        std::copy_n(kv_.v(l, block, offset + r) + kvh * hd, hd,
+                                    vrows.data() + (c0 + r) * hd);
+                      }
+                    }
+                    if (transposed) {  // the run's rows (a KV block's), value d of each to row d
+                      kernels::transposeFloats(kv_.v(l, block, offset) + kvh * hd, kv_.rowFloats(),
+                                               m, hd, vcols.data() + c0, span);
+                    }
+                  });
         krow0 = krows.data();
         vrow0 = vrows.data();
         stride = static_cast<size_t>(hd) * sizeof(float);
