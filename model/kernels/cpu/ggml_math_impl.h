@@ -74,14 +74,17 @@ struct GgmlMath {
     float sum = 0.f;
     if (np > 0) {
       V acc[64 / W];
+#pragma GCC unroll 64
       for (V& a : acc) a = S::set1(0.f);
       for (int64_t i = 0; i < np; i += 64) {
+#pragma GCC unroll 64
         for (int k = 0; k < 64 / W; ++k) {
           acc[k] = S::fma(S::load(x + i + k * W), S::load(y + i + k * W), acc[k]);
         }
       }
       // GGML_F32x16_REDUCE: vectors (lanes 0-15) + (32-47), (16-31) + (48-63), then the two.
       V folded[16 / W];
+#pragma GCC unroll 16
       for (int k = 0; k < 16 / W; ++k) {
         folded[k] =
             S::add(S::add(acc[k], acc[k + 32 / W]), S::add(acc[k + 16 / W], acc[k + 48 / W]));
@@ -148,10 +151,33 @@ struct GgmlMath {
     }
   }
 
+  // Cells per pass of scoresOf where G heads' accumulators would not fit in the registers: 32
+  // rows of up to 128 floats stay in L1 while each head takes them in turn.
+  static constexpr int64_t kScoreCells = 32;
+
   template <int G>
   static void scoresOf(int64_t hd, const float* q, const float* k, size_t stride, int64_t n,
                        float scale, float* out, int64_t out_stride) {
     const auto* base = reinterpret_cast<const unsigned char*>(k);
+    // 8-float vectors: G x 8 accumulators (dots<G>) spilled for G >= 2, so a pass of
+    // kScoreCells rows runs one head at a time through dot (8 accumulators), the same
+    // operations (AMD EPYC Zen 3, 4 heads of 128 over 2,000 cells: 12.3 -> 14.0 G MAC/s, 8 heads of
+    // 64: 8.7 -> 12.8).
+    if constexpr (W > 1 && G > 1 && G * (64 / W) > 12) {
+      for (int64_t j0 = 0; j0 < n; j0 += kScoreCells) {
+        const int64_t j1 = std::min(n, j0 + kScoreCells);
+#pragma GCC unroll 1
+        for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 1
+          for (int64_t j = j0; j < j1; ++j) {
+            const auto* row =
+                reinterpret_cast<const float*>(base + static_cast<size_t>(j) * stride);
+            out[g * out_stride + j] = dot(hd, row, q + g * hd) * scale;
+          }
+        }
+      }
+      return;
+    }
     for (int64_t j = 0; j < n; ++j) {
       const auto* row = reinterpret_cast<const float*>(base + static_cast<size_t>(j) * stride);
       float r[G];
