@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "model/kernels/cpu/ggml_math.h"
 
@@ -53,6 +54,22 @@ struct GgmlMath {
   using V = typename S::V;
   static constexpr int W = S::W;
   static_assert(16 % W == 0);
+
+  // fn(std::integral_constant<int, G>{}) for a group of g_n heads (1 <= g_n <= 4): the *Heads
+  // functions' head groups, G a compile-time count.
+  template <typename Fn>
+  static void forGroup(int64_t g_n, Fn fn) {
+    switch (g_n) {
+      case 1:
+        return fn(std::integral_constant<int, 1>{});
+      case 2:
+        return fn(std::integral_constant<int, 2>{});
+      case 3:
+        return fn(std::integral_constant<int, 3>{});
+      default:
+        return fn(std::integral_constant<int, 4>{});
+    }
+  }
 
   static V exp(V x) {
     const V r = S::set1(0x1.8p23f);
@@ -191,20 +208,9 @@ struct GgmlMath {
     for (int64_t h = 0; h < heads; h += 4) {
       const float* qh = q + h * hd;
       float* o = out + h * out_stride;
-      switch (std::min<int64_t>(4, heads - h)) {
-        case 1:
-          scoresOf<1>(hd, qh, k, stride, n, scale, o, out_stride);
-          break;
-        case 2:
-          scoresOf<2>(hd, qh, k, stride, n, scale, o, out_stride);
-          break;
-        case 3:
-          scoresOf<3>(hd, qh, k, stride, n, scale, o, out_stride);
-          break;
-        default:
-          scoresOf<4>(hd, qh, k, stride, n, scale, o, out_stride);
-          break;
-      }
+      forGroup(std::min<int64_t>(4, heads - h), [&](auto g) {
+        scoresOf<decltype(g)::value>(hd, qh, k, stride, n, scale, o, out_stride);
+      });
     }
   }
 
@@ -354,20 +360,9 @@ struct GgmlMath {
       const int64_t g_n = std::min<int64_t>(4, heads - h);
       const float* ph = p + h * p_stride;
       for (int64_t d0 = 0; d0 < hd; d0 += kChunk) {
-        switch (g_n) {
-          case 1:
-            chunkHeads<1>(base, stride, ph, p_stride, n, n_lanes, d0, lanes);
-            break;
-          case 2:
-            chunkHeads<2>(base, stride, ph, p_stride, n, n_lanes, d0, lanes);
-            break;
-          case 3:
-            chunkHeads<3>(base, stride, ph, p_stride, n, n_lanes, d0, lanes);
-            break;
-          default:
-            chunkHeads<4>(base, stride, ph, p_stride, n, n_lanes, d0, lanes);
-            break;
-        }
+        forGroup(g_n, [&](auto g) {
+          chunkHeads<decltype(g)::value>(base, stride, ph, p_stride, n, n_lanes, d0, lanes);
+        });
         for (int64_t g = 0; g < g_n; ++g) {
           foldLanes(lanes64, lanes + g * kWeightedRowSumScratch, kChunk, out + (h + g) * hd + d0);
         }
@@ -431,20 +426,9 @@ struct GgmlMath {
     for (int64_t h = 0; h < heads; h += 4) {
       const float* ph = p + h * p_stride;
       float* oh = out + h * hd;
-      switch (std::min<int64_t>(4, heads - h)) {
-        case 1:
-          sumHeadsT<1>(ph, p_stride, vt, vt_stride, n, hd, oh);
-          break;
-        case 2:
-          sumHeadsT<2>(ph, p_stride, vt, vt_stride, n, hd, oh);
-          break;
-        case 3:
-          sumHeadsT<3>(ph, p_stride, vt, vt_stride, n, hd, oh);
-          break;
-        default:
-          sumHeadsT<4>(ph, p_stride, vt, vt_stride, n, hd, oh);
-          break;
-      }
+      forGroup(std::min<int64_t>(4, heads - h), [&](auto g) {
+        sumHeadsT<decltype(g)::value>(ph, p_stride, vt, vt_stride, n, hd, oh);
+      });
     }
   }
 
