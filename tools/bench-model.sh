@@ -31,6 +31,10 @@
 #
 #   tools/bench-model.sh                         the default model set (below)
 #   REPS=3 CONFIGS="t1 tp2" MODELS="a.gguf b.gguf" tools/bench-model.sh
+#   N_PROMPT=2000 N_GEN=16 CONFIGS=t1 tools/bench-model.sh
+#                                                a long prompt: prefill's attention over up to 2,000
+#                                                cells (tpnode's default --ctx-size, 2048, must
+#                                                hold N_PROMPT + N_GEN + 1)
 #   ISA=avx2 tools/bench-model.sh                both programs limited to AVX2, as on a CPU without
 #                                                AVX-512 or AVX-VNNI (tpnode TPNODE_CPU_ISA=avx2,
 #                                                llama.cpp LLAMA_CPP_ISA=avx2: a second managed
