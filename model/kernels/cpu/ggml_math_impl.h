@@ -179,8 +179,10 @@ struct GgmlMath {
     // 8-float vectors: G x 8 accumulators (dots<G>) spilled for G >= 2, so a pass of
     // kScoreCells rows runs one head at a time through dot (8 accumulators), the same
     // operations (AMD EPYC Zen 3, 4 heads of 128 over 2,000 cells: 12.3 -> 14.0 G MAC/s, 8 heads of
-    // 64: 8.7 -> 12.8).
-    if constexpr (W > 1 && G > 1 && G * (64 / W) > 12) {
+    // 64: 8.7 -> 12.8). Decode's runs of a few rows from memory (model/attention.cc) keep dots<G>,
+    // which read each row once for all heads: one head at a time, its decode steps over 2,000
+    // cells took ~1.07x the time.
+    if (W > 1 && G > 1 && G * (64 / W) > 12 && n >= kScoreCells) {
       for (int64_t j0 = 0; j0 < n; j0 += kScoreCells) {
         const int64_t j1 = std::min(n, j0 + kScoreCells);
 #pragma GCC unroll 1
@@ -347,8 +349,11 @@ struct GgmlMath {
   static void weightedRowSumHeads(bool lanes64, const float* p, int64_t p_stride, int64_t heads,
                                   const float* rows, size_t stride, int64_t n, int64_t hd,
                                   float* lanes, float* out) {
-    // Scalar lanes (64 accumulators a chunk either way) and one head: weightedRowSum's lanes.
-    if (W == 1 || heads == 1 || hd % kChunk != 0) {
+    // Scalar lanes (64 accumulators a chunk either way), one head, and 64 lanes on 8-float
+    // vectors (decode: rows from memory, where a pass of chunkLanes's 8 vectors per row, a head
+    // at a time, ran 1.1-1.2x as fast per decode step as the heads sharing passes of 2 vectors,
+    // AMD EPYC Zen 3, 2,000 cells): weightedRowSum's lanes, one head at a time.
+    if (W == 1 || heads == 1 || hd % kChunk != 0 || (W == 8 && lanes64)) {
       for (int64_t g = 0; g < heads; ++g) {
         weightedRowSum(lanes64, p + g * p_stride, rows, stride, n, hd, lanes, out + g * hd);
       }
