@@ -182,7 +182,7 @@ struct GgmlMath {
     // 64: 8.7 -> 12.8). Decode's runs of a few rows from memory (model/attention.cc) keep dots<G>,
     // which read each row once for all heads: one head at a time, its decode steps over 2,000
     // cells took ~1.07x the time.
-    if (W > 1 && G > 1 && G * (64 / W) > 12 && n >= kScoreCells) {
+    if (W == 8 && G > 1 && n >= kScoreCells) {
       for (int64_t j0 = 0; j0 < n; j0 += kScoreCells) {
         const int64_t j1 = std::min(n, j0 + kScoreCells);
 #pragma GCC unroll 1
@@ -290,14 +290,13 @@ struct GgmlMath {
     }
   }
 
-  // chunkLanes<false> for G weight rows (head g's at p + g * p_stride) over the same V rows,
-  // for kV vectors of output values from d0 + col (a whole chunk: col 0, kV = kChunk / W): each
-  // row's values loaded once for all heads; head g's lanes at lanes + g * scratch, value col + k
-  // of lane l at l * kChunk + col + k.
-  template <int G, int kV>
+  // chunkLanes<false> for G weight rows (head g's at p + g * p_stride) over the same V rows:
+  // each row's values loaded once for all heads; head g's lanes at lanes + g * scratch.
+  template <int G>
   static void chunkLanesHeads(const unsigned char* base, size_t stride, const float* p,
-                              int64_t p_stride, int64_t n, int64_t n_lanes, int64_t d0, int64_t col,
-                              int64_t l, float* lanes) {
+                              int64_t p_stride, int64_t n, int64_t n_lanes, int64_t d0, int64_t l,
+                              float* lanes) {
+    constexpr int kV = kChunk / W;
     V a[G][kV];
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g) {
@@ -305,8 +304,7 @@ struct GgmlMath {
       for (int i = 0; i < kV; ++i) a[g][i] = S::set1(0.f);
     }
     for (int64_t j = l; j < n; j += n_lanes) {
-      const auto* v =
-          reinterpret_cast<const float*>(base + static_cast<size_t>(j) * stride) + d0 + col;
+      const auto* v = reinterpret_cast<const float*>(base + static_cast<size_t>(j) * stride) + d0;
       V x[kV];
 #pragma GCC unroll 64
       for (int i = 0; i < kV; ++i) x[i] = S::load(v + i * W);
@@ -321,40 +319,19 @@ struct GgmlMath {
     for (int g = 0; g < G; ++g) {
 #pragma GCC unroll 64
       for (int i = 0; i < kV; ++i) {
-        S::store(lanes + g * kWeightedRowSumScratch + l * kChunk + col + i * W, a[g][i]);
-      }
-    }
-  }
-
-  // chunkLanesHeads over a whole chunk (value d0..d0 + kChunk - 1 of every lane) in passes of
-  // kV vectors: G heads' accumulators for a whole chunk fit in the registers of 16-float vectors
-  // only; with 8-float ones a pass takes 2 (3 or 4 heads) or 4 vectors (2 heads) of values, so
-  // each V row is still read once for all G heads (per head, a row read G times over took 1.8x
-  // the time with the rows in the caches: AMD EPYC Zen 3, 16 lanes, 4 heads of 128, 2,000 cells;
-  // decode's 64 lanes over rows from memory keep the per-head passes, weightedRowSumHeads).
-  template <int G>
-  static void chunkHeads(const unsigned char* base, size_t stride, const float* p, int64_t p_stride,
-                         int64_t n, int64_t n_lanes, int64_t d0, float* lanes) {
-    constexpr int kV = kChunk / W <= 4 ? kChunk / W : G <= 2 ? 4 : 2;
-    static_assert((kChunk / W) % kV == 0);
-    for (int64_t col = 0; col < kChunk; col += kV * W) {
-      for (int64_t l = 0; l < n_lanes; ++l) {
-        chunkLanesHeads<G, kV>(base, stride, p, p_stride, n, n_lanes, d0, col, l, lanes);
+        S::store(lanes + g * kWeightedRowSumScratch + l * kChunk + i * W, a[g][i]);
       }
     }
   }
 
   // weightedRowSum of `heads` weight rows over the same V rows, head g's out at out + g * hd:
-  // the same bits as one call per head. With SIMD lanes and hd a multiple of kChunk, up to 4
-  // heads share each row's loads (chunkHeads); elsewhere one head at a time.
+  // the same bits as one call per head. Where a head group's accumulators fit in registers
+  // (16-float vectors, hd a multiple of kChunk) up to 4 heads share each row's loads; elsewhere
+  // one head at a time. (Prefill's blocks of queries sum V transposed: weightedRowSumHeadsT.)
   static void weightedRowSumHeads(bool lanes64, const float* p, int64_t p_stride, int64_t heads,
                                   const float* rows, size_t stride, int64_t n, int64_t hd,
                                   float* lanes, float* out) {
-    // Scalar lanes (64 accumulators a chunk either way), one head, and 64 lanes on 8-float
-    // vectors (decode: rows from memory, where a pass of chunkLanes's 8 vectors per row, a head
-    // at a time, ran 1.1-1.2x as fast per decode step as the heads sharing passes of 2 vectors,
-    // AMD EPYC Zen 3, 2,000 cells): weightedRowSum's lanes, one head at a time.
-    if (W == 1 || heads == 1 || hd % kChunk != 0 || (W == 8 && lanes64)) {
+    if (kChunk / W > 4 || hd % kChunk != 0) {
       for (int64_t g = 0; g < heads; ++g) {
         weightedRowSum(lanes64, p + g * p_stride, rows, stride, n, hd, lanes, out + g * hd);
       }
@@ -367,7 +344,10 @@ struct GgmlMath {
       const float* ph = p + h * p_stride;
       for (int64_t d0 = 0; d0 < hd; d0 += kChunk) {
         forGroup(g_n, [&](auto g) {
-          chunkHeads<decltype(g)::value>(base, stride, ph, p_stride, n, n_lanes, d0, lanes);
+          for (int64_t l = 0; l < n_lanes; ++l) {
+            chunkLanesHeads<decltype(g)::value>(base, stride, ph, p_stride, n, n_lanes, d0, l,
+                                                lanes);
+          }
         });
         for (int64_t g = 0; g < g_n; ++g) {
           foldLanes(lanes64, lanes + g * kWeightedRowSumScratch, kChunk, out + (h + g) * hd + d0);
