@@ -9,6 +9,8 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+
+#include "model/kernels/cpu/transpose8x8.h"
 #endif
 
 namespace tpnode::model::kernels {
@@ -41,7 +43,8 @@ float normScale(double sum, int64_t n, float eps) {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 // The squares of 8 rows x 8 columns (rows n floats apart, columns i..i+7) in float, transposed so
-// that u[4h + j] holds column j of rows 4h..4h+3 in its low 4 lanes and column j + 4 in its high 4.
+// that u[4h + j] holds column j of rows 4h..4h+3 in its low 4 lanes and column j + 4 in its high 4
+// (transpose8x8Halves).
 __attribute__((target("avx2"), always_inline)) inline void squares8x8(const float* x, int64_t n,
                                                                       int64_t i, __m256* u) {
   __m256 r[8];
@@ -49,18 +52,7 @@ __attribute__((target("avx2"), always_inline)) inline void squares8x8(const floa
     const __m256 v = _mm256_loadu_ps(x + k * n + i);
     r[k] = _mm256_mul_ps(v, v);
   }
-  __m256 t[8];  // pairs of rows interleaved
-  for (int k = 0; k < 4; ++k) {
-    t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
-    t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
-  }
-  for (int h = 0; h < 2; ++h) {  // rows 0-3, rows 4-7
-    const __m256* th = t + 4 * h;
-    u[4 * h + 0] = _mm256_shuffle_ps(th[0], th[2], 0x44);  // columns 0, 4
-    u[4 * h + 1] = _mm256_shuffle_ps(th[0], th[2], 0xEE);  // 1, 5
-    u[4 * h + 2] = _mm256_shuffle_ps(th[1], th[3], 0x44);  // 2, 6
-    u[4 * h + 3] = _mm256_shuffle_ps(th[1], th[3], 0xEE);  // 3, 7
-  }
+  transpose8x8Halves(r, u);
 }
 
 // 8 rows' sums of squares (rows n floats apart), one row per double lane: 8 columns at a time

@@ -1,7 +1,7 @@
 #include "model/kernels/cpu/transpose.h"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "model/kernels/cpu/transpose8x8.h"
 #endif
 
 namespace tpnode::model::kernels {
@@ -16,7 +16,8 @@ void transposeScalar(const float* src, int64_t src_stride, int64_t r0, int64_t r
 }
 
 #if defined(__x86_64__)
-// Whole 8 x 8 tiles: 8 row loads, 24 shuffles, 8 column stores; the rest element by element.
+// Whole 8 x 8 tiles: 8 row loads, 24 shuffles (transpose8x8Halves and one permute per column),
+// 8 column stores; the rest element by element.
 __attribute__((target("avx"))) void transposeAvx(const float* src, int64_t src_stride, int64_t rows,
                                                  int64_t cols, float* dst, int64_t dst_stride) {
   const int64_t rows8 = rows & ~int64_t{7}, cols8 = cols & ~int64_t{7};
@@ -24,17 +25,8 @@ __attribute__((target("avx"))) void transposeAvx(const float* src, int64_t src_s
     for (int64_t c0 = 0; c0 < cols8; c0 += 8) {
       __m256 x[8];
       for (int i = 0; i < 8; ++i) x[i] = _mm256_loadu_ps(src + (r0 + i) * src_stride + c0);
-      __m256 t[8], u[8];
-      for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(x[i], x[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(x[i], x[i + 1]);
-      }
-      for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-      }
+      __m256 u[8];
+      transpose8x8Halves(x, u);
       for (int i = 0; i < 4; ++i) {
         _mm256_storeu_ps(dst + (c0 + i) * dst_stride + r0,
                          _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
