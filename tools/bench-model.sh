@@ -16,14 +16,15 @@
 #                model and configuration (a VM's read rate moves with its host's load within a
 #                run); decode bound = decode tokens/s x weight bytes read per token (tpnode --json
 #                decode_weight_bytes) / that read GB/s
-#   int8 peak    tools/int8_peak (vpdpbusd rate, 1 or 2 threads); prefill's fraction of it =
-#                prefill tokens/s x multiply-accumulates per token (prefill_macs_per_token) / peak,
-#                for tpnode and llama.cpp alike (same file, same work per token); tpnode's also
-#                per CPU second (prefill_cpu_seconds: the process's CPU time over the prefill,
-#                against one thread's peak), which a machine shared with other work (a VM whose
-#                host takes its cores away) lowers far less than the wall-clock figure; decode's
-#                fraction of the bound likewise per CPU second (decode_steps / decode_cpu_seconds
-#                x weight bytes per token, against one thread's read rate)
+#   int8 peak    tools/int8_peak (vpdpbusd rate, 1 or 2 threads, the best of 3 calls);
+#                prefill's fraction of it = prefill tokens/s x multiply-accumulates per token
+#                (prefill_macs_per_token) / peak, for tpnode and llama.cpp alike (same file, same
+#                work per token); tpnode's also per CPU second (prefill_cpu_seconds: the
+#                process's CPU time over the prefill, against one thread's peak), which a machine
+#                shared with other work (a VM whose host takes its cores away) lowers far less
+#                than the wall-clock figure; decode's fraction of the bound likewise per CPU
+#                second (decode_steps / decode_cpu_seconds x weight bytes per token, against one
+#                thread's read rate)
 #   host steal   the share of the machine's CPU time the hypervisor took away during tpnode's runs
 #                (/proc/stat's steal column; 0 on bare metal): a tp2 decode that halves while
 #                steal rises is the host descheduling one rank's vCPU, which the other rank then
@@ -102,8 +103,14 @@ declare -A READ PEAK
 for n in 1 2; do
   bw=$("$BUILD/tools/copy_bandwidth" --threads "$n" --reps 3)
   READ[$n]=$(jget "$bw" read_gbps)
-  pk=$("$BUILD/tools/int8_peak" --threads "$n" --seconds 1 --isa "$PEAK_ISA")
-  PEAK[$n]=$(jget "$pk" gmacs)
+  # The best of 3: a VM's host can take a vCPU away for a whole second (a 2-thread peak read once
+  # at half the rate it shows a second later), which would double every prefill fraction.
+  best=0
+  for _ in 1 2 3; do
+    pk=$("$BUILD/tools/int8_peak" --threads "$n" --seconds 1 --isa "$PEAK_ISA")
+    best=$(python3 -c 'import sys; print(max(float(sys.argv[1]), float(sys.argv[2])))' "$best" "$(jget "$pk" gmacs)")
+  done
+  PEAK[$n]=$best
   echo "[bench-model] $n thread(s): $bw $pk" >&2
 done
 
