@@ -7,8 +7,9 @@
 # Both keep the weights in anonymous memory (tpnode always; llama-bench -lm none). Prefill is a
 # prompt of N_PROMPT tokens (llama-bench pp); decode is N_GEN tokens generated from an empty
 # context, as llama-bench's tg measures it (tpnode: a one-token prompt, then N_GEN steps at
-# positions 1..N_GEN); the last column is tpnode's decode after the N_PROMPT-token prompt
-# (positions N_PROMPT..N_PROMPT+N_GEN-1: attention over the prompt's KV cache too). Runs alternate
+# positions 1..N_GEN); the last columns are decode after the N_PROMPT-token prompt (positions
+# N_PROMPT..N_PROMPT+N_GEN-1: attention over the prompt's KV cache too), tpnode's and llama-bench's
+# (-p 0 -n N_GEN -d N_PROMPT: its depth option fills the cache first, untimed). Runs alternate
 # (tpnode, llama-bench, tpnode, ...) so both see the same machine load; each figure is the
 # median of REPS runs. The same run measures the ceilings:
 #   read GB/s    tools/copy_bandwidth (1 or 2 threads: the best read rate of AVX-512 loads over 1-8
@@ -26,6 +27,7 @@
 #                second (decode_steps / decode_cpu_seconds x weight bytes per token, against one
 #                thread's read rate)
 #   host steal   the share of the machine's CPU time the hypervisor took away during tpnode's runs
+#                and during llama-bench's (tpnode / llama.cpp)
 #                (/proc/stat's steal column; 0 on bare metal): a tp2 decode that halves while
 #                steal rises is the host descheduling one rank's vCPU, which the other rank then
 #                waits for at every all-reduce
@@ -114,8 +116,8 @@ for n in 1 2; do
   echo "[bench-model] $n thread(s): $bw $pk" >&2
 done
 
-echo "| model | config | tpnode pp$N_PROMPT t/s | llama.cpp pp$N_PROMPT t/s | ratio | tpnode tg$N_GEN t/s | llama.cpp tg$N_GEN t/s | ratio | decode GB/s | read GB/s | % of bound | tpnode prefill % of int8 peak | llama.cpp % of peak | tpnode % of peak per CPU s | tpnode % of bound per CPU s | host steal % | tpnode tg$N_GEN after pp$N_PROMPT t/s |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| model | config | tpnode pp$N_PROMPT t/s | llama.cpp pp$N_PROMPT t/s | ratio | tpnode tg$N_GEN t/s | llama.cpp tg$N_GEN t/s | ratio | decode GB/s | read GB/s | % of bound | tpnode prefill % of int8 peak | llama.cpp % of peak | tpnode % of peak per CPU s | tpnode % of bound per CPU s | host steal % (tpnode / llama.cpp) | tpnode tg$N_GEN after pp$N_PROMPT t/s | llama.cpp tg$N_GEN @ d$N_PROMPT t/s | ratio |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for m in $MODELS; do
   for cfg in $CONFIGS; do
     case $cfg in
@@ -124,7 +126,7 @@ for m in $MODELS; do
       tp2) tp_args=(--tp 2 --threads 1); ll_t=2; n=2 ;;
       *) echo "[bench-model] unknown config $cfg (t1, t2 or tp2)" >&2; exit 2 ;;
     esac
-    tp_pp=(); tp_tg=(); tp_tgp=(); tp_cpu=(); tp_dcpu=(); tp_steal=(); ll_pp=(); ll_tg=(); bytes=0
+    tp_pp=(); tp_tg=(); tp_tgp=(); tp_cpu=(); tp_dcpu=(); tp_steal=(); ll_steal=(); ll_pp=(); ll_tg=(); ll_tgd=(); bytes=0
     macs=0
     bw=$("$BUILD/tools/copy_bandwidth" --threads "$n" --reps 3)
     READ[$n]=$(jget "$bw" read_gbps)
@@ -141,17 +143,26 @@ for m in $MODELS; do
       tp_cpu+=("$(jget "$out" prefill_cpu_seconds)")
       tp_dcpu+=("$(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); c=j["decode_cpu_seconds"]; print(j["decode_steps"]/c if c>0 else 0)' "$gen")")
       bytes=$(jget "$gen" decode_weight_bytes); macs=$(jget "$out" prefill_macs_per_token)
+      before=$(cpu_ticks)
       lj=$("$BENCH_BIN/llama-bench" -m "$m" -p "$N_PROMPT" -n "$N_GEN" -t "$ll_t" -lm none -r 1 \
            -o json 2>/dev/null)
       ll_pp+=("$(llget "$lj" pp)"); ll_tg+=("$(llget "$lj" tg)")
-      echo "[bench-model] $(basename "$m") $cfg rep $r: tpnode ${tp_pp[-1]} / ${tp_tg[-1]} (${tp_tgp[-1]} after the prompt), llama.cpp ${ll_pp[-1]} / ${ll_tg[-1]}, host steal ${tp_steal[-1]}%" >&2
+      # Decode after the prompt, as tpnode's last column: llama-bench fills the KV cache with
+      # N_PROMPT tokens first (untimed), then times N_GEN steps at positions N_PROMPT onwards.
+      ljd=$("$BENCH_BIN/llama-bench" -m "$m" -p 0 -n "$N_GEN" -d "$N_PROMPT" -t "$ll_t" -lm none \
+            -r 1 -o json 2>/dev/null)
+      ll_tgd+=("$(llget "$ljd" tg)")
+      ll_steal+=("$(steal_pct "$before" "$(cpu_ticks)")")
+      echo "[bench-model] $(basename "$m") $cfg rep $r: tpnode ${tp_pp[-1]} / ${tp_tg[-1]} (${tp_tgp[-1]} after the prompt), llama.cpp ${ll_pp[-1]} / ${ll_tg[-1]} (${ll_tgd[-1]} at depth $N_PROMPT), host steal ${tp_steal[-1]}% / ${ll_steal[-1]}%" >&2
     done
     python3 - "$(basename "$m")" "$cfg" "$(median "${tp_pp[@]}")" "$(median "${ll_pp[@]}")" \
       "$(median "${tp_tg[@]}")" "$(median "${ll_tg[@]}")" "$bytes" "${READ[$n]}" "$macs" \
       "${PEAK[$n]}" "$(median "${tp_cpu[@]}")" "$N_PROMPT" "${PEAK[1]}" "$(median "${tp_dcpu[@]}")" \
-      "${READ[1]}" "$(median "${tp_steal[@]}")" "$(median "${tp_tgp[@]}")" <<'PY'
+      "${READ[1]}" "$(median "${tp_steal[@]}")" "$(median "${tp_tgp[@]}")" \
+      "$(median "${ll_tgd[@]}")" "$(median "${ll_steal[@]}")" <<'PY'
 import sys
-name, cfg, a, b, c, d, nbytes, rd, macs, peak, cpu, n_prompt, peak1, dcpu, rd1, steal, cp = sys.argv[1:]
+name, cfg, a, b, c, d, nbytes, rd, macs, peak, cpu, n_prompt, peak1, dcpu, rd1, steal, cp, ld, lsteal = (
+    sys.argv[1:])
 a, b, c, d, nbytes, rd, macs, peak, cpu, n_prompt, peak1, dcpu, rd1 = map(
     float, (a, b, c, d, nbytes, rd, macs, peak, cpu, n_prompt, peak1, dcpu, rd1))
 gbps = c * nbytes / 1e9
@@ -159,7 +170,8 @@ fa, fb = a * macs / 1e9 / peak, b * macs / 1e9 / peak
 fc = n_prompt * macs / cpu / 1e9 / peak1 if cpu > 0 else 0
 print(f"| {name} | {cfg} | {a:.1f} | {b:.1f} | {a/b:.2f}x | {c:.1f} | {d:.1f} | {c/d:.2f}x | "
       f"{gbps:.1f} | {rd:.1f} | {100*gbps/rd:.0f}% | {100*fa:.0f}% | {100*fb:.0f}% | {100*fc:.0f}% | "
-      f"{100*dcpu*nbytes/1e9/rd1:.0f}% | {float(steal):.1f} | {float(cp):.1f} |")
+      f"{100*dcpu*nbytes/1e9/rd1:.0f}% | {float(steal):.1f} / {float(lsteal):.1f} | {float(cp):.1f} | {float(ld):.1f} | "
+      f"{float(cp)/float(ld):.2f}x |")
 PY
   done
 done
