@@ -48,26 +48,30 @@ void expectScalarBits(const Impl& simd) {
       expectSameBits(a, b, "scores hd " + std::to_string(hd) + " n " + std::to_string(n));
     }
   }
-  for (int64_t hd : {32, 64, 80, 128, 200}) {
+  // hd 64, 128, 256 with n 4, 19: whole 4-cell blocks and tails (16-float tables sum them 4 cells
+  // at a time); n 3: a tail only.
+  for (int64_t hd : {32, 64, 80, 128, 200, 256}) {
     for (int64_t heads : {1, 2, 3, 4, 5, 8}) {
-      const int64_t n = 19, row = hd + 8;
-      const auto k = randomVector(static_cast<size_t>(n * row), seed++);
-      const auto q = randomVector(static_cast<size_t>(heads * hd), seed++);
-      const int64_t out_stride = n + 3;
-      std::vector<float> a(static_cast<size_t>(heads * out_stride), -1.f), b(a.size(), -1.f),
-          one(a.size(), -1.f);
-      ref.scoresHeads(hd, q.data(), heads, k.data(), row * sizeof(float), n, 0.125f, a.data(),
-                      out_stride);
-      simd_impl->scoresHeads(hd, q.data(), heads, k.data(), row * sizeof(float), n, 0.125f,
-                             b.data(), out_stride);
-      for (int64_t h = 0; h < heads; ++h) {  // = one scores() call per head
-        ref.scores(hd, q.data() + h * hd, k.data(), row * sizeof(float), n, 0.125f,
-                   one.data() + h * out_stride);
+      for (int64_t n : {3, 4, 19}) {
+        const int64_t row = hd + 8;
+        const auto k = randomVector(static_cast<size_t>(n * row), seed++);
+        const auto q = randomVector(static_cast<size_t>(heads * hd), seed++);
+        const int64_t out_stride = n + 3;
+        std::vector<float> a(static_cast<size_t>(heads * out_stride), -1.f), b(a.size(), -1.f),
+            one(a.size(), -1.f);
+        ref.scoresHeads(hd, q.data(), heads, k.data(), row * sizeof(float), n, 0.125f, a.data(),
+                        out_stride);
+        simd_impl->scoresHeads(hd, q.data(), heads, k.data(), row * sizeof(float), n, 0.125f,
+                               b.data(), out_stride);
+        for (int64_t h = 0; h < heads; ++h) {  // = one scores() call per head
+          ref.scores(hd, q.data() + h * hd, k.data(), row * sizeof(float), n, 0.125f,
+                     one.data() + h * out_stride);
+        }
+        const std::string what =
+            "scoresHeads hd " + std::to_string(hd) + " heads " + std::to_string(heads);
+        expectSameBits(a, b, what + " n " + std::to_string(n));
+        expectSameBits(a, one, what + " n " + std::to_string(n) + " vs scores");
       }
-      const std::string what =
-          "scoresHeads hd " + std::to_string(hd) + " heads " + std::to_string(heads);
-      expectSameBits(a, b, what);
-      expectSameBits(a, one, what + " vs scores");
     }
   }
   for (VSumOrder order : {VSumOrder::kVecDot64, VSumOrder::kTinyBlas16}) {
