@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/kernels/cpu/aligned_vector.h"
 #include "model/kernels/cpu/ggml_math.h"
 #include "model/kernels/cpu/ops.h"
 #include "model/kernels/cpu/transpose.h"
@@ -166,7 +167,9 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
   pool_.parallelFor(kv_jobs * parts, 1, [&](int64_t b, int64_t e) {
     // Per-thread scratch kept across calls (a long prompt's gathered rows are large; allocating
     // them per call would fault their pages in every layer).
-    thread_local std::vector<float> scores, lanes, krows, vrows, vcols;
+    // 64-byte aligned (kernels::AlignedVector): the kernels' vector loads of a row then never
+    // span two cache lines.
+    thread_local kernels::AlignedVector<float> scores, lanes, krows, vrows, vcols;
     lanes.resize(kernels::ggml::kWeightedRowSumHeadsScratch);
     for (int64_t job = b; job < e; ++job) {
       const QueryBlock& qb = blocks[static_cast<size_t>(job / parts / kv_heads)];

@@ -17,6 +17,7 @@
 
 #include "collectives/communicator.h"
 #include "model/config.h"
+#include "model/kernels/cpu/aligned_vector.h"
 #include "model/kernels/cpu/matmul.h"
 #include "model/kernels/cpu/thread_pool.h"
 #include "model/kv_cache.h"
@@ -108,8 +109,9 @@ class LlamaRank final : public RankModel {
   Matrix head_slice_;            // tied + vocab-parallel head: this rank's rows of token_embd
   std::unique_ptr<MoeFfn> moe_;  // mixture-of-experts FFN (null for a dense model)
   // Scratch, sized for the largest batch so far: [tokens][width].
-  std::vector<float> x_, h_, q_, k_, v_, attn_, o_, gate_, up_, logits_local_, gathered_;
-  std::vector<int64_t> out_rows_;  // head(): the batch rows that get logits
+  std::vector<float> x_, h_, k_, v_, o_, gate_, up_, logits_local_, gathered_;
+  kernels::AlignedVector<float> q_, attn_;  // attention's rows: 64-byte aligned vector loads
+  std::vector<int64_t> out_rows_;           // head(): the batch rows that get logits
   kernels::MatmulScratch quant_scratch_;
 };
 
