@@ -171,13 +171,14 @@ void expectScalarBits(const Impl& simd) {
 }
 
 // weightedRowSumHeadsT over V transposed gives weightedRowSumHeads's bits in the tinyBLAS order:
-// cells not a multiple of 16 (the zero-padded tail), fewer than 16, weights of exactly 0 (masked
-// cells) against negative values, heads not a multiple of 4, and the transposed rows longer than
-// n with other values past n (a query block's later cells), which must not be read.
+// cells not a multiple of 16 (the zero-padded tail), fewer than 16, head dims not a multiple of 4,
+// weights of exactly 0 (masked cells) against negative values, heads not a multiple of 4, and the
+// transposed rows longer than n with other values past n (a query block's later cells), which must
+// not be read.
 void expectTransposedSumBits(const Impl& impl) {
   SCOPED_TRACE(impl.name);
   uint32_t seed = 500;
-  for (int64_t hd : {32, 64, 128, 200}) {
+  for (int64_t hd : {30, 32, 64, 128, 200}) {  // 30: values past the last group of 4
     for (int64_t heads : {1, 2, 3, 4, 6}) {
       for (int64_t n : {1, 15, 16, 17, 200}) {
         const int64_t row = hd + 8, p_stride = n + 5, vt_stride = n + 19;

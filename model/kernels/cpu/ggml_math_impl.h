@@ -417,43 +417,73 @@ struct GgmlMath {
   template <int G>
   static void sumHeadsT(const float* p, int64_t p_stride, const float* vt, int64_t vt_stride,
                         int64_t n, int64_t hd, float* out) {
-    constexpr int L = 16 / W;
     const int64_t nf = n & ~int64_t{15};
     alignas(64) float ptail[G][16] = {};
     for (int g = 0; g < G; ++g) std::copy(p + g * p_stride + nf, p + g * p_stride + n, ptail[g]);
-    for (int64_t d = 0; d < hd; ++d) {
-      const float* row = vt + d * vt_stride;
-      V acc[G][L];
+    // 16-float vectors: 4 output values per pass, so each load of the weights serves 4 rows of V
+    // and 4 x G chains of multiply-adds are in flight (one value at a time, G chains of 4-cycle
+    // multiply-adds and 1.25 loads per multiply-add held them back).
+    constexpr int D = W == 16 ? 4 : 1;
+    int64_t d = 0;
+    for (; d + D <= hd; d += D)
+      sumHeadsTRows<G, D>(p, p_stride, ptail, vt, vt_stride, n, d, hd, out);
+    for (; d < hd; ++d) sumHeadsTRows<G, 1>(p, p_stride, ptail, vt, vt_stride, n, d, hd, out);
+  }
+
+  // sumHeadsT's values d..d+D-1 (ptail: the weights' last n % 16 cells, zero-padded).
+  template <int G, int D>
+  __attribute__((always_inline)) static void sumHeadsTRows(const float* p, int64_t p_stride,
+                                                           const float (*ptail)[16],
+                                                           const float* vt, int64_t vt_stride,
+                                                           int64_t n, int64_t d, int64_t hd,
+                                                           float* out) {
+    constexpr int L = 16 / W;
+    const int64_t nf = n & ~int64_t{15};
+    V acc[D][G][L];
+#pragma GCC unroll 4
+    for (int r = 0; r < D; ++r) {
 #pragma GCC unroll 4
       for (int g = 0; g < G; ++g) {
 #pragma GCC unroll 16
-        for (int i = 0; i < L; ++i) acc[g][i] = S::set1(0.f);
+        for (int i = 0; i < L; ++i) acc[r][g][i] = S::set1(0.f);
       }
-      for (int64_t j = 0; j < nf; j += 16) {
-        V x[L];
-#pragma GCC unroll 16
-        for (int i = 0; i < L; ++i) x[i] = S::load(row + j + i * W);
+    }
+    for (int64_t j = 0; j < nf; j += 16) {
+      V x[D][L];
 #pragma GCC unroll 4
-        for (int g = 0; g < G; ++g) {
+      for (int r = 0; r < D; ++r) {
 #pragma GCC unroll 16
-          for (int i = 0; i < L; ++i) {
-            acc[g][i] = S::fma(x[i], S::load(p + g * p_stride + j + i * W), acc[g][i]);
-          }
+        for (int i = 0; i < L; ++i) x[r][i] = S::load(vt + (d + r) * vt_stride + j + i * W);
+      }
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 16
+        for (int i = 0; i < L; ++i) {
+          const V w = S::load(p + g * p_stride + j + i * W);
+#pragma GCC unroll 4
+          for (int r = 0; r < D; ++r) acc[r][g][i] = S::fma(x[r][i], w, acc[r][g][i]);
         }
       }
-      if (nf < n) {
+    }
+    if (nf < n) {
+#pragma GCC unroll 4
+      for (int r = 0; r < D; ++r) {
         alignas(64) float vtail[16] = {};
+        const float* row = vt + (d + r) * vt_stride;
         std::copy(row + nf, row + n, vtail);
 #pragma GCC unroll 4
         for (int g = 0; g < G; ++g) {
 #pragma GCC unroll 16
           for (int i = 0; i < L; ++i) {
-            acc[g][i] = S::fma(S::load(vtail + i * W), S::load(ptail[g] + i * W), acc[g][i]);
+            acc[r][g][i] = S::fma(S::load(vtail + i * W), S::load(ptail[g] + i * W), acc[r][g][i]);
           }
         }
       }
+    }
 #pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) out[g * hd + d] = S::reduce16(acc[g]);
+    for (int r = 0; r < D; ++r) {
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) out[g * hd + d + r] = S::reduce16(acc[r][g]);
     }
   }
 
