@@ -134,8 +134,9 @@ struct DotKernels {
   // Q8_0: AVX-512; Q4_0, Q5_0: every x86 table.
   Gemm16Q0Fn gemm16_q8_0 = nullptr, gemm16_q4_0 = nullptr, gemm16_q5_0 = nullptr;
   Gemm16Q0Fn gemm16Q0ForType(TensorType weight) const;  // nullptr when none
-  // Q5_0 prefill over more tokens than one tile, each group unpacked once: the 256-bit tables
-  // (Q4_0 there measured level: its nibbles take two operations per weight vector).
+  // Q5_0 prefill over more tokens than one tile, each group unpacked once: the 256-bit and
+  // AVX-512 tables (Q4_0 measured level on the 256-bit ones: its nibbles take two operations per
+  // weight vector).
   Unpack16Fn unpack16_q5_0 = nullptr;
   Gemm16ValuesQ0Fn gemm16_values_q5_0 = nullptr;
   Unpack16Fn unpack16Q0ForType(TensorType weight) const;            // nullptr when none

@@ -89,9 +89,10 @@ void matmulKQuantValues(const Matrix& w, const uint8_t* a, size_t a_bytes, int64
   });
 }
 
-// Q5_0 prefill over more tokens than one tile, where the table unpacks groups (256-bit tables): as
-// matmulKQuantValues, each group unpacked once and every tile of kQ0X16Tokens run on the bytes
-// (spreading the 5th bits to bytes costs about as much as the tile's products for 4 tokens).
+// Q5_0 prefill over more tokens than one tile, where the table unpacks groups (256-bit and AVX-512
+// tables): as matmulKQuantValues, each group unpacked once and every tile of kQ0X16Tokens run on
+// the bytes (spreading the 5th bits to bytes costs about as much as the tile's products for 4
+// tokens on the 256-bit tables).
 // offs: q0X16Offsets of the n_tokens rows, per_row values each.
 void matmulQ0Values(const Matrix& w, const uint8_t* a, size_t a_bytes, const int32_t* offs,
                     int64_t per_row, int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool,
