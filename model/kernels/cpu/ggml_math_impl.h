@@ -120,6 +120,35 @@ struct GgmlMath {
     return sum;
   }
 
+  // dots' multiply-adds over the first np values (np a positive multiple of 64), each y_g's 64
+  // lanes folded as GGML_F32x16_REDUCE's first steps into folded[g] (16 lanes, for reduce16).
+  template <int G>
+  __attribute__((always_inline)) static void foldedDots(int64_t np, const float* x, const float* y,
+                                                        int64_t y_stride, V (*folded)[16 / W]) {
+    V acc[G][64 / W];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      for (V& a : acc[g]) a = S::set1(0.f);
+    }
+    for (int64_t i = 0; i < np; i += 64) {
+#pragma GCC unroll 64
+      for (int k = 0; k < 64 / W; ++k) {
+        const V xv = S::load(x + i + k * W);
+#pragma GCC unroll 4
+        for (int g = 0; g < G; ++g) {
+          acc[g][k] = S::fma(xv, S::load(y + g * y_stride + i + k * W), acc[g][k]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      for (int k = 0; k < 16 / W; ++k) {
+        folded[g][k] = S::add(S::add(acc[g][k], acc[g][k + 32 / W]),
+                              S::add(acc[g][k + 16 / W], acc[g][k + 48 / W]));
+      }
+    }
+  }
+
   // dot(n, x, y_g) for G vectors y_g = y + g * y_stride: the same operations per y_g, with each
   // load of x shared by all of them.
   template <int G>
@@ -128,30 +157,10 @@ struct GgmlMath {
     const int64_t np = n & ~int64_t{63};
     float sum[G] = {};
     if (np > 0) {
-      V acc[G][64 / W];
+      V folded[G][16 / W];
+      foldedDots<G>(np, x, y, y_stride, folded);
 #pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) {
-        for (V& a : acc[g]) a = S::set1(0.f);
-      }
-      for (int64_t i = 0; i < np; i += 64) {
-#pragma GCC unroll 64
-        for (int k = 0; k < 64 / W; ++k) {
-          const V xv = S::load(x + i + k * W);
-#pragma GCC unroll 4
-          for (int g = 0; g < G; ++g) {
-            acc[g][k] = S::fma(xv, S::load(y + g * y_stride + i + k * W), acc[g][k]);
-          }
-        }
-      }
-#pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) {
-        V folded[16 / W];
-        for (int k = 0; k < 16 / W; ++k) {
-          folded[k] = S::add(S::add(acc[g][k], acc[g][k + 32 / W]),
-                             S::add(acc[g][k + 16 / W], acc[g][k + 48 / W]));
-        }
-        sum[g] = S::reduce16(folded);
-      }
+      for (int g = 0; g < G; ++g) sum[g] = S::reduce16(folded[g]);
     }
     for (int g = 0; g < G; ++g) {
       const float* yg = y + g * y_stride;
@@ -172,9 +181,9 @@ struct GgmlMath {
   // rows of up to 128 floats stay in L1 while each head takes them in turn.
   static constexpr int64_t kScoreCells = 32;
 
-  // 16-float vectors and hd a multiple of 64 (no scalar tail): dots<G> for 4 cells at a time,
-  // their 4 x G folded vectors summed by one S::reduce16x16 (the same tree per score) instead of
-  // a reduce16 each, which took more operations than a 128-float dot's 8 multiply-adds. Returns
+  // 16-float vectors and hd a multiple of 64 (no scalar tail): dots<G>'s folded vectors for 4
+  // cells at a time, summed by one S::reduce16x16 (the same tree per score) instead of a
+  // reduce16 each, which took more operations than a 128-float dot's 8 multiply-adds. Returns
   // the cells done (n rounded down to 4).
   template <int G>
   static int64_t scoresBy4Cells(int64_t hd, const float* q, const unsigned char* base,
@@ -190,25 +199,10 @@ struct GgmlMath {
       for (int c = 0; c < 4; ++c) {
         const auto* row =
             reinterpret_cast<const float*>(base + static_cast<size_t>(j0 + c) * stride);
-        V acc[G][4];
+        V f[G][1];
+        foldedDots<G>(hd, row, q, hd, f);
 #pragma GCC unroll 4
-        for (int g = 0; g < G; ++g) {
-          for (V& a : acc[g]) a = S::set1(0.f);
-        }
-        for (int64_t i = 0; i < hd; i += 64) {
-#pragma GCC unroll 4
-          for (int kk = 0; kk < 4; ++kk) {
-            const V xv = S::load(row + i + kk * 16);
-#pragma GCC unroll 4
-            for (int g = 0; g < G; ++g) {
-              acc[g][kk] = S::fma(xv, S::load(q + g * hd + i + kk * 16), acc[g][kk]);
-            }
-          }
-        }
-#pragma GCC unroll 4
-        for (int g = 0; g < G; ++g) {  // dots' fold: (0 + 2) + (1 + 3)
-          folded[4 * c + g] = S::add(S::add(acc[g][0], acc[g][2]), S::add(acc[g][1], acc[g][3]));
-        }
+        for (int g = 0; g < G; ++g) folded[4 * c + g] = f[g][0];
       }
       alignas(64) float r[16];  // r[4 * head + cell]
       S::store(r, S::mul(S::reduce16x16(folded), S::set1(scale)));
