@@ -26,7 +26,8 @@
 // so that a mixed file such as Q4_K_M is timed as decode runs it; there `tile` takes out the decode
 // kernel of --type only.
 // --prefetch runs every variant with each software prefetch of the AVX-512 decode kernels
-// (kernels::DecodePrefetch: `near-far`, `near`; `auto`, the default, is the one this CPU gets),
+// (kernels::DecodePrefetch: `near-far`, `near`, `far-k`; `auto`, the default, is the one this CPU
+// gets),
 // on the same copy of the weights.
 // --repeat N runs each matrix N times in a row per pass (the activations converted once, as for a
 // layer's Q/K/V), and --rows R gives every synthetic matrix R rows (its columns stay dim or ffn):
@@ -38,7 +39,7 @@
 //   plain,rows4,auto,dot,tile,read]
 //                [--isas best|scalar|avx2|avx2vnni|avx512|amx,...] [--tokens 1] [--layers 16]
 //                [--dim 1024 --ffn 4096 --kv 256 | --model FILE] [--threads 1] [--rounds 15]
-//                [--prefetch auto,near-far,near] [--repeat 1] [--rows R]
+//                [--prefetch auto,near-far,near,far-k] [--repeat 1] [--rows R]
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -184,8 +185,9 @@ int main(int argc, char** argv) {
                  "a GGUF file: time its projection matrices (--layers, --dim, --ffn, --kv unused)");
   app.add_option("--threads", threads)->capture_default_str();
   app.add_option("--rounds", rounds)->capture_default_str();
-  app.add_option("--prefetch", prefetch_arg,
-                 "comma-separated decode prefetch settings: auto (this CPU's), near-far, near")
+  app.add_option(
+         "--prefetch", prefetch_arg,
+         "comma-separated decode prefetch settings: auto (this CPU's), near-far, near, far-k")
       ->capture_default_str();
   app.add_option("--repeat", repeat, "calls of each matrix in a row per pass")
       ->check(CLI::Range(1, 100000))
@@ -244,14 +246,16 @@ int main(int argc, char** argv) {
         t.gemv16_q8_0 = t.gemv16_q4_0 = t.gemv16_q5_0 = t.gemv16_q4_k = t.gemv16_q6_k = readGroups;
       }
       for (const std::string& pf : splitList(prefetch_arg)) {
-        if (pf != "auto" && pf != "near-far" && pf != "near") {
-          std::fprintf(stderr, "--prefetch: %s is not one of auto, near-far, near\n", pf.c_str());
+        if (pf != "auto" && pf != "near-far" && pf != "near" && pf != "far-k") {
+          std::fprintf(stderr, "--prefetch: %s is not one of auto, near-far, near, far-k\n",
+                       pf.c_str());
           return 2;
         }
         tables.push_back(t);
         layout_names.push_back(l);
         prefetch_of.push_back(pf == "auto"       ? own_prefetch
                               : pf == "near-far" ? kernels::DecodePrefetch::kNearAndFar
+                              : pf == "far-k"    ? kernels::DecodePrefetch::kFarKQuants
                                                  : kernels::DecodePrefetch::kNearOnly);
         names.push_back(std::string(t.isa) + "/" + l + (pf == "auto" ? "" : "/" + pf));
       }

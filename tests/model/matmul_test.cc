@@ -222,7 +222,8 @@ TEST(MatmulTest, Q8_0SumsInLlamaCppOrderOnX86) {
           auto row = randomRow(s.cols, static_cast<uint32_t>(300 + t), 3.0f);
           std::copy(row.begin(), row.end(), x.begin() + t * s.cols);
         }
-        for (DecodePrefetch pf : {DecodePrefetch::kNearAndFar, DecodePrefetch::kNearOnly}) {
+        for (DecodePrefetch pf : {DecodePrefetch::kNearAndFar, DecodePrefetch::kNearOnly,
+                                  DecodePrefetch::kFarKQuants}) {
           setDecodePrefetch(pf);
           std::vector<float> y(static_cast<size_t>(n_tok * s.rows), -7.f);
           matmul(m, x.data(), n_tok, y.data(), s.rows, pool, scratch, *k);
@@ -284,7 +285,8 @@ TEST(MatmulTest, Gemv16MatchesTheOneTokenTileBitForBit) {
             tile(cols, m.row(16 * g), act.data(), act.size(), 1, &want[16 * g], 0);
           }
         }
-        for (DecodePrefetch pf : {DecodePrefetch::kNearAndFar, DecodePrefetch::kNearOnly}) {
+        for (DecodePrefetch pf : {DecodePrefetch::kNearAndFar, DecodePrefetch::kNearOnly,
+                                  DecodePrefetch::kFarKQuants}) {
           setDecodePrefetch(pf);
           for (int64_t g0 = 0; g0 < 3; ++g0) {
             for (int64_t n = 1; g0 + n <= rows / 16; ++n) {

@@ -34,18 +34,30 @@ constexpr int kPrefetchBytes = 6144;
 //   far, 0.91-0.95x the time per pass on Q4_0 and Q4_K_M at one thread, 0.81-0.82x on the 4-row
 //   Q8_0 (which near and far leaves without prefetch); near at 8, 16, 20 or 28 KiB within the
 //   VM's noise (medians within 3 %, alternating).
+// - far for the K-quants only (AMD EPYC Zen 5, 39-41 GB/s read per core): with Q4_0's far
+//   prefetch a llama-0.9b Q4_0 decode pass took 1.38x the time of plain loads of the same weights,
+//   near only (4-24 KiB, or no software prefetch at all) 1.19-1.28x; on Q4_K_M near only at 4 or
+//   12 KiB was no faster than near and far. tpnode --threads 1 decode, binaries alternating:
+//   llama-0.9b Q4_0 54.0-57.0 -> 62.7-66.8 tokens/s, gemma-3-270m (Q5_0) 103-120 -> 121-133.
 struct PrefetchDistances {
   int near_q0;  // Q4_0, Q5_0 (prefetchAhead)
+  int far_q0;   // 0: none
   int near_k;   // Q4_K, Q6_K (prefetchBlock; the AVX2 decodes per line)
+  int far_k;    // 0: none
   int near_q8;  // Q8_0 (0: none)
-  int far;      // 0: none
 };
 
 // The distances of this process's setting (read once per kernel call).
 inline PrefetchDistances prefetchDistances() {
-  return decodePrefetch() == DecodePrefetch::kNearOnly
-             ? PrefetchDistances{12288, 12288, 12288, 0}
-             : PrefetchDistances{4096, kPrefetchBytes, 0, 24576};
+  switch (decodePrefetch()) {
+    case DecodePrefetch::kNearOnly:
+      return {12288, 0, 12288, 0, 12288};
+    case DecodePrefetch::kFarKQuants:
+      return {12288, 0, kPrefetchBytes, 24576, 0};
+    case DecodePrefetch::kNearAndFar:
+      break;
+  }
+  return {4096, 24576, kPrefetchBytes, 24576, 0};
 }
 
 // Prefetches with kHint the lines of [p, p + kBytes): unrolled, or kept one loop (kLoop).
@@ -69,14 +81,14 @@ inline __attribute__((always_inline)) void prefetchNearFar(const void* p, int ne
   if (far != 0) prefetchLines<kBytes, _MM_HINT_T2, kLoop>(c + far);
 }
 
-// The Q4_0 and Q5_0 decode kernels' prefetch of the kBytes at p (near_q0 and far ahead).
+// The Q4_0 and Q5_0 decode kernels' prefetch of the kBytes at p (near_q0 and far_q0 ahead).
 template <size_t kBytes>
 inline __attribute__((always_inline)) void prefetchAhead(const uint8_t* p,
                                                          const PrefetchDistances& pf) {
-  prefetchNearFar<kBytes>(p, pf.near_q0, pf.far);
+  prefetchNearFar<kBytes>(p, pf.near_q0, pf.far_q0);
 }
 
-// The K-quant decode kernels' prefetch of the block of kBytes at xb (near_k and far ahead), one
+// The K-quant decode kernels' prefetch of the block of kBytes at xb (near_k and far_k ahead), one
 // loop each at the block's start. Kept a loop: unrolled (a burst of 74 prefetches per Q4_K block,
 // 38 % fewer instructions per weight byte) a llama-0.9b Q4_K_M decode pass took 1.2-1.3x the time
 // on AMD EPYC (kernel_bench --model, binaries alternating). The AVX2 Q4_K and Q6_K decodes instead
@@ -86,7 +98,7 @@ inline __attribute__((always_inline)) void prefetchAhead(const uint8_t* p,
 template <size_t kBytes>
 inline __attribute__((always_inline)) void prefetchBlock(const void* xb,
                                                          const PrefetchDistances& pf) {
-  prefetchNearFar<kBytes, /*kLoop=*/true>(xb, pf.near_k, pf.far);
+  prefetchNearFar<kBytes, /*kLoop=*/true>(xb, pf.near_k, pf.far_k);
 }
 
 // Prefetches into L2 the block one group ahead of x[b] (a matrix's groups are contiguous): while a
