@@ -63,8 +63,7 @@ struct Vnni512 {
 // llama.cpp's x86 Q8_0 dot product spends one FMA per vpdpbusd (each 4-column chunk's integer sum
 // scaled into its own float lane), so on a core where the two share ports this is the vpdpbusd
 // rate a kernel in that order can reach at most (--mix fma).
-#define TP_VNNI512_FMA(r) \
-  TP_VNNI512(r) "vfmadd231ps %%zmm28, %%zmm29, %%zmm" TP_FMA_ACC_##r "\n\t"
+#define TP_VNNI512_FMA(r) TP_VNNI512(r) "vfmadd231ps %%zmm28, %%zmm29, %%zmm" TP_FMA_ACC_##r "\n\t"
 #define TP_FMA_ACC_2 "16"
 #define TP_FMA_ACC_3 "17"
 #define TP_FMA_ACC_4 "18"
@@ -178,8 +177,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "--mix fma: needs AVX-512 VNNI (--isa best or avx512vnni)\n");
       return 2;
     }
-    std::printf("{\"threads\": %d, \"isa\": \"%s\", \"gmacs\": %.1f}\n", threads,
-                Vnni512Fma::kName, gmacs<Vnni512Fma>(threads, seconds));
+    std::printf("{\"threads\": %d, \"isa\": \"%s\", \"gmacs\": %.1f}\n", threads, Vnni512Fma::kName,
+                gmacs<Vnni512Fma>(threads, seconds));
     return 0;
   }
   const double g = vnni       ? gmacs<Vnni512>(threads, seconds)
