@@ -55,6 +55,16 @@ constexpr int kQ0X16Tokens = 8;
 using Gemm16Q0Fn = void (*)(int64_t n, const void* group, const void* acts, size_t act_stride,
                             const int32_t* act_offsets, int n_tok, float* out, int64_t out_stride);
 
+// Q4_0 on two adjacent 16-row groups at once (`group_bytes` apart): 32 rows x n_tok
+// (1..kQ0X32Tokens); out[t * out_stride + 0..15] the first group's rows, + 16..31 the second's.
+// Each activation word is broadcast once for both groups (on AMD Zen 5, which issues two 512-bit
+// or broadcast loads per cycle, the 16-row tile's broadcasts bound it); each group's results are
+// Gemm16Q0Fn's bit for bit (the same integer block sums and float operations in the same order).
+constexpr int kQ0X32Tokens = 4;
+using Gemm32Q0Fn = void (*)(int64_t n, const void* groups, size_t group_bytes, const void* acts,
+                            size_t act_stride, const int32_t* act_offsets, int n_tok, float* out,
+                            int64_t out_stride);
+
 // Decode on a 16-row repacked layout (q0_x16.h, q4k_x16.h, q6k_x16.h): groups [0, n_groups),
 // `group_bytes` apart, against one activation row; out[16 g + r]. offs: q0X16Offsets of the row for
 // Q8_0 / Q4_0 / Q5_0, nullptr for the others. Per group the same arithmetic, in the same order, as
@@ -134,6 +144,7 @@ struct DotKernels {
   // Q8_0: AVX-512; Q4_0, Q5_0: every x86 table.
   Gemm16Q0Fn gemm16_q8_0 = nullptr, gemm16_q4_0 = nullptr, gemm16_q5_0 = nullptr;
   Gemm16Q0Fn gemm16Q0ForType(TensorType weight) const;  // nullptr when none
+  Gemm32Q0Fn gemm32_q4_0 = nullptr;  // AVX-512: Q4_0 prefill on two groups at once
   // Q5_0 prefill over more tokens than one tile, each group unpacked once: the 256-bit and
   // AVX-512 tables (Q4_0 measured level on the 256-bit ones: its nibbles take two operations per
   // weight vector).

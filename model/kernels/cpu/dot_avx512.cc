@@ -47,6 +47,7 @@ const DotKernels& avx512Table() {
     t.gemm16_q8_0 = gemm16Q0<Q0Kind::kQ8_0>;  // the 16-row Q8_0 / Q4_0 / Q5_0 layout (q0_x16.h)
     t.gemm16_q4_0 = gemm16Q0<Q0Kind::kQ4_0>;
     t.gemm16_q5_0 = gemm16Q0<Q0Kind::kQ5_0>;
+    t.gemm32_q4_0 = gemm32Q4_0;
     t.unpack16_q5_0 = unpack16Q0<Q0Kind::kQ5_0>;
     t.gemm16_values_q5_0 = gemm16ValuesQ0<Q0Kind::kQ5_0>;
     t.gemm16_q5_1 = gemm16Q5_1;

@@ -145,6 +145,29 @@ void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int
     matmulQ0Values(w, a, a_bytes, offs, per_row, n_tokens, y, y_stride, pool, k);
     return;
   }
+  const Gemm32Q0Fn pairs = w.type == TensorType::kQ4_0 ? k.gemm32_q4_0 : nullptr;
+  if (pairs) {  // two groups per tile (a last odd group alone), each thread whole pairs
+    const int64_t groups = w.rows / 16;
+    pool.parallelFor((groups + 1) / 2, 1, [&](int64_t u0, int64_t u1) {
+      for (int64_t u = u0; u < u1; ++u) {
+        const int64_t r0 = u * 32;
+        const bool two = 2 * u + 1 < groups;
+        const int64_t tile = two ? kQ0X32Tokens : tile_tokens;
+        for (int64_t t = 0; t < n_tokens; t += tile) {
+          const int nt = static_cast<int>(std::min<int64_t>(tile, n_tokens - t));
+          const uint8_t* at = a + static_cast<size_t>(t) * a_bytes;
+          float* yt = y + t * y_stride + r0;
+          if (two) {
+            pairs(w.cols, w.row(r0), w.row_bytes * 16, at, a_bytes, offs + t * per_row, nt, yt,
+                  y_stride);
+          } else {
+            with_offs(w.cols, w.row(r0), at, a_bytes, offs + t * per_row, nt, yt, y_stride);
+          }
+        }
+      }
+    });
+    return;
+  }
   pool.parallelFor(w.rows / 16, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t r0 = g * 16;
