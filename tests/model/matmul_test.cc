@@ -442,6 +442,56 @@ TEST(MatmulTest, Q4_0PairTileGivesEachGroupTheSixteenRowTileBits) {
   if (checked == 0) GTEST_SKIP() << "no two-group Q4_0 tile on this CPU (needs AVX-512 VNNI)";
 }
 
+// The Q5_0 tile on two groups' unpacked values at once (gemm32_values_q5_0, AVX-512): every width
+// 1..kQ0X32Tokens gives each group the 16-row tile's bits on its own values, writing only its 32
+// columns. (matmul takes it for pairs of groups past one tile: Q0PrefillTileWidthChangesNoBits.)
+TEST(MatmulTest, Q5_0PairValuesTileGivesEachGroupTheSixteenRowTileBits) {
+  int checked = 0;
+  for (const DotKernels* k : {avx2Kernels(), avx2VnniKernels(), avx512Kernels()}) {
+    if (!k || !k->gemm32_values_q5_0) continue;
+    const TensorType type = TensorType::kQ5_0;
+    const Unpack16Fn unpack = k->unpack16Q0ForType(type);
+    const Gemm16ValuesQ0Fn single = k->gemm16ValuesQ0ForType(type);
+    ASSERT_TRUE(unpack && single) << k->isa;
+    for (int64_t cols : {32, 96, 1056}) {
+      const std::vector<uint8_t> w = randomRows(type, 32, cols, 720, 0.2f);
+      const Matrix m = packedMatrix(type, 32, cols, w, *k);
+      ASSERT_EQ(m.interleave, 16) << k->isa;
+      const size_t ab = rowBytes(activationType(type), static_cast<uint64_t>(cols));
+      std::vector<uint8_t> acts;
+      for (int t = 0; t < kQ0X32Tokens; ++t) {
+        const auto row =
+            encode(activationType(type),
+                   randomRow(cols, static_cast<uint32_t>(840 + t), t % 2 ? 0.3f : 3.f));
+        acts.insert(acts.end(), row.begin(), row.end());
+      }
+      const int64_t per_row = q0X16OffsetsPerRow(type, cols);
+      std::vector<int32_t> offs(static_cast<size_t>(per_row * kQ0X32Tokens));
+      q0X16Offsets(type, acts.data(), ab, kQ0X32Tokens, cols, offs.data());
+      const size_t vb = static_cast<size_t>(kX16ValueBytesPerColumn * cols);
+      std::vector<uint8_t> values(2 * vb);
+      unpack(cols, m.row(0), values.data());
+      unpack(cols, m.row(16), values.data() + vb);
+      const int64_t stride = 36;  // wider than the tile: it writes only its 32 columns
+      for (int nt = 1; nt <= kQ0X32Tokens; ++nt) {
+        std::vector<float> want(static_cast<size_t>(kQ0X32Tokens * stride), -7.f);
+        std::vector<float> got(want);
+        single(cols, m.row(0), values.data(), acts.data(), ab, offs.data(), nt, want.data(),
+               stride);
+        single(cols, m.row(16), values.data() + vb, acts.data(), ab, offs.data(), nt,
+               want.data() + 16, stride);
+        k->gemm32_values_q5_0(cols, m.row(0), m.row_bytes * 16, values.data(), vb, acts.data(), ab,
+                              offs.data(), nt, got.data(), stride);
+        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+            << "cols " << cols << " tokens " << nt << " on " << k->isa;
+        EXPECT_EQ(got[32], -7.f);
+        ++checked;
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no two-group Q5_0 tile on this CPU (needs AVX-512 VNNI)";
+}
+
 // Q4_0, Q5_0, Q4_K and Q6_K on the 16-row layouts: the 256-bit kernels (AVX2, AVX-VNNI: 8 rows per
 // vector) and the AVX-512 ones (16) give the same bits, prefill (tiles, and the K-quants' unpacked
 // values past 8 tokens) and decode: the same integer block sums, the same float operations in the

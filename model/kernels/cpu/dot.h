@@ -55,7 +55,8 @@ constexpr int kQ0X16Tokens = 8;
 using Gemm16Q0Fn = void (*)(int64_t n, const void* group, const void* acts, size_t act_stride,
                             const int32_t* act_offsets, int n_tok, float* out, int64_t out_stride);
 
-// Q4_0 on two adjacent 16-row groups at once (`group_bytes` apart): 32 rows x n_tok
+// Q4_0 (and, on unpacked values, Q5_0: Gemm32ValuesQ0Fn) on two adjacent 16-row groups at once
+// (`group_bytes` apart): 32 rows x n_tok
 // (1..kQ0X32Tokens); out[t * out_stride + 0..15] the first group's rows, + 16..31 the second's.
 // Each activation word is broadcast once for both groups (on AMD Zen 5, which issues two 512-bit
 // or broadcast loads per cycle, the 16-row tile's broadcasts bound it); each group's results are
@@ -111,6 +112,14 @@ using Gemm16ValuesQ0Fn = void (*)(int64_t n, const void* group, const uint8_t* v
                                   const void* acts, size_t act_stride, const int32_t* act_offsets,
                                   int n_tok, float* out, int64_t out_stride);
 
+// The Q5_0 tile on the values of two adjacent groups at once (AVX-512), as Gemm32Q0Fn: the
+// second group's packed bytes `group_bytes` and its values (unpack16_q5_0's) `value_bytes` after
+// the first's; each group's results are Gemm16ValuesQ0Fn's bit for bit.
+using Gemm32ValuesQ0Fn = void (*)(int64_t n, const void* groups, size_t group_bytes,
+                                  const uint8_t* values, size_t value_bytes, const void* acts,
+                                  size_t act_stride, const int32_t* act_offsets, int n_tok,
+                                  float* out, int64_t out_stride);
+
 struct DotKernels {
   std::string_view isa;
   DotFn f32, f16, bf16, q8_0, q4_0, q4_k, q6_k;
@@ -150,6 +159,7 @@ struct DotKernels {
   // weight vector).
   Unpack16Fn unpack16_q5_0 = nullptr;
   Gemm16ValuesQ0Fn gemm16_values_q5_0 = nullptr;
+  Gemm32ValuesQ0Fn gemm32_values_q5_0 = nullptr;                    // AVX-512: two groups at once
   Unpack16Fn unpack16Q0ForType(TensorType weight) const;            // nullptr when none
   Gemm16ValuesQ0Fn gemm16ValuesQ0ForType(TensorType weight) const;  // nullptr when none
   Gemv16Fn gemv16_q8_0 = nullptr, gemv16_q4_0 = nullptr, gemv16_q5_0 = nullptr;  // as gemm16_*

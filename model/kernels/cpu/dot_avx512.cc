@@ -50,6 +50,7 @@ const DotKernels& avx512Table() {
     t.gemm32_q4_0 = gemm32Q4_0;
     t.unpack16_q5_0 = unpack16Q0<Q0Kind::kQ5_0>;
     t.gemm16_values_q5_0 = gemm16ValuesQ0<Q0Kind::kQ5_0>;
+    t.gemm32_values_q5_0 = gemm32ValuesQ5_0;
     t.gemm16_q5_1 = gemm16Q5_1;
     t.gemv16_q8_0 = gemv16Q0<Q0Kind::kQ8_0>;  // decode on the same layouts
     t.gemv16_q4_0 = gemv16Q0<Q0Kind::kQ4_0>;

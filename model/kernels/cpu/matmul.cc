@@ -89,6 +89,21 @@ void matmulKQuantValues(const Matrix& w, const uint8_t* a, size_t a_bytes, int64
   });
 }
 
+// As eachGroupWithValues for pairs of groups: fn(r0, two, values) for group r0 / 16 and, where
+// `two`, the next one (a last odd group alone); values holds both groups' bytes, the second's
+// value_bytes_per_column x w.cols after the first's.
+template <typename Fn>
+void eachGroupPairWithValues(const Matrix& w, int64_t value_bytes_per_column, ThreadPool& pool,
+                             Fn fn) {
+  const int64_t groups = w.rows / 16;
+  pool.parallelFor((groups + 1) / 2, 1, [&](int64_t u0, int64_t u1) {
+    thread_local std::vector<uint8_t> buffer;  // 64-byte aligned, as eachGroupWithValues's
+    buffer.resize(static_cast<size_t>(2 * value_bytes_per_column * w.cols) + 63);
+    uint8_t* values = buffer.data() + (-reinterpret_cast<uintptr_t>(buffer.data()) & 63);
+    for (int64_t u = u0; u < u1; ++u) fn(u * 32, 2 * u + 1 < groups, values);
+  });
+}
+
 // Q5_0 prefill over more tokens than one tile, where the table unpacks groups (256-bit and AVX-512
 // tables): as matmulKQuantValues, each group unpacked once and every tile of kQ0X16Tokens run on
 // the bytes (spreading the 5th bits to bytes costs about as much as the tile's products for 4
@@ -100,6 +115,28 @@ void matmulQ0Values(const Matrix& w, const uint8_t* a, size_t a_bytes, const int
   const Unpack16Fn unpack = k.unpack16Q0ForType(w.type);
   const Gemm16ValuesQ0Fn tile = k.gemm16ValuesQ0ForType(w.type);
   TP_CHECK(unpack && tile, "no unpacked 16-row kernel for {}", tensorTypeName(w.type));
+  const Gemm32ValuesQ0Fn pairs = w.type == TensorType::kQ5_0 ? k.gemm32_values_q5_0 : nullptr;
+  if (pairs) {  // two groups per tile (a last odd group alone)
+    const size_t vb = static_cast<size_t>(kX16ValueBytesPerColumn * w.cols);
+    eachGroupPairWithValues(
+        w, kX16ValueBytesPerColumn, pool, [&](int64_t r0, bool two, uint8_t* values) {
+          unpack(w.cols, w.row(r0), values);
+          if (two) unpack(w.cols, w.row(r0 + 16), values + vb);
+          const int64_t per_tile = two ? kQ0X32Tokens : kQ0X16Tokens;
+          for (int64_t t = 0; t < n_tokens; t += per_tile) {
+            const int nt = static_cast<int>(std::min<int64_t>(per_tile, n_tokens - t));
+            const uint8_t* at = a + static_cast<size_t>(t) * a_bytes;
+            float* yt = y + t * y_stride + r0;
+            if (two) {
+              pairs(w.cols, w.row(r0), w.row_bytes * 16, values, vb, at, a_bytes,
+                    offs + t * per_row, nt, yt, y_stride);
+            } else {
+              tile(w.cols, w.row(r0), values, at, a_bytes, offs + t * per_row, nt, yt, y_stride);
+            }
+          }
+        });
+    return;
+  }
   eachGroupWithValues(w, kX16ValueBytesPerColumn, pool, [&](int64_t r0, uint8_t* values) {
     unpack(w.cols, w.row(r0), values);
     for (int64_t t = 0; t < n_tokens; t += kQ0X16Tokens) {
