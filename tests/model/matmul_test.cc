@@ -348,6 +348,26 @@ TEST(MatmulTest, Q0PrefillTileWidthChangesNoBits) {
   if (checked == 0) GTEST_SKIP() << "no 16-row Q8_0 / Q4_0 / Q5_0 tile on this CPU";
 }
 
+// `tokens` activation rows of `cols` columns for a Q8_0 / Q4_0 / Q5_0 tile (alternately large and
+// small values), one after another `bytes` apart, and their q0X16Offsets.
+struct Q0Acts {
+  std::vector<uint8_t> rows;
+  size_t bytes = 0;
+  std::vector<int32_t> offs;
+};
+Q0Acts q0Acts(TensorType type, int64_t cols, int tokens, uint32_t seed) {
+  Q0Acts a;
+  a.bytes = rowBytes(activationType(type), static_cast<uint64_t>(cols));
+  for (int t = 0; t < tokens; ++t) {
+    const auto row = encode(activationType(type),
+                            randomRow(cols, seed + static_cast<uint32_t>(t), t % 2 ? 0.3f : 3.f));
+    a.rows.insert(a.rows.end(), row.begin(), row.end());
+  }
+  a.offs.resize(static_cast<size_t>(q0X16OffsetsPerRow(type, cols) * tokens));
+  q0X16Offsets(type, a.rows.data(), a.bytes, tokens, cols, a.offs.data());
+  return a;
+}
+
 // Q5_0 prefill past one tile on the tables that unpack a group once (unpack16_q5_0 +
 // gemm16_values_q5_0): every tile width 1..kQ0X16Tokens on the unpacked values gives each token
 // the packed tile's bits, writing only its 16 columns; one block, an odd number of blocks and many.
@@ -367,26 +387,18 @@ TEST(MatmulTest, Q0ValuesTileMatchesThePackedTileBitForBit) {
         const std::vector<uint8_t> w = randomRows(type, 16, cols, 700, 0.2f);
         const Matrix m = packedMatrix(type, 16, cols, w, *k);
         ASSERT_EQ(m.interleave, 16) << tensorTypeName(type) << " on " << k->isa;
-        const size_t ab = rowBytes(activationType(type), static_cast<uint64_t>(cols));
-        std::vector<uint8_t> acts;
-        for (int t = 0; t < kQ0X16Tokens; ++t) {
-          const auto row =
-              encode(activationType(type),
-                     randomRow(cols, static_cast<uint32_t>(800 + t), t % 2 ? 0.3f : 3.f));
-          acts.insert(acts.end(), row.begin(), row.end());
-        }
-        const int64_t per_row = q0X16OffsetsPerRow(type, cols);
-        std::vector<int32_t> offs(static_cast<size_t>(per_row * kQ0X16Tokens));
-        q0X16Offsets(type, acts.data(), ab, kQ0X16Tokens, cols, offs.data());
+        const Q0Acts x = q0Acts(type, cols, kQ0X16Tokens, 800);
+        const uint8_t* acts = x.rows.data();
+        const size_t ab = x.bytes;
+        const int32_t* offs = x.offs.data();
         std::vector<uint8_t> values(static_cast<size_t>(kX16ValueBytesPerColumn * cols));
         unpack(cols, m.row(0), values.data());
         const int64_t stride = 20;  // wider than the tile: it writes only its 16 columns
         for (int nt = 1; nt <= kQ0X16Tokens; ++nt) {
           std::vector<float> want(static_cast<size_t>(kQ0X16Tokens * stride), -7.f);
           std::vector<float> got(want);
-          packed(cols, m.row(0), acts.data(), ab, offs.data(), nt, want.data(), stride);
-          on_values(cols, m.row(0), values.data(), acts.data(), ab, offs.data(), nt, got.data(),
-                    stride);
+          packed(cols, m.row(0), acts, ab, offs, nt, want.data(), stride);
+          on_values(cols, m.row(0), values.data(), acts, ab, offs, nt, got.data(), stride);
           ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
               << tensorTypeName(type) << " cols " << cols << " tokens " << nt << " on " << k->isa;
           EXPECT_EQ(got[16], -7.f);
@@ -413,25 +425,17 @@ TEST(MatmulTest, Q4_0PairTileGivesEachGroupTheSixteenRowTileBits) {
       const std::vector<uint8_t> w = randomRows(type, 32, cols, 710, 0.2f);
       const Matrix m = packedMatrix(type, 32, cols, w, *k);
       ASSERT_EQ(m.interleave, 16) << k->isa;
-      const size_t ab = rowBytes(activationType(type), static_cast<uint64_t>(cols));
-      std::vector<uint8_t> acts;
-      for (int t = 0; t < kQ0X32Tokens; ++t) {
-        const auto row =
-            encode(activationType(type),
-                   randomRow(cols, static_cast<uint32_t>(820 + t), t % 2 ? 0.3f : 3.f));
-        acts.insert(acts.end(), row.begin(), row.end());
-      }
-      const int64_t per_row = q0X16OffsetsPerRow(type, cols);
-      std::vector<int32_t> offs(static_cast<size_t>(per_row * kQ0X32Tokens));
-      q0X16Offsets(type, acts.data(), ab, kQ0X32Tokens, cols, offs.data());
+      const Q0Acts x = q0Acts(type, cols, kQ0X32Tokens, 820);
+      const uint8_t* acts = x.rows.data();
+      const size_t ab = x.bytes;
+      const int32_t* offs = x.offs.data();
       const int64_t stride = 36;  // wider than the tile: it writes only its 32 columns
       for (int nt = 1; nt <= kQ0X32Tokens; ++nt) {
         std::vector<float> want(static_cast<size_t>(kQ0X32Tokens * stride), -7.f);
         std::vector<float> got(want);
-        single(cols, m.row(0), acts.data(), ab, offs.data(), nt, want.data(), stride);
-        single(cols, m.row(16), acts.data(), ab, offs.data(), nt, want.data() + 16, stride);
-        k->gemm32_q4_0(cols, m.row(0), m.row_bytes * 16, acts.data(), ab, offs.data(), nt,
-                       got.data(), stride);
+        single(cols, m.row(0), acts, ab, offs, nt, want.data(), stride);
+        single(cols, m.row(16), acts, ab, offs, nt, want.data() + 16, stride);
+        k->gemm32_q4_0(cols, m.row(0), m.row_bytes * 16, acts, ab, offs, nt, got.data(), stride);
         ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
             << "cols " << cols << " tokens " << nt << " on " << k->isa;
         EXPECT_EQ(got[32], -7.f);
@@ -457,17 +461,10 @@ TEST(MatmulTest, Q5_0PairValuesTileGivesEachGroupTheSixteenRowTileBits) {
       const std::vector<uint8_t> w = randomRows(type, 32, cols, 720, 0.2f);
       const Matrix m = packedMatrix(type, 32, cols, w, *k);
       ASSERT_EQ(m.interleave, 16) << k->isa;
-      const size_t ab = rowBytes(activationType(type), static_cast<uint64_t>(cols));
-      std::vector<uint8_t> acts;
-      for (int t = 0; t < kQ0X32Tokens; ++t) {
-        const auto row =
-            encode(activationType(type),
-                   randomRow(cols, static_cast<uint32_t>(840 + t), t % 2 ? 0.3f : 3.f));
-        acts.insert(acts.end(), row.begin(), row.end());
-      }
-      const int64_t per_row = q0X16OffsetsPerRow(type, cols);
-      std::vector<int32_t> offs(static_cast<size_t>(per_row * kQ0X32Tokens));
-      q0X16Offsets(type, acts.data(), ab, kQ0X32Tokens, cols, offs.data());
+      const Q0Acts x = q0Acts(type, cols, kQ0X32Tokens, 840);
+      const uint8_t* acts = x.rows.data();
+      const size_t ab = x.bytes;
+      const int32_t* offs = x.offs.data();
       const size_t vb = static_cast<size_t>(kX16ValueBytesPerColumn * cols);
       std::vector<uint8_t> values(2 * vb);
       unpack(cols, m.row(0), values.data());
@@ -476,12 +473,10 @@ TEST(MatmulTest, Q5_0PairValuesTileGivesEachGroupTheSixteenRowTileBits) {
       for (int nt = 1; nt <= kQ0X32Tokens; ++nt) {
         std::vector<float> want(static_cast<size_t>(kQ0X32Tokens * stride), -7.f);
         std::vector<float> got(want);
-        single(cols, m.row(0), values.data(), acts.data(), ab, offs.data(), nt, want.data(),
-               stride);
-        single(cols, m.row(16), values.data() + vb, acts.data(), ab, offs.data(), nt,
-               want.data() + 16, stride);
-        k->gemm32_values_q5_0(cols, m.row(0), m.row_bytes * 16, values.data(), vb, acts.data(), ab,
-                              offs.data(), nt, got.data(), stride);
+        single(cols, m.row(0), values.data(), acts, ab, offs, nt, want.data(), stride);
+        single(cols, m.row(16), values.data() + vb, acts, ab, offs, nt, want.data() + 16, stride);
+        k->gemm32_values_q5_0(cols, m.row(0), m.row_bytes * 16, values.data(), vb, acts, ab, offs,
+                              nt, got.data(), stride);
         ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
             << "cols " << cols << " tokens " << nt << " on " << k->isa;
         EXPECT_EQ(got[32], -7.f);

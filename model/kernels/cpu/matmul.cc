@@ -51,17 +51,40 @@ void amxGroup(const Matrix& w, int64_t r0, const uint8_t* a, size_t a_bytes, int
   }
 }
 
+// This thread's buffer of at least `bytes` bytes for unpacked values, 64-byte aligned: each 64-byte
+// row the tiles load is one cache line, not two.
+uint8_t* threadValues(size_t bytes) {
+  thread_local std::vector<uint8_t> buffer;
+  buffer.resize(bytes + 63);
+  return buffer.data() + (-reinterpret_cast<uintptr_t>(buffer.data()) & 63);
+}
+
 // Runs fn(r0, values) for every 16-row group of w (first row r0) on the pool's threads, values a
 // per-thread buffer of value_bytes_per_column x w.cols bytes that stays in the core's caches.
 template <typename Fn>
 void eachGroupWithValues(const Matrix& w, int64_t value_bytes_per_column, ThreadPool& pool, Fn fn) {
   pool.parallelFor(w.rows / 16, 1, [&](int64_t g0, int64_t g1) {
-    // 64-byte aligned: each 64-byte row the tiles load is one cache line, not two.
-    thread_local std::vector<uint8_t> buffer;
-    buffer.resize(static_cast<size_t>(value_bytes_per_column * w.cols) + 63);
-    uint8_t* values = buffer.data() + (-reinterpret_cast<uintptr_t>(buffer.data()) & 63);
+    uint8_t* values = threadValues(static_cast<size_t>(value_bytes_per_column * w.cols));
     for (int64_t g = g0; g < g1; ++g) fn(g * 16, values);
   });
+}
+
+// Runs fn(r0, two) for every pair of 16-row groups of w (first row r0; `two` false for a last odd
+// group alone) on the pool's threads, each thread taking whole pairs.
+template <typename Fn>
+void eachGroupPair(const Matrix& w, ThreadPool& pool, Fn fn) {
+  const int64_t groups = w.rows / 16;
+  pool.parallelFor((groups + 1) / 2, 1, [&](int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; ++u) fn(u * 32, 2 * u + 1 < groups);
+  });
+}
+
+// Runs fn(t, nt) over n_tokens in tiles of per_tile tokens (the last nt = what is left).
+template <typename Fn>
+void eachTokenTile(int64_t n_tokens, int64_t per_tile, Fn fn) {
+  for (int64_t t = 0; t < n_tokens; t += per_tile) {
+    fn(t, static_cast<int>(std::min<int64_t>(per_tile, n_tokens - t)));
+  }
 }
 
 // Q4_K / Q6_K prefill over more tokens than one tile: each group is unpacked once to a byte per
@@ -95,12 +118,8 @@ void matmulKQuantValues(const Matrix& w, const uint8_t* a, size_t a_bytes, int64
 template <typename Fn>
 void eachGroupPairWithValues(const Matrix& w, int64_t value_bytes_per_column, ThreadPool& pool,
                              Fn fn) {
-  const int64_t groups = w.rows / 16;
-  pool.parallelFor((groups + 1) / 2, 1, [&](int64_t u0, int64_t u1) {
-    thread_local std::vector<uint8_t> buffer;  // 64-byte aligned, as eachGroupWithValues's
-    buffer.resize(static_cast<size_t>(2 * value_bytes_per_column * w.cols) + 63);
-    uint8_t* values = buffer.data() + (-reinterpret_cast<uintptr_t>(buffer.data()) & 63);
-    for (int64_t u = u0; u < u1; ++u) fn(u * 32, 2 * u + 1 < groups, values);
+  eachGroupPair(w, pool, [&](int64_t r0, bool two) {
+    fn(r0, two, threadValues(static_cast<size_t>(2 * value_bytes_per_column * w.cols)));
   });
 }
 
@@ -122,9 +141,7 @@ void matmulQ0Values(const Matrix& w, const uint8_t* a, size_t a_bytes, const int
         w, kX16ValueBytesPerColumn, pool, [&](int64_t r0, bool two, uint8_t* values) {
           unpack(w.cols, w.row(r0), values);
           if (two) unpack(w.cols, w.row(r0 + 16), values + vb);
-          const int64_t per_tile = two ? kQ0X32Tokens : kQ0X16Tokens;
-          for (int64_t t = 0; t < n_tokens; t += per_tile) {
-            const int nt = static_cast<int>(std::min<int64_t>(per_tile, n_tokens - t));
+          eachTokenTile(n_tokens, two ? kQ0X32Tokens : kQ0X16Tokens, [&](int64_t t, int nt) {
             const uint8_t* at = a + static_cast<size_t>(t) * a_bytes;
             float* yt = y + t * y_stride + r0;
             if (two) {
@@ -133,7 +150,7 @@ void matmulQ0Values(const Matrix& w, const uint8_t* a, size_t a_bytes, const int
             } else {
               tile(w.cols, w.row(r0), values, at, a_bytes, offs + t * per_row, nt, yt, y_stride);
             }
-          }
+          });
         });
     return;
   }
@@ -184,24 +201,17 @@ void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int
   }
   const Gemm32Q0Fn pairs = w.type == TensorType::kQ4_0 ? k.gemm32_q4_0 : nullptr;
   if (pairs) {  // two groups per tile (a last odd group alone), each thread whole pairs
-    const int64_t groups = w.rows / 16;
-    pool.parallelFor((groups + 1) / 2, 1, [&](int64_t u0, int64_t u1) {
-      for (int64_t u = u0; u < u1; ++u) {
-        const int64_t r0 = u * 32;
-        const bool two = 2 * u + 1 < groups;
-        const int64_t tile = two ? kQ0X32Tokens : tile_tokens;
-        for (int64_t t = 0; t < n_tokens; t += tile) {
-          const int nt = static_cast<int>(std::min<int64_t>(tile, n_tokens - t));
-          const uint8_t* at = a + static_cast<size_t>(t) * a_bytes;
-          float* yt = y + t * y_stride + r0;
-          if (two) {
-            pairs(w.cols, w.row(r0), w.row_bytes * 16, at, a_bytes, offs + t * per_row, nt, yt,
-                  y_stride);
-          } else {
-            with_offs(w.cols, w.row(r0), at, a_bytes, offs + t * per_row, nt, yt, y_stride);
-          }
+    eachGroupPair(w, pool, [&](int64_t r0, bool two) {
+      eachTokenTile(n_tokens, two ? kQ0X32Tokens : tile_tokens, [&](int64_t t, int nt) {
+        const uint8_t* at = a + static_cast<size_t>(t) * a_bytes;
+        float* yt = y + t * y_stride + r0;
+        if (two) {
+          pairs(w.cols, w.row(r0), w.row_bytes * 16, at, a_bytes, offs + t * per_row, nt, yt,
+                y_stride);
+        } else {
+          with_offs(w.cols, w.row(r0), at, a_bytes, offs + t * per_row, nt, yt, y_stride);
         }
-      }
+      });
     });
     return;
   }
