@@ -39,12 +39,18 @@ constexpr int kPrefetchBytes = 6144;
 //   near only (4-24 KiB, or no software prefetch at all) 1.19-1.28x; on Q4_K_M near only at 4 or
 //   12 KiB was no faster than near and far. tpnode --threads 1 decode, binaries alternating:
 //   llama-0.9b Q4_0 54.0-57.0 -> 62.7-66.8 tokens/s, gemma-3-270m (Q5_0) 103-120 -> 121-133.
+//   Q4_0 then read as two streams side by side without software prefetch (as Q8_0), in one
+//   process (kernel_bench --model --prefetch): 0.94-0.95x the time per pass of one stream with
+//   the near prefetch, two streams with it 1.08-1.12x (tpnode --threads 1 decode, 10 runs each,
+//   binaries alternating: median 62 against 60.5 tokens/s, within the VM's spread); Q4_K as two
+//   streams without prefetch took 1.4-1.8x the time of one stream with near and far.
 struct PrefetchDistances {
-  int near_q0;  // Q4_0, Q5_0 (prefetchAhead)
-  int far_q0;   // 0: none
-  int near_k;   // Q4_K, Q6_K (prefetchBlock; the AVX2 decodes per line)
-  int far_k;    // 0: none
-  int near_q8;  // Q8_0 (0: none)
+  int near_q0;                    // Q4_0, Q5_0 (prefetchAhead)
+  int far_q0;                     // 0: none
+  int near_k;                     // Q4_K, Q6_K (prefetchBlock; the AVX2 decodes per line)
+  int far_k;                      // 0: none
+  int near_q8;                    // Q8_0 (0: none)
+  bool q4_0_two_streams = false;  // Q4_0 as two streams without prefetch (near_q0 unused for it)
 };
 
 // The distances of this process's setting (read once per kernel call).
@@ -53,7 +59,7 @@ inline PrefetchDistances prefetchDistances() {
     case DecodePrefetch::kNearOnly:
       return {12288, 0, 12288, 0, 12288};
     case DecodePrefetch::kFarKQuants:
-      return {12288, 0, kPrefetchBytes, 24576, 0};
+      return {12288, 0, kPrefetchBytes, 24576, 0, /*q4_0_two_streams=*/true};
     case DecodePrefetch::kNearAndFar:
       break;
   }
