@@ -43,7 +43,10 @@ constexpr int kPrefetchBytes = 6144;
 //   process (kernel_bench --model --prefetch): 0.94-0.95x the time per pass of one stream with
 //   the near prefetch, two streams with it 1.08-1.12x (tpnode --threads 1 decode, 10 runs each,
 //   binaries alternating: median 62 against 60.5 tokens/s, within the VM's spread); Q4_K as two
-//   streams without prefetch took 1.4-1.8x the time of one stream with near and far.
+//   streams without prefetch took 1.4-1.8x the time of one stream with near and far. The
+//   K-quants' near and far at 3 and 12 KiB: 0.95-0.99x the time per llama-0.9b Q4_K_M pass of 6
+//   and 24 KiB (6 runs in one process each), gemma-3-270m level; at 1.5 and 6 KiB or 12 and 48
+//   KiB no faster.
 struct PrefetchDistances {
   int near_q0;                    // Q4_0, Q5_0 (prefetchAhead)
   int far_q0;                     // 0: none
@@ -59,7 +62,7 @@ inline PrefetchDistances prefetchDistances() {
     case DecodePrefetch::kNearOnly:
       return {12288, 0, 12288, 0, 12288};
     case DecodePrefetch::kFarKQuants:
-      return {12288, 0, kPrefetchBytes, 24576, 0, /*q4_0_two_streams=*/true};
+      return {12288, 0, 3072, 12288, 0, /*q4_0_two_streams=*/true};
     case DecodePrefetch::kNearAndFar:
       break;
   }
