@@ -39,21 +39,19 @@ constexpr int kPrefetchBytes = 6144;
 //   near only (4-24 KiB, or no software prefetch at all) 1.19-1.28x; on Q4_K_M near only at 4 or
 //   12 KiB was no faster than near and far. tpnode --threads 1 decode, binaries alternating:
 //   llama-0.9b Q4_0 54.0-57.0 -> 62.7-66.8 tokens/s, gemma-3-270m (Q5_0) 103-120 -> 121-133.
-//   Q4_0 then read as two streams side by side without software prefetch (as Q8_0), in one
-//   process (kernel_bench --model --prefetch): 0.94-0.95x the time per pass of one stream with
-//   the near prefetch, two streams with it 1.08-1.12x (tpnode --threads 1 decode, 10 runs each,
-//   binaries alternating: median 62 against 60.5 tokens/s, within the VM's spread); Q4_K as two
-//   streams without prefetch took 1.4-1.8x the time of one stream with near and far. The
-//   K-quants' near and far at 3 and 12 KiB: 0.95-0.99x the time per llama-0.9b Q4_K_M pass of 6
-//   and 24 KiB (6 runs in one process each), gemma-3-270m level; at 1.5 and 6 KiB or 12 and 48
-//   KiB no faster.
+//   Q4_0 read as two streams side by side without software prefetch (as Q8_0) took 0.94-0.95x
+//   the time per pass of one stream with the near prefetch at one thread (kernel_bench --model, one
+//   process), but with two threads (four streams) tpnode's Q4_0 decode fell to 65.7-68.7 tokens/s
+//   from 73.9-75.7 (tools/bench-model.sh, t2): not kept. Q4_K as two streams without prefetch took
+//   1.4-1.8x the time of one stream with near and far. The K-quants' near and far at 3 and 12 KiB:
+//   0.95-0.99x the time per llama-0.9b Q4_K_M pass of 6 and 24 KiB (6 runs in one process each),
+//   gemma-3-270m level; at 1.5 and 6 KiB or 12 and 48 KiB no faster.
 struct PrefetchDistances {
-  int near_q0;                    // Q4_0, Q5_0 (prefetchAhead)
-  int far_q0;                     // 0: none
-  int near_k;                     // Q4_K, Q6_K (prefetchBlock; the AVX2 decodes per line)
-  int far_k;                      // 0: none
-  int near_q8;                    // Q8_0 (0: none)
-  bool q4_0_two_streams = false;  // Q4_0 as two streams without prefetch (near_q0 unused for it)
+  int near_q0;  // Q4_0, Q5_0 (prefetchAhead)
+  int far_q0;   // 0: none
+  int near_k;   // Q4_K, Q6_K (prefetchBlock; the AVX2 decodes per line)
+  int far_k;    // 0: none
+  int near_q8;  // Q8_0 (0: none)
 };
 
 // The distances of this process's setting (read once per kernel call).
@@ -62,7 +60,7 @@ inline PrefetchDistances prefetchDistances() {
     case DecodePrefetch::kNearOnly:
       return {12288, 0, 12288, 0, 12288};
     case DecodePrefetch::kFarKQuants:
-      return {12288, 0, 3072, 12288, 0, /*q4_0_two_streams=*/true};
+      return {12288, 0, 3072, 12288, 0};
     case DecodePrefetch::kNearAndFar:
       break;
   }

@@ -203,12 +203,11 @@ const DotKernels& bestKernels();
 // The software prefetch of the decode kernels on the 16-row layouts (gemv16_*). kNearAndFar: the
 // weight lines of Q4_0, Q5_0, Q4_K and Q6_K fetched into L2 a few KiB ahead and into the outer
 // caches further ahead, Q8_0's not at all; kNearOnly: every type's lines fetched into L2 12 KiB
-// ahead; kFarKQuants: Q4_K and Q6_K near and far at shorter distances, Q5_0 into L2 12 KiB ahead
-// only, Q4_0 and Q8_0 read as two streams side by side without software prefetch. Chosen once per
-// process from the CPU (AMD Zen 5 and later: kFarKQuants; other AMD with AVX-512: kNearAndFar;
-// others: kNearOnly; the measurements are in dot_x86_gemv16.inc and decode_prefetch.h);
-// setDecodePrefetch() overrides it (tools/kernel_bench compares them; never while kernels run).
-// Prefetching never changes a result.
+// ahead; kFarKQuants: Q4_K and Q6_K near and far at shorter distances, Q4_0 and Q5_0 into L2 12
+// KiB ahead only, Q8_0 not at all. Chosen once per process from the CPU (AMD Zen 5 and later:
+// kFarKQuants; other AMD with AVX-512: kNearAndFar; others: kNearOnly; the measurements are in
+// dot_x86_gemv16.inc and decode_prefetch.h); setDecodePrefetch() overrides it (tools/kernel_bench
+// compares them; never while kernels run). Prefetching never changes a result.
 enum class DecodePrefetch { kNearAndFar, kNearOnly, kFarKQuants };
 DecodePrefetch decodePrefetch();
 void setDecodePrefetch(DecodePrefetch choice);
