@@ -410,79 +410,89 @@ TEST(MatmulTest, Q0ValuesTileMatchesThePackedTileBitForBit) {
   if (checked == 0) GTEST_SKIP() << "no table unpacks Q5_0 groups on this CPU (needs AVX2)";
 }
 
-// The Q4_0 tile on two groups at once (gemm32_q4_0, AVX-512): every width 1..kQ0X32Tokens gives
-// each group's 16 rows the 16-row tile's bits for that group alone, writing only its 32 columns;
-// one block, an odd number of blocks and many. (matmul takes it for pairs of groups:
-// Q0PrefillTileWidthChangesNoBits covers it through matmul, an odd last group included.)
+// A two-group tile against the 16-row one on each group: for a 32-row `type` matrix of one
+// block, an odd number of blocks and many, and every width 1..kQ0X32Tokens, pair(m, x, nt, out,
+// stride) gives out[t * stride + 16 g + r] the bits single(m, g, x, nt, out + 16 g, stride) gives,
+// writing only its 32 columns. Returns the cases checked.
+template <typename Single, typename Pair>
+int expectPairTileBits(const DotKernels& k, TensorType type, uint32_t seed, Single single,
+                       Pair pair) {
+  int checked = 0;
+  for (int64_t cols : {32, 96, 1056}) {
+    const std::vector<uint8_t> w = randomRows(type, 32, cols, seed, 0.2f);
+    const Matrix m = packedMatrix(type, 32, cols, w, k);
+    EXPECT_EQ(m.interleave, 16) << k.isa;
+    if (m.interleave != 16) return checked;
+    const Q0Acts x = q0Acts(type, cols, kQ0X32Tokens, seed + 100);
+    const int64_t stride = 36;  // wider than the tile: it writes only its 32 columns
+    for (int nt = 1; nt <= kQ0X32Tokens; ++nt) {
+      std::vector<float> want(static_cast<size_t>(kQ0X32Tokens * stride), -7.f);
+      std::vector<float> got(want);
+      single(m, 0, x, nt, want.data(), stride);
+      single(m, 1, x, nt, want.data() + 16, stride);
+      pair(m, x, nt, got.data(), stride);
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+          << tensorTypeName(type) << " cols " << cols << " tokens " << nt << " on " << k.isa;
+      EXPECT_EQ(got[32], -7.f);
+      ++checked;
+    }
+  }
+  return checked;
+}
+
+// The Q4_0 tile on two groups at once (gemm32_q4_0, AVX-512) against the 16-row tile on each.
+// (matmul takes it for pairs of groups: Q0PrefillTileWidthChangesNoBits covers it through matmul,
+// an odd last group included.)
 TEST(MatmulTest, Q4_0PairTileGivesEachGroupTheSixteenRowTileBits) {
   int checked = 0;
   for (const DotKernels* k : {avx2Kernels(), avx2VnniKernels(), avx512Kernels()}) {
     if (!k || !k->gemm32_q4_0) continue;
-    const TensorType type = TensorType::kQ4_0;
-    const Gemm16Q0Fn single = k->gemm16Q0ForType(type);
+    const Gemm16Q0Fn single = k->gemm16Q0ForType(TensorType::kQ4_0);
     ASSERT_NE(single, nullptr) << k->isa;
-    for (int64_t cols : {32, 96, 1056}) {
-      const std::vector<uint8_t> w = randomRows(type, 32, cols, 710, 0.2f);
-      const Matrix m = packedMatrix(type, 32, cols, w, *k);
-      ASSERT_EQ(m.interleave, 16) << k->isa;
-      const Q0Acts x = q0Acts(type, cols, kQ0X32Tokens, 820);
-      const uint8_t* acts = x.rows.data();
-      const size_t ab = x.bytes;
-      const int32_t* offs = x.offs.data();
-      const int64_t stride = 36;  // wider than the tile: it writes only its 32 columns
-      for (int nt = 1; nt <= kQ0X32Tokens; ++nt) {
-        std::vector<float> want(static_cast<size_t>(kQ0X32Tokens * stride), -7.f);
-        std::vector<float> got(want);
-        single(cols, m.row(0), acts, ab, offs, nt, want.data(), stride);
-        single(cols, m.row(16), acts, ab, offs, nt, want.data() + 16, stride);
-        k->gemm32_q4_0(cols, m.row(0), m.row_bytes * 16, acts, ab, offs, nt, got.data(), stride);
-        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
-            << "cols " << cols << " tokens " << nt << " on " << k->isa;
-        EXPECT_EQ(got[32], -7.f);
-        ++checked;
-      }
-    }
+    checked += expectPairTileBits(
+        *k, TensorType::kQ4_0, 710,
+        [&](const Matrix& m, int g, const Q0Acts& x, int nt, float* out, int64_t stride) {
+          single(m.cols, m.row(16 * g), x.rows.data(), x.bytes, x.offs.data(), nt, out, stride);
+        },
+        [&](const Matrix& m, const Q0Acts& x, int nt, float* out, int64_t stride) {
+          k->gemm32_q4_0(m.cols, m.row(0), m.row_bytes * 16, x.rows.data(), x.bytes, x.offs.data(),
+                         nt, out, stride);
+        });
   }
   if (checked == 0) GTEST_SKIP() << "no two-group Q4_0 tile on this CPU (needs AVX-512 VNNI)";
 }
 
-// The Q5_0 tile on two groups' unpacked values at once (gemm32_values_q5_0, AVX-512): every width
-// 1..kQ0X32Tokens gives each group the 16-row tile's bits on its own values, writing only its 32
-// columns. (matmul takes it for pairs of groups past one tile: Q0PrefillTileWidthChangesNoBits.)
+// The Q5_0 tile on two groups' unpacked values at once (gemm32_values_q5_0, AVX-512) against the
+// 16-row values tile on each group's own values. (matmul takes it for pairs of groups past one
+// tile: Q0PrefillTileWidthChangesNoBits.)
 TEST(MatmulTest, Q5_0PairValuesTileGivesEachGroupTheSixteenRowTileBits) {
   int checked = 0;
   for (const DotKernels* k : {avx2Kernels(), avx2VnniKernels(), avx512Kernels()}) {
     if (!k || !k->gemm32_values_q5_0) continue;
-    const TensorType type = TensorType::kQ5_0;
-    const Unpack16Fn unpack = k->unpack16Q0ForType(type);
-    const Gemm16ValuesQ0Fn single = k->gemm16ValuesQ0ForType(type);
+    const Unpack16Fn unpack = k->unpack16Q0ForType(TensorType::kQ5_0);
+    const Gemm16ValuesQ0Fn single = k->gemm16ValuesQ0ForType(TensorType::kQ5_0);
     ASSERT_TRUE(unpack && single) << k->isa;
-    for (int64_t cols : {32, 96, 1056}) {
-      const std::vector<uint8_t> w = randomRows(type, 32, cols, 720, 0.2f);
-      const Matrix m = packedMatrix(type, 32, cols, w, *k);
-      ASSERT_EQ(m.interleave, 16) << k->isa;
-      const Q0Acts x = q0Acts(type, cols, kQ0X32Tokens, 840);
-      const uint8_t* acts = x.rows.data();
-      const size_t ab = x.bytes;
-      const int32_t* offs = x.offs.data();
-      const size_t vb = static_cast<size_t>(kX16ValueBytesPerColumn * cols);
-      std::vector<uint8_t> values(2 * vb);
-      unpack(cols, m.row(0), values.data());
-      unpack(cols, m.row(16), values.data() + vb);
-      const int64_t stride = 36;  // wider than the tile: it writes only its 32 columns
-      for (int nt = 1; nt <= kQ0X32Tokens; ++nt) {
-        std::vector<float> want(static_cast<size_t>(kQ0X32Tokens * stride), -7.f);
-        std::vector<float> got(want);
-        single(cols, m.row(0), values.data(), acts, ab, offs, nt, want.data(), stride);
-        single(cols, m.row(16), values.data() + vb, acts, ab, offs, nt, want.data() + 16, stride);
-        k->gemm32_values_q5_0(cols, m.row(0), m.row_bytes * 16, values.data(), vb, acts, ab, offs,
-                              nt, got.data(), stride);
-        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
-            << "cols " << cols << " tokens " << nt << " on " << k->isa;
-        EXPECT_EQ(got[32], -7.f);
-        ++checked;
-      }
-    }
+    // Both groups' values, the second's vb bytes after the first's (as matmul lays them out).
+    const auto values = [&](const Matrix& m, size_t vb) {
+      std::vector<uint8_t> v(2 * vb);
+      unpack(m.cols, m.row(0), v.data());
+      unpack(m.cols, m.row(16), v.data() + vb);
+      return v;
+    };
+    checked += expectPairTileBits(
+        *k, TensorType::kQ5_0, 720,
+        [&](const Matrix& m, int g, const Q0Acts& x, int nt, float* out, int64_t stride) {
+          const size_t vb = static_cast<size_t>(kX16ValueBytesPerColumn * m.cols);
+          const std::vector<uint8_t> v = values(m, vb);
+          single(m.cols, m.row(16 * g), v.data() + g * vb, x.rows.data(), x.bytes, x.offs.data(),
+                 nt, out, stride);
+        },
+        [&](const Matrix& m, const Q0Acts& x, int nt, float* out, int64_t stride) {
+          const size_t vb = static_cast<size_t>(kX16ValueBytesPerColumn * m.cols);
+          const std::vector<uint8_t> v = values(m, vb);
+          k->gemm32_values_q5_0(m.cols, m.row(0), m.row_bytes * 16, v.data(), vb, x.rows.data(),
+                                x.bytes, x.offs.data(), nt, out, stride);
+        });
   }
   if (checked == 0) GTEST_SKIP() << "no two-group Q5_0 tile on this CPU (needs AVX-512 VNNI)";
 }

@@ -138,6 +138,14 @@ Gemm16ValuesQ0Fn DotKernels::gemm16ValuesQ0ForType(TensorType weight) const {
   return weight == TensorType::kQ5_0 ? gemm16_values_q5_0 : nullptr;
 }
 
+Gemm32Q0Fn DotKernels::gemm32Q0ForType(TensorType weight) const {
+  return weight == TensorType::kQ4_0 ? gemm32_q4_0 : nullptr;
+}
+
+Gemm32ValuesQ0Fn DotKernels::gemm32ValuesQ0ForType(TensorType weight) const {
+  return weight == TensorType::kQ5_0 ? gemm32_values_q5_0 : nullptr;
+}
+
 Gemv16Fn DotKernels::gemv16ForType(TensorType weight) const {
   switch (weight) {
     case TensorType::kQ8_0:

@@ -154,12 +154,14 @@ struct DotKernels {
   Gemm16Q0Fn gemm16_q8_0 = nullptr, gemm16_q4_0 = nullptr, gemm16_q5_0 = nullptr;
   Gemm16Q0Fn gemm16Q0ForType(TensorType weight) const;  // nullptr when none
   Gemm32Q0Fn gemm32_q4_0 = nullptr;  // AVX-512: Q4_0 prefill on two groups at once
+  Gemm32Q0Fn gemm32Q0ForType(TensorType weight) const;  // nullptr when none
   // Q5_0 prefill over more tokens than one tile, each group unpacked once: the 256-bit and
   // AVX-512 tables (Q4_0 measured level on the 256-bit ones: its nibbles take two operations per
   // weight vector).
   Unpack16Fn unpack16_q5_0 = nullptr;
   Gemm16ValuesQ0Fn gemm16_values_q5_0 = nullptr;
   Gemm32ValuesQ0Fn gemm32_values_q5_0 = nullptr;                    // AVX-512: two groups at once
+  Gemm32ValuesQ0Fn gemm32ValuesQ0ForType(TensorType weight) const;  // nullptr when none
   Unpack16Fn unpack16Q0ForType(TensorType weight) const;            // nullptr when none
   Gemm16ValuesQ0Fn gemm16ValuesQ0ForType(TensorType weight) const;  // nullptr when none
   Gemv16Fn gemv16_q8_0 = nullptr, gemv16_q4_0 = nullptr, gemv16_q5_0 = nullptr;  // as gemm16_*

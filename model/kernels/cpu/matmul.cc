@@ -134,7 +134,7 @@ void matmulQ0Values(const Matrix& w, const uint8_t* a, size_t a_bytes, const int
   const Unpack16Fn unpack = k.unpack16Q0ForType(w.type);
   const Gemm16ValuesQ0Fn tile = k.gemm16ValuesQ0ForType(w.type);
   TP_CHECK(unpack && tile, "no unpacked 16-row kernel for {}", tensorTypeName(w.type));
-  const Gemm32ValuesQ0Fn pairs = w.type == TensorType::kQ5_0 ? k.gemm32_values_q5_0 : nullptr;
+  const Gemm32ValuesQ0Fn pairs = k.gemm32ValuesQ0ForType(w.type);
   if (pairs) {  // two groups per tile (a last odd group alone)
     const size_t vb = static_cast<size_t>(kX16ValueBytesPerColumn * w.cols);
     eachGroupPairWithValues(
@@ -199,7 +199,7 @@ void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int
     matmulQ0Values(w, a, a_bytes, offs, per_row, n_tokens, y, y_stride, pool, k);
     return;
   }
-  const Gemm32Q0Fn pairs = w.type == TensorType::kQ4_0 ? k.gemm32_q4_0 : nullptr;
+  const Gemm32Q0Fn pairs = k.gemm32Q0ForType(w.type);
   if (pairs) {  // two groups per tile (a last odd group alone), each thread whole pairs
     eachGroupPair(w, pool, [&](int64_t r0, bool two) {
       eachTokenTile(n_tokens, two ? kQ0X32Tokens : tile_tokens, [&](int64_t t, int nt) {
