@@ -1,5 +1,12 @@
-// Test helper: free TCP ports on loopback (bind to port 0, read it back, close). A port can be
-// taken by someone else before the test binds it; the tests use fresh ports for every run.
+// Test helper: free TCP ports on loopback for tests that must name their ports before they bind
+// them (peer lists of multi-process clusters).
+//
+// A port is drawn at random from below the kernel's ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range) and checked by binding it once. Ports handed out by
+// bind(0) come from that range, and so does the source port of every outgoing connection: a
+// concurrently running test's connect() could take such a port between the check and the moment
+// the test's rank binds it. Below the range only another explicit bind can take it, and the draw
+// spreads over thousands of ports.
 #pragma once
 
 #include <arpa/inet.h>
@@ -8,17 +15,47 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
 namespace tpnode::mesh::test {
 
+// The lowest port the kernel hands out as an ephemeral port (32768 where it cannot be read).
+inline int ephemeralPortLow() {
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  if (range >> low && low > 2048) return low;
+  return 32768;
+}
+
+inline bool portBindable(const char* host, uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  ::inet_pton(AF_INET, host, &a.sin_addr);
+  a.sin_port = htons(port);
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
 inline uint16_t freePort(const char* host = "127.0.0.1") {
+  static thread_local std::mt19937 rng{std::random_device{}()};
+  int high = ephemeralPortLow() - 1;
+  int low = high > 12000 ? 10000 : 1024;
+  std::uniform_int_distribution<int> pick(low, high);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    auto port = static_cast<uint16_t>(pick(rng));
+    if (portBindable(host, port)) return port;
+  }
+  // Everything below the range is taken: fall back to a port the kernel picks.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   ::inet_pton(AF_INET, host, &a.sin_addr);
-  a.sin_port = 0;
   ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
   socklen_t len = sizeof a;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
