@@ -26,6 +26,10 @@ struct Avx512Ops {
   static V load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
   static V set1(float v) { return _mm512_set1_ps(v); }
+  // The first k (0-16) values at p, zeros past them (masked lanes are not read).
+  static V loadFirst(const float* p, int64_t k) {
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << k) - 1), p);
+  }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }

@@ -37,6 +37,8 @@ struct ScalarOps {
   static float load(const float* p) { return *p; }
   static void store(float* p, float v) { *p = v; }
   static float set1(float v) { return v; }
+  // The first k (0 or 1) values at p, zeros past them (nothing past them read).
+  static float loadFirst(const float* p, int64_t k) { return k > 0 ? *p : 0.f; }
   static float add(float a, float b) { return a + b; }
   static float sub(float a, float b) { return a - b; }
   static float mul(float a, float b) { return a * b; }
@@ -460,17 +462,18 @@ struct GgmlMath {
       }
     }
     if (nf < n) {
+      // V's last n % 16 cells as vectors zero-filled past n (the values a zero-padded copy gives,
+      // without reading past n).
+      const int64_t k = n - nf;
 #pragma GCC unroll 4
       for (int r = 0; r < D; ++r) {
-        alignas(64) float vtail[16] = {};
-        const float* row = vt + (d + r) * vt_stride;
-        std::copy(row + nf, row + n, vtail);
-#pragma GCC unroll 4
-        for (int g = 0; g < G; ++g) {
+        const float* row = vt + (d + r) * vt_stride + nf;
 #pragma GCC unroll 16
-          for (int i = 0; i < L; ++i) {
-            acc[r][g][i] = S::fma(S::load(vtail + i * W), S::load(ptail[g] + i * W), acc[r][g][i]);
-          }
+        for (int i = 0; i < L; ++i) {
+          const V x = S::loadFirst(row + i * W, std::clamp<int64_t>(k - i * W, 0, W));
+#pragma GCC unroll 4
+          for (int g = 0; g < G; ++g)
+            acc[r][g][i] = S::fma(x, S::load(ptail[g] + i * W), acc[r][g][i]);
         }
       }
     }
