@@ -1,5 +1,5 @@
-// model/kernels/cpu/gelu.h: the SIMD GeGLU gives the scalar loop's bits (the f16 table looked up
-// with the same rounding, the same cut-offs at -10 and 10), on every length's tail.
+// model/kernels/cpu/gelu.h: each SIMD GeGLU (AVX2, AVX-512) gives the scalar loop's bits (the f16
+// table looked up with the same rounding, the same cut-offs at -10 and 10), on every length's tail.
 #include "model/kernels/cpu/gelu.h"
 
 #include <gtest/gtest.h>
@@ -12,9 +12,7 @@
 namespace tpnode::model::kernels {
 namespace {
 
-TEST(GeluTest, Avx2GegluMatchesScalarBits) {
-  const GegluFn simd = gegluAvx2();
-  if (!simd) GTEST_SKIP() << "no AVX2 + F16C";
+void expectScalarBits(GegluFn simd) {
   // Gates: random at several scales, the cut-offs and their neighbours, f16 rounding ties
   // (halfway between two halves), zeros, tiny values (f16 subnormals), large values.
   std::vector<float> g;
@@ -42,6 +40,18 @@ TEST(GeluTest, Avx2GegluMatchesScalarBits) {
           << "n " << n << " i " << i << " gate " << g[i];
     }
   }
+}
+
+TEST(GeluTest, Avx2GegluMatchesScalarBits) {
+  const GegluFn simd = gegluAvx2();
+  if (!simd) GTEST_SKIP() << "no AVX2 + F16C";
+  expectScalarBits(simd);
+}
+
+TEST(GeluTest, Avx512GegluMatchesScalarBits) {
+  const GegluFn simd = gegluAvx512();
+  if (!simd) GTEST_SKIP() << "no AVX-512 F/BW/VL/VNNI";
+  expectScalarBits(simd);
 }
 
 }  // namespace

@@ -11,14 +11,18 @@ namespace tpnode::model::kernels {
 // gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))), in float.
 float geluTanh(float x);
 
-// g = gelu(g) * u, through the f16 table: the AVX2 + F16C variant where the CPU has it (and
-// TPNODE_CPU_ISA is not scalar), else the scalar one; both give the same bits.
+// g = gelu(g) * u, through the f16 table: the AVX-512 variant where the CPU kernels are AVX-512
+// ones, the AVX2 + F16C one where they are AVX2 ones (TPNODE_CPU_ISA picks them), else the
+// scalar one; all give the same bits.
 void geglu(float* g, const float* u, int64_t n);
 
 // The variants behind geglu, for tests: the scalar loop always, AVX2 + F16C (8 values per step,
-// the table read with a gather) where the CPU has it (nullptr elsewhere).
+// the table read with a gather) and AVX-512 (16 per step) where the CPU has them (nullptr
+// elsewhere).
 using GegluFn = void (*)(float* g, const float* u, int64_t n);
 void gegluScalar(float* g, const float* u, int64_t n);
 GegluFn gegluAvx2();
+// AVX-512 F (16 values per step); nullptr where the CPU lacks the AVX-512 kernel table.
+GegluFn gegluAvx512();
 
 }  // namespace tpnode::model::kernels
