@@ -408,8 +408,9 @@ struct GgmlMath {
   // Per output value d the heads' 16 lanes (16 / W vectors each) run along V's row d, 16 cells a
   // step: lane l of head g adds p_g[j] * vt[d][j] for j = l, l + 16, ... in order, as
   // chunkLanes's chain for cell j, with both operands read as contiguous vectors. The last n % 16
-  // cells come from zero-padded copies, so the tail adds +0 to lanes past n (never -0: a lane
-  // starts at +0 and a sum of products rounded to nearest is -0 only when every term is).
+  // cells come zero-filled past n (the weights a zero-padded copy, V masked loads), so the tail
+  // adds +0 to lanes past n (never -0: a lane starts at +0 and a sum of products rounded to
+  // nearest is -0 only when every term is).
   template <int G>
   static void sumHeadsT(const float* p, int64_t p_stride, const float* vt, int64_t vt_stride,
                         int64_t n, int64_t hd, float* out) {
