@@ -7,6 +7,7 @@
 
 #include "common/check.h"
 #include "common/error.h"
+#include "model/kernels/cpu/gelu.h"
 #include "model/kernels/cpu/matmul.h"
 #include "model/kernels/cpu/ops.h"
 
@@ -22,6 +23,7 @@ LlamaRank::LlamaRank(const ModelConfig& config, RankWeights weights,
       kv_(weights_.layer_end - weights_.layer_begin, n_slots, n_ctx, weights_.n_head_kv,
           config.head_dim, weights_.layer_begin, kv_block_size, kv_blocks) {
   if (config_.isMoe()) moe_ = std::make_unique<MoeFfn>(config_, pool_);
+  if (config_.ffn_act == FfnAct::kGeluTanh) kernels::gegluPrepare();
   if (weights_.needsTiedHeadSlice()) {
     // Tied head, vocab-parallel: keep this rank's rows of the replicated token_embd. The copy is
     // the head's alone, so it can take the projections' kernel layout: a batch of logits rows

@@ -113,7 +113,9 @@ GegluFn gegluAvx512() {
   return nullptr;
 }
 
-void geglu(float* g, const float* u, int64_t n) {
+namespace {
+
+GegluFn chosenGeglu() {
   static const GegluFn fn = [] {
     const std::string_view isa = bestKernels().isa;
     if (isa == "scalar") return gegluScalar;
@@ -121,7 +123,18 @@ void geglu(float* g, const float* u, int64_t n) {
     const GegluFn simd = wide ? wide : gegluAvx2();
     return simd ? simd : gegluScalar;
   }();
-  fn(g, u, n);
+  return fn;
+}
+
+}  // namespace
+
+void gegluPrepare() {
+  geluTable();
+  chosenGeglu();
+}
+
+void geglu(float* g, const float* u, int64_t n) {
+  chosenGeglu()(g, u, n);
 }
 
 }  // namespace tpnode::model::kernels

@@ -16,6 +16,11 @@ float geluTanh(float x);
 // scalar one; all give the same bits.
 void geglu(float* g, const float* u, int64_t n);
 
+// Builds the f16 table and picks the variant now (65536 gelu_tanh evaluations, a few ms), so that
+// the first geglu call does not: a rank of a GeGLU model calls it at construction, as ggml builds
+// its table at initialization, and a first request's time to first token does not carry it.
+void gegluPrepare();
+
 // The variants behind geglu, for tests: the scalar loop always, AVX2 + F16C (8 values per step,
 // the table read with a gather) and AVX-512 (16 per step) where the CPU has them (nullptr
 // elsewhere).
