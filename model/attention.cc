@@ -39,7 +39,7 @@ void LlamaRank::prepareQkv(int64_t l, std::span<const BatchToken> batch) {
   const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
   const int64_t hd = config_.head_dim;
   const int64_t nq = weights_.n_head * hd, nkv = weights_.n_head_kv * hd;
-  const float* ff = weights_.rope_freqs.empty() ? nullptr : weights_.rope_freqs.data();
+  const float* angles = ropeAnglesFor(l, batch);
   pool_.parallelFor(static_cast<int64_t>(batch.size()), 1, [&](int64_t b, int64_t e) {
     if (!w.bq.empty()) {
       for (int64_t i = b; i < e; ++i) {
@@ -60,25 +60,50 @@ void LlamaRank::prepareQkv(int64_t l, std::span<const BatchToken> batch) {
       kernels::rmsNormRows(k_.data() + b * nkv, w.k_norm.data(), k_.data() + b * nkv, hd,
                            (e - b) * weights_.n_head_kv, config_.rms_eps);
     }
-    thread_local std::vector<float> cs;  // one position's rotations, shared by its heads
-    cs.resize(static_cast<size_t>(config_.n_rot));
     for (int64_t i = b; i < e; ++i) {
       float* q = q_.data() + i * nq;
       float* k = k_.data() + i * nkv;
       const BatchToken& t = batch[static_cast<size_t>(i)];
-      kernels::ropeAngles(config_.n_rot, t.pos, config_.ropeBase(l), config_.ropeFreqScale(l), ff,
-                          cs.data());
+      const float* cs = angles + i * config_.n_rot;  // the position's rotations, for its heads
       for (int64_t h = 0; h < weights_.n_head; ++h) {
-        kernels::ropeRotate(q + h * hd, config_.n_rot, config_.rope_style, cs.data());
+        kernels::ropeRotate(q + h * hd, config_.n_rot, config_.rope_style, cs);
       }
       for (int64_t h = 0; h < weights_.n_head_kv; ++h) {
-        kernels::ropeRotate(k + h * hd, config_.n_rot, config_.rope_style, cs.data());
+        kernels::ropeRotate(k + h * hd, config_.n_rot, config_.rope_style, cs);
       }
       const int64_t block = kvBlock(t, t.pos), offset = t.pos % kv_.blockSize();
       std::copy_n(k, nkv, kv_.k(l, block, offset));
       std::copy_n(v_.data() + i * nkv, nkv, kv_.v(l, block, offset));
     }
   });
+}
+
+const float* LlamaRank::ropeAnglesFor(int64_t l, std::span<const BatchToken> batch) {
+  const float base = config_.ropeBase(l), scale = config_.ropeFreqScale(l);
+  const int64_t n = static_cast<int64_t>(batch.size()), n_rot = config_.n_rot;
+  for (const RopeAngles& r : rope_angles_) {
+    if (r.base == base && r.scale == scale &&
+        std::equal(batch.begin(), batch.end(), r.positions.begin(), r.positions.end(),
+                   [](const BatchToken& t, int64_t pos) { return t.pos == pos; })) {
+      return r.cs.data();
+    }
+  }
+  RopeAngles& r = rope_angles_[rope_next_];
+  rope_next_ = (rope_next_ + 1) % rope_angles_.size();
+  r.base = base;
+  r.scale = scale;
+  r.positions.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    r.positions[static_cast<size_t>(i)] = batch[static_cast<size_t>(i)].pos;
+  r.cs.resize(static_cast<size_t>(n * n_rot));
+  const float* ff = weights_.rope_freqs.empty() ? nullptr : weights_.rope_freqs.data();
+  pool_.parallelFor(n, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      kernels::ropeAngles(n_rot, r.positions[static_cast<size_t>(i)], base, scale, ff,
+                          r.cs.data() + i * n_rot);
+    }
+  });
+  return r.cs.data();
 }
 
 namespace {

@@ -10,6 +10,7 @@
 //   must have been fed before or in the same batch.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -97,6 +98,9 @@ class LlamaRank final : public RankModel {
   void softcap(std::vector<float>& logits);
   // same_x: x is the previous matmul's input, unchanged (its converted activations are reused).
   void matmul(const Matrix& w, const float* x, int64_t n, float* y, bool same_x = false);
+  // RoPE's cos / sin for layer l at each batch token's position (n_rot values per token), from
+  // rope_angles_ where the layer's setting and the positions match, else computed into it.
+  const float* ropeAnglesFor(int64_t l, std::span<const BatchToken> batch);
   void allReduce(float* data, size_t count);
   void tap(TapSink* sink, int64_t layer, TapPoint point, const std::vector<float>& rows,
            std::span<const BatchToken> batch) const;
@@ -112,6 +116,16 @@ class LlamaRank final : public RankModel {
   std::vector<float> x_, h_, k_, v_, o_, gate_, up_, logits_local_, gathered_;
   kernels::AlignedVector<float> q_, attn_;  // attention's rows: 64-byte aligned vector loads
   std::vector<int64_t> out_rows_;           // head(): the batch rows that get logits
+  // The rotations of one batch for one RoPE setting (base, frequency scale), shared by every
+  // layer with that setting: computed once per batch and setting, not once per layer (gemma3's
+  // local and global layers have one setting each, so two entries).
+  struct RopeAngles {
+    float base = 0.f, scale = 0.f;
+    std::vector<int64_t> positions;
+    std::vector<float> cs;  // [token][n_rot]
+  };
+  std::array<RopeAngles, 2> rope_angles_;
+  size_t rope_next_ = 0;  // the entry the next miss overwrites
   kernels::MatmulScratch quant_scratch_;
 };
 
