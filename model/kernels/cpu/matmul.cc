@@ -30,6 +30,14 @@ bool q8_0HasMin(const uint8_t* data, size_t bytes) {
 // stay in the core's L1 cache while every tile of tokens runs on them.
 constexpr int64_t kAmxChunkBlocks = 4;
 
+// Runs fn(t, nt) over n_tokens in tiles of per_tile tokens (the last nt = what is left).
+template <typename Fn>
+void eachTokenTile(int64_t n_tokens, int64_t per_tile, Fn fn) {
+  for (int64_t t = 0; t < n_tokens; t += per_tile) {
+    fn(t, static_cast<int>(std::min<int64_t>(per_tile, n_tokens - t)));
+  }
+}
+
 // One 16-row Q4_K group on AMX: the columns a chunk at a time (unpacked, then every tile of
 // kAmxTokens tokens on it), each tile adding its chunk into y (zeroed first): per token the
 // super-blocks are added in order, as the tile over all columns would.
@@ -41,13 +49,12 @@ void amxGroup(const Matrix& w, int64_t r0, const uint8_t* a, size_t a_bytes, int
     const int64_t nb = std::min(kAmxChunkBlocks, blocks - b0);
     const uint8_t* group = w.row(r0) + static_cast<size_t>(b0) * sizeof(BlockQ4Kx16);
     k.unpack16_q4_k_amx(nb * kQKK, group, values);
-    for (int64_t t = 0; t < n_tokens; t += kAmxTokens) {
-      const int nt = static_cast<int>(std::min<int64_t>(kAmxTokens, n_tokens - t));
+    eachTokenTile(n_tokens, kAmxTokens, [&](int64_t t, int nt) {
       k.gemm16_values_q4_k_amx(
           nb * kQKK, group, values,
           a + static_cast<size_t>(t) * a_bytes + static_cast<size_t>(b0) * sizeof(BlockQ8K),
           a_bytes, nt, y + t * y_stride + r0, y_stride);
-    }
+    });
   }
 }
 
@@ -79,14 +86,6 @@ void eachGroupPair(const Matrix& w, ThreadPool& pool, Fn fn) {
   });
 }
 
-// Runs fn(t, nt) over n_tokens in tiles of per_tile tokens (the last nt = what is left).
-template <typename Fn>
-void eachTokenTile(int64_t n_tokens, int64_t per_tile, Fn fn) {
-  for (int64_t t = 0; t < n_tokens; t += per_tile) {
-    fn(t, static_cast<int>(std::min<int64_t>(per_tile, n_tokens - t)));
-  }
-}
-
 // Q4_K / Q6_K prefill over more tokens than one tile: each group is unpacked once to a byte per
 // weight and every tile of kKQuantX16Tokens runs on the bytes, so the unpacking is paid once per
 // group, not once per tile. Q4_K on AMX (k.gemm16_values_q4_k_amx): amxGroup, the same results.
@@ -104,11 +103,10 @@ void matmulKQuantValues(const Matrix& w, const uint8_t* a, size_t a_bytes, int64
       return;
     }
     unpack(w.cols, w.row(r0), values);
-    for (int64_t t = 0; t < n_tokens; t += kKQuantX16Tokens) {
-      const int nt = static_cast<int>(std::min<int64_t>(kKQuantX16Tokens, n_tokens - t));
+    eachTokenTile(n_tokens, kKQuantX16Tokens, [&](int64_t t, int nt) {
       tile(w.cols, w.row(r0), values, a + static_cast<size_t>(t) * a_bytes, a_bytes, nt,
            y + t * y_stride + r0, y_stride);
-    }
+    });
   });
 }
 
@@ -156,11 +154,10 @@ void matmulQ0Values(const Matrix& w, const uint8_t* a, size_t a_bytes, const int
   }
   eachGroupWithValues(w, kX16ValueBytesPerColumn, pool, [&](int64_t r0, uint8_t* values) {
     unpack(w.cols, w.row(r0), values);
-    for (int64_t t = 0; t < n_tokens; t += kQ0X16Tokens) {
-      const int nt = static_cast<int>(std::min<int64_t>(kQ0X16Tokens, n_tokens - t));
+    eachTokenTile(n_tokens, kQ0X16Tokens, [&](int64_t t, int nt) {
       tile(w.cols, w.row(r0), values, a + static_cast<size_t>(t) * a_bytes, a_bytes,
            offs + t * per_row, nt, y + t * y_stride + r0, y_stride);
-    }
+    });
   });
 }
 
@@ -218,8 +215,7 @@ void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int
   pool.parallelFor(w.rows / 16, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t r0 = g * 16;
-      for (int64_t t = 0; t < n_tokens; t += tile_tokens) {
-        const int nt = static_cast<int>(std::min<int64_t>(tile_tokens, n_tokens - t));
+      eachTokenTile(n_tokens, tile_tokens, [&](int64_t t, int nt) {
         const uint8_t* at = a + static_cast<size_t>(t) * a_bytes;
         float* yt = y + t * y_stride + r0;
         if (with_offs) {
@@ -227,7 +223,7 @@ void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int
         } else {
           acts_only(w.cols, w.row(r0), at, a_bytes, nt, yt, y_stride);
         }
-      }
+      });
     }
   });
 }
@@ -329,24 +325,22 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
         continue;
       }
       if (gemm && n_tokens > 1) {
-        for (int64_t t = 0; t < n_tokens; t += 4) {
-          const int nt = static_cast<int>(std::min<int64_t>(4, n_tokens - t));
+        eachTokenTile(n_tokens, 4, [&](int64_t t, int nt) {
           for (int g = 0; g < nr; g += 4) {
             gemm(w.cols, w.row(r0 + g), a + static_cast<size_t>(t) * a_bytes, a_bytes, nt,
                  y + t * y_stride + r0 + g, y_stride);
           }
-        }
+        });
         continue;
       }
       if (rows_tile) {
-        for (int64_t t = 0; t < n_tokens; t += 4) {
-          const int nt = static_cast<int>(std::min<int64_t>(4, n_tokens - t));
+        eachTokenTile(n_tokens, 4, [&](int64_t t, int nt) {
           for (int g = 0; g < nr; g += 4) {
             rows_tile(w.cols, w.row(r0 + g), w.row_bytes, std::min(4, nr - g),
                       a + static_cast<size_t>(t) * a_bytes, a_bytes, nt, y + t * y_stride + r0 + g,
                       y_stride);
           }
-        }
+        });
         continue;
       }
       for (int64_t t = 0; t < n_tokens; ++t) {
