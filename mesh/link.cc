@@ -243,7 +243,7 @@ void Link::failOpLocked(RecvOp& op) {
 }
 
 void Link::failAllLocked() {
-  queues_.failAll(fail_code_, fail_reason_);
+  queues_.failAll(fail_code_, fail_reason_, /*serve_parked=*/closed_by_peer_);
   if (!reader_active_ && filling_ != nullptr) {
     failOpLocked(*filling_);
     filling_ = nullptr;
@@ -272,6 +272,13 @@ void Link::post(RecvOp& op, uint32_t tag, std::span<std::byte> out) {
   op.next = nullptr;
   MutexLock lock(mu_);
   if (failed_.load()) {
+    if (closed_by_peer_) {
+      // What the peer sent before its GOODBYE is parked here: still the receiver's.
+      queues_.post(op);
+      if (op.state == RecvOp::State::kClaiming) serveClaimsLocked(tag);
+      if (op.state == RecvOp::State::kDone) return;
+      queues_.cancel(op);
+    }
     failOpLocked(op);
     return;
   }
@@ -283,6 +290,12 @@ size_t Link::wait(RecvOp& op) {
   for (;;) {
     if (op.state == RecvOp::State::kClaiming) serveClaimsLocked(op.tag);
     if (op.state == RecvOp::State::kDone) break;
+    if (failed_.load() && op.state != RecvOp::State::kFilling) {
+      // Nothing more will come: a claim left without parked frames must not wait.
+      queues_.cancel(op);
+      failOpLocked(op);
+      break;
+    }
     if (!reader_active_) {
       reader_active_ = true;
       lock.unlock();
@@ -485,6 +498,7 @@ void Link::fail(ErrorCode code, const std::string& reason, PeerEventKind kind) {
     if (failed_.load()) return;
     fail_code_ = code;
     fail_reason_ = options_.peer_name + ": " + reason;
+    closed_by_peer_ = kind == PeerEventKind::kClosed && !quiet_.load();
     failed_.store(true, std::memory_order_release);
     failAllLocked();
     cv_.notifyAll();

@@ -22,7 +22,9 @@
 //   max_frame_bytes for one frame.
 // - Failure: the first failure is stored; every pending and later operation throws
 //   Error(kPeerLost) (kAborted after abort()) naming the peer and the reason; `on_event` is
-//   called once, unless the link is quiet (shutting down).
+//   called once, unless the link is quiet (shutting down). Except after the peer's GOODBYE
+//   (PeerEventKind::kClosed): the frames that came before it stay receivable, and only a
+//   receive that finds none of its tag parked throws.
 // - Lifetime: a Link outlives every operation on it (TcpMesh destroys links after its users).
 #pragma once
 
@@ -171,6 +173,7 @@ class Link {
   RecvOp* filling_ TP_GUARDED_BY(mu_) = nullptr;  // the op the reader is writing into
   ErrorCode fail_code_ TP_GUARDED_BY(mu_) = ErrorCode::kPeerLost;
   std::string fail_reason_ TP_GUARDED_BY(mu_);
+  bool closed_by_peer_ TP_GUARDED_BY(mu_) = false;  // failed by the peer's GOODBYE
   std::atomic<bool> failed_{false};
   std::atomic<bool> quiet_{false};
   std::atomic<bool> got_goodbye_{false};

@@ -107,7 +107,8 @@ struct MeshOptions {
 };
 
 // kLost: the peer died, went silent or broke the protocol. kClosed: the peer shut down in
-// order (it sent GOODBYE); operations on it throw Error(kPeerLost) all the same.
+// order (it sent GOODBYE): what it sent before is still received, then operations on it throw
+// Error(kPeerLost) all the same (peerAlive() is false from the first GOODBYE on).
 enum class PeerEventKind { kConnected, kLost, kClosed };
 
 struct PeerEvent {

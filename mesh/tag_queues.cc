@@ -137,8 +137,13 @@ void TagQueues::failOp(RecvOp& op, ErrorCode code, const std::string& reason) {
   op.state = RecvOp::State::kDone;
 }
 
-void TagQueues::failAll(ErrorCode code, const std::string& reason) {
+void TagQueues::failAll(ErrorCode code, const std::string& reason, bool serve_parked) {
   for (auto& [tag, q] : queues_) {
+    while (serve_parked) {
+      Served served = serveClaims(tag);
+      if (served.misfit == nullptr) break;
+      failOp(*served.misfit, ErrorCode::kInvalidData, served.reason);
+    }
     for (RecvOp* list : {q.claim_head, q.posted_head}) {
       for (RecvOp* op = list; op != nullptr;) {
         RecvOp* next = op->next;

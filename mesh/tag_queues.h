@@ -89,8 +89,10 @@ class TagQueues {
   // Reader: its payload is complete; the op becomes kDone or the parked buffer ready.
   void finishFrame(const Destination& dest, size_t length);
 
-  // Fails every claiming and posted receive (not the one being filled).
-  void failAll(ErrorCode code, const std::string& reason);
+  // Fails every claiming and posted receive (not the one being filled). With `serve_parked`
+  // (the peer closed in order) claims first take the complete frames parked for them; one whose
+  // message does not fit fails with kInvalidData.
+  void failAll(ErrorCode code, const std::string& reason, bool serve_parked = false);
   static void failOp(RecvOp& op, ErrorCode code, const std::string& reason);
 
   // Parked frames of `tag` (complete or not); for tests and stats.

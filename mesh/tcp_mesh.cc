@@ -149,8 +149,11 @@ void TcpMesh::onLinkEvent(int peer, PeerEventKind kind, const std::string& reaso
   } else {
     spdlog::warn("[mesh] lost {}: {}", name, reason);
   }
+  // A peer that closed in order says GOODBYE on each of its lanes after what it sent there:
+  // each lane ends at its own GOODBYE (or end of stream), so that nothing sent before is lost.
+  // Any other failure ends them all now.
   std::vector<Link*> lanes;
-  {
+  if (kind != PeerEventKind::kClosed) {
     MutexLock lock(setup_mu_);
     for (auto& link : links_[static_cast<size_t>(peer)]) {
       if (link) lanes.push_back(link.get());

@@ -37,7 +37,9 @@ bool coordinatedExit(mesh::Mesh& mesh, uint32_t tag_done, uint32_t tag_bye) {
   std::byte token[1] = {std::byte{1}};
   bool all = true;
   auto step = [&](int peer, bool send, uint32_t tag) {
-    if (!mesh.peerAlive(peer)) {
+    // A receive still gets what the peer sent before it closed (its BYE may come with its
+    // GOODBYE), so only a send skips a peer already gone.
+    if (send && !mesh.peerAlive(peer)) {
       all = false;
       return;
     }

@@ -205,6 +205,44 @@ TEST(MeshTest, OrderlyShutdownIsClosedNotLostAndFailsPendingReceives) {
   EXPECT_EQ(lost.load(), 0);
 }
 
+// What a peer sent before its GOODBYE is still received, on every lane, however late the
+// receive comes: node 0 sends one message per lane (tags 16-19 over 4 lanes) and shuts down;
+// node 1 receives them only after its liveness thread has read every lane to its GOODBYE.
+// Then a receive throws kPeerLost, and the peer was reported closed once. (A GOODBYE read on
+// one lane used to close all of the peer's lanes, dropping messages still in their sockets,
+// and a receive posted after the close ignored the frames parked before it.)
+TEST(MeshTest, MessagesSentBeforeGoodbyeAreReceivedAfterIt) {
+  auto m = connectAll(2, 4);
+  std::atomic<int> closed{0}, lost{0};
+  m[1]->setEventCallback(
+      [&](const PeerEvent& e) { (e.kind == PeerEventKind::kClosed ? closed : lost)++; });
+  for (uint32_t tag = 16; tag < 20; ++tag)
+    m[0]->send(1, tag, pattern(64 + tag, static_cast<int>(tag)));
+  auto bye = std::async(std::launch::async, [&] { m[0]->shutdown(); });
+  // The liveness thread drains idle links every tick: wait until it has seen a GOODBYE.
+  for (int i = 0; i < 300 && m[1]->peerAlive(0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_FALSE(m[1]->peerAlive(0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // every lane read to its end
+  Bytes out(256);
+  for (uint32_t tag = 16; tag < 20; ++tag) {
+    ASSERT_EQ(m[1]->recv(0, tag, out), 64u + tag) << "tag " << tag;
+    Bytes want = pattern(64 + tag, static_cast<int>(tag));
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), out.begin())) << "tag " << tag;
+  }
+  try {
+    m[1]->recv(0, 16, out);
+    ADD_FAILURE() << "a receive after the GOODBYE returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kPeerLost);
+  }
+  m[1]->shutdown();
+  bye.get();
+  EXPECT_EQ(closed.load(), 1);
+  EXPECT_EQ(lost.load(), 0);
+}
+
 }  // namespace
 }  // namespace tpnode::mesh
 

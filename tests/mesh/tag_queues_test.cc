@@ -190,6 +190,33 @@ TEST(TagQueuesTest, FailAllFailsClaimsAndPostedButNotTheOpBeingFilled) {
   EXPECT_FALSE(filling.op.failed);
 }
 
+// The peer closed in order: claims first take the complete frames parked for them (the
+// second claim of tag 5 finds none left and fails, as does one whose message does not fit);
+// without serve_parked the same claim fails.
+TEST(TagQueuesTest, FailAllAfterAGoodbyeServesClaimsFromParkedFramesFirst) {
+  TagQueues q;
+  arrive(q, 5, 0x55);
+  arrive(q, 6, 0x66, 8);
+  Op first(5), second(5), small(6, 4);
+  for (Op* o : {&first, &second, &small}) q.post(o->op);
+  q.failAll(ErrorCode::kPeerLost, "node 1: it shut down", /*serve_parked=*/true);
+  EXPECT_EQ(first.op.state, State::kDone);
+  EXPECT_FALSE(first.op.failed);
+  EXPECT_EQ(first.op.size, 4u);
+  EXPECT_EQ(first.first(), 0x55);
+  EXPECT_TRUE(second.op.failed);
+  EXPECT_EQ(second.op.error_code, ErrorCode::kPeerLost);
+  EXPECT_TRUE(small.op.failed);
+  EXPECT_EQ(small.op.error_code, ErrorCode::kInvalidData);
+
+  TagQueues lost;
+  arrive(lost, 5, 0x55);
+  Op claim(5);
+  lost.post(claim.op);
+  lost.failAll(ErrorCode::kPeerLost, "node 1: gone");
+  EXPECT_TRUE(claim.op.failed);
+}
+
 TEST(TagQueuesTest, ParkedBuffersAreReused) {
   TagQueues q;
   for (int round = 0; round < 3; ++round) {
