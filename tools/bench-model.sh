@@ -16,7 +16,8 @@
 #                streams, buffers 4 x the last-level cache), measured again right before each
 #                model and configuration (a VM's read rate moves with its host's load within a
 #                run); decode bound = decode tokens/s x weight bytes read per token (tpnode --json
-#                decode_weight_bytes) / that read GB/s
+#                decode_weight_bytes) / that read GB/s; "% of bound" has one decimal, so that a
+#                figure just under a goal (79.7 %) does not print as reaching it
 #   int8 peak    tools/int8_peak (vpdpbusd rate, 1 or 2 threads, the best of 3 calls);
 #                prefill's fraction of it = prefill tokens/s x multiply-accumulates per token
 #                (prefill_macs_per_token) / peak, for tpnode and llama.cpp alike (same file, same
@@ -169,7 +170,7 @@ gbps = c * nbytes / 1e9
 fa, fb = a * macs / 1e9 / peak, b * macs / 1e9 / peak
 fc = n_prompt * macs / cpu / 1e9 / peak1 if cpu > 0 else 0
 print(f"| {name} | {cfg} | {a:.1f} | {b:.1f} | {a/b:.2f}x | {c:.1f} | {d:.1f} | {c/d:.2f}x | "
-      f"{gbps:.1f} | {rd:.1f} | {100*gbps/rd:.0f}% | {100*fa:.0f}% | {100*fb:.0f}% | {100*fc:.0f}% | "
+      f"{gbps:.1f} | {rd:.1f} | {100*gbps/rd:.1f}% | {100*fa:.0f}% | {100*fb:.0f}% | {100*fc:.0f}% | "
       f"{100*dcpu*nbytes/1e9/rd1:.0f}% | {float(steal):.1f} / {float(lsteal):.1f} | {float(cp):.1f} | {float(ld):.1f} | "
       f"{float(cp)/float(ld):.2f}x |")
 PY
