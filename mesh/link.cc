@@ -290,12 +290,6 @@ size_t Link::wait(RecvOp& op) {
   for (;;) {
     if (op.state == RecvOp::State::kClaiming) serveClaimsLocked(op.tag);
     if (op.state == RecvOp::State::kDone) break;
-    if (failed_.load() && op.state != RecvOp::State::kFilling) {
-      // Nothing more will come: a claim left without parked frames must not wait.
-      queues_.cancel(op);
-      failOpLocked(op);
-      break;
-    }
     if (!reader_active_) {
       reader_active_ = true;
       lock.unlock();
