@@ -1,6 +1,9 @@
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -105,6 +108,44 @@ void finishStages(Options& o, int n_nodes) {
   }
 }
 
+// True when an API bound to api_host:api_port and a mesh bound to `mesh` would need one socket
+// address: one port, on one host or on a wildcard address on either side.
+bool sameListenAddress(const std::string& api_host, int api_port, const mesh::PeerAddress& mesh) {
+  if (api_port != mesh.port) return false;
+  auto wildcard = [](const std::string& h) {
+    return h.empty() || h == "0.0.0.0" || h == "::" || h == "[::]";
+  };
+  auto lower = [](std::string h) {
+    std::transform(h.begin(), h.end(), h.begin(), [](unsigned char c) { return std::tolower(c); });
+    return h;
+  };
+  return wildcard(api_host) || wildcard(mesh.host) || lower(api_host) == lower(mesh.host);
+}
+
+// Node 0 serving the API (a model, no --prompt, no dump-tensor) cannot bind its API where its
+// mesh listens; refused here, before anything loads, rather than when the mesh forms.
+void refuseApiOnTheMeshAddress(const Options& o, const std::vector<mesh::PeerAddress>& peers) {
+  if (o.node_id != 0 || o.model.empty() || o.prompt_given || o.dump_tensor) return;
+  mesh::PeerAddress listen = peers.at(0);
+  std::string named = "--peers entry 0";
+  if (!o.mesh_listen.empty()) {
+    std::vector<mesh::PeerAddress> given;
+    try {
+      given = mesh::parsePeerList(o.mesh_listen);
+    } catch (const Error&) {
+      return;  // the mesh's own setup names --mesh-listen's mistake
+    }
+    if (given.size() != 1) return;
+    listen = given[0];
+    named = "--mesh-listen";
+  }
+  if (sameListenAddress(o.host, o.port, listen)) {
+    fail(ErrorCode::kInvalidArgument,
+         "--port {} clashes with node 0's mesh address {} ({}); give the API another --port",
+         o.port, listen.toString(), named);
+  }
+}
+
 }  // namespace
 
 void finishLayout(Options& o) {
@@ -115,11 +156,13 @@ void finishLayout(Options& o) {
     return;
   }
   // Parsed here, before anything loads: a bad or repeated entry is refused at once.
-  const size_t n_nodes = mesh::parsePeerList(o.peers).size();
+  const std::vector<mesh::PeerAddress> peers = mesh::parsePeerList(o.peers);
+  const size_t n_nodes = peers.size();
   if (o.node_id < 0 || static_cast<size_t>(o.node_id) >= n_nodes) {
     fail(ErrorCode::kInvalidArgument, "--node-id {} is not an index of --peers (0..{})", o.node_id,
          n_nodes - 1);
   }
+  refuseApiOnTheMeshAddress(o, peers);
   if (o.tp_layout.empty()) o.tp_layout.assign(n_nodes, o.tp);
   if (o.tp_layout.size() != n_nodes) {
     fail(ErrorCode::kInvalidArgument,

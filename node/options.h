@@ -201,6 +201,8 @@ std::vector<int> parseIntList(const std::string& flag_name, const std::string& t
 
 // Checks --tp/--node-id/--peers/--tp-layout against each other and fills tp_layout; checks
 // --pp/--split/--pp-layers against the node count and sets pp to the stages that will run.
+// Refuses a serving node 0 whose --host:--port is its own mesh address (--peers entry 0, or
+// --mesh-listen), a wildcard host on either side included.
 void finishLayout(Options& options);
 
 // Parses argv (and TPNODE_* environment variables). Prints help/version/errors itself.

@@ -6,7 +6,9 @@
 // bind(0) come from that range, and so does the source port of every outgoing connection: a
 // concurrently running test's connect() could take such a port between the check and the moment
 // the test's rank binds it. Below the range only another explicit bind can take it, and the draw
-// spreads over thousands of ports.
+// spreads over thousands of ports. A process never gets the same port twice (a cluster's API
+// port and its node 0's mesh port are drawn one after the other, and both bind on 127.0.0.1):
+// every port handed out is remembered for the rest of the process.
 #pragma once
 
 #include <arpa/inet.h>
@@ -16,7 +18,9 @@
 
 #include <cstdint>
 #include <fstream>
+#include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,6 +46,14 @@ inline bool portBindable(const char* host, uint16_t port) {
   return ok;
 }
 
+// True the first time `port` is claimed in this process, false after.
+inline bool claimPortOnce(uint16_t port) {
+  static std::mutex mu;
+  static std::set<uint16_t> handed_out;  // guarded by mu
+  std::lock_guard<std::mutex> lock(mu);
+  return handed_out.insert(port).second;
+}
+
 inline uint16_t freePort(const char* host = "127.0.0.1") {
   static thread_local std::mt19937 rng{std::random_device{}()};
   int high = ephemeralPortLow() - 1;
@@ -49,18 +61,22 @@ inline uint16_t freePort(const char* host = "127.0.0.1") {
   std::uniform_int_distribution<int> pick(low, high);
   for (int attempt = 0; attempt < 1000; ++attempt) {
     auto port = static_cast<uint16_t>(pick(rng));
-    if (portBindable(host, port)) return port;
+    if (portBindable(host, port) && claimPortOnce(port)) return port;
   }
-  // Everything below the range is taken: fall back to a port the kernel picks.
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  ::inet_pton(AF_INET, host, &a.sin_addr);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  // Everything below the range is taken: fall back to ports the kernel picks (0 if none).
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    ::inet_pton(AF_INET, host, &a.sin_addr);
+    socklen_t len = sizeof a;
+    const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                       ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+    ::close(fd);
+    if (bound && claimPortOnce(ntohs(a.sin_port))) return ntohs(a.sin_port);
+  }
+  return 0;
 }
 
 // "127.0.0.1:p0,127.0.0.2:p1,..." with one loopback address per node.

@@ -1,7 +1,7 @@
 // The command line as llama.cpp users type it (node/cli.cc): short flags, -np, --api-key,
 // --alias (and the default model id), exit status 2 for every usage error, a repeated --peers
-// entry refused at once, and the sampling flags becoming the API's request defaults
-// (node/api/api_options.h).
+// entry and an API port on node 0's mesh address refused at once, and the sampling flags
+// becoming the API's request defaults (node/api/api_options.h).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -149,6 +149,47 @@ TEST(CliTest, RepeatedPeerIsRefusedNamingBothEntries) {
   }
   o.peers = "a:9500,a:9501,b:9500";  // same host, other port; other host, same port: fine
   EXPECT_NO_THROW(finishLayout(o));
+}
+
+// Node 0's API and its mesh on one address would fail only when the mesh binds, after the
+// model loaded: refused by finishLayout, naming the flags.
+TEST(CliTest, ApiPortOnNodeZerosMeshAddressIsRefused) {
+  auto refusal = [](Options o) -> std::string {
+    try {
+      finishLayout(o);
+      return "";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      return e.what();
+    }
+  };
+  Options o;
+  o.model = "m.gguf";
+  o.peers = "127.0.0.1:9500,127.0.0.2:9500";
+  o.port = 9500;
+  EXPECT_NE(refusal(o).find("--port 9500 clashes with node 0's mesh address 127.0.0.1:9500 "
+                            "(--peers entry 0)"),
+            std::string::npos)
+      << refusal(o);
+  o.host = "0.0.0.0";  // the API on every address
+  EXPECT_NE(refusal(o).find("clashes"), std::string::npos);
+  o.host = "127.0.0.2";  // another address: both bind
+  EXPECT_EQ(refusal(o), "");
+  o.peers = "0.0.0.0:9500,127.0.0.2:9501";  // the mesh on every address
+  EXPECT_NE(refusal(o).find("clashes"), std::string::npos);
+  o.mesh_listen = "127.0.0.3:9600";  // the mesh binds elsewhere
+  EXPECT_EQ(refusal(o), "");
+  o.port = 9600;
+  o.host = "127.0.0.3";
+  EXPECT_NE(refusal(o).find("(--mesh-listen)"), std::string::npos) << refusal(o);
+  o.node_id = 1;  // a worker serves no API
+  EXPECT_EQ(refusal(o), "");
+  o.node_id = 0;
+  o.prompt_given = true;  // a one-shot generation serves no API
+  EXPECT_EQ(refusal(o), "");
+  o.prompt_given = false;
+  o.model.clear();  // the mesh smoke test serves no API
+  EXPECT_EQ(refusal(o), "");
 }
 
 TEST(CliTest, SamplingFlagsBecomeRequestDefaultsOnlyWhenGiven) {

@@ -18,10 +18,8 @@ LOG=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$LOG"; }
 trap cleanup EXIT
-read -r p0 p1 a1 a2 a3 <<<"$(python3 -c 'import socket
-ss=[socket.socket() for _ in range(5)]
-[s.bind(("127.0.0.1",0)) for s in ss]
-print(*[s.getsockname()[1] for s in ss])')"
+read -r p0 p1 a1 a2 a3 <<<"$(python3 "$SRC/tests/support/free_ports.py" \
+  127.0.0.1 127.0.0.2 127.0.0.1 127.0.0.1 127.0.0.1)"
 peers="127.0.0.1:$p0,127.0.0.2:$p1"
 q8=(--model "$REF/llama-tiny-q8_0.gguf" --peers "$peers" --tp 2 --log-level warn)
 "$BIN" "${q8[@]}" --node-id 1 >"$LOG/w.log" 2>&1 & pids+=($!)

@@ -36,6 +36,9 @@ except ImportError:
     print("skipped: the python package prometheus_client is missing (tools/install-deps.sh)")
     sys.exit(77)
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from free_ports import free_port  # noqa: E402
+
 BIN = os.environ["TPNODE_BIN"]
 MAKE_MODEL = os.environ["TPNODE_MAKE_TEST_MODEL"]
 TMP = tempfile.mkdtemp(prefix="tpnode-operator-")
@@ -44,10 +47,6 @@ SECRET = os.path.join(TMP, "secret")
 KEY = "sk-operator-test"
 
 
-def free_port(host="127.0.0.1"):
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def start(args, log_name):

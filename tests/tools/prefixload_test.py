@@ -14,7 +14,6 @@ import contextlib
 import io
 import json
 import os
-import socket
 import subprocess
 import sys
 import shutil
@@ -25,6 +24,9 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 import prefixload as pl  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from free_ports import free_port  # noqa: E402
 
 
 def sse(*chunks):
@@ -134,10 +136,6 @@ class ParseTest(unittest.TestCase):
         self.assertIn("- cpu: test cpu", md)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class ServerTest(unittest.TestCase):

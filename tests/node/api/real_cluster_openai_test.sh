@@ -14,10 +14,7 @@ LOG=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$LOG"; }
 trap cleanup EXIT
-ports=$(python3 -c 'import socket
-ss=[socket.socket() for _ in range(3)]
-[s.bind(("127.0.0.1",0)) for s in ss]
-print(*[s.getsockname()[1] for s in ss])')
+ports=$(python3 "$SRC/tests/support/free_ports.py" 127.0.0.1 127.0.0.2 127.0.0.1)
 read -r p0 p1 api <<<"$ports"
 peers="127.0.0.1:$p0,127.0.0.2:$p1"
 echo "sk-test-$RANDOM" > "$LOG/keys"
