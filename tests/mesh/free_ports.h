@@ -6,17 +6,26 @@
 // bind(0) come from that range, and so does the source port of every outgoing connection: a
 // concurrently running test's connect() could take such a port between the check and the moment
 // the test's rank binds it. Below the range only another explicit bind can take it, and the draw
-// spreads over thousands of ports. A process never gets the same port twice (a cluster's API
-// port and its node 0's mesh port are drawn one after the other, and both bind on 127.0.0.1):
-// every port handed out is remembered for the rest of the process.
+// spreads over thousands of ports.
+//
+// A port handed out is also held until this process exits, so that nothing else that uses this
+// helper (or tests/support/free_ports.py) gets it meanwhile: remembered in the process (a
+// cluster's API port and its node 0's mesh port are drawn one after the other and both bind on
+// 127.0.0.1) and reserved across processes by an abstract unix socket named for the port
+// ("tpnode-test-port-N": no file, gone with the process; close-on-exec, so the tpnode processes a
+// test starts do not keep it). Two tests run side by side by ctest can therefore never be handed
+// the same port between the check and their nodes' bind.
 #pragma once
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <random>
@@ -46,12 +55,30 @@ inline bool portBindable(const char* host, uint16_t port) {
   return ok;
 }
 
-// True the first time `port` is claimed in this process, false after.
+// True when this process now holds the reservation of `port` (an abstract unix socket, left open
+// until the process exits); false when another process (or this one) holds it. Without a unix
+// socket to make (out of descriptors), true: the bind check alone.
+inline bool reservePortAcrossProcesses(uint16_t port) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return true;
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  const std::string name = "tpnode-test-port-" + std::to_string(port);
+  std::memcpy(a.sun_path + 1, name.data(), name.size());  // sun_path[0] == 0: abstract
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0) {
+    ::close(fd);
+    return false;
+  }
+  return true;  // fd stays open: the reservation lasts as long as the process
+}
+
+// True the first time `port` is claimed in this process and no other process holds it.
 inline bool claimPortOnce(uint16_t port) {
   static std::mutex mu;
   static std::set<uint16_t> handed_out;  // guarded by mu
   std::lock_guard<std::mutex> lock(mu);
-  return handed_out.insert(port).second;
+  return handed_out.insert(port).second && reservePortAcrossProcesses(port);
 }
 
 inline uint16_t freePort(const char* host = "127.0.0.1") {

@@ -1,7 +1,9 @@
 """Free TCP ports on loopback for the Python and shell tests, as tests/mesh/free_ports.h gives
 the C++ tests: drawn at random below the kernel's ephemeral range (where no connect() takes a
-source port and no bind(0) lands), each checked by binding it once, and never the same port
-twice in one process.
+source port and no bind(0) lands), each checked by binding it once, and held until the process
+exits by the abstract unix socket "tpnode-test-port-N" that the C++ helper takes too (never the
+same port twice in one process, nor one another live test process holds). Run as a command,
+the reservations end with it: a shell test's ports are only drawn below the range and checked.
 
     from free_ports import free_port          # (tests/support on sys.path)
     python3 tests/support/free_ports.py 127.0.0.1 127.0.0.2 127.0.0.1   # one port per host
@@ -11,6 +13,7 @@ import socket
 import sys
 
 _handed_out = set()
+_reservations = []  # the open abstract sockets (tests/mesh/free_ports.h)
 
 
 def _ephemeral_low():
@@ -33,6 +36,17 @@ def _bindable(host, port):
             return False
 
 
+def _reserve(port):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # not inheritable by children
+    try:
+        s.bind(b"\0tpnode-test-port-%d" % port)
+    except OSError:
+        s.close()
+        return False
+    _reservations.append(s)
+    return True
+
+
 def free_port(host="127.0.0.1"):
     high = _ephemeral_low() - 1
     low = 10000 if high > 12000 else 1024
@@ -40,7 +54,8 @@ def free_port(host="127.0.0.1"):
         port = random.randint(low, high)
         if port not in _handed_out and _bindable(host, port):
             _handed_out.add(port)
-            return port
+            if _reserve(port):
+                return port
     raise RuntimeError(f"no free port on {host} below {high + 1}")
 
 
