@@ -124,6 +124,11 @@ void forKvRuns(int64_t first, int64_t last, int64_t block_size, BlockOf&& block_
   }
 }
 
+// Tokens of one sequence: the same slot and the same block table (same cells for a position).
+bool sameSequence(const BatchToken& a, const BatchToken& b) {
+  return a.slot == b.slot && a.blocks.data() == b.blocks.data();
+}
+
 // Row j of rows `stride` bytes apart.
 const float* rowAt(const float* rows, size_t stride, int64_t j) {
   return reinterpret_cast<const float*>(reinterpret_cast<const unsigned char*>(rows) +
@@ -179,6 +184,79 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
       n == 1 ? kernels::ggml::VSumOrder::kVecDot64 : kernels::ggml::VSumOrder::kTinyBlas16;
   const int64_t bs = kv_.blockSize();
   const std::vector<QueryBlock> blocks = queryBlocks(batch, window);
+  // A block of several queries in the batch order (16 lanes) takes V transposed, value d of a
+  // cell c at [d * span + c]: each output value's lanes then read one contiguous row of V and of
+  // the weights (ggml_math.h weightedRowSumHeadsT; the same bits), which the block's queries
+  // share. The blocks of one sequence share one such copy (and one of the K rows) per kv head:
+  // gathered once here, not once per block (a prompt's later blocks read all earlier cells).
+  auto transposedBlock = [&](const QueryBlock& qb) {
+    return order == kernels::ggml::VSumOrder::kTinyBlas16 && qb.end - qb.begin > 1;
+  };
+  std::vector<QueryRun> runs;
+  std::vector<size_t> run_of(blocks.size());
+  size_t shared_floats = 0;
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    const QueryBlock& qb = blocks[b];
+    bool continues = false;  // the previous block's sequence, at the next position
+    if (b > 0) {
+      const BatchToken& prev = batch[static_cast<size_t>(qb.begin - 1)];
+      const BatchToken& t = batch[static_cast<size_t>(qb.begin)];
+      continues = sameSequence(prev, t) && t.pos == prev.pos + 1;
+    }
+    if (continues) {
+      runs.back().last = b;
+      runs.back().lo = std::min(runs.back().lo, qb.lo);
+      runs.back().hi = qb.hi;
+      runs.back().copied = runs.back().copied || transposedBlock(qb);
+    } else {
+      runs.push_back({b, qb.lo, qb.hi, transposedBlock(qb), 0});
+    }
+    run_of[b] = runs.size() - 1;
+  }
+  for (QueryRun& run : runs) {
+    if (!run.copied) continue;
+    run.at = shared_floats;
+    shared_floats += static_cast<size_t>((run.hi + 1 - run.lo) * hd * kv_heads);
+  }
+  const bool shared = shared_floats > 0 && 2 * shared_floats * sizeof(float) <= shared_rows_budget_;
+  if (shared) {
+    if (shared_k_.size() < shared_floats) {
+      shared_k_.resize(shared_floats);
+      shared_v_.resize(shared_floats);
+    }
+    // One task per run, kv head and stretch of consecutive KV blocks, over the pool.
+    struct Gather {
+      size_t run;
+      int64_t kvh, block, offset, p, m;
+    };
+    std::vector<Gather> gathers;
+    for (size_t r = 0; r < runs.size(); ++r) {
+      const QueryRun& run = runs[r];
+      if (!run.copied) continue;
+      const BatchToken& last = batch[static_cast<size_t>(blocks[run.last].end - 1)];
+      for (int64_t kvh = 0; kvh < kv_heads; ++kvh) {
+        forKvRuns(
+            run.lo, run.hi, bs, [&](int64_t p) { return kvBlock(last, p); },
+            [&](int64_t block, int64_t offset, int64_t p, int64_t m) {
+              gathers.push_back({r, kvh, block, offset, p, m});
+            });
+      }
+    }
+    pool_.parallelFor(static_cast<int64_t>(gathers.size()), 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const Gather& g = gathers[static_cast<size_t>(i)];
+        const QueryRun& run = runs[g.run];
+        const int64_t span = run.hi + 1 - run.lo, c0 = g.p - run.lo;
+        const size_t at = run.at + static_cast<size_t>(g.kvh * span * hd);
+        for (int64_t r = 0; r < g.m; ++r) {
+          std::copy_n(kv_.k(l, g.block, g.offset + r) + g.kvh * hd, hd,
+                      shared_k_.data() + at + static_cast<size_t>((c0 + r) * hd));
+        }
+        kernels::transposeFloats(kv_.v(l, g.block, g.offset) + g.kvh * hd, kv_.rowFloats(), g.m, hd,
+                                 shared_v_.data() + at + c0, span);
+      }
+    });
+  }
   // One job: a query block and one kv head, i.e. the block's tokens times the kv head's group
   // of query heads. Each query's arithmetic is the one-query order of ggml_math.h, so blocking
   // changes no bits; it only reads the block's K and V rows from the cache once. With fewer
@@ -205,23 +283,27 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
       // The block's last token has the largest position, so its table covers every cell read.
       const BatchToken& tmax = batch[static_cast<size_t>(qb.end - 1)];
       auto block_of = [&](int64_t p) { return kvBlock(tmax, p); };
-      int64_t runs = 0;
-      forKvRuns(qb.lo, qb.hi, bs, block_of, [&](int64_t, int64_t, int64_t, int64_t) { ++runs; });
+      int64_t kv_runs = 0;
+      forKvRuns(qb.lo, qb.hi, bs, block_of, [&](int64_t, int64_t, int64_t, int64_t) { ++kv_runs; });
       // Rows of cells [lo, hi] for this kv head: in place when they are one run and the block
       // one token (decode), else gathered into one compact stretch (prefill: read from the cache
       // once, then by every query of the block from L1/L2; the V sum's lanes stride over rows).
       const float* krow0 = kv_.k(l, block_of(qb.lo), qb.lo % bs) + kvh * hd;
       const float* vrow0 = kv_.v(l, block_of(qb.lo), qb.lo % bs) + kvh * hd;
       size_t stride = kv_row_bytes;
-      const bool in_place = runs == 1 && qb.end - qb.begin == 1;
-      // A block of several queries in the batch order (16 lanes) takes V transposed, value d of
-      // the block's cell c at vcols[d * span + c]: each output value's lanes then read one
-      // contiguous row of V and of the weights (ggml_math.h weightedRowSumHeadsT; the same
-      // bits), which the block's queries share.
-      const int64_t span = qb.hi + 1 - qb.lo;
-      const bool transposed =
-          !in_place && order == kernels::ggml::VSumOrder::kTinyBlas16 && qb.end - qb.begin > 1;
-      if (!in_place) {
+      const bool in_place = kv_runs == 1 && qb.end - qb.begin == 1;
+      const bool transposed = transposedBlock(qb);  // never in place: several queries
+      // Transposed V: value d of cell c at vcol0[d * span + c - qb.lo].
+      const float* vcol0 = nullptr;
+      int64_t span = qb.hi + 1 - qb.lo;
+      if (transposed && shared) {
+        const QueryRun& run = runs[run_of[static_cast<size_t>(job / parts / kv_heads)]];
+        span = run.hi + 1 - run.lo;
+        const size_t at = run.at + static_cast<size_t>(kvh * span * hd);
+        krow0 = shared_k_.data() + at + static_cast<size_t>((qb.lo - run.lo) * hd);
+        vcol0 = shared_v_.data() + at + (qb.lo - run.lo);
+        stride = static_cast<size_t>(hd) * sizeof(float);
+      } else if (!in_place) {
         const auto rows = static_cast<size_t>(span * hd);
         if (krows.size() < rows) krows.resize(rows);
         if (transposed) {
@@ -247,6 +329,7 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
                   });
         krow0 = krows.data();
         vrow0 = vrows.data();
+        vcol0 = vcols.data();
         stride = static_cast<size_t>(hd) * sizeof(float);
       }
       for (int64_t i = qb.begin; i < qb.end; ++i) {
@@ -276,7 +359,7 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
         for (int64_t g = 0; g < nh; ++g) kernels::softmax(scores.data() + g * len, len);
         if (transposed) {
           kernels::ggml::weightedRowSumHeadsT(scores.data() + (first - start), len, nh,
-                                              vcols.data() + (first - qb.lo), span, cells, hd,
+                                              vcol0 + (first - qb.lo), span, cells, hd,
                                               attn_.data() + i * nq + head0 * hd);
         } else {
           kernels::ggml::weightedRowSumHeads(order, scores.data() + (first - start), len, nh, v0,
@@ -294,17 +377,13 @@ int64_t LlamaRank::firstCell(const BatchToken& t, int64_t window) {
 
 std::vector<LlamaRank::QueryBlock> LlamaRank::queryBlocks(std::span<const BatchToken> batch,
                                                           int64_t window) {
-  // Tokens of one sequence: the same slot and the same block table (same cells for a position).
-  auto same_sequence = [](const BatchToken& a, const BatchToken& b) {
-    return a.slot == b.slot && a.blocks.data() == b.blocks.data();
-  };
   std::vector<QueryBlock> blocks;
   for (int64_t i = 0; i < static_cast<int64_t>(batch.size()); ++i) {
     const BatchToken& t = batch[static_cast<size_t>(i)];
     if (!blocks.empty()) {
       QueryBlock& qb = blocks.back();
       const BatchToken& prev = batch[static_cast<size_t>(i - 1)];
-      if (i - qb.begin < kQueryBlock && same_sequence(prev, t) && t.pos == prev.pos + 1) {
+      if (i - qb.begin < kQueryBlock && sameSequence(prev, t) && t.pos == prev.pos + 1) {
         qb.end = i + 1;
         qb.lo = std::min(qb.lo, firstCell(t, window));
         qb.hi = t.pos;

@@ -60,6 +60,12 @@ class LlamaRank final : public RankModel {
   std::vector<uint64_t> expertPairs() const override {
     return moe_ ? moe_->expertPairs() : std::vector<uint64_t>{};
   }
+  // Prefill attention copies the K and V cells each sequence's query blocks read once per layer
+  // and kv head while they take at most `bytes` in all (default kSharedRowsBudget: very long
+  // contexts with many kv heads go past it); past it each block gathers its own. The same bits
+  // either way (tests compare the two with 0).
+  static constexpr size_t kSharedRowsBudget = size_t{64} << 20;
+  void setSharedRowsBudget(size_t bytes) { shared_rows_budget_ = bytes; }
 
  private:
   // Token embeddings (gemma3: scaled) of the batch into x_.
@@ -85,6 +91,16 @@ class LlamaRank final : public RankModel {
     int64_t begin, end, lo, hi;
   };
   static std::vector<QueryBlock> queryBlocks(std::span<const BatchToken> batch, int64_t window);
+  // Consecutive query blocks of one sequence (queryBlocks' list up to block `last`) whose
+  // blocks of several queries read the cells [lo, hi] from one copy per kv head, gathered once
+  // per layer (attend's shared_k_ / shared_v_ from `at` on, kv head h at at + h x span x hd;
+  // only where `copied`: the run has such a block).
+  struct QueryRun {
+    size_t last;
+    int64_t lo, hi;
+    bool copied;
+    size_t at;
+  };
   // The first cell position t attends to (a sliding window of `window` positions; 0: none).
   static int64_t firstCell(const BatchToken& t, int64_t window);
   // The KV block holding position `pos` of token t's sequence.
@@ -115,7 +131,11 @@ class LlamaRank final : public RankModel {
   // Scratch, sized for the largest batch so far: [tokens][width].
   std::vector<float> x_, h_, k_, v_, o_, gate_, up_, logits_local_, gathered_;
   kernels::AlignedVector<float> q_, attn_;  // attention's rows: 64-byte aligned vector loads
-  std::vector<int64_t> out_rows_;           // head(): the batch rows that get logits
+  // attend's gathered cells of each QueryRun: K rows compact, V transposed (value d of cell c at
+  // [d x span + c]).
+  kernels::AlignedVector<float> shared_k_, shared_v_;
+  size_t shared_rows_budget_ = kSharedRowsBudget;
+  std::vector<int64_t> out_rows_;  // head(): the batch rows that get logits
   // The rotations of one batch for one RoPE setting (base, frequency scale), shared by every
   // layer with that setting: computed once per batch and setting, not once per layer (gemma3's
   // local and global layers have one setting each, so two entries).

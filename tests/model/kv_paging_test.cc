@@ -4,9 +4,11 @@
 // position or names a block outside the cache is refused; a block's shard exported from one
 // cache and imported into another restores the same attention; a prompt attended in blocks of
 // queries (one batch, longer than a block) gives bit for bit the logits of smaller batches and of
-// a batch that interleaves it with another sequence (no two of its tokens in one block).
+// a batch that interleaves it with another sequence (no two of its tokens in one block); two
+// sequences' prompts attended in one batch give each its logits alone.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 
@@ -118,6 +120,62 @@ TEST_P(KvPagingTest, QueryBlocksGiveTheLogitsOfSmallerAndInterleavedBatches) {
     got.insert(got.end(), row, row + cfg_.n_vocab);
   }
   EXPECT_EQ(got, want);
+}
+
+// Two prompts of several query blocks each in one batch (each sequence's blocks read one copy
+// of its cells), then a batch of one's decode step and the other's next block: the prompts' and
+// the block's rows bit for bit what each sequence gets alone, and every row what the same
+// batches give when every block gathers its own cells (setSharedRowsBudget(0)). (The decode
+// token's row is not alone's bits: one token sums V in another order than a batch, as
+// llama.cpp's does.)
+TEST_P(KvPagingTest, SequencesAttendedTogetherGiveTheLogitsOfEachAlone) {
+  load(TensorType::kF32);
+  auto id = [](int32_t i) { return static_cast<int32_t>((i * 37 + 11) % 300); };
+  const int32_t na = 28, nb = 20, more_b = 8;  // A: slot 1, B: slot 0
+  auto tokens = [&](int32_t slot, int32_t from, int32_t to, int32_t salt) {
+    std::vector<BatchToken> out;
+    for (int32_t i = from; i < to; ++i) out.push_back({id(i + salt), i, slot, true});
+    return out;
+  };
+  auto rowsOf = [&](const std::vector<float>& logits, size_t from, size_t n) {
+    const auto v = static_cast<size_t>(cfg_.n_vocab);
+    return std::vector<float>(logits.begin() + static_cast<std::ptrdiff_t>(from * v),
+                              logits.begin() + static_cast<std::ptrdiff_t>((from + n) * v));
+  };
+  // Alone: A's prompt, then its decode step; B's prompt, then its next 8 tokens.
+  std::vector<float> a1, a2, b1, b2;
+  {
+    auto m = make(0);
+    m->forward(tokens(1, 0, na, 0), a1);
+    m->forward(tokens(1, na, na + 1, 0), a2);
+  }
+  {
+    auto m = make(0);
+    m->forward(tokens(0, 0, nb, 5), b1);
+    m->forward(tokens(0, nb, nb + more_b, 5), b2);
+  }
+  std::vector<std::vector<float>> steps;  // the second batch's logits, per budget
+  for (size_t budget : {LlamaRank::kSharedRowsBudget, size_t{0}}) {
+    SCOPED_TRACE(budget == 0 ? "every block gathers its own cells" : "shared cells");
+    auto m = make(0);
+    m->setSharedRowsBudget(budget);
+    std::vector<BatchToken> batch = tokens(1, 0, na, 0);
+    const std::vector<BatchToken> b = tokens(0, 0, nb, 5);
+    batch.insert(batch.end(), b.begin(), b.end());
+    std::vector<float> logits;
+    m->forward(batch, logits);
+    EXPECT_EQ(rowsOf(logits, 0, na), a1);
+    EXPECT_EQ(rowsOf(logits, na, nb), b1);
+    batch = tokens(1, na, na + 1, 0);  // a decode token (a block of one) beside a block of 8
+    const std::vector<BatchToken> b_more = tokens(0, nb, nb + more_b, 5);
+    batch.insert(batch.end(), b_more.begin(), b_more.end());
+    m->forward(batch, logits);
+    EXPECT_EQ(rowsOf(logits, 1, more_b), b2);
+    const std::vector<float> a_row = rowsOf(logits, 0, 1);
+    for (size_t i = 0; i < a_row.size(); ++i) ASSERT_NEAR(a_row[i], a2[i], 1e-4) << i;
+    steps.push_back(logits);
+  }
+  EXPECT_EQ(steps[0], steps[1]);
 }
 
 TEST_P(KvPagingTest, TablesThatDoNotCoverThePositionsAreRefused) {
