@@ -53,6 +53,9 @@ struct PeerAddress {
 // the bad entry, or the two entries when one host:port is listed twice (findDuplicatePeer).
 std::vector<PeerAddress> parsePeerList(const std::string& text);
 
+// One host:port (the host compared without case, as names and addresses are written).
+bool sameAddress(const PeerAddress& a, const PeerAddress& b);
+
 // The first entry that repeats an earlier one's host:port (host compared without case), as
 // {earlier index, later index}; nothing when every entry is distinct. Two nodes cannot bind
 // one address, so a repeated entry is always a mistake in the list.

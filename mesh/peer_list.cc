@@ -48,17 +48,19 @@ std::vector<PeerAddress> parsePeerList(const std::string& text) {
   return peers;
 }
 
-std::optional<std::pair<size_t, size_t>> findDuplicatePeer(const std::vector<PeerAddress>& peers) {
+bool sameAddress(const PeerAddress& a, const PeerAddress& b) {
   auto lower = [](std::string s) {
     std::transform(s.begin(), s.end(), s.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     return s;
   };
+  return a.port == b.port && lower(a.host) == lower(b.host);
+}
+
+std::optional<std::pair<size_t, size_t>> findDuplicatePeer(const std::vector<PeerAddress>& peers) {
   for (size_t j = 1; j < peers.size(); ++j) {
     for (size_t i = 0; i < j; ++i) {
-      if (peers[i].port == peers[j].port && lower(peers[i].host) == lower(peers[j].host)) {
-        return std::make_pair(i, j);
-      }
+      if (sameAddress(peers[i], peers[j])) return std::make_pair(i, j);
     }
   }
   return std::nullopt;

@@ -193,9 +193,10 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
     return order == kernels::ggml::VSumOrder::kTinyBlas16 && qb.end - qb.begin > 1;
   };
   std::vector<QueryRun> runs;
-  std::vector<size_t> run_of(blocks.size());
+  std::vector<size_t> run_of;
   size_t shared_floats = 0;
-  for (size_t b = 0; b < blocks.size(); ++b) {
+  if (order == kernels::ggml::VSumOrder::kTinyBlas16) run_of.resize(blocks.size());  // not decode
+  for (size_t b = 0; b < run_of.size(); ++b) {
     const QueryBlock& qb = blocks[b];
     bool continues = false;  // the previous block's sequence, at the next position
     if (b > 0) {

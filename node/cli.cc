@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -108,18 +107,14 @@ void finishStages(Options& o, int n_nodes) {
   }
 }
 
-// True when an API bound to api_host:api_port and a mesh bound to `mesh` would need one socket
-// address: one port, on one host or on a wildcard address on either side.
-bool sameListenAddress(const std::string& api_host, int api_port, const mesh::PeerAddress& mesh) {
-  if (api_port != mesh.port) return false;
+// True when an API bound to `api` and a mesh bound to `mesh` would need one socket address:
+// one host:port, or one port with a wildcard host on either side.
+bool sameListenAddress(const mesh::PeerAddress& api, const mesh::PeerAddress& mesh) {
   auto wildcard = [](const std::string& h) {
     return h.empty() || h == "0.0.0.0" || h == "::" || h == "[::]";
   };
-  auto lower = [](std::string h) {
-    std::transform(h.begin(), h.end(), h.begin(), [](unsigned char c) { return std::tolower(c); });
-    return h;
-  };
-  return wildcard(api_host) || wildcard(mesh.host) || lower(api_host) == lower(mesh.host);
+  return mesh::sameAddress(api, mesh) ||
+         (api.port == mesh.port && (wildcard(api.host) || wildcard(mesh.host)));
 }
 
 // Node 0 serving the API (a model, no --prompt, no dump-tensor) cannot bind its API where its
@@ -139,7 +134,8 @@ void refuseApiOnTheMeshAddress(const Options& o, const std::vector<mesh::PeerAdd
     listen = given[0];
     named = "--mesh-listen";
   }
-  if (sameListenAddress(o.host, o.port, listen)) {
+  if (o.port > 0 && o.port <= 65535 &&
+      sameListenAddress({o.host, static_cast<uint16_t>(o.port)}, listen)) {
     fail(ErrorCode::kInvalidArgument,
          "--port {} clashes with node 0's mesh address {} ({}); give the API another --port",
          o.port, listen.toString(), named);

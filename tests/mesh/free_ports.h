@@ -8,13 +8,12 @@
 // the test's rank binds it. Below the range only another explicit bind can take it, and the draw
 // spreads over thousands of ports.
 //
-// A port handed out is also held until this process exits, so that nothing else that uses this
-// helper (or tests/support/free_ports.py) gets it meanwhile: remembered in the process (a
-// cluster's API port and its node 0's mesh port are drawn one after the other and both bind on
-// 127.0.0.1) and reserved across processes by an abstract unix socket named for the port
-// ("tpnode-test-port-N": no file, gone with the process; close-on-exec, so the tpnode processes a
-// test starts do not keep it). Two tests run side by side by ctest can therefore never be handed
-// the same port between the check and their nodes' bind.
+// A port handed out is also held until this process exits by an abstract unix socket named for
+// it ("tpnode-test-port-N": no file, gone with the process; close-on-exec, so the tpnode
+// processes a test starts do not keep it), which this helper and tests/support/free_ports.py
+// take before handing a port out. So neither this process (a cluster's API port and its node 0's
+// mesh port are drawn one after the other and both bind on 127.0.0.1) nor a test run beside it
+// by ctest is handed the same port again between the check and their nodes' bind.
 #pragma once
 
 #include <arpa/inet.h>
@@ -27,9 +26,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
-#include <mutex>
 #include <random>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -56,9 +53,9 @@ inline bool portBindable(const char* host, uint16_t port) {
 }
 
 // True when this process now holds the reservation of `port` (an abstract unix socket, left open
-// until the process exits); false when another process (or this one) holds it. Without a unix
-// socket to make (out of descriptors), true: the bind check alone.
-inline bool reservePortAcrossProcesses(uint16_t port) {
+// until the process exits); false when a process (this one included) holds it already. Without
+// a unix socket to make (out of descriptors), true: the bind check alone.
+inline bool reservePort(uint16_t port) {
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return true;
   sockaddr_un a{};
@@ -73,14 +70,6 @@ inline bool reservePortAcrossProcesses(uint16_t port) {
   return true;  // fd stays open: the reservation lasts as long as the process
 }
 
-// True the first time `port` is claimed in this process and no other process holds it.
-inline bool claimPortOnce(uint16_t port) {
-  static std::mutex mu;
-  static std::set<uint16_t> handed_out;  // guarded by mu
-  std::lock_guard<std::mutex> lock(mu);
-  return handed_out.insert(port).second && reservePortAcrossProcesses(port);
-}
-
 inline uint16_t freePort(const char* host = "127.0.0.1") {
   static thread_local std::mt19937 rng{std::random_device{}()};
   int high = ephemeralPortLow() - 1;
@@ -88,7 +77,7 @@ inline uint16_t freePort(const char* host = "127.0.0.1") {
   std::uniform_int_distribution<int> pick(low, high);
   for (int attempt = 0; attempt < 1000; ++attempt) {
     auto port = static_cast<uint16_t>(pick(rng));
-    if (portBindable(host, port) && claimPortOnce(port)) return port;
+    if (portBindable(host, port) && reservePort(port)) return port;
   }
   // Everything below the range is taken: fall back to ports the kernel picks (0 if none).
   for (int attempt = 0; attempt < 100; ++attempt) {
@@ -101,7 +90,7 @@ inline uint16_t freePort(const char* host = "127.0.0.1") {
     const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
                        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
     ::close(fd);
-    if (bound && claimPortOnce(ntohs(a.sin_port))) return ntohs(a.sin_port);
+    if (bound && reservePort(ntohs(a.sin_port))) return ntohs(a.sin_port);
   }
   return 0;
 }

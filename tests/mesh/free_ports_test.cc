@@ -13,7 +13,7 @@ namespace {
 
 TEST(FreePortsTest, NoPortIsHandedOutTwiceInAProcess) {
   // 700 draws from the ~22000 ports below the range would repeat one (all but surely: the chance
-  // of none is about 2e-5) without the record; each holds a descriptor, well under 1024.
+  // of none is about 2e-5) without the reservations; each holds a descriptor, well under 1024.
   std::set<uint16_t> seen;
   const int low = ephemeralPortLow();
   for (int i = 0; i < 700; ++i) {
@@ -28,13 +28,13 @@ TEST(FreePortsTest, APortHandedOutIsReservedAgainstOtherProcesses) {
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {  // another test process: its reservation of the port must fail
-    ::_exit(reservePortAcrossProcesses(port) ? 1 : 0);
+    ::_exit(reservePort(port) ? 1 : 0);
   }
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "another process could reserve port " << port;
-  EXPECT_FALSE(reservePortAcrossProcesses(port)) << "held already, by this process";
+  EXPECT_FALSE(reservePort(port)) << "held already, by this process";
 }
 
 TEST(FreePortsTest, LoopbackPeersGiveEachNodeItsOwnAddress) {

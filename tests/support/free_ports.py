@@ -1,8 +1,8 @@
 """Free TCP ports on loopback for the Python and shell tests, as tests/mesh/free_ports.h gives
 the C++ tests: drawn at random below the kernel's ephemeral range (where no connect() takes a
 source port and no bind(0) lands), each checked by binding it once, and held until the process
-exits by the abstract unix socket "tpnode-test-port-N" that the C++ helper takes too (never the
-same port twice in one process, nor one another live test process holds). Run as a command,
+exits by the abstract unix socket "tpnode-test-port-N" that the C++ helper takes too (never a
+port this process or another live test process holds). Run as a command,
 the reservations end with it: a shell test's ports are only drawn below the range and checked.
 
     from free_ports import free_port          # (tests/support on sys.path)
@@ -12,7 +12,6 @@ import random
 import socket
 import sys
 
-_handed_out = set()
 _reservations = []  # the open abstract sockets (tests/mesh/free_ports.h)
 
 
@@ -52,10 +51,8 @@ def free_port(host="127.0.0.1"):
     low = 10000 if high > 12000 else 1024
     for _ in range(1000):
         port = random.randint(low, high)
-        if port not in _handed_out and _bindable(host, port):
-            _handed_out.add(port)
-            if _reserve(port):
-                return port
+        if _bindable(host, port) and _reserve(port):
+            return port
     raise RuntimeError(f"no free port on {host} below {high + 1}")
 
 
