@@ -47,16 +47,19 @@ struct Avx512Ops {
   // the result is reduce16(&v[4k + m]). 15 additions and 30 shuffles for the 16 sums.
   static V reduce16x16(const V* v) {
     V w[8];
+#pragma GCC unroll 8
     for (int p = 0; p < 8; ++p) {
       w[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)),
                            _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)));
     }
     V y[4];  // 128-bit lane m of y[p]: lanes i + i+4 of v[4p + m]'s 8 pair sums
+#pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
       y[p] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * p], w[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1)),
                            _mm512_shuffle_f32x4(w[2 * p], w[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0)));
     }
     V z[2];  // lane m of z[p]: (0 + 2, 1 + 3) of v[8p + m], then of v[8p + 4 + m]
+#pragma GCC unroll 2
     for (int p = 0; p < 2; ++p) {
       z[p] = _mm512_add_ps(_mm512_shuffle_ps(y[2 * p], y[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)),
                            _mm512_shuffle_ps(y[2 * p], y[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)));
