@@ -1,6 +1,7 @@
 // model/kernels/cpu/ops.h: rmsNormRows (the kernel table's path) and rmsNormRowsBaseline give
 // rmsNorm's bits row by row (whole groups of 8 rows and the rest, widths with and without a tail
-// past a multiple of 8, in place and not, with and without a weight).
+// past a multiple of 8, in place and not, with and without a weight); ropeRotate gives
+// ropeRotateBaseline's.
 #include "model/kernels/cpu/ops.h"
 
 #include <gtest/gtest.h>
@@ -38,6 +39,33 @@ TEST(OpsTest, RmsNormRowsMatchesRmsNormPerRow) {
               << "baseline, n " << n << " rows " << rows << " i " << i;
         }
       }
+    }
+  }
+}
+
+// ropeRotate (the AVX-512 kernel table's path where the CPU has it) gives ropeRotateBaseline's
+// bits: both styles, rotations of whole vectors and with a tail (n_rot not a multiple of 16 or
+// 32), values past n_rot untouched, zeros of both signs (the negation must keep -0).
+TEST(OpsTest, RopeRotateMatchesTheBaseline) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0.f, 3.f);
+  for (RopeStyle style : {RopeStyle::kNormal, RopeStyle::kNeox}) {
+    for (int64_t n_rot : {2, 6, 16, 18, 30, 32, 34, 64, 96, 128, 200, 256}) {
+      const int64_t hd = n_rot + 8;
+      std::vector<float> v(static_cast<size_t>(hd)), cs(static_cast<size_t>(n_rot));
+      for (float& x : v) x = d(rng);
+      for (float& x : cs) x = d(rng);
+      v[0] = -0.f;
+      v[1] = 0.f;
+      cs[2] = 0.f;
+      std::vector<float> want = v, got = v;
+      ropeRotateBaseline(want.data(), n_rot, style, cs.data());
+      ropeRotate(got.data(), n_rot, style, cs.data());
+      for (size_t i = 0; i < v.size(); ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(want[i]), std::bit_cast<uint32_t>(got[i]))
+            << "style " << static_cast<int>(style) << " n_rot " << n_rot << " i " << i;
+      }
+      for (size_t i = static_cast<size_t>(n_rot); i < v.size(); ++i) EXPECT_EQ(got[i], v[i]);
     }
   }
 }

@@ -220,11 +220,69 @@ __attribute__((target("fma"))) void ropeRotateFma(float* v, int64_t n_rot, RopeS
                                                   const float* cs) {
   ropeRotateImpl(v, n_rot, style, cs);
 }
+
+// GCC 12's AVX-512 intrinsics trip this warning on their undefined pass-through operands.
+#pragma GCC diagnostic push
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// -x, exactly (the sign bit flipped, as the scalar code's negation: 0 - x would turn -0 into +0).
+__attribute__((target("avx512f"))) inline __m512 negate(__m512 x) {
+  return _mm512_castsi512_ps(
+      _mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32(static_cast<int>(0x80000000u))));
+}
+
+// ropeRotateImpl 8 (normal) or 16 (NeoX) pairs at a time, each value by the same multiply,
+// negation and fused multiply-add; the pairs past the last whole vector by ropeRotateImpl's loop.
+__attribute__((target("avx512f,fma"))) void ropeRotateAvx512(float* v, int64_t n_rot,
+                                                             RopeStyle style, const float* cs) {
+  int64_t done = 0;  // values of the first n_rot rotated, from each pair's first
+  if (style == RopeStyle::kNormal) {
+    // Pairs side by side: x = (x0, x1, ...), its pairs swapped xs = (x1, x0, ...), cs = (c, s,
+    // ...).
+    for (; done + 16 <= n_rot; done += 16) {
+      const __m512 x = _mm512_loadu_ps(v + done);
+      const __m512 t = _mm512_loadu_ps(cs + done);
+      const __m512 c = _mm512_moveldup_ps(t), s = _mm512_movehdup_ps(t);
+      const __m512 xs = _mm512_permute_ps(x, 0xB1);
+      const __m512 first =
+          _mm512_fmadd_ps(x, c, negate(_mm512_mul_ps(xs, s)));            // fma(x0, c, -(x1 s))
+      const __m512 second = _mm512_fmadd_ps(xs, s, _mm512_mul_ps(x, c));  // fma(x0, s, x1 c)
+      _mm512_storeu_ps(v + done, _mm512_mask_blend_ps(0xAAAA, first, second));
+    }
+    for (int64_t i0 = done; i0 < n_rot; i0 += 2) {
+      const float x0 = v[i0], x1 = v[i0 + 1];
+      v[i0] = std::fma(x0, cs[i0], -(x1 * cs[i0 + 1]));
+      v[i0 + 1] = std::fma(x0, cs[i0 + 1], x1 * cs[i0]);
+    }
+    return;
+  }
+  // NeoX: pair j is (v[j], v[j + n_rot / 2]), its cos and sin at cs[2j], cs[2j + 1].
+  const int64_t half = n_rot / 2;
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  int64_t j = 0;
+  for (; j + 16 <= half; j += 16) {
+    const __m512 t0 = _mm512_loadu_ps(cs + 2 * j), t1 = _mm512_loadu_ps(cs + 2 * j + 16);
+    const __m512 c = _mm512_permutex2var_ps(t0, even, t1);
+    const __m512 s = _mm512_permutex2var_ps(t0, odd, t1);
+    const __m512 x0 = _mm512_loadu_ps(v + j), x1 = _mm512_loadu_ps(v + half + j);
+    _mm512_storeu_ps(v + j, _mm512_fmadd_ps(x0, c, negate(_mm512_mul_ps(x1, s))));
+    _mm512_storeu_ps(v + half + j, _mm512_fmadd_ps(x0, s, _mm512_mul_ps(x1, c)));
+  }
+  for (; j < half; ++j) {
+    const float c = cs[2 * j], s = cs[2 * j + 1];
+    const float x0 = v[j], x1 = v[half + j];
+    v[j] = std::fma(x0, c, -(x1 * s));
+    v[half + j] = std::fma(x0, s, x1 * c);
+  }
+}
+#pragma GCC diagnostic pop
 #endif
 
 }  // namespace
 
-void ropeRotate(float* v, int64_t n_rot, RopeStyle style, const float* cs) {
+void ropeRotateBaseline(float* v, int64_t n_rot, RopeStyle style, const float* cs) {
 #if defined(__x86_64__) && defined(__GNUC__)
   static const bool has_fma = __builtin_cpu_supports("fma");
   if (has_fma) {
@@ -233,6 +291,18 @@ void ropeRotate(float* v, int64_t n_rot, RopeStyle style, const float* cs) {
   }
 #endif
   ropeRotateImpl(v, n_rot, style, cs);
+}
+
+void ropeRotate(float* v, int64_t n_rot, RopeStyle style, const float* cs) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  // Follows the dot kernels' choice, as rmsNormRows.
+  static const bool avx512 = bestKernels().isa.starts_with("avx512");
+  if (avx512) {
+    ropeRotateAvx512(v, n_rot, style, cs);
+    return;
+  }
+#endif
+  ropeRotateBaseline(v, n_rot, style, cs);
 }
 
 void rope(float* v, int64_t n_rot, int64_t pos, float base, float freq_scale, RopeStyle style,

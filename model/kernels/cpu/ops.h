@@ -35,6 +35,9 @@ void ropeAngles(int64_t n_rot, int64_t pos, float base, float freq_scale, const 
                 float* cs);
 void ropeRotate(float* v, int64_t n_rot, RopeStyle style, const float* cs);
 
+// ropeRotate one pair at a time (what it runs without the AVX-512 kernel table): the same bits.
+void ropeRotateBaseline(float* v, int64_t n_rot, RopeStyle style, const float* cs);
+
 // In place: x = softmax(x) over n values, as ggml::softmax (x[0] starts a chunk of 16: pass
 // attention rows from a multiple of 16 cells, masked cells as -inf).
 void softmax(float* x, int64_t n);
