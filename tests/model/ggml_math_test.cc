@@ -107,6 +107,16 @@ void expectScalarBits(const Impl& simd) {
     simd_impl->softmax(b.data(), n);
     expectSameBits(a, b, "softmax n " + std::to_string(n));
   }
+  {  // the max a zero of both signs (the vector max may keep the other one than the scalar loop)
+    std::vector<float> x(20, -1.5f);
+    x[3] = -0.f;
+    x[17] = 0.f;
+    x[5] = -INFINITY;
+    auto a = x, b = x;
+    ref.softmax(a.data(), 20);
+    simd_impl->softmax(b.data(), 20);
+    expectSameBits(a, b, "softmax with max -0 and +0");
+  }
   for (int64_t n : {7, 16, 768, 770}) {
     const auto g = randomVector(static_cast<size_t>(n), seed++, 40.f);  // exp(-g) overflows too
     const auto u = randomVector(static_cast<size_t>(n), seed++);

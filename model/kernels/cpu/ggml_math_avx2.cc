@@ -27,6 +27,8 @@ struct Avx2Ops {
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  // Lane-wise max; where x is NaN the lane keeps m (as std::max(m, x) does).
+  static V max(V x, V m) { return _mm256_max_ps(x, m); }
   static V div(V a, V b) { return _mm256_div_ps(a, b); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   // reduce16Scalar's tree: lanes i + i+8, i + i+4, then (0 + 2) + (1 + 3).

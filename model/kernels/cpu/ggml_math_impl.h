@@ -325,7 +325,17 @@ struct GgmlMath {
 
   static void softmax(float* x, int64_t n) {
     float max = -INFINITY;
-    for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
+    int64_t m0 = 0;
+    if constexpr (W > 1) {
+      // The row's max W lanes at a time (the same value as the scalar loop's: a max does not
+      // round; NaNs are skipped alike; which of -0 and +0 it keeps changes no x - max).
+      V vm = S::set1(-INFINITY);
+      for (; m0 + W <= n; m0 += W) vm = S::max(S::load(x + m0), vm);
+      alignas(64) float lanes[W];
+      S::store(lanes, vm);
+      for (const float l : lanes) max = std::max(max, l);
+    }
+    for (int64_t i = m0; i < n; ++i) max = std::max(max, x[i]);
     const V vmax = S::set1(max);
     double sum = 0;
     for (int64_t i = 0; i < n; i += 16) {
@@ -343,7 +353,10 @@ struct GgmlMath {
       sum += static_cast<double>(reduce16Scalar(chunk));
     }
     const auto inv = static_cast<float>(1.0 / sum);
-    for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+    const V vinv = S::set1(inv);
+    int64_t i = 0;
+    for (; i + W <= n; i += W) S::store(x + i, S::mul(S::load(x + i), vinv));
+    for (; i < n; ++i) x[i] *= inv;
   }
 
   static void swiglu(float* g, const float* u, int64_t n) {
