@@ -260,9 +260,9 @@ TEST(MatmulTest, Gemv16MatchesTheOneTokenTileBitForBit) {
                             TensorType::kQ4_K, TensorType::kQ6_K}) {
       std::vector<Gemv16Fn> gemvs{k->gemv16ForType(type)};
       if (!gemvs[0]) continue;
-      // The AVX-512 Q4_0 kernel also where the table holds the AVX2 one (AMD Zen 4).
-      if (k == avx512Kernels() && type == TensorType::kQ4_0 && avx512OwnGemv16Q4_0() != gemvs[0]) {
-        gemvs.push_back(avx512OwnGemv16Q4_0());
+      // The AVX-512 kernel also where the table holds the AVX2 one (Q4_0 on AMD Zen 4).
+      if (k == avx512Kernels() && avx512OwnGemv16(type) != gemvs[0]) {
+        gemvs.push_back(avx512OwnGemv16(type));
       }
       const Gemm16Q0Fn tile_q0 = k->gemm16Q0ForType(type);
       const GemmTileFn tile = k->gemm16ForType(type);

@@ -57,8 +57,11 @@ const DotKernels& avx512Table() {
     // Q4_0 decode on AMD Zen 4 (the CPUs of the near-and-far prefetch): the 256-bit kernel of the
     // AVX2 table, the same layout and bits, read the weights faster at one thread (llama-0.9b
     // Q4_0, tools/kernel_bench --model --isas avx2,avx512: 27.7-29.5 against 26.9-27.0 GB/s, plain
-    // loads 29.3-30.1; tpnode --threads 1 decode 55.6-59.1 against 53.1-53.6 tokens/s), level at
-    // two threads; the AVX-512 Q5_0 kernel stays (Q5_0: 32.0-32.2 against 21.9-22.1 GB/s).
+    // loads 29.3-30.1; tpnode --threads 1 decode 54.8-58.1 against 51.2-56.0 tokens/s, binaries
+    // alternating), level at two threads. The AVX-512 Q5_0 kernel stays (32.0-32.2 against
+    // 21.9-22.1 GB/s), and so does Q4_K's: the AVX2 one read faster in kernel_bench (27.6-28.4
+    // against 24.5-25.8 GB/s on llama-0.9b Q4_K_M) but tpnode's decode with it was slower
+    // (46.4-47.1 against 52.5-54.6 tokens/s, binaries alternating 4 times).
     if (cpuDecodePrefetch() == DecodePrefetch::kNearAndFar) {
       if (const DotKernels* avx2 = avx2Kernels()) t.gemv16_q4_0 = avx2->gemv16_q4_0;
     }
@@ -73,8 +76,11 @@ const DotKernels& avx512Table() {
   return k;
 }
 
-Gemv16Fn avx512OwnGemv16Q4_0() {
-  return avx512Kernels() ? gemv16Q0<Q0Kind::kQ4_0> : nullptr;
+Gemv16Fn avx512OwnGemv16(TensorType type) {
+  if (!avx512Kernels()) return nullptr;
+  if (type == TensorType::kQ4_0) return gemv16Q0<Q0Kind::kQ4_0>;
+  if (type == TensorType::kQ4_K) return gemv16Q4K;
+  return avx512Table().gemv16ForType(type);
 }
 
 const DotKernels* avx512AmxTable() {
