@@ -201,8 +201,10 @@ void ropeAngles(int64_t n_rot, int64_t pos, float base, float freq_scale, const 
 
 namespace {
 
-inline void ropeRotateImpl(float* v, int64_t n_rot, RopeStyle style, const float* cs) {
-  for (int64_t i0 = 0; i0 < n_rot; i0 += 2) {
+// The rotations of pairs i0 / 2 onwards (i0 = first, first + 2, ...; first even).
+inline void ropeRotateImpl(float* v, int64_t n_rot, RopeStyle style, const float* cs,
+                           int64_t first = 0) {
+  for (int64_t i0 = first; i0 < n_rot; i0 += 2) {
     const float c = cs[i0], s = cs[i0 + 1];
     const int64_t a = style == RopeStyle::kNormal ? i0 : i0 / 2;
     const int64_t b = style == RopeStyle::kNormal ? i0 + 1 : i0 / 2 + n_rot / 2;
@@ -236,7 +238,7 @@ __attribute__((target("avx512f"))) inline __m512 negate(__m512 x) {
 // negation and fused multiply-add; the pairs past the last whole vector by ropeRotateImpl's loop.
 __attribute__((target("avx512f,fma"))) void ropeRotateAvx512(float* v, int64_t n_rot,
                                                              RopeStyle style, const float* cs) {
-  int64_t done = 0;  // values of the first n_rot rotated, from each pair's first
+  int64_t done = 0;  // normal style: the values rotated so far (2 per pair)
   if (style == RopeStyle::kNormal) {
     // Pairs side by side: x = (x0, x1, ...), its pairs swapped xs = (x1, x0, ...), cs = (c, s,
     // ...).
@@ -250,11 +252,7 @@ __attribute__((target("avx512f,fma"))) void ropeRotateAvx512(float* v, int64_t n
       const __m512 second = _mm512_fmadd_ps(xs, s, _mm512_mul_ps(x, c));  // fma(x0, s, x1 c)
       _mm512_storeu_ps(v + done, _mm512_mask_blend_ps(0xAAAA, first, second));
     }
-    for (int64_t i0 = done; i0 < n_rot; i0 += 2) {
-      const float x0 = v[i0], x1 = v[i0 + 1];
-      v[i0] = std::fma(x0, cs[i0], -(x1 * cs[i0 + 1]));
-      v[i0 + 1] = std::fma(x0, cs[i0 + 1], x1 * cs[i0]);
-    }
+    ropeRotateImpl(v, n_rot, style, cs, done);
     return;
   }
   // NeoX: pair j is (v[j], v[j + n_rot / 2]), its cos and sin at cs[2j], cs[2j + 1].
@@ -270,12 +268,7 @@ __attribute__((target("avx512f,fma"))) void ropeRotateAvx512(float* v, int64_t n
     _mm512_storeu_ps(v + j, _mm512_fmadd_ps(x0, c, negate(_mm512_mul_ps(x1, s))));
     _mm512_storeu_ps(v + half + j, _mm512_fmadd_ps(x0, s, _mm512_mul_ps(x1, c)));
   }
-  for (; j < half; ++j) {
-    const float c = cs[2 * j], s = cs[2 * j + 1];
-    const float x0 = v[j], x1 = v[half + j];
-    v[j] = std::fma(x0, c, -(x1 * s));
-    v[half + j] = std::fma(x0, s, x1 * c);
-  }
+  ropeRotateImpl(v, n_rot, style, cs, 2 * j);
 }
 #pragma GCC diagnostic pop
 #endif
