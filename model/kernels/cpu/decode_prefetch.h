@@ -67,25 +67,20 @@ inline PrefetchDistances prefetchDistances() {
   return {4096, 24576, kPrefetchBytes, 24576, 0};
 }
 
-// Prefetches with kHint the lines of [p, p + kBytes): unrolled, or kept one loop (kLoop).
-template <size_t kBytes, auto kHint, bool kLoop = false>
+// Prefetches with kHint the lines of [p, p + kBytes), unrolled.
+template <size_t kBytes, auto kHint>
 inline __attribute__((always_inline)) void prefetchLines(const char* p) {
-  if constexpr (kLoop) {
-#pragma GCC unroll 1
-    for (size_t off = 0; off < kBytes; off += 64) _mm_prefetch(p + off, kHint);
-  } else {
 #pragma GCC unroll 64
-    for (size_t off = 0; off < kBytes; off += 64) _mm_prefetch(p + off, kHint);
-  }
+  for (size_t off = 0; off < kBytes; off += 64) _mm_prefetch(p + off, kHint);
 }
 
 // Prefetches the lines of the kBytes at p `near` bytes ahead (T1) and, unless `far` is 0, `far`
 // bytes ahead (T2).
-template <size_t kBytes, bool kLoop = false>
+template <size_t kBytes>
 inline __attribute__((always_inline)) void prefetchNearFar(const void* p, int near, int far) {
   const char* c = static_cast<const char*>(p);
-  prefetchLines<kBytes, _MM_HINT_T1, kLoop>(c + near);
-  if (far != 0) prefetchLines<kBytes, _MM_HINT_T2, kLoop>(c + far);
+  prefetchLines<kBytes, _MM_HINT_T1>(c + near);
+  if (far != 0) prefetchLines<kBytes, _MM_HINT_T2>(c + far);
 }
 
 // The Q4_0 and Q5_0 decode kernels' prefetch of the kBytes at p (near_q0 and far_q0 ahead).
@@ -95,17 +90,53 @@ inline __attribute__((always_inline)) void prefetchAhead(const uint8_t* p,
   prefetchNearFar<kBytes>(p, pf.near_q0, pf.far_q0);
 }
 
+// Prefetches with kHint the lines at p, p + 64, ... below p + kBytes, one per iteration of a loop
+// written in assembly: its head aligned to 64 bytes (a jump over the padding) and one prefetch
+// issued every two cycles at most (the address advances by two dependent adds). Compiled from C++,
+// the same loop's speed depended on where the linker put it: the AVX-512 Q4_K decode read at
+// 0.79-0.93x the rate of plain loads of the same bytes with its function at three of the four
+// 16-byte offsets in a 64-byte line and at 1.01-1.04x at the fourth (kernel_bench --type q4_k,
+// the kernels' object shifted by padding, AMD EPYC Zen 4), Q6_K's at 0.88-0.98x, and tpnode's
+// llama-0.9b Q4_K_M decode moved between 44 and 53 tokens/s with it. This loop: Q4_K 0.96-1.01x
+// at every offset (one measurement of 14 at 0.87x), Q6_K 0.97-0.99x; with one add of 64 (the pace
+// set by the front end alone) Q4_K 0.93-0.98x.
+template <size_t kBytes, auto kHint>
+inline __attribute__((always_inline)) void prefetchLinesPaced(const char* p) {
+  static_assert(kBytes > 0);
+  static_assert(kHint == _MM_HINT_T1 || kHint == _MM_HINT_T2);
+  const char* const end = p + kBytes;
+  if constexpr (kHint == _MM_HINT_T1) {
+    asm volatile(
+        "jmp 1f\n\t.p2align 6\n1:\n\tprefetcht1 (%0)\n\tadd $32, %0\n\tadd $32, %0\n\t"
+        "cmp %1, %0\n\tjb 1b"
+        : "+r"(p)
+        : "r"(end)
+        : "cc");
+  } else {
+    asm volatile(
+        "jmp 1f\n\t.p2align 6\n1:\n\tprefetcht2 (%0)\n\tadd $32, %0\n\tadd $32, %0\n\t"
+        "cmp %1, %0\n\tjb 1b"
+        : "+r"(p)
+        : "r"(end)
+        : "cc");
+  }
+}
+
 // The K-quant decode kernels' prefetch of the block of kBytes at xb (near_k and far_k ahead), one
-// loop each at the block's start. Kept a loop: unrolled (a burst of 74 prefetches per Q4_K block,
-// 38 % fewer instructions per weight byte) a llama-0.9b Q4_K_M decode pass took 1.2-1.3x the time
-// on AMD EPYC (kernel_bench --model, binaries alternating). The AVX2 Q4_K and Q6_K decodes instead
-// spread the same lines over the block as they read it (its scale lines at the start, then a
-// chunk's lines as it is reached: 1.05-1.23x and 1.11x the GB/s of this burst on AMD EPYC Zen 3;
-// Q6_K only on its linear arrangement, level on the split one).
+// paced loop each at the block's start. Kept a loop: unrolled (a burst of 74 prefetches per Q4_K
+// block) a llama-0.9b Q4_K_M decode pass took 1.2-1.3x the time on AMD EPYC (kernel_bench
+// --model, binaries alternating), and with the prefetch spread over the block as it is read (a
+// line per 64-byte chunk) Q4_K read at 0.75-0.84x the rate of plain loads (kernel_bench --type
+// q4_k, every function offset). The AVX2 Q4_K and Q6_K decodes do spread the same lines over the
+// block (its scale lines at the start, then a chunk's lines as it is reached: 1.05-1.23x and 1.11x
+// the GB/s of the unpaced burst on AMD EPYC Zen 3; Q6_K only on its linear arrangement, level on
+// the split one).
 template <size_t kBytes>
 inline __attribute__((always_inline)) void prefetchBlock(const void* xb,
                                                          const PrefetchDistances& pf) {
-  prefetchNearFar<kBytes, /*kLoop=*/true>(xb, pf.near_k, pf.far_k);
+  const char* c = static_cast<const char*>(xb);
+  prefetchLinesPaced<kBytes, _MM_HINT_T1>(c + pf.near_k);
+  if (pf.far_k != 0) prefetchLinesPaced<kBytes, _MM_HINT_T2>(c + pf.far_k);
 }
 
 // Prefetches into L2 the block one group ahead of x[b] (a matrix's groups are contiguous): while a
