@@ -59,9 +59,9 @@ const DotKernels& avx512Table() {
     // Q4_0, tools/kernel_bench --model --isas avx2,avx512: 27.7-29.5 against 26.9-27.0 GB/s, plain
     // loads 29.3-30.1; tpnode --threads 1 decode 54.8-58.1 against 51.2-56.0 tokens/s, binaries
     // alternating), level at two threads. The AVX-512 Q5_0 kernel stays (32.0-32.2 against
-    // 21.9-22.1 GB/s), and so does Q4_K's: the AVX2 one read faster in kernel_bench (27.6-28.4
-    // against 24.5-25.8 GB/s on llama-0.9b Q4_K_M) but tpnode's decode with it was slower
-    // (46.4-47.1 against 52.5-54.6 tokens/s, binaries alternating 4 times).
+    // 21.9-22.1 GB/s), and so does Q4_K's: with the paced block prefetch (decode_prefetch.h) it
+    // reads llama-0.9b Q4_K_M at the rate of plain loads (32.1-32.6 GB/s, plain 31.5-32.7; the
+    // AVX2 one 30.3-31.4).
     if (cpuDecodePrefetch() == DecodePrefetch::kNearAndFar) {
       if (const DotKernels* avx2 = avx2Kernels()) t.gemv16_q4_0 = avx2->gemv16_q4_0;
     }
