@@ -122,6 +122,15 @@ inline __attribute__((always_inline)) void prefetchLinesPaced(const char* p) {
   }
 }
 
+// The kBytes at p, `near` bytes ahead (T1) and, unless `far` is 0, `far` bytes ahead (T2), each
+// through prefetchLinesPaced.
+template <size_t kBytes>
+inline __attribute__((always_inline)) void prefetchRunPaced(const void* p, int near, int far) {
+  const char* c = static_cast<const char*>(p);
+  prefetchLinesPaced<kBytes, _MM_HINT_T1>(c + near);
+  if (far != 0) prefetchLinesPaced<kBytes, _MM_HINT_T2>(c + far);
+}
+
 // The K-quant decode kernels' prefetch of the block of kBytes at xb (near_k and far_k ahead), one
 // paced loop each at the block's start. Kept a loop: unrolled (a burst of 74 prefetches per Q4_K
 // block) a llama-0.9b Q4_K_M decode pass took 1.2-1.3x the time on AMD EPYC (kernel_bench
@@ -134,9 +143,7 @@ inline __attribute__((always_inline)) void prefetchLinesPaced(const char* p) {
 template <size_t kBytes>
 inline __attribute__((always_inline)) void prefetchBlock(const void* xb,
                                                          const PrefetchDistances& pf) {
-  const char* c = static_cast<const char*>(xb);
-  prefetchLinesPaced<kBytes, _MM_HINT_T1>(c + pf.near_k);
-  if (pf.far_k != 0) prefetchLinesPaced<kBytes, _MM_HINT_T2>(c + pf.far_k);
+  prefetchRunPaced<kBytes>(xb, pf.near_k, pf.far_k);
 }
 
 // Prefetches into L2 the block one group ahead of x[b] (a matrix's groups are contiguous): while a

@@ -201,11 +201,6 @@ const DotKernels* avx512Kernels();    // nullptr when the CPU lacks AVX-512 F/BW
 // the OS does not let this process use them.
 const DotKernels* avx512AmxKernels();
 const DotKernels& bestKernels();
-// The AVX-512 decode kernel of a 16-row type. avx512Kernels() holds it everywhere but for Q4_0 on
-// AMD Zen 4 (the CPUs of DecodePrefetch::kNearAndFar), where it holds the AVX2 table's
-// (dot_avx512.cc: faster there): so that tests check it on every AVX-512 CPU. nullptr without
-// avx512Kernels().
-Gemv16Fn avx512OwnGemv16(TensorType type);
 
 // The software prefetch of the decode kernels on the 16-row layouts (gemv16_*). kNearAndFar: the
 // weight lines of Q4_0, Q5_0, Q4_K and Q6_K fetched into L2 a few KiB ahead and into the outer

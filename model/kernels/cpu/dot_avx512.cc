@@ -54,17 +54,11 @@ const DotKernels& avx512Table() {
     t.gemm16_q5_1 = gemm16Q5_1;
     t.gemv16_q8_0 = gemv16Q0<Q0Kind::kQ8_0>;  // decode on the same layouts
     t.gemv16_q4_0 = gemv16Q0<Q0Kind::kQ4_0>;
-    // Q4_0 decode on AMD Zen 4 (the CPUs of the near-and-far prefetch): the 256-bit kernel of the
-    // AVX2 table, the same layout and bits, read the weights faster at one thread (llama-0.9b
-    // Q4_0, tools/kernel_bench --model --isas avx2,avx512: 27.7-29.5 against 26.9-27.0 GB/s, plain
-    // loads 29.3-30.1; tpnode --threads 1 decode 54.8-58.1 against 51.2-56.0 tokens/s, binaries
-    // alternating), level at two threads. The AVX-512 Q5_0 kernel stays (32.0-32.2 against
-    // 21.9-22.1 GB/s), and so does Q4_K's: with the paced block prefetch (decode_prefetch.h) it
-    // reads llama-0.9b Q4_K_M at the rate of plain loads (32.1-32.6 GB/s, plain 31.5-32.7; the
-    // AVX2 one 30.3-31.4).
-    if (cpuDecodePrefetch() == DecodePrefetch::kNearAndFar) {
-      if (const DotKernels* avx2 = avx2Kernels()) t.gemv16_q4_0 = avx2->gemv16_q4_0;
-    }
+    // With their paced prefetch (decode_prefetch.h) the AVX-512 Q4_0 and Q4_K decodes read at
+    // about the rate of plain loads on AMD EPYC Zen 4 (llama-0.9b Q4_0 and Q4_K_M, kernel_bench
+    // --model --isas avx2,avx512 --layouts auto,read: 0.97-1.05x and 1.00-1.02x), the AVX2
+    // table's at 0.94-0.98x and 0.94-0.96x (the Q4_0 decode had used the AVX2 kernel on Zen 4
+    // before: tpnode --threads 1 decode now 55.1-60.0 against 53.0-60.1 tokens/s with it).
     t.gemv16_q5_0 = gemv16Q0<Q0Kind::kQ5_0>;
     t.gemv16_q4_k = gemv16Q4K;
     t.gemv16_q6_k = gemv16Q6K;
@@ -74,13 +68,6 @@ const DotKernels& avx512Table() {
     return t;
   }();
   return k;
-}
-
-Gemv16Fn avx512OwnGemv16(TensorType type) {
-  if (!avx512Kernels()) return nullptr;
-  if (type == TensorType::kQ4_0) return gemv16Q0<Q0Kind::kQ4_0>;
-  if (type == TensorType::kQ4_K) return gemv16Q4K;
-  return avx512Table().gemv16ForType(type);
 }
 
 const DotKernels* avx512AmxTable() {
