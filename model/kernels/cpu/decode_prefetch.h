@@ -74,22 +74,6 @@ inline __attribute__((always_inline)) void prefetchLines(const char* p) {
   for (size_t off = 0; off < kBytes; off += 64) _mm_prefetch(p + off, kHint);
 }
 
-// Prefetches the lines of the kBytes at p `near` bytes ahead (T1) and, unless `far` is 0, `far`
-// bytes ahead (T2).
-template <size_t kBytes>
-inline __attribute__((always_inline)) void prefetchNearFar(const void* p, int near, int far) {
-  const char* c = static_cast<const char*>(p);
-  prefetchLines<kBytes, _MM_HINT_T1>(c + near);
-  if (far != 0) prefetchLines<kBytes, _MM_HINT_T2>(c + far);
-}
-
-// The Q4_0 and Q5_0 decode kernels' prefetch of the kBytes at p (near_q0 and far_q0 ahead).
-template <size_t kBytes>
-inline __attribute__((always_inline)) void prefetchAhead(const uint8_t* p,
-                                                         const PrefetchDistances& pf) {
-  prefetchNearFar<kBytes>(p, pf.near_q0, pf.far_q0);
-}
-
 // Prefetches with kHint the lines at p, p + 64, ... below p + kBytes, one per iteration of a loop
 // written in assembly: its head aligned to 64 bytes (a jump over the padding) and one prefetch
 // issued every two cycles at most (the address advances by two dependent adds). Compiled from C++,
@@ -97,7 +81,7 @@ inline __attribute__((always_inline)) void prefetchAhead(const uint8_t* p,
 // 0.79-0.93x the rate of plain loads of the same bytes with its function at three of the four
 // 16-byte offsets in a 64-byte line and at 1.01-1.04x at the fourth (kernel_bench --type q4_k,
 // the kernels' object shifted by padding, AMD EPYC Zen 4), Q6_K's at 0.88-0.98x, and tpnode's
-// llama-0.9b Q4_K_M decode moved between 44 and 53 tokens/s with it. This loop: Q4_K 0.96-1.01x
+// llama-0.9b Q4_K_M decode moved between 44 and 55 tokens/s with it. This loop: Q4_K 0.93-1.01x
 // at every offset (one measurement of 14 at 0.87x), Q6_K 0.97-0.99x; with one add of 64 (the pace
 // set by the front end alone) Q4_K 0.93-0.98x.
 template <size_t kBytes, auto kHint>
@@ -105,30 +89,40 @@ inline __attribute__((always_inline)) void prefetchLinesPaced(const char* p) {
   static_assert(kBytes > 0);
   static_assert(kHint == _MM_HINT_T1 || kHint == _MM_HINT_T2);
   const char* const end = p + kBytes;
+#define TP_PACED_PREFETCH_LOOP(insn)                     \
+  asm volatile("jmp 1f\n\t.p2align 6\n1:\n\t" insn       \
+               " (%0)\n\tadd $32, %0\n\tadd $32, %0\n\t" \
+               "cmp %1, %0\n\tjb 1b"                     \
+               : "+r"(p)                                 \
+               : "r"(end)                                \
+               : "cc")
   if constexpr (kHint == _MM_HINT_T1) {
-    asm volatile(
-        "jmp 1f\n\t.p2align 6\n1:\n\tprefetcht1 (%0)\n\tadd $32, %0\n\tadd $32, %0\n\t"
-        "cmp %1, %0\n\tjb 1b"
-        : "+r"(p)
-        : "r"(end)
-        : "cc");
+    TP_PACED_PREFETCH_LOOP("prefetcht1");
   } else {
-    asm volatile(
-        "jmp 1f\n\t.p2align 6\n1:\n\tprefetcht2 (%0)\n\tadd $32, %0\n\tadd $32, %0\n\t"
-        "cmp %1, %0\n\tjb 1b"
-        : "+r"(p)
-        : "r"(end)
-        : "cc");
+    TP_PACED_PREFETCH_LOOP("prefetcht2");
+  }
+#undef TP_PACED_PREFETCH_LOOP
+}
+
+// Prefetches the lines of the kBytes at p `near` bytes ahead (T1) and, unless `far` is 0, `far`
+// bytes ahead (T2): unrolled, or through prefetchLinesPaced (kPaced).
+template <size_t kBytes, bool kPaced = false>
+inline __attribute__((always_inline)) void prefetchNearFar(const void* p, int near, int far) {
+  const char* c = static_cast<const char*>(p);
+  if constexpr (kPaced) {
+    prefetchLinesPaced<kBytes, _MM_HINT_T1>(c + near);
+    if (far != 0) prefetchLinesPaced<kBytes, _MM_HINT_T2>(c + far);
+  } else {
+    prefetchLines<kBytes, _MM_HINT_T1>(c + near);
+    if (far != 0) prefetchLines<kBytes, _MM_HINT_T2>(c + far);
   }
 }
 
-// The kBytes at p, `near` bytes ahead (T1) and, unless `far` is 0, `far` bytes ahead (T2), each
-// through prefetchLinesPaced.
-template <size_t kBytes>
-inline __attribute__((always_inline)) void prefetchRunPaced(const void* p, int near, int far) {
-  const char* c = static_cast<const char*>(p);
-  prefetchLinesPaced<kBytes, _MM_HINT_T1>(c + near);
-  if (far != 0) prefetchLinesPaced<kBytes, _MM_HINT_T2>(c + far);
+// The Q4_0 and Q5_0 decode kernels' prefetch of the kBytes at p (near_q0 and far_q0 ahead).
+template <size_t kBytes, bool kPaced = false>
+inline __attribute__((always_inline)) void prefetchAhead(const uint8_t* p,
+                                                         const PrefetchDistances& pf) {
+  prefetchNearFar<kBytes, kPaced>(p, pf.near_q0, pf.far_q0);
 }
 
 // The K-quant decode kernels' prefetch of the block of kBytes at xb (near_k and far_k ahead), one
@@ -143,7 +137,7 @@ inline __attribute__((always_inline)) void prefetchRunPaced(const void* p, int n
 template <size_t kBytes>
 inline __attribute__((always_inline)) void prefetchBlock(const void* xb,
                                                          const PrefetchDistances& pf) {
-  prefetchRunPaced<kBytes>(xb, pf.near_k, pf.far_k);
+  prefetchNearFar<kBytes, /*kPaced=*/true>(xb, pf.near_k, pf.far_k);
 }
 
 // Prefetches into L2 the block one group ahead of x[b] (a matrix's groups are contiguous): while a

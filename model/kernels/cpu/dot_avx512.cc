@@ -57,8 +57,8 @@ const DotKernels& avx512Table() {
     // With their paced prefetch (decode_prefetch.h) the AVX-512 Q4_0 and Q4_K decodes read at
     // about the rate of plain loads on AMD EPYC Zen 4 (llama-0.9b Q4_0 and Q4_K_M, kernel_bench
     // --model --isas avx2,avx512 --layouts auto,read: 0.97-1.05x and 1.00-1.02x), the AVX2
-    // table's at 0.94-0.98x and 0.94-0.96x (the Q4_0 decode had used the AVX2 kernel on Zen 4
-    // before: tpnode --threads 1 decode now 55.1-60.0 against 53.0-60.1 tokens/s with it).
+    // table's at 0.94-0.98x and 0.94-0.96x; tpnode --threads 1 Q4_0 decode 51.4-60.0 against
+    // 48.1-60.1 tokens/s with the AVX2 kernel (12 alternations, means 56.7 / 54.9).
     t.gemv16_q5_0 = gemv16Q0<Q0Kind::kQ5_0>;
     t.gemv16_q4_k = gemv16Q4K;
     t.gemv16_q6_k = gemv16Q6K;
