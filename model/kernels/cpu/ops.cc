@@ -1,5 +1,6 @@
 #include "model/kernels/cpu/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string_view>
 #include <vector>
@@ -44,12 +45,13 @@ float normScale(double sum, int64_t n, float eps) {
 #endif
 // The squares of 8 rows x 8 columns (rows n floats apart, columns i..i+7) in float, transposed so
 // that u[4h + j] holds column j of rows 4h..4h+3 in its low 4 lanes and column j + 4 in its high 4
-// (transpose8x8Halves).
+// (transpose8x8Halves). Of fewer than 8 rows (`rows`), the last is read again in the lanes past it.
 __attribute__((target("avx2"), always_inline)) inline void squares8x8(const float* x, int64_t n,
-                                                                      int64_t i, __m256* u) {
+                                                                      int rows, int64_t i,
+                                                                      __m256* u) {
   __m256 r[8];
   for (int k = 0; k < 8; ++k) {
-    const __m256 v = _mm256_loadu_ps(x + k * n + i);
+    const __m256 v = _mm256_loadu_ps(x + std::min(k, rows - 1) * n + i);
     r[k] = _mm256_mul_ps(v, v);
   }
   transpose8x8Halves(r, u);
@@ -58,13 +60,15 @@ __attribute__((target("avx2"), always_inline)) inline void squares8x8(const floa
 // 8 rows' sums of squares (rows n floats apart), one row per double lane: 8 columns at a time
 // are squared in float, turned from 8 rows x 8 columns into 8 columns x 8 rows (squares8x8) and
 // each column widened to double and added, so every lane adds its row's squares in column order,
-// as sumSquaresRow does; the columns past the last 8 are added after them.
-__attribute__((target("avx512f"))) void sumSquares8Avx512(const float* x, int64_t n, double* sum) {
+// as sumSquaresRow does; the columns past the last 8 are added after them. `rows` (1..8) rows are
+// read; sum[r] for r >= rows is left as it is.
+__attribute__((target("avx512f"))) void sumSquares8Avx512(const float* x, int64_t n, int rows,
+                                                          double* sum) {
   __m512d acc = _mm512_setzero_pd();
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256 u[8];
-    squares8x8(x, n, i, u);
+    squares8x8(x, n, rows, i, u);
     for (int j = 0; j < 4; ++j) {
       acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm256_permute2f128_ps(u[j], u[4 + j], 0x20)));
     }
@@ -72,18 +76,23 @@ __attribute__((target("avx512f"))) void sumSquares8Avx512(const float* x, int64_
       acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm256_permute2f128_ps(u[j], u[4 + j], 0x31)));
     }
   }
-  _mm512_storeu_pd(sum, acc);
-  for (int r = 0; r < 8; ++r) sumSquaresRow(x + r * n + i, n - i, sum[r]);
+  double lanes[8];
+  _mm512_storeu_pd(lanes, acc);
+  for (int r = 0; r < rows; ++r) {
+    sum[r] = lanes[r];
+    sumSquaresRow(x + r * n + i, n - i, sum[r]);
+  }
 }
 
 // sumSquares8Avx512 with 256-bit vectors: rows 0-3 in one accumulator of 4 double lanes, rows
 // 4-7 in another, each adding its columns in the same order.
-__attribute__((target("avx2"))) void sumSquares8Avx2(const float* x, int64_t n, double* sum) {
+__attribute__((target("avx2"))) void sumSquares8Avx2(const float* x, int64_t n, int rows,
+                                                     double* sum) {
   __m256d acc[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256 u[8];
-    squares8x8(x, n, i, u);
+    squares8x8(x, n, rows, i, u);
     for (int h = 0; h < 2; ++h) {
       for (int j = 0; j < 4; ++j) {
         acc[h] = _mm256_add_pd(acc[h], _mm256_cvtps_pd(_mm256_castps256_ps128(u[4 * h + j])));
@@ -93,9 +102,13 @@ __attribute__((target("avx2"))) void sumSquares8Avx2(const float* x, int64_t n, 
       }
     }
   }
-  _mm256_storeu_pd(sum, acc[0]);
-  _mm256_storeu_pd(sum + 4, acc[1]);
-  for (int r = 0; r < 8; ++r) sumSquaresRow(x + r * n + i, n - i, sum[r]);
+  double lanes[8];
+  _mm256_storeu_pd(lanes, acc[0]);
+  _mm256_storeu_pd(lanes + 4, acc[1]);
+  for (int r = 0; r < rows; ++r) {
+    sum[r] = lanes[r];
+    sumSquaresRow(x + r * n + i, n - i, sum[r]);
+  }
 }
 
 // scaleRow 16 values at a time: (x * scale) rounded, then times w, as its two passes.
@@ -124,19 +137,23 @@ __attribute__((target("avx2"))) void scaleRowAvx2(const float* x, const float* w
   scaleRow(x + i, w ? w + i : nullptr, y + i, n - i, scale);
 }
 
-// rmsNormRows with 8 rows' sums of squares at a time (kSums8) and their rows scaled by kScale.
-template <void (*kSums8)(const float*, int64_t, double*),
+// rmsNormRows with 8 rows' sums of squares at a time (kSums8; the last 2-7 rows in one call too,
+// as a pool's chunk of a few tokens has them) and their rows scaled by kScale.
+template <void (*kSums8)(const float*, int64_t, int, double*),
           void (*kScale)(const float*, const float*, float*, int64_t, float)>
 void rmsNormRows8(const float* x, const float* w, float* y, int64_t n, int64_t rows, float eps) {
-  int64_t r0 = 0;
-  for (; r0 + 8 <= rows; r0 += 8) {
+  for (int64_t r0 = 0; r0 < rows; r0 += 8) {
+    const int k = static_cast<int>(std::min<int64_t>(8, rows - r0));
+    if (k == 1) {
+      rmsNorm(x + r0 * n, w, y + r0 * n, n, eps);
+      break;
+    }
     double sum[8];
-    kSums8(x + r0 * n, n, sum);
-    for (int r = 0; r < 8; ++r) {
+    kSums8(x + r0 * n, n, k, sum);
+    for (int r = 0; r < k; ++r) {
       kScale(x + (r0 + r) * n, w, y + (r0 + r) * n, n, normScale(sum[r], n, eps));
     }
   }
-  for (; r0 < rows; ++r0) rmsNorm(x + r0 * n, w, y + r0 * n, n, eps);
 }
 #pragma GCC diagnostic pop
 #endif

@@ -14,9 +14,10 @@ namespace tpnode::model::kernels {
 void rmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);
 
 // rmsNorm of `rows` rows of n values, row r at x + r * n and y + r * n (y may be x): rmsNorm's
-// bits row by row, with 8 rows' sums of squares (each one chain of double adds) in flight at once
-// (with the AVX-512 kernel table in the 8 double lanes of one vector, with the AVX2 ones in two
-// vectors of 4).
+// bits row by row, with up to 8 rows' sums of squares (each one chain of double adds) in flight at
+// once (with the AVX-512 kernel table in the 8 double lanes of one vector, with the AVX2 ones in
+// two vectors of 4); a last group of 2-7 rows takes one pass too, so a thread pool's chunk of a
+// few tokens costs no more than 8 rows.
 void rmsNormRows(const float* x, const float* w, float* y, int64_t n, int64_t rows, float eps);
 
 // rmsNormRows without SIMD (what it runs with the scalar kernel table): the same bits.
