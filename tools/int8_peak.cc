@@ -11,7 +11,8 @@
 // timed, an overstatement) and spilled the AVX-512 accumulators to the stack every iteration
 // (an understatement of about 3x).
 //
-//   int8_peak [--threads 1] [--seconds 0.5] [--isa best|avx512vnni|avxvnni|avx2] [--mix none|fma]
+//   int8_peak [--threads 1] [--seconds 0.5] [--isa best|avx512vnni|avxvnni|avx2]
+//             [--mix none|fma|mul|cvt|q8_0]
 //   prints {"threads": N, "isa": "...", "gmacs": G}: 10^9 multiply-accumulates per second of
 //   each thread's CPU time, added over the threads (on a quiet machine, per second of wall time)
 #include <CLI/CLI.hpp>
@@ -59,39 +60,76 @@ struct Vnni512 {
   static void run(int64_t n) { TP_PEAK_LOOP(n, "", TP_VNNI512); }
 };
 
-// Each vpdpbusd followed by an independent 512-bit FMA (chains in zmm16-27 on zeroed operands):
-// llama.cpp's x86 Q8_0 dot product spends one FMA per vpdpbusd (each 4-column chunk's integer sum
-// scaled into its own float lane), so on a core where the two share ports this is the vpdpbusd
-// rate a kernel in that order can reach at most (--mix fma).
-#define TP_VNNI512_FMA(r) TP_VNNI512(r) "vfmadd231ps %%zmm28, %%zmm29, %%zmm" TP_FMA_ACC_##r "\n\t"
-#define TP_FMA_ACC_2 "16"
-#define TP_FMA_ACC_3 "17"
-#define TP_FMA_ACC_4 "18"
-#define TP_FMA_ACC_5 "19"
-#define TP_FMA_ACC_6 "20"
-#define TP_FMA_ACC_7 "21"
-#define TP_FMA_ACC_8 "22"
-#define TP_FMA_ACC_9 "23"
-#define TP_FMA_ACC_10 "24"
-#define TP_FMA_ACC_11 "25"
-#define TP_FMA_ACC_12 "26"
-#define TP_FMA_ACC_13 "27"
+// Each vpdpbusd followed by independent 512-bit float work (chains in zmm16-27 on zeroed operands,
+// zmm30 a temporary), to see which of it shares the vpdpbusd's ports (--mix):
+//   fma      one vfmadd231ps: llama.cpp's x86 Q8_0 dot product spends one FMA per vpdpbusd (each
+//            4-column chunk's integer sum scaled into its own float lane), so on a core where the
+//            two share ports this is the vpdpbusd rate a kernel in that order can reach at most
+//   mul      one vmulps
+//   cvt      one vcvtdq2ps
+//   q8_0     vcvtdq2ps then vfmadd231ps of its result: the Q8_0 order's whole float step
+#define TP_PAIR_ACC_2 "16"
+#define TP_PAIR_ACC_3 "17"
+#define TP_PAIR_ACC_4 "18"
+#define TP_PAIR_ACC_5 "19"
+#define TP_PAIR_ACC_6 "20"
+#define TP_PAIR_ACC_7 "21"
+#define TP_PAIR_ACC_8 "22"
+#define TP_PAIR_ACC_9 "23"
+#define TP_PAIR_ACC_10 "24"
+#define TP_PAIR_ACC_11 "25"
+#define TP_PAIR_ACC_12 "26"
+#define TP_PAIR_ACC_13 "27"
+#define TP_VNNI512_FMA(r) TP_VNNI512(r) "vfmadd231ps %%zmm28, %%zmm29, %%zmm" TP_PAIR_ACC_##r "\n\t"
+#define TP_VNNI512_MUL(r) TP_VNNI512(r) "vmulps %%zmm28, %%zmm29, %%zmm" TP_PAIR_ACC_##r "\n\t"
+#define TP_VNNI512_CVT(r) TP_VNNI512(r) "vcvtdq2ps %%zmm28, %%zmm" TP_PAIR_ACC_##r "\n\t"
+#define TP_VNNI512_Q8_0(r)         \
+  TP_VNNI512(r)                    \
+  "vcvtdq2ps %%zmm28, %%zmm30\n\t" \
+  "vfmadd231ps %%zmm29, %%zmm30, %%zmm" TP_PAIR_ACC_##r "\n\t"
+
+// avx512f: the clobbers of zmm16-30 are valid only in an AVX-512 function.
+#define TP_PAIRED_LOOP(n, STEP)                                                              \
+  __asm__ volatile(                                                                          \
+      "vpxor %%xmm0, %%xmm0, %%xmm0\n\t"                                                     \
+      "vpcmpeqd %%ymm1, %%ymm1, %%ymm1\n\t"                                                  \
+      "vpxord %%xmm28, %%xmm28, %%xmm28\n\t"                                                 \
+      "vpxord %%xmm29, %%xmm29, %%xmm29\n\t"                                                 \
+      "1:\n\t" TP_CHAINS(STEP) "dec %0\n\tjnz 1b\n\tvzeroupper"                              \
+      : "+r"(n)                                                                              \
+      :                                                                                      \
+      : TP_CLOBBERS, "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", \
+        "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30")
 
 struct Vnni512Fma {
   static constexpr const char* kName = "avx512-vnni vpdpbusd + vfmadd231ps";
   static constexpr int64_t kMacsPerStep = 64;  // the vpdpbusd's
-  // avx512f: the clobbers of zmm16-29 are valid only in an AVX-512 function.
   __attribute__((target("avx512f"))) static void run(int64_t n) {
-    __asm__ volatile(
-        "vpxor %%xmm0, %%xmm0, %%xmm0\n\t"
-        "vpcmpeqd %%ymm1, %%ymm1, %%ymm1\n\t"
-        "vpxord %%xmm28, %%xmm28, %%xmm28\n\t"
-        "vpxord %%xmm29, %%xmm29, %%xmm29\n\t"
-        "1:\n\t" TP_CHAINS(TP_VNNI512_FMA) "dec %0\n\tjnz 1b\n\tvzeroupper"
-        : "+r"(n)
-        :
-        : TP_CLOBBERS, "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23",
-          "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29");
+    TP_PAIRED_LOOP(n, TP_VNNI512_FMA);
+  }
+};
+
+struct Vnni512Mul {
+  static constexpr const char* kName = "avx512-vnni vpdpbusd + vmulps";
+  static constexpr int64_t kMacsPerStep = 64;
+  __attribute__((target("avx512f"))) static void run(int64_t n) {
+    TP_PAIRED_LOOP(n, TP_VNNI512_MUL);
+  }
+};
+
+struct Vnni512Cvt {
+  static constexpr const char* kName = "avx512-vnni vpdpbusd + vcvtdq2ps";
+  static constexpr int64_t kMacsPerStep = 64;
+  __attribute__((target("avx512f"))) static void run(int64_t n) {
+    TP_PAIRED_LOOP(n, TP_VNNI512_CVT);
+  }
+};
+
+struct Vnni512Q8_0 {
+  static constexpr const char* kName = "avx512-vnni vpdpbusd + vcvtdq2ps + vfmadd231ps";
+  static constexpr int64_t kMacsPerStep = 64;
+  __attribute__((target("avx512f"))) static void run(int64_t n) {
+    TP_PAIRED_LOOP(n, TP_VNNI512_Q8_0);
   }
 };
 
@@ -155,10 +193,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"best", "avx512vnni", "avxvnni", "avx2"}));
   app.add_option("--mix", mix,
-                 "fma: each 512-bit vpdpbusd paired with an FMA (the rate llama.cpp's Q8_0 order "
-                 "leaves it; AVX-512 VNNI only)")
+                 "each 512-bit vpdpbusd paired with an independent fma, mul or cvt (vcvtdq2ps), "
+                 "or q8_0 (cvt then fma: llama.cpp's Q8_0 order); AVX-512 VNNI only")
       ->capture_default_str()
-      ->check(CLI::IsMember({"none", "fma"}));
+      ->check(CLI::IsMember({"none", "fma", "mul", "cvt", "q8_0"}));
   CLI11_PARSE(app, argc, argv);
   __builtin_cpu_init();
   const bool has_vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
@@ -172,13 +210,19 @@ int main(int argc, char** argv) {
   }
   const bool vnni = has_vnni && (isa == "best" || isa == "avx512vnni");
   const bool avx_vnni = !vnni && has_avx_vnni && (isa == "best" || isa == "avxvnni");
-  if (mix == "fma") {
+  if (mix != "none") {
     if (!vnni) {
-      std::fprintf(stderr, "--mix fma: needs AVX-512 VNNI (--isa best or avx512vnni)\n");
+      std::fprintf(stderr, "--mix %s: needs AVX-512 VNNI (--isa best or avx512vnni)\n",
+                   mix.c_str());
       return 2;
     }
-    std::printf("{\"threads\": %d, \"isa\": \"%s\", \"gmacs\": %.1f}\n", threads, Vnni512Fma::kName,
-                gmacs<Vnni512Fma>(threads, seconds));
+    const auto print = [&](const char* name, double g) {
+      std::printf("{\"threads\": %d, \"isa\": \"%s\", \"gmacs\": %.1f}\n", threads, name, g);
+    };
+    if (mix == "fma") print(Vnni512Fma::kName, gmacs<Vnni512Fma>(threads, seconds));
+    if (mix == "mul") print(Vnni512Mul::kName, gmacs<Vnni512Mul>(threads, seconds));
+    if (mix == "cvt") print(Vnni512Cvt::kName, gmacs<Vnni512Cvt>(threads, seconds));
+    if (mix == "q8_0") print(Vnni512Q8_0::kName, gmacs<Vnni512Q8_0>(threads, seconds));
     return 0;
   }
   const double g = vnni       ? gmacs<Vnni512>(threads, seconds)
