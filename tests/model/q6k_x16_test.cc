@@ -78,7 +78,7 @@ void checkTiles(const DotKernels& k, const std::vector<uint8_t>& w, int64_t n,
                 const std::vector<uint8_t>& acts, const char* what) {
   std::vector<uint8_t> p(w.size());
   (k.q6k_x16_linear ? repackQ6Kx16Linear : repackQ6Kx16)(w.data(), p.data(), kRows, n);
-  std::vector<uint8_t> values(static_cast<size_t>(kX16ValueBytesPerColumn * n));
+  std::vector<uint8_t> values(static_cast<size_t>(kX16Q6KValueBytesPerColumn * n));
   k.unpack16_q6_k(n, p.data(), values.data());
   const size_t ab = rowBytes(TensorType::kQ8_K, n);
   const int64_t stride = 20;  // wider than the tile: the tile writes only its 16 columns

@@ -91,6 +91,9 @@ constexpr int kKQuantX16Tokens = 8;
 // in the order its tile reads them: `values` holds kX16ValueBytesPerColumn x n bytes. Prefill over
 // more tokens than one tile unpacks a group once and runs every tile on the bytes.
 constexpr int64_t kX16ValueBytesPerColumn = 16;
+// The buffer a Q6_K group's unpack16_q6_k takes: the AVX-512 table's adds per 256-column block 64
+// bytes of row corrections after the values (dot_x86_q6k_x16.inc), so one byte more per column.
+constexpr int64_t kX16Q6KValueBytesPerColumn = kX16ValueBytesPerColumn + 1;
 
 // Tokens the AMX Q4_K tile (gemm16_values_q4_k_amx) takes at most: one AMX tile row per token;
 // bytes per column of a 16-row group that unpack16_q4_k_amx writes for it.

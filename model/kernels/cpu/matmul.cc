@@ -95,7 +95,9 @@ void matmulKQuantValues(const Matrix& w, const uint8_t* a, size_t a_bytes, int64
   const bool amx = q4k && k.gemm16_values_q4_k_amx;
   const Unpack16Fn unpack = q4k ? k.unpack16_q4_k : k.unpack16_q6_k;
   const Gemm16ValuesFn tile = q4k ? k.gemm16_values_q4_k : k.gemm16_values_q6_k;
-  const int64_t value_bytes = amx ? kAmxValueBytesPerColumn : kX16ValueBytesPerColumn;
+  const int64_t value_bytes = amx   ? kAmxValueBytesPerColumn
+                              : q4k ? kX16ValueBytesPerColumn
+                                    : kX16Q6KValueBytesPerColumn;
   TP_CHECK(amx || (unpack && tile), "no unpacked 16-row kernel for {}", tensorTypeName(w.type));
   eachGroupWithValues(w, value_bytes, pool, [&](int64_t r0, uint8_t* values) {
     if (amx) {
