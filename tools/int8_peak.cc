@@ -101,37 +101,17 @@ struct Vnni512 {
       : TP_CLOBBERS, "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", \
         "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30")
 
-struct Vnni512Fma {
-  static constexpr const char* kName = "avx512-vnni vpdpbusd + vfmadd231ps";
-  static constexpr int64_t kMacsPerStep = 64;  // the vpdpbusd's
-  __attribute__((target("avx512f"))) static void run(int64_t n) {
-    TP_PAIRED_LOOP(n, TP_VNNI512_FMA);
-  }
-};
-
-struct Vnni512Mul {
-  static constexpr const char* kName = "avx512-vnni vpdpbusd + vmulps";
-  static constexpr int64_t kMacsPerStep = 64;
-  __attribute__((target("avx512f"))) static void run(int64_t n) {
-    TP_PAIRED_LOOP(n, TP_VNNI512_MUL);
-  }
-};
-
-struct Vnni512Cvt {
-  static constexpr const char* kName = "avx512-vnni vpdpbusd + vcvtdq2ps";
-  static constexpr int64_t kMacsPerStep = 64;
-  __attribute__((target("avx512f"))) static void run(int64_t n) {
-    TP_PAIRED_LOOP(n, TP_VNNI512_CVT);
-  }
-};
-
-struct Vnni512Q8_0 {
-  static constexpr const char* kName = "avx512-vnni vpdpbusd + vcvtdq2ps + vfmadd231ps";
-  static constexpr int64_t kMacsPerStep = 64;
-  __attribute__((target("avx512f"))) static void run(int64_t n) {
-    TP_PAIRED_LOOP(n, TP_VNNI512_Q8_0);
-  }
-};
+// One --mix: `kName`, the paired loop of STEP (64 multiply-accumulates per step: the vpdpbusd's).
+#define TP_PAIRED_MIX(Type, name, STEP)                                                        \
+  struct Type {                                                                                \
+    static constexpr const char* kName = name;                                                 \
+    static constexpr int64_t kMacsPerStep = 64;                                                \
+    __attribute__((target("avx512f"))) static void run(int64_t n) { TP_PAIRED_LOOP(n, STEP); } \
+  };
+TP_PAIRED_MIX(Vnni512Fma, "avx512-vnni vpdpbusd + vfmadd231ps", TP_VNNI512_FMA)
+TP_PAIRED_MIX(Vnni512Mul, "avx512-vnni vpdpbusd + vmulps", TP_VNNI512_MUL)
+TP_PAIRED_MIX(Vnni512Cvt, "avx512-vnni vpdpbusd + vcvtdq2ps", TP_VNNI512_CVT)
+TP_PAIRED_MIX(Vnni512Q8_0, "avx512-vnni vpdpbusd + vcvtdq2ps + vfmadd231ps", TP_VNNI512_Q8_0)
 
 struct Vnni256 {
   static constexpr const char* kName = "avx-vnni vpdpbusd";
