@@ -17,7 +17,7 @@ TEST(OpsTest, RmsNormRowsMatchesRmsNormPerRow) {
   std::mt19937 rng(3);
   std::normal_distribution<float> d(0.f, 2.f);
   for (int64_t n : {1, 5, 8, 13, 40, 256, 640, 1031}) {
-    for (int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 24, 33}) {
+    for (int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16, 17, 24, 33}) {
       std::vector<float> x(static_cast<size_t>(n * rows)), w(static_cast<size_t>(n));
       for (float& v : x) v = d(rng);
       for (float& v : w) v = 1.f + 0.1f * d(rng);
