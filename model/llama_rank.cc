@@ -33,6 +33,56 @@ LlamaRank::LlamaRank(const ModelConfig& config, RankWeights weights,
   }
 }
 
+namespace {
+
+// v holds at least n values (value-initialized, so every page is written once now).
+template <typename V>
+void commit(V& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+}  // namespace
+
+void LlamaRank::reserveBatch(int64_t tokens) {
+  if (tokens <= 0) return;
+  const auto n = static_cast<size_t>(tokens);
+  const auto dim = static_cast<size_t>(config_.n_embd), hd = static_cast<size_t>(config_.head_dim);
+  const size_t nq = static_cast<size_t>(weights_.n_head) * hd;
+  const size_t nkv = static_cast<size_t>(weights_.n_head_kv) * hd;
+  for (auto* v : {&x_, &h_, &o_}) commit(*v, n * dim);
+  commit(q_, n * nq);
+  commit(attn_, n * nq);
+  commit(k_, n * nkv);
+  commit(v_, n * nkv);
+  if (!moe_) {
+    commit(gate_, n * static_cast<size_t>(weights_.n_ff));
+    commit(up_, n * static_cast<size_t>(weights_.n_ff));
+  }
+  // One fresh sequence of `tokens` positions: attend's copy of its cells (when within budget).
+  if (2 * n * nkv * sizeof(float) <= shared_rows_budget_) {
+    commit(shared_k_, n * nkv);
+    commit(shared_v_, n * nkv);
+  }
+  for (RopeAngles& r : rope_angles_) {  // capacity only: an empty entry matches no batch
+    commit(r.positions, n);
+    commit(r.cs, n * static_cast<size_t>(config_.n_rot));
+    r.positions.clear();
+    r.cs.clear();
+  }
+  const int64_t local = weights_.vocab_end - weights_.vocab_begin;
+  if (local < config_.n_vocab) {  // vocab-parallel head: one row of logits (a prompt's last)
+    commit(logits_local_, static_cast<size_t>(local));
+    commit(gathered_, static_cast<size_t>(config_.n_vocab));
+  }
+  size_t scratch = 0;
+  for (const LayerWeights& w : weights_.layers) {
+    for (const Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) {
+      if (!m->empty()) scratch = std::max(scratch, kernels::matmulScratchBytes(*m, tokens));
+    }
+  }
+  commit(quant_scratch_.bytes, scratch);
+}
+
 void LlamaRank::matmul(const Matrix& w, const float* x, int64_t n, float* y, bool same_x) {
   kernels::matmul(w, x, n, y, w.rows, pool_, quant_scratch_, same_x);
 }

@@ -57,6 +57,10 @@ class LlamaRank final : public RankModel {
   // The KV cache itself (block export/import for a second tier); the rank's thread only.
   KvCache* pagedKvCache() override { return &kv_; }
   std::string backend() const override { return "cpu"; }
+  // The dense layers' per-batch rows (residual, norm, Q / K / V, attention, FFN), attention's
+  // shared K / V copy of one sequence's cells, RoPE's angles and the matmuls' converted
+  // activations; a mixture of experts' routed rows still grow with the batch.
+  void reserveBatch(int64_t tokens) override;
   std::vector<uint64_t> expertPairs() const override {
     return moe_ ? moe_->expertPairs() : std::vector<uint64_t>{};
   }

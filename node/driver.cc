@@ -224,6 +224,11 @@ bool Driver::formCluster() {
   session->awaitLoaded();
   session_ = std::move(session);
   formed_once_ = true;
+  // One row of logits committed now, as the ranks' batch buffers (RankSetOptions::
+  // reserve_tokens): the first prompt's step does not fault the row's pages in.
+  if (logits_.size() < static_cast<size_t>(model_.config.n_vocab)) {
+    logits_.assign(static_cast<size_t>(model_.config.n_vocab), 0.0f);
+  }
   if (session_->mesh()) watchdog_->watch(session_->mesh(), session_->ledger());
   if (session_->mesh() && driver_options_.ranks.kv_tier) {
     const collectives::Topology& topo = model_.topology;

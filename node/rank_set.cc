@@ -104,6 +104,7 @@ RankSet::RankSet(const model::GgufFile& file, const model::ModelConfig& config,
                                                        *rank->pool, options.slots, options.ctx,
                                                        options.kv_block_size, options.kv_blocks);
     }
+    rank->model->reserveBatch(options.reserve_tokens);
     spdlog::info(
         "[model] rank {} (local {}) on {}: {:.1f} MiB weights, {:.1f} MiB KV cache "
         "({}){}",

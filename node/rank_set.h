@@ -74,6 +74,10 @@ struct RankSetOptions {
   // no message exceeds the mesh's frame limit (1 GiB) for any local tp. Must be the same on
   // every node (it fixes the number of collectives per read); tests lower it.
   size_t read_chunk_bytes = size_t{64} << 20;
+  // Each rank commits the buffers a batch of this many tokens works in at load
+  // (model::RankModel::reserveBatch): the driver's largest step, so that no step faults them
+  // in. 0: none (they grow with the batches).
+  int reserve_tokens = 0;
   // A pipeline stage's part of the model (CPU or GPU ranks); unset: the whole model.
   std::optional<model::StagePart> stage;
   // A pipeline stage: the cluster's global rank of the stage's first rank (the group numbers

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "node/scheduler.h"
+
 namespace tpnode::node {
 
 RankSetOptions rankSetOptions(const Options& o, const Placement& placement) {
@@ -17,6 +19,7 @@ RankSetOptions rankSetOptions(const Options& o, const Placement& placement) {
   ro.local_transport = std::string(enumName(o.local_transport));
   ro.inter_transport = std::string(enumName(o.inter_transport));
   ro.cuda_graphs = o.cuda_graphs == CudaGraphs::kOn;
+  ro.reserve_tokens = SchedulerOptions{}.max_step_tokens;  // no step the driver sends is larger
   return ro;
 }
 

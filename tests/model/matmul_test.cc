@@ -151,6 +151,34 @@ TEST(MatmulTest, ScratchReusesActivationsOnlyWhereTheyFit) {
   check(q8, true);
 }
 
+// matmulScratchBytes is what a matmul grows a fresh scratch to: the converted activations (and
+// the x16 offsets after them) for every weight type and layout this table packs, prefill and
+// decode; nothing for F32 weights, which read x as it is.
+TEST(MatmulTest, ScratchBytesAreWhatTheMatmulTakes) {
+  ThreadPool pool(2);
+  const int64_t cols = 256;
+  const TensorType types[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16,
+                              TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ5_0,
+                              TensorType::kQ5_1, TensorType::kQ4_K, TensorType::kQ6_K};
+  for (TensorType type : types) {
+    for (int64_t rows : {16, 12, 7}) {
+      const Matrix m = randomMatrix(type, rows, cols, 30);
+      for (int64_t n_tok : {1, 5, 64}) {
+        std::vector<float> x(static_cast<size_t>(n_tok * cols), 0.25f);
+        std::vector<float> y(static_cast<size_t>(n_tok * rows));
+        MatmulScratch fresh;
+        matmul(m, x.data(), n_tok, y.data(), rows, pool, fresh, false);
+        EXPECT_EQ(fresh.bytes.size(), matmulScratchBytes(m, n_tok))
+            << tensorTypeName(type) << " rows " << rows << " interleave " << m.interleave
+            << " tokens " << n_tok;
+        if (type == TensorType::kF32) {
+          EXPECT_EQ(matmulScratchBytes(m, n_tok), 0u);
+        }
+      }
+    }
+  }
+}
+
 // llama.cpp's x86 Q8_0 dot product (ggml_vec_dot_q8_0_q8_0, tinyBLAS_Q0_AVX), written out: 8 float
 // lanes, lane k = fma(d_w * d_a, float(integer sum of columns 4k..4k+3 of the block), lane k) in
 // block order, folded as ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)).

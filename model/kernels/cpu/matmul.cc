@@ -240,26 +240,55 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
   scratch.swap(s.bytes);
 }
 
+namespace {
+
+// Where a matmul of w over n_tokens rows keeps its converted activations in the scratch.
+struct ActsLayout {
+  bool widened;     // plain F16 rows' tile: activations rounded to F16 and kept as F32
+  TensorType type;  // of the converted activations (kF32 and not widened: x itself, no scratch)
+  size_t row_bytes;
+  bool with_offs;  // the x16 Q8_0 / Q4_0 / Q5_0 kernels' offsets follow the rows, at offs_at
+  size_t offs_at;
+  size_t bytes;  // of the scratch in all
+  bool converted() const { return type != TensorType::kF32 || widened; }
+};
+
+ActsLayout actsLayout(const Matrix& w, int64_t n_tokens, const DotKernels& k) {
+  ActsLayout l{};
+  // Prefill on plain F16 / BF16 rows runs in tiles of rows x tokens; the F16 tile takes its
+  // activations widened back to F32 (the same values as F16 activations).
+  l.widened =
+      w.interleave == 1 && n_tokens > 1 && k.gemmRowsForType(w.type) && w.type == TensorType::kF16;
+  l.type = l.widened ? TensorType::kF32 : activationType(w.type);
+  l.row_bytes = rowBytes(l.type, static_cast<uint64_t>(w.cols));
+  l.with_offs = w.interleave == kQ0Group && k.gemm16Q0ForType(w.type);
+  l.offs_at = (l.row_bytes * static_cast<size_t>(n_tokens) + 63) / 64 * 64;
+  l.bytes = l.with_offs
+                ? l.offs_at + static_cast<size_t>(n_tokens * q0X16OffsetsPerRow(w.type, w.cols)) * 4
+                : l.row_bytes * static_cast<size_t>(n_tokens);
+  return l;
+}
+
+}  // namespace
+
+size_t matmulScratchBytes(const Matrix& w, int64_t n_tokens, const DotKernels& k) {
+  const ActsLayout l = actsLayout(w, n_tokens, k);
+  return l.converted() ? l.bytes : 0;
+}
+
 void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t y_stride,
             ThreadPool& pool, MatmulScratch& scratch, bool same_x, const DotKernels& k) {
   TP_CHECK(!w.empty());
   if (!same_x) scratch.acts_valid = false;  // a new x: what the scratch holds is stale
-  // Prefill on plain F16 / BF16 rows runs in tiles of rows x tokens; the F16 tile takes its
-  // activations widened back to F32 (the same values as F16 activations).
   const GemmRowsFn rows_tile =
       w.interleave == 1 && n_tokens > 1 ? k.gemmRowsForType(w.type) : nullptr;
-  const bool widened = rows_tile && w.type == TensorType::kF16;
-  const TensorType at = widened ? TensorType::kF32 : activationType(w.type);
-  const size_t a_bytes = rowBytes(at, static_cast<uint64_t>(w.cols));
+  const ActsLayout layout = actsLayout(w, n_tokens, k);
+  const bool widened = layout.widened, with_offs = layout.with_offs;
+  const TensorType at = layout.type;
+  const size_t a_bytes = layout.row_bytes, sums_at = layout.offs_at, need = layout.bytes;
   const void* acts = x;
-  // The x16 Q8_0 / Q4_0 / Q5_0 kernels also take the activation offsets, kept after the rows.
-  const bool with_offs = w.interleave == kQ0Group && k.gemm16Q0ForType(w.type);
-  const size_t sums_at = (a_bytes * static_cast<size_t>(n_tokens) + 63) / 64 * 64;
-  const size_t need =
-      with_offs ? sums_at + static_cast<size_t>(n_tokens * q0X16OffsetsPerRow(w.type, w.cols)) * 4
-                : a_bytes * static_cast<size_t>(n_tokens);
   int32_t* offs = nullptr;
-  if (at != TensorType::kF32 || widened) {
+  if (layout.converted()) {
     MatmulScratch& s = scratch;
     const bool acts_ok = same_x && s.acts_valid && s.acts_type == at && s.acts_widened == widened &&
                          s.acts_cols == w.cols && s.acts_tokens == n_tokens && s.acts_table == &k;

@@ -40,6 +40,12 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
             ThreadPool& pool, MatmulScratch& scratch, bool same_x,
             const DotKernels& k = bestKernels());
 
+// Bytes of MatmulScratch a matmul of w over n_tokens rows takes (its converted activations and,
+// for the 16-row Q8_0 / Q4_0 / Q5_0 kernels, their offsets); 0 where it reads x as it is. A
+// holder commits that many up front (LlamaRank::reserveBatch) so that its first batch of that
+// size does not fault the pages in.
+size_t matmulScratchBytes(const Matrix& w, int64_t n_tokens, const DotKernels& k = bestKernels());
+
 // Weight layouts the kernels read, chosen once at load time.
 //   kPlain   rows as in the file
 //   kRows4   groups of 4 rows block-interleaved (interleaveRows4), for the 4-row kernels
