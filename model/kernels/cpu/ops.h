@@ -19,6 +19,8 @@ void rmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);
 // two vectors of 4); a last group of 2-7 rows takes one pass too, so a thread pool's chunk of a
 // few tokens costs no more than 8 rows.
 void rmsNormRows(const float* x, const float* w, float* y, int64_t n, int64_t rows, float eps);
+// Rows rmsNormRows takes in one pass: a pool's chunks of whole passes leave no lane idle.
+inline constexpr int64_t kNormRowsPerPass = 8;
 
 // rmsNormRows without SIMD (what it runs with the scalar kernel table): the same bits.
 void rmsNormRowsBaseline(const float* x, const float* w, float* y, int64_t n, int64_t rows,
