@@ -70,7 +70,7 @@ void LlamaRank::reserveBatch(int64_t tokens) {
     r.cs.clear();
   }
   const int64_t local = weights_.vocab_end - weights_.vocab_begin;
-  if (local < config_.n_vocab) {  // vocab-parallel head: one row of logits (a prompt's last)
+  if (local > 0 && local < config_.n_vocab) {  // vocab-parallel head: one row (a prompt's last)
     commit(logits_local_, static_cast<size_t>(local));
     commit(gathered_, static_cast<size_t>(config_.n_vocab));
   }
