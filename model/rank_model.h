@@ -81,8 +81,8 @@ class RankModel {
   virtual std::string backend() const = 0;
   // Commits (allocates and touches) the buffers a batch of up to `tokens` tokens works in, so
   // that the first such batch does not fault their pages in mid-step (as the KV cache's pages
-  // are committed at construction); larger batches still grow them. The rank's thread, before
-  // or between steps. Default: nothing (ranks that allocate their buffers up front).
+  // are committed at construction); larger batches still grow them. Before or between steps,
+  // not during one. Default: nothing (ranks that allocate their buffers up front).
   virtual void reserveBatch(int64_t tokens) { (void)tokens; }
   // Mixture of experts: token-expert pairs routed to each expert since construction, summed
   // over layers (the routing is replicated, so every rank counts the same); empty for dense
