@@ -81,10 +81,11 @@ class LlamaRankReserveTest : public testing::Test {
 };
 
 TEST_F(LlamaRankReserveTest, FirstBatchFaultsNoBufferPagesIn) {
-  // Pages of the buffers a 256-token step of this shape works in: the residual, norm and output
-  // rows (3 x 256 wide), Q and the attention rows (2 x 256), K and V (2 x 128), gate and up (2 x
-  // 768), float each.
-  const long buffer_pages = kTokens * (3 * 256 + 2 * 256 + 2 * 128 + 2 * 768) * 4 / 4096;
+  // Pages of the buffers a 256-token step of this model works in: the residual, norm and output
+  // rows, Q and the attention rows, K and V, gate and up, a float each.
+  const int64_t q = cfg_.qDim(), kv = cfg_.kvDim();
+  const long buffer_pages =
+      static_cast<long>(kTokens * (3 * cfg_.n_embd + 2 * q + 2 * kv + 2 * cfg_.n_ff) * 4 / 4096);
   const std::vector<BatchToken> batch = prompt(kTokens);
   std::vector<float> plain_logits, reserved_logits;
   auto plain = make();

@@ -253,12 +253,16 @@ struct ActsLayout {
   bool converted() const { return type != TensorType::kF32 || widened; }
 };
 
+// Prefill on plain F16 / BF16 rows runs in tiles of rows x tokens (nullptr: not this matmul).
+GemmRowsFn rowsTileFor(const Matrix& w, int64_t n_tokens, const DotKernels& k) {
+  return w.interleave == 1 && n_tokens > 1 ? k.gemmRowsForType(w.type) : nullptr;
+}
+
 ActsLayout actsLayout(const Matrix& w, int64_t n_tokens, const DotKernels& k) {
   ActsLayout l{};
-  // Prefill on plain F16 / BF16 rows runs in tiles of rows x tokens; the F16 tile takes its
-  // activations widened back to F32 (the same values as F16 activations).
-  l.widened =
-      w.interleave == 1 && n_tokens > 1 && k.gemmRowsForType(w.type) && w.type == TensorType::kF16;
+  // The F16 rows tile takes its activations widened back to F32 (the same values as F16
+  // activations).
+  l.widened = rowsTileFor(w, n_tokens, k) && w.type == TensorType::kF16;
   l.type = l.widened ? TensorType::kF32 : activationType(w.type);
   l.row_bytes = rowBytes(l.type, static_cast<uint64_t>(w.cols));
   l.with_offs = w.interleave == kQ0Group && k.gemm16Q0ForType(w.type);
@@ -280,8 +284,7 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
             ThreadPool& pool, MatmulScratch& scratch, bool same_x, const DotKernels& k) {
   TP_CHECK(!w.empty());
   if (!same_x) scratch.acts_valid = false;  // a new x: what the scratch holds is stale
-  const GemmRowsFn rows_tile =
-      w.interleave == 1 && n_tokens > 1 ? k.gemmRowsForType(w.type) : nullptr;
+  const GemmRowsFn rows_tile = rowsTileFor(w, n_tokens, k);
   const ActsLayout layout = actsLayout(w, n_tokens, k);
   const bool widened = layout.widened, with_offs = layout.with_offs;
   const TensorType at = layout.type;

@@ -142,8 +142,9 @@ __attribute__((target("avx2"))) void scaleRowAvx2(const float* x, const float* w
 template <void (*kSums8)(const float*, int64_t, int, double*),
           void (*kScale)(const float*, const float*, float*, int64_t, float)>
 void rmsNormRows8(const float* x, const float* w, float* y, int64_t n, int64_t rows, float eps) {
-  for (int64_t r0 = 0; r0 < rows; r0 += 8) {
-    const int k = static_cast<int>(std::min<int64_t>(8, rows - r0));
+  static_assert(kNormRowsPerPass == 8, "kSums8 sums 8 rows, one per double lane of 512 bits");
+  for (int64_t r0 = 0; r0 < rows; r0 += kNormRowsPerPass) {
+    const int k = static_cast<int>(std::min(kNormRowsPerPass, rows - r0));
     if (k == 1) {
       rmsNorm(x + r0 * n, w, y + r0 * n, n, eps);
       break;
