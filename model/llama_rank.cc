@@ -144,7 +144,7 @@ void LlamaRank::embed(std::span<const BatchToken> batch) {
 
 void LlamaRank::normRows(const float* x, const std::vector<float>& w, float* y, int64_t n,
                          int64_t rows) {
-  pool_.parallelFor(rows, kernels::kNormRowsPerPass, [&](int64_t b, int64_t e) {
+  pool_.parallelFor(rows, 1, [&](int64_t b, int64_t e) {
     kernels::rmsNormRows(x + b * n, w.data(), y + b * n, n, e - b, config_.rms_eps);
   });
 }
@@ -166,7 +166,7 @@ void addInto(float* __restrict x, const float* __restrict o, int64_t n) {
 
 void LlamaRank::residual(const std::vector<float>& post_norm, int64_t n_tokens) {
   const int64_t dim = config_.n_embd;
-  pool_.parallelFor(n_tokens, kernels::kNormRowsPerPass, [&](int64_t b, int64_t e) {
+  pool_.parallelFor(n_tokens, 1, [&](int64_t b, int64_t e) {
     float* o = o_.data() + b * dim;
     if (!post_norm.empty()) {
       kernels::rmsNormRows(o, post_norm.data(), o, dim, e - b, config_.rms_eps);

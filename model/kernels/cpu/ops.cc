@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -11,7 +12,6 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-#include "model/kernels/cpu/transpose8x8.h"
 #endif
 
 namespace tpnode::model::kernels {
@@ -33,82 +33,72 @@ inline __attribute__((always_inline)) void scaleRow(const float* x, const float*
   }
 }
 
-float normScale(double sum, int64_t n, float eps) {
-  const float mean = static_cast<float>(sum / static_cast<double>(n));
+// rmsNorm's mean of squares from its double sum, and the row's scale from the mean.
+float meanOf(double sum, int64_t n) {
+  return static_cast<float>(sum / static_cast<double>(n));
+}
+float scaleOf(float mean, float eps) {
   return 1.0f / std::sqrt(mean + eps);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #pragma GCC diagnostic push
-#if !defined(__clang__)  // GCC 12 flags _mm512_cvtps_pd's undefined source vector
+#if !defined(__clang__)  // GCC 12 flags the undefined pass-through vectors of its intrinsics
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
-// The squares of 8 rows x 8 columns (rows n floats apart, columns i..i+7) in float, transposed so
-// that u[4h + j] holds column j of rows 4h..4h+3 in its low 4 lanes and column j + 4 in its high 4
-// (transpose8x8Halves). Of fewer than 8 rows (`rows`), the last is read again in the lanes past it.
-__attribute__((target("avx2"), always_inline)) inline void squares8x8(const float* x, int64_t n,
-                                                                      int rows, int64_t i,
-                                                                      __m256* u) {
-  __m256 r[8];
-  for (int k = 0; k < 8; ++k) {
-    const __m256 v = _mm256_loadu_ps(x + std::min(k, rows - 1) * n + i);
-    r[k] = _mm256_mul_ps(v, v);
-  }
-  transpose8x8Halves(r, u);
-}
-
-// 8 rows' sums of squares (rows n floats apart), one row per double lane: 8 columns at a time
-// are squared in float, turned from 8 rows x 8 columns into 8 columns x 8 rows (squares8x8) and
-// each column widened to double and added, so every lane adds its row's squares in column order,
-// as sumSquaresRow does; the columns past the last 8 are added after them. `rows` (1..8) rows are
-// read; sum[r] for r >= rows is left as it is.
-__attribute__((target("avx512f"))) void sumSquares8Avx512(const float* x, int64_t n, int rows,
-                                                          double* sum) {
-  __m512d acc = _mm512_setzero_pd();
+// The row's squares (each rounded to float, as rmsNorm's) widened to double and added in no
+// particular order: 16 columns a step into 4 accumulators of 8 double lanes, then the lanes, then
+// the last n % 16 columns.
+__attribute__((target("avx512f"))) double sumSquaresAvx512(const float* x, int64_t n) {
+  __m512d acc[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(),
+                    _mm512_setzero_pd()};
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 u[8];
-    squares8x8(x, n, rows, i, u);
-    for (int j = 0; j < 4; ++j) {
-      acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm256_permute2f128_ps(u[j], u[4 + j], 0x20)));
-    }
-    for (int j = 0; j < 4; ++j) {
-      acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm256_permute2f128_ps(u[j], u[4 + j], 0x31)));
-    }
-  }
-  double lanes[8];
-  _mm512_storeu_pd(lanes, acc);
-  for (int r = 0; r < rows; ++r) {
-    sum[r] = lanes[r];
-    sumSquaresRow(x + r * n + i, n - i, sum[r]);
-  }
-}
-
-// sumSquares8Avx512 with 256-bit vectors: rows 0-3 in one accumulator of 4 double lanes, rows
-// 4-7 in another, each adding its columns in the same order.
-__attribute__((target("avx2"))) void sumSquares8Avx2(const float* x, int64_t n, int rows,
-                                                     double* sum) {
-  __m256d acc[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 u[8];
-    squares8x8(x, n, rows, i, u);
+  for (; i + 32 <= n; i += 32) {
+#pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      for (int j = 0; j < 4; ++j) {
-        acc[h] = _mm256_add_pd(acc[h], _mm256_cvtps_pd(_mm256_castps256_ps128(u[4 * h + j])));
-      }
-      for (int j = 0; j < 4; ++j) {
-        acc[h] = _mm256_add_pd(acc[h], _mm256_cvtps_pd(_mm256_extractf128_ps(u[4 * h + j], 1)));
-      }
+      const __m512 v = _mm512_loadu_ps(x + i + 16 * h);
+      const __m512d sq = _mm512_castps_pd(_mm512_mul_ps(v, v));
+      acc[2 * h] =
+          _mm512_add_pd(acc[2 * h], _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_castpd512_pd256(sq))));
+      acc[2 * h + 1] = _mm512_add_pd(
+          acc[2 * h + 1], _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(sq, 1))));
     }
   }
-  double lanes[8];
-  _mm256_storeu_pd(lanes, acc[0]);
-  _mm256_storeu_pd(lanes + 4, acc[1]);
-  for (int r = 0; r < rows; ++r) {
-    sum[r] = lanes[r];
-    sumSquaresRow(x + r * n + i, n - i, sum[r]);
+  if (i + 16 <= n) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    const __m512d sq = _mm512_castps_pd(_mm512_mul_ps(v, v));
+    acc[0] = _mm512_add_pd(acc[0], _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_castpd512_pd256(sq))));
+    acc[1] =
+        _mm512_add_pd(acc[1], _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(sq, 1))));
+    i += 16;
   }
+  double sum = _mm512_reduce_add_pd(
+      _mm512_add_pd(_mm512_add_pd(acc[0], acc[1]), _mm512_add_pd(acc[2], acc[3])));
+  sumSquaresRow(x + i, n - i, sum);
+  return sum;
+}
+
+// sumSquaresAvx512 with 256-bit vectors: 8 columns a step into 4 accumulators of 4 lanes.
+__attribute__((target("avx2"))) double sumSquaresAvx2(const float* x, int64_t n) {
+  __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
+                    _mm256_setzero_pd()};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256 v = _mm256_loadu_ps(x + i + 8 * h);
+      const __m256 sq = _mm256_mul_ps(v, v);
+      acc[2 * h] = _mm256_add_pd(acc[2 * h], _mm256_cvtps_pd(_mm256_castps256_ps128(sq)));
+      acc[2 * h + 1] = _mm256_add_pd(acc[2 * h + 1], _mm256_cvtps_pd(_mm256_extractf128_ps(sq, 1)));
+    }
+  }
+  const __m256d a = _mm256_add_pd(_mm256_add_pd(acc[0], acc[1]), _mm256_add_pd(acc[2], acc[3]));
+  double lanes[4];
+  _mm256_storeu_pd(lanes, a);
+  double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  sumSquaresRow(x + i, n - i, sum);
+  return sum;
 }
 
 // scaleRow 16 values at a time: (x * scale) rounded, then times w, as its two passes.
@@ -137,23 +127,20 @@ __attribute__((target("avx2"))) void scaleRowAvx2(const float* x, const float* w
   scaleRow(x + i, w ? w + i : nullptr, y + i, n - i, scale);
 }
 
-// rmsNormRows with 8 rows' sums of squares at a time (kSums8; the last 2-7 rows in one call too,
-// as a pool's chunk of a few tokens has them) and their rows scaled by kScale.
-template <void (*kSums8)(const float*, int64_t, int, double*),
+// rmsNormRows row by row: the mean from kSum's sum in any order where that decides it
+// (rmsMeanFromAnyOrderSum), else from the squares added in column order; the row scaled by kScale.
+template <double (*kSum)(const float*, int64_t),
           void (*kScale)(const float*, const float*, float*, int64_t, float)>
-void rmsNormRows8(const float* x, const float* w, float* y, int64_t n, int64_t rows, float eps) {
-  static_assert(kNormRowsPerPass == 8, "kSums8 sums 8 rows, one per double lane of 512 bits");
-  for (int64_t r0 = 0; r0 < rows; r0 += kNormRowsPerPass) {
-    const int k = static_cast<int>(std::min(kNormRowsPerPass, rows - r0));
-    if (k == 1) {
-      rmsNorm(x + r0 * n, w, y + r0 * n, n, eps);
-      break;
+void rmsNormRowsSimd(const float* x, const float* w, float* y, int64_t n, int64_t rows, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * n;
+    std::optional<float> mean = rmsMeanFromAnyOrderSum(kSum(xr, n), n);
+    if (!mean) {
+      double sum = 0;
+      sumSquaresRow(xr, n, sum);
+      mean = meanOf(sum, n);
     }
-    double sum[8];
-    kSums8(x + r0 * n, n, k, sum);
-    for (int r = 0; r < k; ++r) {
-      kScale(x + (r0 + r) * n, w, y + (r0 + r) * n, n, normScale(sum[r], n, eps));
-    }
+    kScale(xr, w, y + r * n, n, scaleOf(*mean, eps));
   }
 }
 #pragma GCC diagnostic pop
@@ -161,10 +148,21 @@ void rmsNormRows8(const float* x, const float* w, float* y, int64_t n, int64_t r
 
 }  // namespace
 
+std::optional<float> rmsMeanFromAnyOrderSum(double sum, int64_t n) {
+  // Any n - 1 double additions of n non-negative terms land within gamma = (n-1) u / (1 - (n-1) u)
+  // of their exact sum (u = 2^-53), so rmsNorm's sum S is within [sum (1 - d), sum (1 + d)] for
+  // d >= 2 gamma / (1 - gamma); d below has room for that and for rounding lo and hi themselves.
+  const double d = (4.0 * static_cast<double>(n) + 8.0) * 0x1p-53;
+  const double lo = sum - sum * d, hi = sum + sum * d;
+  const float a = meanOf(lo, n), b = meanOf(hi, n);  // inf or NaN sums give NaN: a != b
+  if (a == b) return a;
+  return std::nullopt;
+}
+
 void rmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {
   double sum = 0;
   sumSquaresRow(x, n, sum);
-  scaleRow(x, w, y, n, normScale(sum, n, eps));
+  scaleRow(x, w, y, n, scaleOf(meanOf(sum, n), eps));
 }
 
 void rmsNormRowsBaseline(const float* x, const float* w, float* y, int64_t n, int64_t rows,
@@ -182,7 +180,7 @@ void rmsNormRowsBaseline(const float* x, const float* w, float* y, int64_t n, in
       }
     }
     for (int r = 0; r < kRows; ++r) {
-      scaleRow(xr + r * n, w, y + (r0 + r) * n, n, normScale(sum[r], n, eps));
+      scaleRow(xr + r * n, w, y + (r0 + r) * n, n, scaleOf(meanOf(sum[r], n), eps));
     }
   }
   for (; r0 < rows; ++r0) rmsNorm(x + r0 * n, w, y + r0 * n, n, eps);
@@ -193,11 +191,11 @@ void rmsNormRows(const float* x, const float* w, float* y, int64_t n, int64_t ro
   // Follows the dot kernels' choice (TPNODE_CPU_ISA=scalar selects the baseline code).
   static const std::string_view isa = bestKernels().isa;
   if (isa.starts_with("avx512")) {
-    rmsNormRows8<sumSquares8Avx512, scaleRowAvx512>(x, w, y, n, rows, eps);
+    rmsNormRowsSimd<sumSquaresAvx512, scaleRowAvx512>(x, w, y, n, rows, eps);
     return;
   }
   if (isa.starts_with("avx2")) {  // avx2, avx2vnni
-    rmsNormRows8<sumSquares8Avx2, scaleRowAvx2>(x, w, y, n, rows, eps);
+    rmsNormRowsSimd<sumSquaresAvx2, scaleRowAvx2>(x, w, y, n, rows, eps);
     return;
   }
 #endif

@@ -1,10 +1,12 @@
 // Element-wise and per-row float ops of the Llama block, bit for bit as llama.cpp's CPU backend
-// computes them (RMSNorm sums squares in double; RoPE builds angles by repeated multiplication
-// in float and rotates with the fused multiply-adds GCC makes of ggml's rotate_pairs; softmax
-// and SwiGLU use ggml's SIMD exp: model/kernels/cpu/ggml_math.h). Pure; any thread.
+// computes them (RMSNorm sums squares in double, one by one; RoPE builds angles by repeated
+// multiplication in float and rotates with the fused multiply-adds GCC makes of ggml's
+// rotate_pairs; softmax and SwiGLU use ggml's SIMD exp: model/kernels/cpu/ggml_math.h). Pure; any
+// thread.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "model/config.h"
 
@@ -14,13 +16,19 @@ namespace tpnode::model::kernels {
 void rmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);
 
 // rmsNorm of `rows` rows of n values, row r at x + r * n and y + r * n (y may be x): rmsNorm's
-// bits row by row, with up to 8 rows' sums of squares (each one chain of double adds) in flight at
-// once (with the AVX-512 kernel table in the 8 double lanes of one vector, with the AVX2 ones in
-// two vectors of 4); a last group of 2-7 rows takes one pass too, so a thread pool's chunk of a
-// few tokens costs no more than 8 rows.
+// bits row by row. With a SIMD kernel table each row's squares are added in vectors, in no
+// particular order, and that sum gives the mean wherever it decides rmsNorm's
+// (rmsMeanFromAnyOrderSum); the rare row where it does not is added again in column order.
 void rmsNormRows(const float* x, const float* w, float* y, int64_t n, int64_t rows, float eps);
-// Rows rmsNormRows takes in one pass: a pool's chunks of whole passes leave no lane idle.
-inline constexpr int64_t kNormRowsPerPass = 8;
+
+// rmsNorm's mean of squares -- float(S / n), S its double sum of the n squares (each rounded to
+// float) added one by one in column order -- from `sum`, the same squares added in any other
+// order, where that determines it: both sums lie within (n - 1) x 2^-53 of the exact sum
+// (relative; the terms are not negative), and when every double in that interval around `sum`
+// gives one float mean, S gives it too (division and rounding are monotonic). Otherwise (a mean
+// within ~4n double ulps of a float rounding boundary: about one row in 10^5 of 640 values; an
+// inf or NaN sum) nullopt.
+std::optional<float> rmsMeanFromAnyOrderSum(double sum, int64_t n);
 
 // rmsNormRows without SIMD (what it runs with the scalar kernel table): the same bits.
 void rmsNormRowsBaseline(const float* x, const float* w, float* y, int64_t n, int64_t rows,
