@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -250,9 +251,10 @@ TEST(QuantTest, Q8KQuantizersMatchScalarBytes) {
 
 // Every table's Q8_0 activation quantizer writes quantizeRowQ8_0's bytes: random rows at several
 // scales, a zero block, a block whose largest magnitude is negative, and values on exact rounding
-// ties (x * 127 / amax = k + 0.5 for even and odd k).
+// ties (x * 127 / amax = k + 0.5 for even and odd k); 37 blocks, so two whole groups of 16 (the
+// AVX-512 quantizer's) and a tail of 5, with the special blocks in both groups and the tail.
 TEST(QuantTest, Q8_0QuantizersMatchScalarBytes) {
-  const int64_t n = 7 * kQK8_0;  // not a multiple of 256
+  const int64_t n = 37 * kQK8_0;  // not a multiple of 256
   std::vector<std::vector<float>> rows;
   for (uint32_t seed = 1; seed <= 4; ++seed) rows.push_back(randomRow(n, seed, seed * 0.3f));
   std::vector<float> edge(n, 0.f);  // block 0 zero
@@ -261,6 +263,10 @@ TEST(QuantTest, Q8_0QuantizersMatchScalarBytes) {
   // Block 2: amax 127 / 64, so 127 / amax = 64 and x * 64 = j - 16 + 0.5 are ties of both parities.
   edge[2 * kQK8_0] = 127.f / 64;
   for (int j = 1; j < kQK8_0; ++j) edge[2 * kQK8_0 + j] = (j - 16 + 0.5f) / 64;
+  for (int64_t at : {int64_t{17}, int64_t{34}}) {  // the same blocks in the next group and the tail
+    std::copy_n(edge.begin(), 3 * kQK8_0, edge.begin() + at * kQK8_0);
+  }
+  edge[20 * kQK8_0 + 31] = -1e-3f;  // a block of one tiny value, its last
   rows.push_back(edge);
   int checked = 0;
   for (const DotKernels* k :

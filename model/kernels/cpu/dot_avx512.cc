@@ -17,6 +17,7 @@
 #include "model/kernels/cpu/dot_x86_q5.inc"
 #include "model/kernels/cpu/dot_x86_gemv16.inc"
 #include "model/kernels/cpu/dot_x86_f16.inc"
+#include "model/kernels/cpu/dot_x86_quantize512.inc"
 #include "model/kernels/cpu/dot_x86_table.inc"
 // clang-format on
 
@@ -52,6 +53,8 @@ const DotKernels& avx512Table() {
     t.gemm16_values_q5_0 = gemm16ValuesQ0<Q0Kind::kQ5_0>;
     t.gemm32_values_q5_0 = gemm32ValuesQ5_0;
     t.gemm16_q5_1 = gemm16Q5_1;
+    t.quantize_q8_0 = quantizeQ8_0Avx512;  // activations: 512-bit quantizers, the same bytes
+    t.quantize_q8_k = quantizeQ8KAvx512;
     t.gemv16_q8_0 = gemv16Q0<Q0Kind::kQ8_0>;  // decode on the same layouts
     t.gemv16_q4_0 = gemv16Q0<Q0Kind::kQ4_0>;
     // With their paced prefetch (decode_prefetch.h) the AVX-512 Q4_0 and Q4_K decodes read at
