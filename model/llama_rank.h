@@ -83,6 +83,13 @@ class LlamaRank final : public RankModel {
   // The end of a block: o_ = post_norm(o_) (when post_norm is not empty), then x_ += o_.
   void residual(const std::vector<float>& post_norm, int64_t n_tokens);
   void ffnBlock(int64_t layer, int64_t n_tokens);
+  // forward()'s last feed-forward block on the rows whose output is read (tokens with logits or
+  // taps; as llama.cpp's inp_out_ids): x_ is compacted to those rows, which the returned batch
+  // lists (`batch` itself where every row is read). The all-reduce still carries every row of
+  // the batch (the other rows zero), so ranks that run the block on all rows (GPU ranks) take
+  // part in the same collective.
+  std::span<const BatchToken> lastFfnBlock(int64_t layer, std::span<const BatchToken> batch);
+  void ffnRows(const LayerWeights& w, int64_t n_tokens);   // norm, FFN: into o_
   void denseFfn(const LayerWeights& w, int64_t n_tokens);  // into o_
   void attend(int64_t layer, std::span<const BatchToken> batch);
   // attend's unit of work: batch tokens [begin, end) of one sequence at consecutive positions
@@ -139,7 +146,9 @@ class LlamaRank final : public RankModel {
   // [d x span + c]).
   kernels::AlignedVector<float> shared_k_, shared_v_;
   size_t shared_rows_budget_ = kSharedRowsBudget;
-  std::vector<int64_t> out_rows_;  // head(): the batch rows that get logits
+  std::vector<int64_t> out_rows_;       // head(): the batch rows that get logits
+  std::vector<int64_t> read_rows_;      // lastFfnBlock(): the batch rows whose output is read
+  std::vector<BatchToken> read_batch_;  // ... and their tokens
   // The rotations of one batch for one RoPE setting (base, frequency scale), shared by every
   // layer with that setting: computed once per batch and setting, not once per layer (gemma3's
   // local and global layers have one setting each, so two entries).

@@ -1,8 +1,10 @@
 // LlamaRank with several sequences: a batch mixing two slots (and a later decode step of both
 // in one batch) gives each sequence the logits it gets alone, so slots are independent (dense
-// and mixture-of-experts models).
+// and mixture-of-experts models); the last feed-forward block runs on the rows read only, with
+// the same results for them and the same KV cache.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "collectives/communicator.h"
@@ -12,6 +14,7 @@
 #include "model/kernels/cpu/thread_pool.h"
 #include "model/llama_rank.h"
 #include "model/shard_plan.h"
+#include "model/taps.h"
 #include "model/weights.h"
 #include "tools/test_model.h"
 
@@ -90,6 +93,97 @@ TEST_P(BatchTest, SlotsAreIndependent) {
   expectRow(l2.data() + 0 * v, lb, 2, "b");
   expectRow(l2.data() + 1 * v, la, 3, "a");
   expectRow(l3.data(), la, 4, "a");
+}
+
+// The last feed-forward block runs only on the rows whose output is read (lastFfnBlock): a
+// batch of two sequences with logits on a few rows (the others none), one row tapped without
+// logits, gives those rows' logits and the tapped row's last-layer activations as the same batch
+// with every row read; the KV cache still holds every row (the next steps' logits agree); a
+// batch that reads no row (a prompt chunk before its last) leaves the same cache behind.
+TEST_P(BatchTest, OnlyTheRowsReadRunTheLastFeedForward) {
+  tools::TestModelShape shape;
+  std::string type = GetParam();
+  if (const size_t colon = type.find(':'); colon != std::string::npos) {
+    shape.arch = type.substr(0, colon);
+    type = type.substr(colon + 1);
+    shape.experts = 4;
+    shape.experts_used = 2;
+    shape.expert_ffn = 256;
+    shape.heads = 4;
+    shape.kv_heads = 2;
+  }
+  shape.type = tools::parseTensorType(type);
+  shape.vocab = 300;
+  std::string path = testing::TempDir() + "batch_rows_read_" + shape.arch + "_" + type + ".gguf";
+  tools::writeTestModel(shape, path);
+  auto file = GgufFile::open(path);
+  ModelConfig cfg = readModelConfig(file->metadata());
+  ShardPlan plan = planShards(cfg, tensorDescs(file->metadata()), 1);
+  collectives::SoloCommunicator comm;
+  kernels::ThreadPool pool(2);
+  auto make = [&] {
+    return std::make_unique<LlamaRank>(cfg, loadRankWeights(*file, cfg, plan, 0), comm, pool, 3,
+                                       64);
+  };
+  const int last = static_cast<int>(cfg.n_layer) - 1;
+  // Slot 1: 6 tokens, slot 0: 3, interleaved; `read` marks the rows with logits.
+  auto prompt = [](const std::vector<bool>& read) {
+    const std::vector<int32_t> ids = {1, 1, 270, 299, 280, 265, 290, 260, 275};
+    const std::vector<int32_t> slots = {1, 0, 1, 0, 1, 0, 1, 1, 1};
+    std::vector<BatchToken> batch;
+    int32_t pos[2] = {0, 0};
+    for (size_t i = 0; i < ids.size(); ++i) {
+      batch.push_back({ids[i], pos[slots[i]]++, slots[i], read[i]});
+    }
+    return batch;
+  };
+  const std::vector<bool> all(9, true);
+  const std::vector<bool> some = {false, false, false, false, false, true, false, false, true};
+  auto sink = [&] {
+    TapSink t;
+    t.specs = {{last, TapPoint::kMlpOut}, {last, TapPoint::kResidual}};
+    return t;
+  };
+  auto full = make(), part = make();
+  std::vector<BatchToken> b_full = prompt(all), b_part = prompt(some);
+  b_full[2].tap = b_part[2].tap = true;  // tapped, no logits in b_part
+  TapSink t_full = sink(), t_part = sink();
+  std::vector<float> l_full, l_part;
+  full->forward(b_full, l_full, &t_full);
+  part->forward(b_part, l_part, &t_part);
+  const int64_t v = cfg.n_vocab;
+  ASSERT_EQ(l_part.size(), static_cast<size_t>(2 * v));
+  auto maxDiff = [](const float* a, const float* b, int64_t n) {
+    double d = 0;
+    for (int64_t i = 0; i < n; ++i) d = std::max(d, double(std::fabs(a[i] - b[i])));
+    return d;
+  };
+  // As SlotsAreIndependent: only the matmuls' tiling (per token) differs.
+  EXPECT_LE(maxDiff(l_part.data(), l_full.data() + 5 * v, v), 1e-5) << "row 5";
+  EXPECT_LE(maxDiff(l_part.data() + v, l_full.data() + 8 * v, v), 1e-5) << "row 8";
+  for (size_t s = 0; s < 2; ++s) {
+    ASSERT_EQ(t_part.rows[s].size(), static_cast<size_t>(cfg.n_embd)) << "spec " << s;
+    EXPECT_LE(maxDiff(t_part.rows[s].data(), t_full.rows[s].data(), cfg.n_embd), 1e-5)
+        << "tap " << s;
+  }
+  // A batch that reads no row: the next step (its last token) still sees every cell.
+  auto none = make();
+  std::vector<BatchToken> b_none = prompt(std::vector<bool>(9, false));
+  b_none.pop_back();
+  std::vector<float> l_none;
+  none->forward(b_none, l_none);
+  EXPECT_TRUE(l_none.empty());
+  std::vector<BatchToken> tail = {prompt(all).back()};
+  none->forward(tail, l_none);
+  ASSERT_EQ(l_none.size(), static_cast<size_t>(v));
+  EXPECT_LE(maxDiff(l_none.data(), l_full.data() + 8 * v, v), 1e-5) << "after a batch read none";
+  // Next steps of both sequences on the full and the partial models.
+  std::vector<BatchToken> step = {{285, 3, 0, true}, {295, 6, 1, true}};
+  std::vector<float> s_full, s_part;
+  full->forward(step, s_full);
+  part->forward(step, s_part);
+  ASSERT_EQ(s_full.size(), s_part.size());
+  EXPECT_LE(maxDiff(s_part.data(), s_full.data(), 2 * v), 1e-5) << "next step";
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, BatchTest,

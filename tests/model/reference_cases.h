@@ -44,7 +44,8 @@ inline ReferenceCase loadCase(const std::string& name) {
   return c;
 }
 
-// Logits [prompt + forced rows][vocab] from a teacher-forced run at tp ranks.
+// Logits [prompt + forced rows][vocab] from a teacher-forced run at tp ranks (all_logits false:
+// only the last prompt row and the generated ones get logits, none kept; the ids only).
 struct RunOutput {
   std::vector<float> logits;
   std::vector<int32_t> ids;
@@ -52,7 +53,8 @@ struct RunOutput {
 inline RunOutput runModel(const std::string& path, int tp, const std::vector<int32_t>& prompt,
                           const std::vector<int32_t>& forced, int n_predict, int threads = 1,
                           model::HeadLayout head = model::HeadLayout::kAuto,
-                          model::MoePlacement moe = model::MoePlacement::kAuto) {
+                          model::MoePlacement moe = model::MoePlacement::kAuto,
+                          bool all_logits = true) {
   auto file = model::GgufFile::open(path);
   model::ModelConfig cfg = model::readModelConfig(file->metadata());
   model::ShardPlan plan =
@@ -65,7 +67,7 @@ inline RunOutput runModel(const std::string& path, int tp, const std::vector<int
   req.prompt = prompt;
   req.forced = forced;
   req.n_predict = n_predict;
-  req.all_logits = true;
+  req.all_logits = all_logits;
   RunResult res = runner.generate(req);
   return {std::move(res.logits), std::move(res.ids)};
 }

@@ -10,8 +10,9 @@
 // <= 0.5 (F32: <= 1e-4, no activation rounding; gemma3 F32: <= 1e-2, because GeGLU rounds the
 // gate to f16 for ggml's GELU table (model/kernels/cpu/gelu.h), so a last-bit difference in a
 // gate flips an f16 value: measured 1.2e-4 on one layer, 5.7e-4 on three, 1.5e-3 on six, spiky
-// by row as flips are). Greedy ids must be identical up to the first step
-// whose tp=1 top-1/top-2 gap is within twice the teacher-forced difference at that step.
+// by row as flips are). Greedy ids (from a prompt whose last row alone gets logits) must be
+// identical up to the first step whose tp=1 top-1/top-2 gap is within twice the teacher-forced
+// difference at that step.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -79,7 +80,10 @@ TEST_P(TpParity, LogitsAndGreedyIdsMatchTp1) {
   const double tol = !f32 ? 0.5 : c.shape.arch == "gemma3" ? 1e-2 : 1e-4;
   for (int tp : c.tps) {
     RunOutput forced = runModel(path, tp, prompt, base.ids, n, 1, c.head);
-    RunOutput free = runModel(path, tp, prompt, {}, n, 1, c.head);
+    // Greedy from a prompt whose last row alone gets logits: the last feed-forward block on
+    // that row only, its all-reduce over every row (model/llama_rank.h lastFfnBlock).
+    RunOutput free =
+        runModel(path, tp, prompt, {}, n, 1, c.head, model::MoePlacement::kAuto, false);
     const int64_t rows = static_cast<int64_t>(base_forced.logits.size()) / vocab;
     ASSERT_EQ(forced.logits.size(), base_forced.logits.size());
     std::vector<double> diffs;
