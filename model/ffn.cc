@@ -1,6 +1,6 @@
 // LlamaRank's feed-forward block: norm, gate and up projections, SwiGLU (GeGLU for gemma3),
 // down projection (or the mixture of experts, model/moe_ffn.h), all-reduce, (gemma3: post norm),
-// residual.
+// residual; forward()'s last one on the rows whose output is read (lastFfnBlock).
 #include <algorithm>
 
 #include "model/kernels/cpu/gelu.h"

@@ -148,7 +148,7 @@ class LlamaRank final : public RankModel {
   size_t shared_rows_budget_ = kSharedRowsBudget;
   std::vector<int64_t> out_rows_;       // head(): the batch rows that get logits
   std::vector<int64_t> read_rows_;      // lastFfnBlock(): the batch rows whose output is read
-  std::vector<BatchToken> read_batch_;  // ... and their tokens
+  std::vector<BatchToken> read_batch_;  // ... and their tokens (block tables: this forward's)
   // The rotations of one batch for one RoPE setting (base, frequency scale), shared by every
   // layer with that setting: computed once per batch and setting, not once per layer (gemma3's
   // local and global layers have one setting each, so two entries).
