@@ -21,35 +21,54 @@
 namespace tpnode::model {
 namespace {
 
-class BatchTest : public testing::TestWithParam<std::string> {};
-
 // Param: "type" or "arch:type" (mixtures of experts: the tokens of both sequences that pick
 // the same expert share its matmuls).
-TEST_P(BatchTest, SlotsAreIndependent) {
-  tools::TestModelShape shape;
-  std::string type = GetParam();
-  if (const size_t colon = type.find(':'); colon != std::string::npos) {
-    shape.arch = type.substr(0, colon);
-    type = type.substr(colon + 1);
-    shape.experts = 4;
-    shape.experts_used = 2;
-    shape.expert_ffn = 256;
-    shape.heads = 4;
-    shape.kv_heads = 2;
+class BatchTest : public testing::TestWithParam<std::string> {
+ protected:
+  // Writes the parameter's test model (file name from `tag`) and reads its config and one-rank
+  // plan; make() then loads a fresh rank of it (3 slots of 64 positions).
+  void load(const std::string& tag) {
+    tools::TestModelShape shape;
+    std::string type = GetParam();
+    if (const size_t colon = type.find(':'); colon != std::string::npos) {
+      shape.arch = type.substr(0, colon);
+      type = type.substr(colon + 1);
+      shape.experts = 4;
+      shape.experts_used = 2;
+      shape.expert_ffn = 256;
+      shape.heads = 4;
+      shape.kv_heads = 2;
+    }
+    shape.type = tools::parseTensorType(type);
+    shape.vocab = 300;
+    const std::string path = testing::TempDir() + tag + "_" + shape.arch + "_" + type + ".gguf";
+    tools::writeTestModel(shape, path);
+    file_ = GgufFile::open(path);
+    cfg_ = readModelConfig(file_->metadata());
+    plan_ = planShards(cfg_, tensorDescs(file_->metadata()), 1);
   }
-  shape.type = tools::parseTensorType(type);
-  shape.vocab = 300;
-  std::string path = testing::TempDir() + "batch_test_" + shape.arch + "_" + type + ".gguf";
-  tools::writeTestModel(shape, path);
-  auto file = GgufFile::open(path);
-  ModelConfig cfg = readModelConfig(file->metadata());
-  ShardPlan plan = planShards(cfg, tensorDescs(file->metadata()), 1);
-  collectives::SoloCommunicator comm;
-  kernels::ThreadPool pool(2);
-  auto make = [&] {
-    return std::make_unique<LlamaRank>(cfg, loadRankWeights(*file, cfg, plan, 0), comm, pool, 3,
-                                       64);
-  };
+  std::unique_ptr<LlamaRank> make() {
+    return std::make_unique<LlamaRank>(cfg_, loadRankWeights(*file_, cfg_, plan_, 0), comm_, pool_,
+                                       3, 64);
+  }
+
+  std::unique_ptr<GgufFile> file_;
+  ModelConfig cfg_;
+  ShardPlan plan_;
+  collectives::SoloCommunicator comm_;
+  kernels::ThreadPool pool_{2};
+};
+
+// The largest |a[i] - b[i]| over n values.
+double maxDiff(const float* a, const float* b, int64_t n) {
+  double d = 0;
+  for (int64_t i = 0; i < n; ++i) d = std::max(d, double(std::fabs(a[i] - b[i])));
+  return d;
+}
+
+TEST_P(BatchTest, SlotsAreIndependent) {
+  load("batch_test");
+  const ModelConfig& cfg = cfg_;
   const std::vector<int32_t> a = {1, 270, 280, 290, 260}, b = {1, 299, 265};
   // Alone: each sequence in slot 0 of its own model, all rows.
   auto alone = [&](const std::vector<int32_t>& ids) {
@@ -79,11 +98,9 @@ TEST_P(BatchTest, SlotsAreIndependent) {
   m->forward(last, l3);
   const int64_t v = cfg.n_vocab;
   auto expectRow = [&](const float* got, const std::vector<float>& ref, int row, const char* what) {
-    double d = 0;
-    for (int64_t i = 0; i < v; ++i) d = std::max(d, double(std::fabs(got[i] - ref[row * v + i])));
     // Same tokens, same positions: only the batch composition (float order in nothing but the
     // matmul tiling, which is per token) differs.
-    EXPECT_LE(d, 1e-5) << what << " row " << row;
+    EXPECT_LE(maxDiff(got, ref.data() + row * v, v), 1e-5) << what << " row " << row;
   };
   expectRow(l1.data() + 0 * v, la, 0, "a");
   expectRow(l1.data() + 1 * v, lb, 0, "b");
@@ -101,30 +118,8 @@ TEST_P(BatchTest, SlotsAreIndependent) {
 // with every row read; the KV cache still holds every row (the next steps' logits agree); a
 // batch that reads no row (a prompt chunk before its last) leaves the same cache behind.
 TEST_P(BatchTest, OnlyTheRowsReadRunTheLastFeedForward) {
-  tools::TestModelShape shape;
-  std::string type = GetParam();
-  if (const size_t colon = type.find(':'); colon != std::string::npos) {
-    shape.arch = type.substr(0, colon);
-    type = type.substr(colon + 1);
-    shape.experts = 4;
-    shape.experts_used = 2;
-    shape.expert_ffn = 256;
-    shape.heads = 4;
-    shape.kv_heads = 2;
-  }
-  shape.type = tools::parseTensorType(type);
-  shape.vocab = 300;
-  std::string path = testing::TempDir() + "batch_rows_read_" + shape.arch + "_" + type + ".gguf";
-  tools::writeTestModel(shape, path);
-  auto file = GgufFile::open(path);
-  ModelConfig cfg = readModelConfig(file->metadata());
-  ShardPlan plan = planShards(cfg, tensorDescs(file->metadata()), 1);
-  collectives::SoloCommunicator comm;
-  kernels::ThreadPool pool(2);
-  auto make = [&] {
-    return std::make_unique<LlamaRank>(cfg, loadRankWeights(*file, cfg, plan, 0), comm, pool, 3,
-                                       64);
-  };
+  load("batch_rows_read");
+  const ModelConfig& cfg = cfg_;
   const int last = static_cast<int>(cfg.n_layer) - 1;
   // Slot 1: 6 tokens, slot 0: 3, interleaved; `read` marks the rows with logits.
   auto prompt = [](const std::vector<bool>& read) {
@@ -153,11 +148,6 @@ TEST_P(BatchTest, OnlyTheRowsReadRunTheLastFeedForward) {
   part->forward(b_part, l_part, &t_part);
   const int64_t v = cfg.n_vocab;
   ASSERT_EQ(l_part.size(), static_cast<size_t>(2 * v));
-  auto maxDiff = [](const float* a, const float* b, int64_t n) {
-    double d = 0;
-    for (int64_t i = 0; i < n; ++i) d = std::max(d, double(std::fabs(a[i] - b[i])));
-    return d;
-  };
   // As SlotsAreIndependent: only the matmuls' tiling (per token) differs.
   EXPECT_LE(maxDiff(l_part.data(), l_full.data() + 5 * v, v), 1e-5) << "row 5";
   EXPECT_LE(maxDiff(l_part.data() + v, l_full.data() + 8 * v, v), 1e-5) << "row 8";

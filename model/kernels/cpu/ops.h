@@ -26,8 +26,8 @@ void rmsNormRows(const float* x, const float* w, float* y, int64_t n, int64_t ro
 // order, where that determines it: both sums lie within (n - 1) x 2^-53 of the exact sum
 // (relative; the terms are not negative), and when every double in that interval around `sum`
 // gives one float mean, S gives it too (division and rounding are monotonic). Otherwise (a mean
-// within ~4n double ulps of a float rounding boundary: about one row in 10^5 of 640 values; an
-// inf or NaN sum) nullopt.
+// within ~4n double ulps of a float rounding boundary: 13 of 2 million rows of 640 normal
+// values, 42 of 2 million of 2048; an inf or NaN sum) nullopt.
 std::optional<float> rmsMeanFromAnyOrderSum(double sum, int64_t n);
 
 // rmsNormRows without SIMD (what it runs with the scalar kernel table): the same bits.
