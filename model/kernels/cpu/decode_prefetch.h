@@ -1,8 +1,7 @@
 // The software prefetch of the CPU kernels on the 16-row layouts (q0_x16.h, q4k_x16.h,
 // q6k_x16.h), shared by the AVX-512 kernels and the 256-bit ones: the prefill tiles' distance,
 // the decode kernels' distances of each DecodePrefetch setting (dot.h) with the prefetch of a
-// block's lines ahead, and the unpackers' prefetch of the next group. Only where the lines come
-// from changes: never a result.
+// block's lines ahead. Only where the lines come from changes: never a result.
 #pragma once
 
 #include <immintrin.h>
@@ -138,14 +137,6 @@ template <size_t kBytes>
 inline __attribute__((always_inline)) void prefetchBlock(const void* xb,
                                                          const PrefetchDistances& pf) {
   prefetchNearFar<kBytes, /*kPaced=*/true>(xb, pf.near_k, pf.far_k);
-}
-
-// Prefetches into L2 the block one group ahead of x[b] (a matrix's groups are contiguous): while a
-// group is unpacked, the next one streams in, ready when the tiles of this one are done.
-template <typename BX>
-inline __attribute__((always_inline)) void prefetchNextGroup(const BX* x, int64_t blocks,
-                                                             int64_t b) {
-  prefetchLines<sizeof(BX), _MM_HINT_T1>(reinterpret_cast<const char*>(x + blocks + b));
 }
 
 }  // namespace tpnode::model::kernels
