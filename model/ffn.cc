@@ -49,12 +49,13 @@ std::span<const BatchToken> LlamaRank::lastFfnBlock(int64_t l, std::span<const B
   for (int64_t j = 0; j < m; ++j) std::copy_n(row(x_, read_rows_[j]), dim, row(x_, j));
   x_.resize(static_cast<size_t>(m * dim));
   ffnRows(w, m);
-  // The batch's rows for the all-reduce: each read row back at its place, the others zero.
+  // The batch's rows for the all-reduce: each read row back at its place, the others zero (from
+  // the last row down, so row j moves only after the rows past it are placed).
   o_.resize(static_cast<size_t>(n * dim));
-  for (int64_t j = m - 1; j >= 0; --j) std::copy_n(row(o_, j), dim, row(o_, read_rows_[j]));
-  for (int64_t i = 0, j = 0; i < n; ++i) {
-    if (j < m && read_rows_[j] == i) {
-      ++j;
+  for (int64_t i = n - 1, j = m - 1; i >= 0; --i) {
+    if (j >= 0 && read_rows_[j] == i) {
+      if (j != i) std::copy_n(row(o_, j), dim, row(o_, i));
+      --j;
     } else {
       std::fill_n(row(o_, i), dim, 0.f);
     }

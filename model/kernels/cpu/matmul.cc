@@ -30,14 +30,6 @@ bool q8_0HasMin(const uint8_t* data, size_t bytes) {
 // stay in the core's L1 cache while every tile of tokens runs on them.
 constexpr int64_t kAmxChunkBlocks = 4;
 
-// Runs fn(t, nt) over n_tokens in tiles of per_tile tokens (the last nt = what is left).
-template <typename Fn>
-void eachTokenTile(int64_t n_tokens, int64_t per_tile, Fn fn) {
-  for (int64_t t = 0; t < n_tokens; t += per_tile) {
-    fn(t, static_cast<int>(std::min<int64_t>(per_tile, n_tokens - t)));
-  }
-}
-
 // Weight bytes a thread reads next: [data, data + bytes), or nothing (data nullptr).
 struct NextRows {
   const uint8_t* data = nullptr;
@@ -53,13 +45,15 @@ NextRows rowsAfter(const Matrix& w, int64_t r0, int64_t rows) {
   return {w.row(r0 + rows), static_cast<size_t>(n) * w.row_bytes};
 }
 
-// As eachTokenTile, and before each tile one slice of `next` prefetched into L2: the weights a
-// thread takes next stream in while this group's tiles run, a few lines per tile. Issued in one
-// burst instead (the unpacking of a group prefetching the next group's lines as it went), the
-// prefetches stalled the unpacking on the core's outstanding misses: on AMD EPYC Zen 4 Q5_0's
-// took ~130 cycles per 16 x 32 block in a 128-token prefill against ~32 with its group in L2.
+// Runs fn(t, nt) over n_tokens in tiles of per_tile tokens (the last nt = what is left), and before
+// each tile prefetches one slice of `next` into L2: the weights a thread takes next stream in
+// while this group's tiles run, a few lines per tile. Issued in one burst instead (the unpacking
+// of a group prefetching the next group's lines as it went), the prefetches stalled the unpacking
+// on the core's outstanding misses: on AMD EPYC Zen 4 Q5_0's took ~130 cycles per 16 x 32 block in
+// a 128-token prefill against ~32 with its group in L2.
 template <typename Fn>
-void eachTokenTilePrefetching(int64_t n_tokens, int64_t per_tile, NextRows next, Fn fn) {
+void eachTokenTile(int64_t n_tokens, int64_t per_tile, NextRows next, Fn fn) {
+  if (n_tokens <= 0) return;
   const auto tiles = static_cast<size_t>((n_tokens + per_tile - 1) / per_tile);
   const size_t lines = (next.bytes + 63) / 64;
   const size_t per_tile_lines = (lines + tiles - 1) / tiles;
@@ -83,7 +77,7 @@ void amxGroup(const Matrix& w, int64_t r0, const uint8_t* a, size_t a_bytes, int
     const int64_t nb = std::min(kAmxChunkBlocks, blocks - b0);
     const uint8_t* group = w.row(r0) + static_cast<size_t>(b0) * sizeof(BlockQ4Kx16);
     k.unpack16_q4_k_amx(nb * kQKK, group, values);
-    eachTokenTile(n_tokens, kAmxTokens, [&](int64_t t, int nt) {
+    eachTokenTile(n_tokens, kAmxTokens, NextRows{}, [&](int64_t t, int nt) {
       k.gemm16_values_q4_k_amx(
           nb * kQKK, group, values,
           a + static_cast<size_t>(t) * a_bytes + static_cast<size_t>(b0) * sizeof(BlockQ8K),
@@ -139,11 +133,10 @@ void matmulKQuantValues(const Matrix& w, const uint8_t* a, size_t a_bytes, int64
       return;
     }
     unpack(w.cols, w.row(r0), values);
-    eachTokenTilePrefetching(n_tokens, kKQuantX16Tokens, rowsAfter(w, r0, 16),
-                             [&](int64_t t, int nt) {
-                               tile(w.cols, w.row(r0), values, a + static_cast<size_t>(t) * a_bytes,
-                                    a_bytes, nt, y + t * y_stride + r0, y_stride);
-                             });
+    eachTokenTile(n_tokens, kKQuantX16Tokens, rowsAfter(w, r0, 16), [&](int64_t t, int nt) {
+      tile(w.cols, w.row(r0), values, a + static_cast<size_t>(t) * a_bytes, a_bytes, nt,
+           y + t * y_stride + r0, y_stride);
+    });
   });
 }
 
@@ -176,24 +169,24 @@ void matmulQ0Values(const Matrix& w, const uint8_t* a, size_t a_bytes, const int
         w, kX16ValueBytesPerColumn, pool, [&](int64_t r0, bool two, uint8_t* values) {
           unpack(w.cols, w.row(r0), values);
           if (two) unpack(w.cols, w.row(r0 + 16), values + vb);
-          eachTokenTilePrefetching(n_tokens, two ? kQ0X32Tokens : kQ0X16Tokens,
-                                   rowsAfter(w, r0, 32), [&](int64_t t, int nt) {
-                                     const uint8_t* at = a + static_cast<size_t>(t) * a_bytes;
-                                     float* yt = y + t * y_stride + r0;
-                                     if (two) {
-                                       pairs(w.cols, w.row(r0), w.row_bytes * 16, values, vb, at,
-                                             a_bytes, offs + t * per_row, nt, yt, y_stride);
-                                     } else {
-                                       tile(w.cols, w.row(r0), values, at, a_bytes,
-                                            offs + t * per_row, nt, yt, y_stride);
-                                     }
-                                   });
+          eachTokenTile(n_tokens, two ? kQ0X32Tokens : kQ0X16Tokens, rowsAfter(w, r0, 32),
+                        [&](int64_t t, int nt) {
+                          const uint8_t* at = a + static_cast<size_t>(t) * a_bytes;
+                          float* yt = y + t * y_stride + r0;
+                          if (two) {
+                            pairs(w.cols, w.row(r0), w.row_bytes * 16, values, vb, at, a_bytes,
+                                  offs + t * per_row, nt, yt, y_stride);
+                          } else {
+                            tile(w.cols, w.row(r0), values, at, a_bytes, offs + t * per_row, nt, yt,
+                                 y_stride);
+                          }
+                        });
         });
     return;
   }
   eachGroupWithValues(w, kX16ValueBytesPerColumn, pool, [&](int64_t r0, uint8_t* values) {
     unpack(w.cols, w.row(r0), values);
-    eachTokenTilePrefetching(n_tokens, kQ0X16Tokens, rowsAfter(w, r0, 16), [&](int64_t t, int nt) {
+    eachTokenTile(n_tokens, kQ0X16Tokens, rowsAfter(w, r0, 16), [&](int64_t t, int nt) {
       tile(w.cols, w.row(r0), values, a + static_cast<size_t>(t) * a_bytes, a_bytes,
            offs + t * per_row, nt, y + t * y_stride + r0, y_stride);
     });
@@ -238,7 +231,7 @@ void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int
   const Gemm32Q0Fn pairs = k.gemm32Q0ForType(w.type);
   if (pairs) {  // two groups per tile (a last odd group alone), each thread whole pairs
     eachGroupPair(w, pool, [&](int64_t r0, bool two) {
-      eachTokenTilePrefetching(
+      eachTokenTile(
           n_tokens, two ? kQ0X32Tokens : tile_tokens, rowsAfter(w, r0, 32), [&](int64_t t, int nt) {
             const uint8_t* at = a + static_cast<size_t>(t) * a_bytes;
             float* yt = y + t * y_stride + r0;
@@ -255,7 +248,7 @@ void matmulGroups16(const Matrix& w, const uint8_t* a, size_t a_bytes, const int
   pool.parallelFor(w.rows / 16, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t r0 = g * 16;
-      eachTokenTilePrefetching(n_tokens, tile_tokens, rowsAfter(w, r0, 16), [&](int64_t t, int nt) {
+      eachTokenTile(n_tokens, tile_tokens, rowsAfter(w, r0, 16), [&](int64_t t, int nt) {
         const uint8_t* at = a + static_cast<size_t>(t) * a_bytes;
         float* yt = y + t * y_stride + r0;
         if (with_offs) {
@@ -397,7 +390,7 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
         continue;
       }
       if (gemm && n_tokens > 1) {
-        eachTokenTile(n_tokens, 4, [&](int64_t t, int nt) {
+        eachTokenTile(n_tokens, 4, NextRows{}, [&](int64_t t, int nt) {
           for (int g = 0; g < nr; g += 4) {
             gemm(w.cols, w.row(r0 + g), a + static_cast<size_t>(t) * a_bytes, a_bytes, nt,
                  y + t * y_stride + r0 + g, y_stride);
@@ -406,7 +399,7 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t
         continue;
       }
       if (rows_tile) {
-        eachTokenTile(n_tokens, 4, [&](int64_t t, int nt) {
+        eachTokenTile(n_tokens, 4, NextRows{}, [&](int64_t t, int nt) {
           for (int g = 0; g < nr; g += 4) {
             rows_tile(w.cols, w.row(r0 + g), w.row_bytes, std::min(4, nr - g),
                       a + static_cast<size_t>(t) * a_bytes, a_bytes, nt, y + t * y_stride + r0 + g,

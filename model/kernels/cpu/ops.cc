@@ -47,30 +47,30 @@ float scaleOf(float mean, float eps) {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
-// The row's squares (each rounded to float, as rmsNorm's) widened to double and added in no
-// particular order: 16 columns a step into 4 accumulators of 8 double lanes, then the lanes, then
-// the last n % 16 columns.
+// Adds the squares of x[0..15] (each rounded to float, as rmsNorm's), widened to double, into
+// lo (the first 8) and hi (the last 8).
+__attribute__((target("avx512f"), always_inline)) inline void addSquares16(const float* x,
+                                                                           __m512d& lo,
+                                                                           __m512d& hi) {
+  const __m512 v = _mm512_loadu_ps(x);
+  const __m512d sq = _mm512_castps_pd(_mm512_mul_ps(v, v));
+  lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_castpd512_pd256(sq))));
+  hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(sq, 1))));
+}
+
+// The row's squares widened to double and added in no particular order: 16 columns a step into
+// 4 accumulators of 8 double lanes (two steps in flight), then the lanes, then the last n % 16
+// columns.
 __attribute__((target("avx512f"))) double sumSquaresAvx512(const float* x, int64_t n) {
   __m512d acc[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(),
                     _mm512_setzero_pd()};
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      const __m512 v = _mm512_loadu_ps(x + i + 16 * h);
-      const __m512d sq = _mm512_castps_pd(_mm512_mul_ps(v, v));
-      acc[2 * h] =
-          _mm512_add_pd(acc[2 * h], _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_castpd512_pd256(sq))));
-      acc[2 * h + 1] = _mm512_add_pd(
-          acc[2 * h + 1], _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(sq, 1))));
-    }
+    addSquares16(x + i, acc[0], acc[1]);
+    addSquares16(x + i + 16, acc[2], acc[3]);
   }
   if (i + 16 <= n) {
-    const __m512 v = _mm512_loadu_ps(x + i);
-    const __m512d sq = _mm512_castps_pd(_mm512_mul_ps(v, v));
-    acc[0] = _mm512_add_pd(acc[0], _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_castpd512_pd256(sq))));
-    acc[1] =
-        _mm512_add_pd(acc[1], _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(sq, 1))));
+    addSquares16(x + i, acc[0], acc[1]);
     i += 16;
   }
   double sum = _mm512_reduce_add_pd(
