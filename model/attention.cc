@@ -3,6 +3,8 @@
 // local layers) in llama.cpp's float order (kernels/cpu/ggml_math.h), output projection,
 // all-reduce, (gemma3: post norm), residual. Prefill attends in blocks of consecutive queries of
 // one sequence per kv head (LlamaRank::queryBlocks), each query in the one-query order.
+// forward()'s last block runs the queries on the rows whose output is read only
+// (lastAttentionBlock).
 #include <algorithm>
 #include <cmath>
 
@@ -13,6 +15,16 @@
 #include "model/llama_rank.h"
 
 namespace tpnode::model {
+
+namespace {
+
+// llama.cpp sums V in a different order for one token than for a batch (ggml_math.h): the order
+// of a batch of n rows.
+kernels::ggml::VSumOrder vSumOrder(int64_t n) {
+  return n == 1 ? kernels::ggml::VSumOrder::kVecDot64 : kernels::ggml::VSumOrder::kTinyBlas16;
+}
+
+}  // namespace
 
 void LlamaRank::attentionBlock(int64_t l, std::span<const BatchToken> batch) {
   const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
@@ -27,47 +39,127 @@ void LlamaRank::attentionBlock(int64_t l, std::span<const BatchToken> batch) {
   matmul(w.wq, h_.data(), n, q_.data());
   matmul(w.wk, h_.data(), n, k_.data(), /*same_x=*/true);
   matmul(w.wv, h_.data(), n, v_.data(), /*same_x=*/true);
-  prepareQkv(l, batch);
-  attend(l, batch);
+  prepareQkv(l, batch, nullptr);
+  attend(l, batch, vSumOrder(n));
   o_.resize(static_cast<size_t>(n * dim));
   matmul(w.wo, attn_.data(), n, o_.data());
   allReduce(o_.data(), o_.size());
   residual(w.attn_post_norm, n);  // gemma3: norm the attention output before the residual
 }
 
-void LlamaRank::prepareQkv(int64_t l, std::span<const BatchToken> batch) {
+std::span<const BatchToken> LlamaRank::lastAttentionBlock(int64_t l,
+                                                          std::span<const BatchToken> batch) {
+  const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
+  const int64_t n = static_cast<int64_t>(batch.size());
+  const int64_t dim = config_.n_embd, hd = config_.head_dim;
+  const int64_t nq = weights_.n_head * hd, nkv = weights_.n_head_kv * hd;
+  read_rows_.clear();
+  for (int64_t i = 0; i < n; ++i) {
+    const BatchToken& t = batch[static_cast<size_t>(i)];
+    if (t.logits || t.tap) read_rows_.push_back(i);
+  }
+  const auto m = static_cast<int64_t>(read_rows_.size());
+  if (m == n) {
+    attentionBlock(l, batch);
+    return batch;
+  }
+  read_batch_.clear();
+  for (int64_t i : read_rows_) read_batch_.push_back(batch[static_cast<size_t>(i)]);
+  // K and V of every row: later tokens attend to them.
+  h_.resize(static_cast<size_t>(n * dim));
+  normRows(x_.data(), w.attn_norm, h_.data(), dim, n);
+  k_.resize(static_cast<size_t>(n * nkv));
+  v_.resize(static_cast<size_t>(n * nkv));
+  matmul(w.wk, h_.data(), n, k_.data());
+  matmul(w.wv, h_.data(), n, v_.data(), /*same_x=*/true);
+  // The read rows' inputs to the front (read_rows_[j] >= j: in place, in order), their queries.
+  compactRows(h_, m);
+  q_.resize(static_cast<size_t>(m * nq));
+  if (m > 0) matmul(w.wq, h_.data(), m, q_.data());
+  prepareQkv(l, batch, &read_rows_);
+  o_.resize(static_cast<size_t>(m * dim));
+  if (m > 0) {
+    // In the batch's order (vSumOrder(n)): the read rows' values are the full batch's.
+    attend(l, read_batch_, vSumOrder(n));
+    matmul(w.wo, attn_.data(), m, o_.data());
+  }
+  allReduceReadRows(n);
+  compactRows(x_, m);
+  residual(w.attn_post_norm, m);
+  return read_batch_;
+}
+
+void LlamaRank::compactRows(std::vector<float>& rows, int64_t m) {
+  const int64_t dim = config_.n_embd;
+  for (int64_t j = 0; j < m; ++j) {
+    const int64_t i = read_rows_[static_cast<size_t>(j)];
+    if (i != j) std::copy_n(rows.data() + i * dim, dim, rows.data() + j * dim);
+  }
+  rows.resize(static_cast<size_t>(m * dim));
+}
+
+void LlamaRank::allReduceReadRows(int64_t n) {
+  const int64_t dim = config_.n_embd;
+  const auto m = static_cast<int64_t>(read_rows_.size());
+  auto row = [&](int64_t r) { return o_.data() + r * dim; };
+  // Each read row back at its batch position, the others zero (from the last row down, so row j
+  // moves only after the rows past it are placed).
+  o_.resize(static_cast<size_t>(n * dim));
+  for (int64_t i = n - 1, j = m - 1; i >= 0; --i) {
+    if (j >= 0 && read_rows_[static_cast<size_t>(j)] == i) {
+      if (j != i) std::copy_n(row(j), dim, row(i));
+      --j;
+    } else {
+      std::fill_n(row(i), dim, 0.f);
+    }
+  }
+  allReduce(o_.data(), o_.size());
+  compactRows(o_, m);
+}
+
+void LlamaRank::prepareQkv(int64_t l, std::span<const BatchToken> batch,
+                           const std::vector<int64_t>* q_rows) {
   const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
   const int64_t hd = config_.head_dim;
   const int64_t nq = weights_.n_head * hd, nkv = weights_.n_head_kv * hd;
   const float* angles = ropeAnglesFor(l, batch);
-  pool_.parallelFor(static_cast<int64_t>(batch.size()), 1, [&](int64_t b, int64_t e) {
-    if (!w.bq.empty()) {
-      for (int64_t i = b; i < e; ++i) {
-        float* q = q_.data() + i * nq;
-        float* k = k_.data() + i * nkv;
-        float* v = v_.data() + i * nkv;
-        for (int64_t j = 0; j < nq; ++j) q[j] += w.bq[static_cast<size_t>(j)];
-        for (int64_t j = 0; j < nkv; ++j) k[j] += w.bk[static_cast<size_t>(j)];
-        for (int64_t j = 0; j < nkv; ++j) v[j] += w.bv[static_cast<size_t>(j)];
-      }
+  // Queries j in [b, e) of q_, batch row row(j) each.
+  auto queries = [&](int64_t b, int64_t e, auto row) {
+    for (int64_t j = b; j < e && !w.bq.empty(); ++j) {
+      float* q = q_.data() + j * nq;
+      for (int64_t c = 0; c < nq; ++c) q[c] += w.bq[static_cast<size_t>(c)];
     }
     // Per-head norms over the tokens' heads at once (rows of hd values).
     if (!w.q_norm.empty()) {
       kernels::rmsNormRows(q_.data() + b * nq, w.q_norm.data(), q_.data() + b * nq, hd,
                            (e - b) * weights_.n_head, config_.rms_eps);
     }
+    for (int64_t j = b; j < e; ++j) {
+      float* q = q_.data() + j * nq;
+      const float* cs = angles + row(j) * config_.n_rot;  // the position's rotations
+      for (int64_t h = 0; h < weights_.n_head; ++h) {
+        kernels::ropeRotate(q + h * hd, config_.n_rot, config_.rope_style, cs);
+      }
+    }
+  };
+  // Keys and values of batch rows [b, e), into the cache.
+  auto keysValues = [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e && !w.bk.empty(); ++i) {
+      float* k = k_.data() + i * nkv;
+      for (int64_t c = 0; c < nkv; ++c) k[c] += w.bk[static_cast<size_t>(c)];
+    }
+    for (int64_t i = b; i < e && !w.bv.empty(); ++i) {
+      float* v = v_.data() + i * nkv;
+      for (int64_t c = 0; c < nkv; ++c) v[c] += w.bv[static_cast<size_t>(c)];
+    }
     if (!w.k_norm.empty()) {
       kernels::rmsNormRows(k_.data() + b * nkv, w.k_norm.data(), k_.data() + b * nkv, hd,
                            (e - b) * weights_.n_head_kv, config_.rms_eps);
     }
     for (int64_t i = b; i < e; ++i) {
-      float* q = q_.data() + i * nq;
       float* k = k_.data() + i * nkv;
       const BatchToken& t = batch[static_cast<size_t>(i)];
-      const float* cs = angles + i * config_.n_rot;  // the position's rotations, for its heads
-      for (int64_t h = 0; h < weights_.n_head; ++h) {
-        kernels::ropeRotate(q + h * hd, config_.n_rot, config_.rope_style, cs);
-      }
+      const float* cs = angles + i * config_.n_rot;
       for (int64_t h = 0; h < weights_.n_head_kv; ++h) {
         kernels::ropeRotate(k + h * hd, config_.n_rot, config_.rope_style, cs);
       }
@@ -75,6 +167,18 @@ void LlamaRank::prepareQkv(int64_t l, std::span<const BatchToken> batch) {
       std::copy_n(k, nkv, kv_.k(l, block, offset));
       std::copy_n(v_.data() + i * nkv, nkv, kv_.v(l, block, offset));
     }
+  };
+  const auto n = static_cast<int64_t>(batch.size());
+  if (q_rows == nullptr) {  // q_ row i: batch row i
+    pool_.parallelFor(n, 1, [&](int64_t b, int64_t e) {
+      queries(b, e, [](int64_t j) { return j; });
+      keysValues(b, e);
+    });
+    return;
+  }
+  pool_.parallelFor(n, 1, keysValues);
+  pool_.parallelFor(static_cast<int64_t>(q_rows->size()), 1, [&](int64_t b, int64_t e) {
+    queries(b, e, [&](int64_t j) { return (*q_rows)[static_cast<size_t>(j)]; });
   });
 }
 
@@ -167,7 +271,8 @@ void scoresPrefetching(int64_t hd, const float* q, int64_t nh, const float* k, c
 
 }  // namespace
 
-void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
+void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch,
+                       kernels::ggml::VSumOrder order) {
   const int64_t n = static_cast<int64_t>(batch.size());
   const int64_t hd = config_.head_dim;
   const int64_t heads = weights_.n_head, kv_heads = weights_.n_head_kv;
@@ -179,9 +284,6 @@ void LlamaRank::attend(int64_t l, std::span<const BatchToken> batch) {
   const int64_t window = config_.isSwa(l) ? config_.n_swa : 0;
   attn_.resize(static_cast<size_t>(n * nq));  // every value is written below
   const size_t kv_row_bytes = static_cast<size_t>(kv_.rowFloats()) * sizeof(float);
-  // llama.cpp sums V with a different order for one token than for a batch (ggml_math.h).
-  const auto order =
-      n == 1 ? kernels::ggml::VSumOrder::kVecDot64 : kernels::ggml::VSumOrder::kTinyBlas16;
   const int64_t bs = kv_.blockSize();
   const std::vector<QueryBlock> blocks = queryBlocks(batch, window);
   // A block of several queries in the batch order (16 lanes) takes V transposed, value d of a

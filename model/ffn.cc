@@ -28,43 +28,16 @@ void LlamaRank::ffnRows(const LayerWeights& w, int64_t n) {
   }
 }
 
-std::span<const BatchToken> LlamaRank::lastFfnBlock(int64_t l, std::span<const BatchToken> batch) {
-  const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
-  const int64_t n = static_cast<int64_t>(batch.size());
-  const int64_t dim = config_.n_embd;
-  read_rows_.clear();
-  for (int64_t i = 0; i < n; ++i) {
-    const BatchToken& t = batch[static_cast<size_t>(i)];
-    if (t.logits || t.tap) read_rows_.push_back(i);
-  }
+void LlamaRank::lastFfnBlock(int64_t l, int64_t n) {
   const auto m = static_cast<int64_t>(read_rows_.size());
   if (m == n) {
     ffnBlock(l, n);
-    return batch;
+    return;
   }
-  read_batch_.clear();
-  for (int64_t i : read_rows_) read_batch_.push_back(batch[static_cast<size_t>(i)]);
-  // Rows move towards the front only (read_rows_[j] >= j), so in place, in order.
-  auto row = [dim](std::vector<float>& v, int64_t r) { return v.data() + r * dim; };
-  for (int64_t j = 0; j < m; ++j) std::copy_n(row(x_, read_rows_[j]), dim, row(x_, j));
-  x_.resize(static_cast<size_t>(m * dim));
+  const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
   ffnRows(w, m);
-  // The batch's rows for the all-reduce: each read row back at its place, the others zero (from
-  // the last row down, so row j moves only after the rows past it are placed).
-  o_.resize(static_cast<size_t>(n * dim));
-  for (int64_t i = n - 1, j = m - 1; i >= 0; --i) {
-    if (j >= 0 && read_rows_[j] == i) {
-      if (j != i) std::copy_n(row(o_, j), dim, row(o_, i));
-      --j;
-    } else {
-      std::fill_n(row(o_, i), dim, 0.f);
-    }
-  }
-  allReduce(o_.data(), o_.size());
-  for (int64_t j = 0; j < m; ++j) std::copy_n(row(o_, read_rows_[j]), dim, row(o_, j));
-  o_.resize(static_cast<size_t>(m * dim));
+  allReduceReadRows(n);
   residual(w.ffn_post_norm, m);  // gemma3: post norm
-  return read_batch_;
 }
 
 void LlamaRank::denseFfn(const LayerWeights& w, int64_t n) {

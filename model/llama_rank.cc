@@ -118,12 +118,14 @@ void LlamaRank::forward(std::span<const BatchToken> batch, std::vector<float>& l
     taps->rows.assign(taps->specs.size(), {});
   }
   for (int64_t l = 0; l < config_.n_layer; ++l) {
-    attentionBlock(l, batch);
-    tap(taps, l, TapPoint::kAttnOut, o_, batch);  // o_: the block's all-reduced output
     if (l + 1 < config_.n_layer) {
+      attentionBlock(l, batch);
+      tap(taps, l, TapPoint::kAttnOut, o_, batch);  // o_: the block's all-reduced output
       ffnBlock(l, n);
     } else {
-      batch = lastFfnBlock(l, batch);  // from here on the rows whose output is read
+      batch = lastAttentionBlock(l, batch);  // from here on the rows whose output is read
+      tap(taps, l, TapPoint::kAttnOut, o_, batch);
+      lastFfnBlock(l, n);
     }
     tap(taps, l, TapPoint::kMlpOut, o_, batch);
     tap(taps, l, TapPoint::kResidual, x_, batch);

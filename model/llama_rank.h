@@ -19,6 +19,7 @@
 #include "collectives/communicator.h"
 #include "model/config.h"
 #include "model/kernels/cpu/aligned_vector.h"
+#include "model/kernels/cpu/ggml_math.h"
 #include "model/kernels/cpu/matmul.h"
 #include "model/kernels/cpu/thread_pool.h"
 #include "model/kv_cache.h"
@@ -75,23 +76,36 @@ class LlamaRank final : public RankModel {
   // Token embeddings (gemma3: scaled) of the batch into x_.
   void embed(std::span<const BatchToken> batch);
   void attentionBlock(int64_t layer, std::span<const BatchToken> batch);
+  // forward()'s last attention block: the rows whose output is read (tokens with logits or taps;
+  // as llama.cpp's inp_out_ids, which it applies after the block) become read_rows_ /
+  // read_batch_, and the returned batch (`batch` itself where every row is read). K and V are
+  // projected and cached for every row (later tokens attend to them); the queries, attention and
+  // output projection run on the read rows only, in the V-sum order of the whole batch, so their
+  // values are the full block's. x_ and o_ then hold the read rows alone.
+  std::span<const BatchToken> lastAttentionBlock(int64_t layer, std::span<const BatchToken> batch);
   // After the Q/K/V projections, per token: biases, per-head norms, RoPE, the K and V rows
-  // written to the cache.
-  void prepareQkv(int64_t layer, std::span<const BatchToken> batch);
+  // written to the cache. q_rows: the batch rows q_ holds, in order (nullptr: every row).
+  void prepareQkv(int64_t layer, std::span<const BatchToken> batch,
+                  const std::vector<int64_t>* q_rows);
+  // rows[j] = rows[read_rows_[j]] for the first m read rows (dim values each), then m rows kept.
+  void compactRows(std::vector<float>& rows, int64_t m);
+  // All-reduces o_, which holds the read rows: over all n rows of the batch (the other rows zero),
+  // so ranks that run the block on every row (GPU ranks) take part in the same collective; o_
+  // then holds the read rows' sums.
+  void allReduceReadRows(int64_t n);
   // rows x n values: y = rmsNorm(x) * w, the rows split over the pool (y may be x).
   void normRows(const float* x, const std::vector<float>& w, float* y, int64_t n, int64_t rows);
   // The end of a block: o_ = post_norm(o_) (when post_norm is not empty), then x_ += o_.
   void residual(const std::vector<float>& post_norm, int64_t n_tokens);
   void ffnBlock(int64_t layer, int64_t n_tokens);
-  // forward()'s last feed-forward block on the rows whose output is read (tokens with logits or
-  // taps; as llama.cpp's inp_out_ids): x_ is compacted to those rows, which the returned batch
-  // lists (`batch` itself where every row is read). The all-reduce still carries every row of
-  // the batch (the other rows zero), so ranks that run the block on all rows (GPU ranks) take
-  // part in the same collective.
-  std::span<const BatchToken> lastFfnBlock(int64_t layer, std::span<const BatchToken> batch);
+  // forward()'s last feed-forward block, after lastAttentionBlock: on the read rows x_ holds
+  // (the batch's n rows where every row is read).
+  void lastFfnBlock(int64_t layer, int64_t n);
   void ffnRows(const LayerWeights& w, int64_t n_tokens);   // norm, FFN: into o_
   void denseFfn(const LayerWeights& w, int64_t n_tokens);  // into o_
-  void attend(int64_t layer, std::span<const BatchToken> batch);
+  // Attention of the batch's queries (q_'s rows) over the cache, into attn_; V summed in `order`
+  // (llama.cpp's for one token differs from its order for a batch).
+  void attend(int64_t layer, std::span<const BatchToken> batch, kernels::ggml::VSumOrder order);
   // attend's unit of work: batch tokens [begin, end) of one sequence at consecutive positions
   // (at most kQueryBlock), which read cells [lo, hi] together.
   static constexpr int64_t kQueryBlock = 16;
@@ -147,7 +161,7 @@ class LlamaRank final : public RankModel {
   kernels::AlignedVector<float> shared_k_, shared_v_;
   size_t shared_rows_budget_ = kSharedRowsBudget;
   std::vector<int64_t> out_rows_;       // head(): the batch rows that get logits
-  std::vector<int64_t> read_rows_;      // lastFfnBlock(): the batch rows whose output is read
+  std::vector<int64_t> read_rows_;      // lastAttentionBlock(): the batch rows whose output is read
   std::vector<BatchToken> read_batch_;  // ... and their tokens (block tables: this forward's)
   // The rotations of one batch for one RoPE setting (base, frequency scale), shared by every
   // layer with that setting: computed once per batch and setting, not once per layer (gemma3's

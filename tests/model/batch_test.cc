@@ -1,11 +1,12 @@
 // LlamaRank with several sequences: a batch mixing two slots (and a later decode step of both
 // in one batch) gives each sequence the logits it gets alone, so slots are independent (dense
-// and mixture-of-experts models); the last feed-forward block runs on the rows read only, with
-// the same results for them and the same KV cache.
+// and mixture-of-experts models); the last layer's queries, attention and feed-forward block run
+// on the rows read only, with the same results for them and the same KV cache.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "collectives/communicator.h"
 #include "common/error.h"
@@ -112,12 +113,13 @@ TEST_P(BatchTest, SlotsAreIndependent) {
   expectRow(l3.data(), la, 4, "a");
 }
 
-// The last feed-forward block runs only on the rows whose output is read (lastFfnBlock): a
-// batch of two sequences with logits on a few rows (the others none), one row tapped without
-// logits, gives those rows' logits and the tapped row's last-layer activations as the same batch
-// with every row read; the KV cache still holds every row (the next steps' logits agree); a
-// batch that reads no row (a prompt chunk before its last) leaves the same cache behind.
-TEST_P(BatchTest, OnlyTheRowsReadRunTheLastFeedForward) {
+// The last layer's queries, attention, output projection and feed-forward block run only on the
+// rows whose output is read (lastAttentionBlock, lastFfnBlock): a batch of two sequences with
+// logits on a few rows (the others none), one row tapped without logits, gives those rows'
+// logits and the tapped row's last-layer activations as the same batch with every row read; the
+// KV cache still holds every row (the next steps' logits agree); a batch that reads no row (a
+// prompt chunk before its last) leaves the same cache behind.
+TEST_P(BatchTest, OnlyTheRowsReadRunTheLastLayer) {
   load("batch_rows_read");
   const ModelConfig& cfg = cfg_;
   const int last = static_cast<int>(cfg.n_layer) - 1;
@@ -136,7 +138,7 @@ TEST_P(BatchTest, OnlyTheRowsReadRunTheLastFeedForward) {
   const std::vector<bool> some = {false, false, false, false, false, true, false, false, true};
   auto sink = [&] {
     TapSink t;
-    t.specs = {{last, TapPoint::kMlpOut}, {last, TapPoint::kResidual}};
+    t.specs = {{last, TapPoint::kAttnOut}, {last, TapPoint::kMlpOut}, {last, TapPoint::kResidual}};
     return t;
   };
   auto full = make(), part = make();
@@ -151,7 +153,7 @@ TEST_P(BatchTest, OnlyTheRowsReadRunTheLastFeedForward) {
   // As SlotsAreIndependent: only the matmuls' tiling (per token) differs.
   EXPECT_LE(maxDiff(l_part.data(), l_full.data() + 5 * v, v), 1e-5) << "row 5";
   EXPECT_LE(maxDiff(l_part.data() + v, l_full.data() + 8 * v, v), 1e-5) << "row 8";
-  for (size_t s = 0; s < 2; ++s) {
+  for (size_t s = 0; s < 3; ++s) {
     ASSERT_EQ(t_part.rows[s].size(), static_cast<size_t>(cfg.n_embd)) << "spec " << s;
     EXPECT_LE(maxDiff(t_part.rows[s].data(), t_full.rows[s].data(), cfg.n_embd), 1e-5)
         << "tap " << s;
@@ -174,6 +176,44 @@ TEST_P(BatchTest, OnlyTheRowsReadRunTheLastFeedForward) {
   part->forward(step, s_part);
   ASSERT_EQ(s_full.size(), s_part.size());
   EXPECT_LE(maxDiff(s_part.data(), s_full.data(), 2 * v), 1e-5) << "next step";
+}
+
+// A prompt whose last row alone is read (a prefill) attends on that row in the order of the
+// whole batch (llama.cpp's for a batch, not its one-token order): the last layer's attention
+// output of that row has the bits of the batch that reads every row (compared through the
+// attn_out tap, before the matmuls whose tiling depends on the row count), and its logits agree.
+TEST_P(BatchTest, ThePromptsLastRowAttendsInTheBatchOrder) {
+  load("batch_last_row");
+  const ModelConfig& cfg = cfg_;
+  const int last = static_cast<int>(cfg.n_layer) - 1;
+  // llama.cpp's one-token order sums V in 64 lanes, its batch order in 16: over 60 cells they
+  // differ.
+  std::vector<int32_t> ids = {1};
+  for (int32_t i = 1; i < 60; ++i) ids.push_back(260 + i * 7 % 40);
+  auto prompt = [&](bool every_row) {
+    std::vector<BatchToken> batch;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      batch.push_back({ids[i], static_cast<int32_t>(i), 0, every_row || i + 1 == ids.size()});
+    }
+    batch.back().tap = true;
+    return batch;
+  };
+  TapSink t_all, t_last;
+  t_all.specs = t_last.specs = {{last, TapPoint::kAttnOut}};
+  std::vector<float> l_all, l_last;
+  make()->forward(prompt(true), l_all, &t_all);
+  make()->forward(prompt(false), l_last, &t_last);
+  const int64_t v = cfg.n_vocab, dim = cfg.n_embd;
+  ASSERT_EQ(l_last.size(), static_cast<size_t>(v));
+  ASSERT_EQ(t_last.rows[0].size(), static_cast<size_t>(dim));
+  ASSERT_EQ(t_all.rows[0].size(), static_cast<size_t>(dim));
+  const float* all_row = t_all.rows[0].data();
+  if (GetParam() == "f32") {  // F32 rows: one dot product per row and token, whatever the count
+    EXPECT_EQ(0, std::memcmp(t_last.rows[0].data(), all_row, static_cast<size_t>(dim) * 4));
+  }
+  EXPECT_LE(maxDiff(t_last.rows[0].data(), all_row, dim), 1e-5);
+  EXPECT_LE(maxDiff(l_last.data(), l_all.data() + static_cast<int64_t>(ids.size() - 1) * v, v),
+            1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, BatchTest,
