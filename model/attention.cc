@@ -26,66 +26,58 @@ kernels::ggml::VSumOrder vSumOrder(int64_t n) {
 
 }  // namespace
 
-void LlamaRank::attentionBlock(int64_t l, std::span<const BatchToken> batch) {
+void LlamaRank::attentionBlock(int64_t l, std::span<const BatchToken> batch, bool read_rows_only) {
   const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
   const int64_t n = static_cast<int64_t>(batch.size());
+  const int64_t m = read_rows_only ? static_cast<int64_t>(read_rows_.size()) : n;
   const int64_t dim = config_.n_embd, hd = config_.head_dim;
   const int64_t nq = weights_.n_head * hd, nkv = weights_.n_head_kv * hd;
   h_.resize(static_cast<size_t>(n * dim));
   normRows(x_.data(), w.attn_norm, h_.data(), dim, n);
-  q_.resize(static_cast<size_t>(n * nq));
+  q_.resize(static_cast<size_t>(m * nq));
   k_.resize(static_cast<size_t>(n * nkv));
   v_.resize(static_cast<size_t>(n * nkv));
-  matmul(w.wq, h_.data(), n, q_.data());
-  matmul(w.wk, h_.data(), n, k_.data(), /*same_x=*/true);
-  matmul(w.wv, h_.data(), n, v_.data(), /*same_x=*/true);
-  prepareQkv(l, batch, nullptr);
-  attend(l, batch, vSumOrder(n));
-  o_.resize(static_cast<size_t>(n * dim));
-  matmul(w.wo, attn_.data(), n, o_.data());
-  allReduce(o_.data(), o_.size());
-  residual(w.attn_post_norm, n);  // gemma3: norm the attention output before the residual
+  if (!read_rows_only) {
+    matmul(w.wq, h_.data(), n, q_.data());
+    matmul(w.wk, h_.data(), n, k_.data(), /*same_x=*/true);
+    matmul(w.wv, h_.data(), n, v_.data(), /*same_x=*/true);
+  } else {  // K and V of every row (later tokens attend to them), then the read rows' queries
+    matmul(w.wk, h_.data(), n, k_.data());
+    matmul(w.wv, h_.data(), n, v_.data(), /*same_x=*/true);
+    compactRows(h_, m);
+    if (m > 0) matmul(w.wq, h_.data(), m, q_.data());
+  }
+  prepareQkv(l, batch, read_rows_only ? &read_rows_ : nullptr);
+  o_.resize(static_cast<size_t>(m * dim));
+  if (m > 0) {
+    // In the whole batch's order (vSumOrder(n)): read rows alone get the full block's values.
+    attend(l, read_rows_only ? std::span<const BatchToken>(read_batch_) : batch, vSumOrder(n));
+    matmul(w.wo, attn_.data(), m, o_.data());
+  }
+  if (!read_rows_only) {
+    allReduce(o_.data(), o_.size());
+  } else {
+    allReduceReadRows(n);
+    compactRows(x_, m);
+  }
+  residual(w.attn_post_norm, m);  // gemma3: norm the attention output before the residual
 }
 
 std::span<const BatchToken> LlamaRank::lastAttentionBlock(int64_t l,
                                                           std::span<const BatchToken> batch) {
-  const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
   const int64_t n = static_cast<int64_t>(batch.size());
-  const int64_t dim = config_.n_embd, hd = config_.head_dim;
-  const int64_t nq = weights_.n_head * hd, nkv = weights_.n_head_kv * hd;
   read_rows_.clear();
   for (int64_t i = 0; i < n; ++i) {
     const BatchToken& t = batch[static_cast<size_t>(i)];
     if (t.logits || t.tap) read_rows_.push_back(i);
   }
-  const auto m = static_cast<int64_t>(read_rows_.size());
-  if (m == n) {
+  if (static_cast<int64_t>(read_rows_.size()) == n) {
     attentionBlock(l, batch);
     return batch;
   }
   read_batch_.clear();
   for (int64_t i : read_rows_) read_batch_.push_back(batch[static_cast<size_t>(i)]);
-  // K and V of every row: later tokens attend to them.
-  h_.resize(static_cast<size_t>(n * dim));
-  normRows(x_.data(), w.attn_norm, h_.data(), dim, n);
-  k_.resize(static_cast<size_t>(n * nkv));
-  v_.resize(static_cast<size_t>(n * nkv));
-  matmul(w.wk, h_.data(), n, k_.data());
-  matmul(w.wv, h_.data(), n, v_.data(), /*same_x=*/true);
-  // The read rows' inputs to the front (read_rows_[j] >= j: in place, in order), their queries.
-  compactRows(h_, m);
-  q_.resize(static_cast<size_t>(m * nq));
-  if (m > 0) matmul(w.wq, h_.data(), m, q_.data());
-  prepareQkv(l, batch, &read_rows_);
-  o_.resize(static_cast<size_t>(m * dim));
-  if (m > 0) {
-    // In the batch's order (vSumOrder(n)): the read rows' values are the full batch's.
-    attend(l, read_batch_, vSumOrder(n));
-    matmul(w.wo, attn_.data(), m, o_.data());
-  }
-  allReduceReadRows(n);
-  compactRows(x_, m);
-  residual(w.attn_post_norm, m);
+  attentionBlock(l, batch, /*read_rows_only=*/true);
   return read_batch_;
 }
 

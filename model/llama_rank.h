@@ -75,7 +75,10 @@ class LlamaRank final : public RankModel {
  private:
   // Token embeddings (gemma3: scaled) of the batch into x_.
   void embed(std::span<const BatchToken> batch);
-  void attentionBlock(int64_t layer, std::span<const BatchToken> batch);
+  // read_rows_only: the queries, attention and output projection run on read_rows_ only
+  // (read_batch_: their tokens), K and V on every row; x_ and o_ then hold those rows alone.
+  void attentionBlock(int64_t layer, std::span<const BatchToken> batch,
+                      bool read_rows_only = false);
   // forward()'s last attention block: the rows whose output is read (tokens with logits or taps;
   // as llama.cpp's inp_out_ids, which it applies after the block) become read_rows_ /
   // read_batch_, and the returned batch (`batch` itself where every row is read). K and V are
