@@ -44,10 +44,10 @@ void LlamaRank::attentionBlock(int64_t l, std::span<const BatchToken> batch, boo
   } else {  // K and V of every row (later tokens attend to them), then the read rows' queries
     matmul(w.wk, h_.data(), n, k_.data());
     matmul(w.wv, h_.data(), n, v_.data(), /*same_x=*/true);
-    compactRows(h_, m);
+    compactRows(h_);
     if (m > 0) matmul(w.wq, h_.data(), m, q_.data());
   }
-  prepareQkv(l, batch, read_rows_only ? &read_rows_ : nullptr);
+  prepareQkv(l, batch, read_rows_only);
   o_.resize(static_cast<size_t>(m * dim));
   if (m > 0) {
     // In the whole batch's order (vSumOrder(n)): read rows alone get the full block's values.
@@ -58,7 +58,7 @@ void LlamaRank::attentionBlock(int64_t l, std::span<const BatchToken> batch, boo
     allReduce(o_.data(), o_.size());
   } else {
     allReduceReadRows(n);
-    compactRows(x_, m);
+    compactRows(x_);
   }
   residual(w.attn_post_norm, m);  // gemma3: norm the attention output before the residual
 }
@@ -81,8 +81,9 @@ std::span<const BatchToken> LlamaRank::lastAttentionBlock(int64_t l,
   return read_batch_;
 }
 
-void LlamaRank::compactRows(std::vector<float>& rows, int64_t m) {
+void LlamaRank::compactRows(std::vector<float>& rows) {
   const int64_t dim = config_.n_embd;
+  const auto m = static_cast<int64_t>(read_rows_.size());
   for (int64_t j = 0; j < m; ++j) {
     const int64_t i = read_rows_[static_cast<size_t>(j)];
     if (i != j) std::copy_n(rows.data() + i * dim, dim, rows.data() + j * dim);
@@ -106,11 +107,10 @@ void LlamaRank::allReduceReadRows(int64_t n) {
     }
   }
   allReduce(o_.data(), o_.size());
-  compactRows(o_, m);
+  compactRows(o_);
 }
 
-void LlamaRank::prepareQkv(int64_t l, std::span<const BatchToken> batch,
-                           const std::vector<int64_t>* q_rows) {
+void LlamaRank::prepareQkv(int64_t l, std::span<const BatchToken> batch, bool read_rows_only) {
   const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
   const int64_t hd = config_.head_dim;
   const int64_t nq = weights_.n_head * hd, nkv = weights_.n_head_kv * hd;
@@ -161,7 +161,7 @@ void LlamaRank::prepareQkv(int64_t l, std::span<const BatchToken> batch,
     }
   };
   const auto n = static_cast<int64_t>(batch.size());
-  if (q_rows == nullptr) {  // q_ row i: batch row i
+  if (!read_rows_only) {  // q_ row i: batch row i
     pool_.parallelFor(n, 1, [&](int64_t b, int64_t e) {
       queries(b, e, [](int64_t j) { return j; });
       keysValues(b, e);
@@ -169,8 +169,8 @@ void LlamaRank::prepareQkv(int64_t l, std::span<const BatchToken> batch,
     return;
   }
   pool_.parallelFor(n, 1, keysValues);
-  pool_.parallelFor(static_cast<int64_t>(q_rows->size()), 1, [&](int64_t b, int64_t e) {
-    queries(b, e, [&](int64_t j) { return (*q_rows)[static_cast<size_t>(j)]; });
+  pool_.parallelFor(static_cast<int64_t>(read_rows_.size()), 1, [&](int64_t b, int64_t e) {
+    queries(b, e, [&](int64_t j) { return read_rows_[static_cast<size_t>(j)]; });
   });
 }
 

@@ -87,11 +87,10 @@ class LlamaRank final : public RankModel {
   // values are the full block's. x_ and o_ then hold the read rows alone.
   std::span<const BatchToken> lastAttentionBlock(int64_t layer, std::span<const BatchToken> batch);
   // After the Q/K/V projections, per token: biases, per-head norms, RoPE, the K and V rows
-  // written to the cache. q_rows: the batch rows q_ holds, in order (nullptr: every row).
-  void prepareQkv(int64_t layer, std::span<const BatchToken> batch,
-                  const std::vector<int64_t>* q_rows);
-  // rows[j] = rows[read_rows_[j]] for the first m read rows (dim values each), then m rows kept.
-  void compactRows(std::vector<float>& rows, int64_t m);
+  // written to the cache. q_ holds a row per batch row, or (read_rows_only) per read_rows_ row.
+  void prepareQkv(int64_t layer, std::span<const BatchToken> batch, bool read_rows_only);
+  // rows[j] = rows[read_rows_[j]] for each read row j (dim values each); then only those kept.
+  void compactRows(std::vector<float>& rows);
   // All-reduces o_, which holds the read rows: over all n rows of the batch (the other rows zero),
   // so ranks that run the block on every row (GPU ranks) take part in the same collective; o_
   // then holds the read rows' sums.
